@@ -1,0 +1,107 @@
+/* backend.h — the compute backend interface: a small table of function
+ * pointers (ggml-backend style) that the model code is written against once.
+ *
+ * Memory: activations, KV and index arrays live in backend buffers
+ * (buf_alloc/buf_free; host memory on the CPU backend, device memory on
+ * CUDA); the model only passes those pointers to ops. Weights are bk_weight
+ * handles made by weight_init from safetensors views: the CPU backend keeps
+ * borrowed views into the mmap (nothing copied), CUDA copies them to the GPU
+ * once; several source tensors can be fused into one weight (q|k|v, gate|up)
+ * whose output rows are the parts' rows concatenated.
+ *
+ * Numerics (DESIGN.md principle 2): every op computes a token's row with the
+ * same reduction order whatever the number of tokens in the call. */
+#ifndef KS_BACKEND_H
+#define KS_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "base/dtype.h"
+#include "io/safetensors.h"
+
+#define BK_MAX_PARTS 4
+
+typedef struct backend backend;
+
+typedef struct {
+    dtype_t dtype;                       /* F32, F16 or BF16 (all parts alike) */
+    int64_t rows;                        /* output features (parts' rows summed) */
+    int64_t cols;                        /* input features; 1-D tensors: rows=n, cols=1 */
+    int n_parts;
+    const void *part_data[BK_MAX_PARTS]; /* host views (borrowed from the mmap) */
+    int64_t part_rows[BK_MAX_PARTS];
+    void *impl;                          /* backend-owned (e.g. device copy) */
+} bk_weight;
+
+/* Where each token of a forward call reads its keys/values: token i of the
+ * call belongs to sequence seq[i] at position pos[i] and attends to positions
+ * 0..pos[i] of that sequence, found through its block table. All arrays are
+ * backend buffers. */
+typedef struct {
+    int n_tokens;
+    const int32_t *pos;          /* (n_tokens) */
+    const int32_t *seq;          /* (n_tokens) row in block_tables */
+    const int32_t *slots;        /* (n_tokens) KV slot written: block*block_size + pos%block_size */
+    const int32_t *block_tables; /* (n_seqs, max_blocks) */
+    int max_blocks;
+    int block_size;
+    int max_pos;                 /* max over pos[] (host-side hint for scratch sizing) */
+} bk_attn_batch;
+
+typedef struct backend_ops {
+    const char *name;
+    void *(*buf_alloc)(backend *be, size_t bytes);
+    void (*buf_free)(backend *be, void *p);
+    int (*buf_upload)(backend *be, void *dst, const void *src, size_t bytes);
+    int (*buf_download)(backend *be, void *dst, const void *src, size_t bytes);
+
+    int (*weight_init)(backend *be, bk_weight *w, const st_tensor *const *parts, int n_parts);
+    void (*weight_release)(backend *be, bk_weight *w);
+
+    /* out (n, table.cols) = table[ids[i]] */
+    void (*embed)(backend *be, float *out, const bk_weight *table, const int32_t *ids, int n);
+    /* For each token t < n and head h < n_heads: RMSNorm of the dim floats at
+     * in + t*in_stride + h*dim, times w (dim), into out + t*out_stride + h*dim.
+     * out may equal in. */
+    void (*rmsnorm)(backend *be, float *out, int out_stride, const float *in, int in_stride,
+                    const bk_weight *w, int n, int n_heads, int dim, float eps);
+    /* out (n, w.rows) = in (n, w.cols) @ w^T (+ bias (w.rows) when not NULL) */
+    void (*matmul)(backend *be, float *out, const float *in, const bk_weight *w,
+                   const bk_weight *bias, int n);
+    /* Rotary embedding (half-split pairs i, i+head_dim/2) in place on n_heads
+     * heads at x + t*row_stride; angle = pos[t] * inv_freq[i]. */
+    void (*rope)(backend *be, float *x, int row_stride, int n, int n_heads, int head_dim,
+                 const int32_t *pos, const float *inv_freq);
+    /* Writes k and v rows (n, n_kv_heads*head_dim at row stride src_stride)
+     * into the layer's cache (n_blocks, block_size, n_kv_heads, head_dim). */
+    void (*kv_store)(backend *be, float *k_cache, float *v_cache, const float *k, const float *v,
+                     int src_stride, const bk_attn_batch *ab, int kv_dim);
+    /* Causal attention over paged KV, GQA: out (n, n_heads*head_dim). q rows
+     * at q + t*q_stride. */
+    void (*attention)(backend *be, float *out, const float *q, int q_stride,
+                      const float *k_cache, const float *v_cache, const bk_attn_batch *ab,
+                      int n_heads, int n_kv_heads, int head_dim, float scale);
+    /* out (n, dim) = silu(gu[:, :dim]) * gu[:, dim:]   (gu is (n, 2*dim)) */
+    void (*silu_mul)(backend *be, float *out, const float *gu, int n, int dim);
+    /* x += y, n floats */
+    void (*add)(backend *be, float *x, const float *y, size_t n);
+    /* out (n, dim) = in[idx[i]] */
+    void (*gather_rows)(backend *be, float *out, const float *in, const int32_t *idx, int n, int dim);
+    void (*free)(backend *be);
+} backend_ops;
+
+struct backend {
+    const backend_ops *ops;
+    void *impl;
+};
+
+typedef enum { BACKEND_CPU = 0, BACKEND_CUDA } backend_kind;
+
+/* n_threads <= 0: all cores. */
+int backend_cpu_new(backend **out, int n_threads);
+void backend_free(backend *be);
+/* The CPU backend's kernel set ("scalar", "avx2", "avx512"). */
+const char *backend_cpu_isa(const backend *be);
+
+#endif

@@ -1,0 +1,324 @@
+/* cpu_backend.c — the CPU backend: host buffers, weights as borrowed views
+ * into the safetensors mmap, and every op parallelised over the thread pool
+ * with the SIMD kernels of cpu_kernels_*.c. Always built. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/backend.h"
+#include "backend/cpu/cpu_kernels.h"
+#include "base/err.h"
+#include "base/threadpool.h"
+
+typedef struct {
+    threadpool *pool;
+    const cpu_kernels *k;
+    float *scratch;        /* attention scores, per thread */
+    size_t scratch_per_thread;
+} cpu_impl;
+
+static cpu_impl *impl_of(backend *be) { return be->impl; }
+
+/* ---- buffers ---------------------------------------------------------- */
+
+static void *cpu_buf_alloc(backend *be, size_t bytes) {
+    (void)be;
+    size_t n = (bytes + 63) & ~(size_t)63;
+    void *p = aligned_alloc(64, n ? n : 64);
+    if (p) memset(p, 0, n ? n : 64);
+    return p;
+}
+static void cpu_buf_free(backend *be, void *p) { (void)be; free(p); }
+static int cpu_buf_copy(backend *be, void *dst, const void *src, size_t bytes) {
+    (void)be;
+    memmove(dst, src, bytes);
+    return KS_OK;
+}
+
+/* ---- weights ---------------------------------------------------------- */
+
+static int cpu_weight_init(backend *be, bk_weight *w, const st_tensor *const *parts, int n_parts) {
+    (void)be;
+    memset(w, 0, sizeof *w);
+    if (n_parts < 1 || n_parts > BK_MAX_PARTS) return err_set(KS_EINVAL, "weight: bad part count %d", n_parts);
+    for (int i = 0; i < n_parts; i++) {
+        const st_tensor *t = parts[i];
+        if (t->dtype != DTYPE_F32 && t->dtype != DTYPE_F16 && t->dtype != DTYPE_BF16)
+            return err_set(KS_EUNSUPPORTED, "tensor \"%s\": dtype %s not supported (F32, F16, BF16)",
+                           t->name, dtype_name(t->dtype));
+        if (t->n_dims != 1 && t->n_dims != 2)
+            return err_set(KS_EFORMAT, "tensor \"%s\": expected 1 or 2 dims, got %d", t->name, t->n_dims);
+        int64_t rows = t->shape[0], cols = t->n_dims == 2 ? t->shape[1] : 1;
+        if (i == 0) {
+            w->dtype = t->dtype;
+            w->cols = cols;
+        } else if (t->dtype != w->dtype || cols != w->cols) {
+            return err_set(KS_EFORMAT, "tensor \"%s\": cannot fuse with \"%s\" (dtype/shape differ)",
+                           t->name, parts[0]->name);
+        }
+        w->part_data[i] = t->data;
+        w->part_rows[i] = rows;
+        w->rows += rows;
+    }
+    w->n_parts = n_parts;
+    return KS_OK;
+}
+
+static void cpu_weight_release(backend *be, bk_weight *w) { (void)be; memset(w, 0, sizeof *w); }
+
+/* Element idx of a weight's row-major data (parts concatenated) as f32. */
+static inline float weight_at(const bk_weight *w, int64_t idx) {
+    int p = 0;
+    while (p + 1 < w->n_parts && idx >= w->part_rows[p] * w->cols) idx -= w->part_rows[p++] * w->cols;
+    const void *d = w->part_data[p];
+    switch (w->dtype) {
+    case DTYPE_BF16: return bf16_to_f32(((const uint16_t *)d)[idx]);
+    case DTYPE_F16: return f16_to_f32(((const uint16_t *)d)[idx]);
+    default: return ((const float *)d)[idx];
+    }
+}
+
+/* ---- embed ------------------------------------------------------------ */
+
+static void cpu_embed(backend *be, float *out, const bk_weight *table, const int32_t *ids, int n) {
+    (void)be;
+    int64_t d = table->cols;
+    for (int i = 0; i < n; i++) {
+        int64_t base = (int64_t)ids[i] * d;
+        for (int64_t j = 0; j < d; j++) out[i * d + j] = weight_at(table, base + j);
+    }
+}
+
+/* ---- rmsnorm ---------------------------------------------------------- */
+
+typedef struct {
+    float *out; int os; const float *in; int is; const bk_weight *w;
+    int n_heads, dim; float eps; const cpu_kernels *k;
+} rms_ctx;
+
+static void rms_task(void *v, int task, int thread) {
+    rms_ctx *c = v;
+    int t = task / c->n_heads, h = task % c->n_heads;
+    const float *x = c->in + (int64_t)t * c->is + (int64_t)h * c->dim;
+    float *y = c->out + (int64_t)t * c->os + (int64_t)h * c->dim;
+    float ss = c->k->dot(x, x, c->dim);
+    float inv = 1.0f / sqrtf(ss / (float)c->dim + c->eps);
+    for (int j = 0; j < c->dim; j++) y[j] = weight_at(c->w, j) * (x[j] * inv);
+}
+
+static void cpu_rmsnorm(backend *be, float *out, int out_stride, const float *in, int in_stride,
+                        const bk_weight *w, int n, int n_heads, int dim, float eps) {
+    rms_ctx c = {out, out_stride, in, in_stride, w, n_heads, dim, eps, impl_of(be)->k};
+    int tasks = n * n_heads;
+    if (tasks < 64) {
+        for (int i = 0; i < tasks; i++) rms_task(&c, i, 0);
+    } else {
+        tp_run(impl_of(be)->pool, tasks, rms_task, &c);
+    }
+}
+
+/* ---- matmul ----------------------------------------------------------- */
+
+#define MM_ROWS_PER_TASK 16
+#define MM_TOKENS_PER_BLOCK 64
+
+typedef struct {
+    float *out; const float *in; const bk_weight *w; const bk_weight *bias; int n;
+    const cpu_kernels *k;
+} mm_ctx;
+
+static void mm_task(void *v, int task, int thread) {
+    mm_ctx *c = v;
+    const bk_weight *w = c->w;
+    int64_t r0 = (int64_t)task * MM_ROWS_PER_TASK;
+    int64_t r1 = r0 + MM_ROWS_PER_TASK < w->rows ? r0 + MM_ROWS_PER_TASK : w->rows;
+    cpu_mm_fn fn = w->dtype == DTYPE_BF16 ? c->k->mm_bf16 : w->dtype == DTYPE_F16 ? c->k->mm_f16 : c->k->mm_f32;
+    size_t es = dtype_size(w->dtype);
+    int os = (int)w->rows;
+    /* walk the fused parts overlapping [r0, r1) */
+    int64_t part_start = 0;
+    for (int p = 0; p < w->n_parts && part_start < r1; p++) {
+        int64_t pr = w->part_rows[p], ps = part_start;
+        part_start += pr;
+        if (ps + pr <= r0) continue;
+        int64_t a = r0 > ps ? r0 : ps, b = r1 < ps + pr ? r1 : ps + pr;
+        const char *wp = (const char *)w->part_data[p] + (size_t)(a - ps) * (size_t)w->cols * es;
+        for (int t0 = 0; t0 < c->n; t0 += MM_TOKENS_PER_BLOCK) {
+            int nt = c->n - t0 < MM_TOKENS_PER_BLOCK ? c->n - t0 : MM_TOKENS_PER_BLOCK;
+            fn(c->out + (int64_t)t0 * os + a, os, c->in + (int64_t)t0 * w->cols, (int)w->cols, nt, wp,
+               w->cols, (int)(b - a));
+        }
+    }
+    if (c->bias)
+        for (int t = 0; t < c->n; t++)
+            for (int64_t r = r0; r < r1; r++) c->out[(int64_t)t * os + r] += weight_at(c->bias, r);
+}
+
+static void cpu_matmul(backend *be, float *out, const float *in, const bk_weight *w,
+                       const bk_weight *bias, int n) {
+    mm_ctx c = {out, in, w, bias, n, impl_of(be)->k};
+    int tasks = (int)((w->rows + MM_ROWS_PER_TASK - 1) / MM_ROWS_PER_TASK);
+    tp_run(impl_of(be)->pool, tasks, mm_task, &c);
+}
+
+/* ---- rope ------------------------------------------------------------- */
+
+static void cpu_rope(backend *be, float *x, int row_stride, int n, int n_heads, int head_dim,
+                     const int32_t *pos, const float *inv_freq) {
+    (void)be;
+    int half = head_dim / 2;
+    for (int t = 0; t < n; t++) {
+        for (int i = 0; i < half; i++) {
+            float ang = (float)pos[t] * inv_freq[i];
+            float c = cosf(ang), s = sinf(ang);
+            for (int h = 0; h < n_heads; h++) {
+                float *v = x + (int64_t)t * row_stride + (int64_t)h * head_dim;
+                float a = v[i], b = v[i + half];
+                v[i] = a * c - b * s;
+                v[i + half] = b * c + a * s;
+            }
+        }
+    }
+}
+
+/* ---- KV cache --------------------------------------------------------- */
+
+static void cpu_kv_store(backend *be, float *k_cache, float *v_cache, const float *k, const float *v,
+                         int src_stride, const bk_attn_batch *ab, int kv_dim) {
+    (void)be;
+    for (int t = 0; t < ab->n_tokens; t++) {
+        int64_t slot = ab->slots[t];
+        memcpy(k_cache + slot * kv_dim, k + (int64_t)t * src_stride, (size_t)kv_dim * sizeof(float));
+        memcpy(v_cache + slot * kv_dim, v + (int64_t)t * src_stride, (size_t)kv_dim * sizeof(float));
+    }
+}
+
+/* ---- attention -------------------------------------------------------- */
+
+typedef struct {
+    float *out; const float *q; int q_stride; const float *kc, *vc; const bk_attn_batch *ab;
+    int n_heads, n_kv, hd; float scale; cpu_impl *im;
+} attn_ctx;
+
+/* One task: token t, kv head g, with the n_heads/n_kv query heads sharing it. */
+static void attn_task(void *v, int task, int thread) {
+    attn_ctx *c = v;
+    const bk_attn_batch *ab = c->ab;
+    int t = task / c->n_kv, g = task % c->n_kv;
+    int grp = c->n_heads / c->n_kv, hd = c->hd, kv_dim = c->n_kv * hd;
+    int n_ctx = ab->pos[t] + 1;
+    const int32_t *table = ab->block_tables + (int64_t)ab->seq[t] * ab->max_blocks;
+    float *sc = c->im->scratch + (size_t)thread * c->im->scratch_per_thread;
+    const cpu_kernels *k = c->im->k;
+    for (int j = 0; j < n_ctx; j++) {
+        int64_t slot = (int64_t)table[j / ab->block_size] * ab->block_size + j % ab->block_size;
+        const float *kr = c->kc + slot * kv_dim + (int64_t)g * hd;
+        for (int h = 0; h < grp; h++) {
+            const float *qh = c->q + (int64_t)t * c->q_stride + (int64_t)(g * grp + h) * hd;
+            sc[(size_t)h * n_ctx + j] = k->dot(qh, kr, hd) * c->scale;
+        }
+    }
+    for (int h = 0; h < grp; h++) {
+        float *s = sc + (size_t)h * n_ctx;
+        float m = -INFINITY, sum = 0;
+        for (int j = 0; j < n_ctx; j++) m = s[j] > m ? s[j] : m;
+        for (int j = 0; j < n_ctx; j++) { s[j] = expf(s[j] - m); sum += s[j]; }
+        float inv = 1.0f / sum;
+        float *o = c->out + (int64_t)t * c->n_heads * hd + (int64_t)(g * grp + h) * hd;
+        memset(o, 0, (size_t)hd * sizeof(float));
+        for (int j = 0; j < n_ctx; j++) {
+            int64_t slot = (int64_t)table[j / ab->block_size] * ab->block_size + j % ab->block_size;
+            k->axpy(o, s[j] * inv, c->vc + slot * kv_dim + (int64_t)g * hd, hd);
+        }
+    }
+}
+
+static void cpu_attention(backend *be, float *out, const float *q, int q_stride, const float *k_cache,
+                          const float *v_cache, const bk_attn_batch *ab, int n_heads, int n_kv_heads,
+                          int head_dim, float scale) {
+    cpu_impl *im = impl_of(be);
+    size_t need = (size_t)(n_heads / n_kv_heads) * (size_t)(ab->max_pos + 1);
+    if (need > im->scratch_per_thread) {
+        float *s = realloc(im->scratch, need * (size_t)tp_threads(im->pool) * sizeof(float));
+        if (!s) abort(); /* out of memory for a few KB of scores: nothing sane to do */
+        im->scratch = s;
+        im->scratch_per_thread = need;
+    }
+    attn_ctx c = {out, q, q_stride, k_cache, v_cache, ab, n_heads, n_kv_heads, head_dim, scale, im};
+    tp_run(im->pool, ab->n_tokens * n_kv_heads, attn_task, &c);
+}
+
+/* ---- elementwise ------------------------------------------------------ */
+
+static void cpu_silu_mul(backend *be, float *out, const float *gu, int n, int dim) {
+    (void)be;
+    for (int t = 0; t < n; t++) {
+        const float *g = gu + (int64_t)t * 2 * dim, *u = g + dim;
+        float *o = out + (int64_t)t * dim;
+        for (int j = 0; j < dim; j++) o[j] = g[j] / (1.0f + expf(-g[j])) * u[j];
+    }
+}
+
+static void cpu_add(backend *be, float *x, const float *y, size_t n) {
+    (void)be;
+    for (size_t i = 0; i < n; i++) x[i] += y[i];
+}
+
+static void cpu_gather_rows(backend *be, float *out, const float *in, const int32_t *idx, int n, int dim) {
+    (void)be;
+    for (int i = 0; i < n; i++)
+        memmove(out + (int64_t)i * dim, in + (int64_t)idx[i] * dim, (size_t)dim * sizeof(float));
+}
+
+static void cpu_free(backend *be) {
+    cpu_impl *im = impl_of(be);
+    if (im) {
+        tp_free(im->pool);
+        free(im->scratch);
+        free(im);
+    }
+    free(be);
+}
+
+static const backend_ops cpu_ops = {
+    .name = "cpu",
+    .buf_alloc = cpu_buf_alloc,
+    .buf_free = cpu_buf_free,
+    .buf_upload = cpu_buf_copy,
+    .buf_download = cpu_buf_copy,
+    .weight_init = cpu_weight_init,
+    .weight_release = cpu_weight_release,
+    .embed = cpu_embed,
+    .rmsnorm = cpu_rmsnorm,
+    .matmul = cpu_matmul,
+    .rope = cpu_rope,
+    .kv_store = cpu_kv_store,
+    .attention = cpu_attention,
+    .silu_mul = cpu_silu_mul,
+    .add = cpu_add,
+    .gather_rows = cpu_gather_rows,
+    .free = cpu_free,
+};
+
+int backend_cpu_new(backend **out, int n_threads) {
+    backend *be = calloc(1, sizeof *be);
+    cpu_impl *im = calloc(1, sizeof *im);
+    if (!be || !im) goto fail;
+    im->pool = tp_new(n_threads);
+    if (!im->pool) goto fail;
+    im->k = cpu_kernels_select();
+    be->ops = &cpu_ops;
+    be->impl = im;
+    *out = be;
+    return KS_OK;
+fail:
+    free(im);
+    free(be);
+    return err_set(KS_ENOMEM, "cpu backend: out of memory");
+}
+
+const char *backend_cpu_isa(const backend *be) { return ((const cpu_impl *)be->impl)->k->isa; }
+
+void backend_free(backend *be) {
+    if (be) be->ops->free(be);
+}

@@ -1,0 +1,33 @@
+/* cpu_kernels.h — the per-ISA inner kernels of the CPU backend (scalar, AVX2,
+ * AVX-512), chosen once at run time by cpu_kernels_select().
+ *
+ * mm_*: for tokens t < n and weight rows r < nr (row length k, element type
+ * per function): out[t*out_stride + r] = dot(x + t*x_stride, w + r*k).
+ * Each (t, r) dot product is accumulated in the same order whatever n and nr
+ * are, so results do not depend on batch composition (DESIGN.md principle 2). */
+#ifndef KS_CPU_KERNELS_H
+#define KS_CPU_KERNELS_H
+
+#include <stdint.h>
+
+typedef void (*cpu_mm_fn)(float *out, int out_stride, const float *x, int x_stride, int n,
+                          const void *w, int64_t k, int nr);
+
+typedef struct {
+    const char *isa;            /* "scalar", "avx2", "avx512" */
+    cpu_mm_fn mm_bf16;
+    cpu_mm_fn mm_f16;
+    cpu_mm_fn mm_f32;
+    float (*dot)(const float *a, const float *b, int n);
+    void (*axpy)(float *y, float a, const float *x, int n); /* y += a * x */
+} cpu_kernels;
+
+extern const cpu_kernels cpu_kernels_scalar;
+extern const cpu_kernels cpu_kernels_avx2;
+extern const cpu_kernels cpu_kernels_avx512;
+
+/* Best ISA this CPU supports; env KESTREL_CPU_ISA=scalar|avx2|avx512 forces
+ * one (falls back when the CPU lacks it). */
+const cpu_kernels *cpu_kernels_select(void);
+
+#endif

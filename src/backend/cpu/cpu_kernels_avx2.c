@@ -1,0 +1,97 @@
+/* cpu_kernels_avx2.c — AVX2/FMA kernels: bf16/f16/f32 weight rows times f32
+ * activations in tiles of 4 weight rows x T tokens (T = 1..2: 16 ymm
+ * registers), 8 lanes per step, scalar tail added after a fixed-order
+ * horizontal sum — the same arithmetic for a token whatever the tile. */
+#include <immintrin.h>
+
+#include "backend/cpu/cpu_kernels.h"
+#include "base/dtype.h"
+
+#define TR 4
+
+static inline __m256 load_bf16(const uint16_t *p) {
+    return _mm256_castsi256_ps(
+        _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
+}
+static inline __m256 load_f16(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
+static inline __m256 load_f32(const float *p) { return _mm256_loadu_ps(p); }
+static inline float conv_bf16(uint16_t v) { return bf16_to_f32(v); }
+static inline float conv_f16(uint16_t v) { return f16_to_f32(v); }
+static inline float conv_f32(float v) { return v; }
+
+static inline float hsum(__m256 v) {
+    __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
+    lo = _mm_add_ps(lo, hi);
+    __m128 sh = _mm_movehdup_ps(lo);
+    lo = _mm_add_ps(lo, sh);
+    sh = _mm_movehl_ps(sh, lo);
+    return _mm_cvtss_f32(_mm_add_ss(lo, sh));
+}
+
+#define DEF_TILE(NAME, TYPE, LOAD, CONV, T)                                                \
+    static void NAME##_t##T(float *out, int os, const float *x, int xs, const TYPE *w,      \
+                            int64_t k, int nr) {                                           \
+        __m256 acc[TR][T];                                                                  \
+        const TYPE *wr[TR];                                                                 \
+        _Pragma("GCC unroll 4") for (int r = 0; r < TR; r++) {                              \
+            wr[r] = w + (r < nr ? r : nr - 1) * k;                                          \
+            _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps(); \
+        }                                                                                   \
+        int64_t i = 0;                                                                      \
+        for (; i + 8 <= k; i += 8) {                                                        \
+            __m256 xv[T];                                                                   \
+            _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) xv[t] = _mm256_loadu_ps(x + t * xs + i); \
+            _Pragma("GCC unroll 4") for (int r = 0; r < TR; r++) {                          \
+                __m256 wv = LOAD(wr[r] + i);                                                \
+                _Pragma("GCC unroll 4") for (int t = 0; t < T; t++)                         \
+                    acc[r][t] = _mm256_fmadd_ps(wv, xv[t], acc[r][t]);                      \
+            }                                                                               \
+        }                                                                                   \
+        for (int r = 0; r < nr && r < TR; r++)                                              \
+            for (int t = 0; t < T; t++) {                                                   \
+                float s = hsum(acc[r][t]);                                                  \
+                for (int64_t j = i; j < k; j++) s += x[t * xs + j] * CONV(wr[r][j]);        \
+                out[t * os + r] = s;                                                        \
+            }                                                                               \
+    }
+
+#define DEF_MM(NAME, TYPE, LOAD, CONV)                                                     \
+    DEF_TILE(NAME, TYPE, LOAD, CONV, 1)                                                    \
+    DEF_TILE(NAME, TYPE, LOAD, CONV, 2)                                                    \
+    static void NAME(float *out, int os, const float *x, int xs, int n, const void *wv,    \
+                     int64_t k, int nr) {                                                  \
+        const TYPE *w = wv;                                                                \
+        for (int r = 0; r < nr; r += TR) {                                                 \
+            int rr = nr - r < TR ? nr - r : TR;                                            \
+            const TYPE *wr = w + (int64_t)r * k;                                           \
+            for (int t = 0; t < n; t += 2) {                                               \
+                float *o = out + (int64_t)t * os + r;                                      \
+                const float *xt = x + (int64_t)t * xs;                                     \
+                if (n - t >= 2) NAME##_t2(o, os, xt, xs, wr, k, rr);                       \
+                else NAME##_t1(o, os, xt, xs, wr, k, rr);                                  \
+            }                                                                              \
+        }                                                                                  \
+    }
+
+DEF_MM(mm_bf16, uint16_t, load_bf16, conv_bf16)
+DEF_MM(mm_f16, uint16_t, load_f16, conv_f16)
+DEF_MM(mm_f32, float, load_f32, conv_f32)
+
+static float dot_f32(const float *a, const float *b, int n) {
+    __m256 acc = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 8 <= n; i += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(a + i), _mm256_loadu_ps(b + i), acc);
+    float s = hsum(acc);
+    for (; i < n; i++) s += a[i] * b[i];
+    return s;
+}
+
+static void axpy_f32(float *y, float a, const float *x, int n) {
+    __m256 av = _mm256_set1_ps(a);
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_fmadd_ps(av, _mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i)));
+    for (; i < n; i++) y[i] += a * x[i];
+}
+
+const cpu_kernels cpu_kernels_avx2 = {"avx2", mm_bf16, mm_f16, mm_f32, dot_f32, axpy_f32};

@@ -1,0 +1,200 @@
+/* cmd_run.c — `kestrel run MODEL -p TEXT ...`: loads a model, tokenizes the
+ * prompt (raw text, the post-processor's BOS added), generates and streams
+ * only the generated text to stdout; prompt and decode speed go to stderr. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backend/backend.h"
+#include "base/err.h"
+#include "base/file.h"
+#include "cli/cli.h"
+#include "engine/generate.h"
+#include "io/config.h"
+#include "model/model.h"
+#include "tok/tok.h"
+
+static void run_usage(FILE *f) {
+    fprintf(f,
+            "usage: kestrel run MODEL -p TEXT [options]\n"
+            "  MODEL                  Hugging Face model directory (config.json, *.safetensors, tokenizer.json)\n"
+            "  -p, --prompt TEXT      prompt text ('-' reads standard input)\n"
+            "  -n, --max-tokens N     tokens to generate (default 256)\n"
+            "  --temp T               temperature (0 = greedy; default from generation_config.json)\n"
+            "  --top-p P  --top-k K  --min-p P\n"
+            "  --repeat-penalty R  --presence-penalty P  --frequency-penalty F\n"
+            "  --seed S               random seed (default: time)\n"
+            "  --threads N            CPU threads (default: all cores)\n"
+            "  --ctx-size N           KV cache size in tokens (default: min(max_position_embeddings, 8192))\n"
+            "  --ignore-eos           do not stop at end-of-sequence tokens\n");
+}
+
+static int parse_int(const char *opt, const char *v, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || *end || end == v || x < lo || x > hi) {
+        fprintf(stderr, "kestrel run: %s: expected an integer in [%ld, %ld], got '%s'\n", opt, lo, hi, v);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+static int parse_float(const char *opt, const char *v, double lo, double hi, float *out) {
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || *end || end == v || !(x >= lo && x <= hi)) {
+        fprintf(stderr, "kestrel run: %s: expected a number in [%g, %g], got '%s'\n", opt, lo, hi, v);
+        return -1;
+    }
+    *out = (float)x;
+    return 0;
+}
+
+typedef struct {
+    tok_stream *ts;
+} run_out;
+
+static int on_token(void *ud, int32_t tok) {
+    run_out *o = ud;
+    size_t len;
+    const char *s = tok_stream_push(o->ts, tok, &len);
+    if (s && len) {
+        fwrite(s, 1, len, stdout);
+        fflush(stdout);
+    }
+    return 0;
+}
+
+int cmd_run(int argc, char **argv) {
+    const char *dir = NULL, *prompt = NULL;
+    long n_gen = 256, threads = 0, ctx_size = 0, seed = -1;
+    int ignore_eos = 0;
+    float temp = -1, top_p = -1, min_p = -1, rep = -1, pres = 0, freq = 0;
+    long top_k = -1;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+#define NEED_VALUE()                                                              \
+    do {                                                                          \
+        if (!v) { fprintf(stderr, "kestrel run: %s needs a value\n", a); return 2; } \
+        i++;                                                                      \
+    } while (0)
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { run_usage(stdout); return 0; }
+        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) { NEED_VALUE(); prompt = v; }
+        else if (!strcmp(a, "-n") || !strcmp(a, "--max-tokens")) { NEED_VALUE(); if (parse_int(a, v, 0, 1 << 24, &n_gen)) return 2; }
+        else if (!strcmp(a, "--temp") || !strcmp(a, "--temperature")) { NEED_VALUE(); if (parse_float(a, v, 0, 100, &temp)) return 2; }
+        else if (!strcmp(a, "--top-p")) { NEED_VALUE(); if (parse_float(a, v, 0, 1, &top_p)) return 2; }
+        else if (!strcmp(a, "--top-k")) { NEED_VALUE(); if (parse_int(a, v, 0, 1 << 30, &top_k)) return 2; }
+        else if (!strcmp(a, "--min-p")) { NEED_VALUE(); if (parse_float(a, v, 0, 1, &min_p)) return 2; }
+        else if (!strcmp(a, "--repeat-penalty")) { NEED_VALUE(); if (parse_float(a, v, 0.01, 100, &rep)) return 2; }
+        else if (!strcmp(a, "--presence-penalty")) { NEED_VALUE(); if (parse_float(a, v, -2, 2, &pres)) return 2; }
+        else if (!strcmp(a, "--frequency-penalty")) { NEED_VALUE(); if (parse_float(a, v, -2, 2, &freq)) return 2; }
+        else if (!strcmp(a, "--seed")) { NEED_VALUE(); if (parse_int(a, v, 0, 0x7fffffffL, &seed)) return 2; }
+        else if (!strcmp(a, "--threads") || !strcmp(a, "-t")) { NEED_VALUE(); if (parse_int(a, v, 1, 1024, &threads)) return 2; }
+        else if (!strcmp(a, "--ctx-size") || !strcmp(a, "-c")) { NEED_VALUE(); if (parse_int(a, v, 16, 1 << 22, &ctx_size)) return 2; }
+        else if (!strcmp(a, "--ignore-eos")) ignore_eos = 1;
+        else if (a[0] == '-' && a[1]) { fprintf(stderr, "kestrel run: unknown option '%s'\n", a); return 2; }
+        else if (!dir) dir = a;
+        else { fprintf(stderr, "kestrel run: unexpected argument '%s'\n", a); return 2; }
+#undef NEED_VALUE
+    }
+    if (!dir || !prompt) {
+        run_usage(stderr);
+        return 2;
+    }
+    char *stdin_text = NULL;
+    if (!strcmp(prompt, "-")) {
+        size_t cap = 0, len = 0;
+        for (;;) {
+            if (len + 4096 + 1 > cap) {
+                cap = cap ? cap * 2 : 65536;
+                char *nb = realloc(stdin_text, cap);
+                if (!nb) { free(stdin_text); fprintf(stderr, "kestrel run: out of memory\n"); return 1; }
+                stdin_text = nb;
+            }
+            size_t r = fread(stdin_text + len, 1, cap - len - 1, stdin);
+            len += r;
+            if (r == 0) break;
+        }
+        stdin_text[len] = 0;
+        prompt = stdin_text;
+    }
+
+    int status = 1;
+    backend *be = NULL;
+    model *m = NULL;
+    tokenizer *tk = NULL;
+    tok_stream *ts = NULL;
+    int32_t *ids = NULL;
+    int n_ids = 0;
+    kv_cache kv = {0};
+    gen_config gc;
+    int rc;
+    if ((rc = tok_load(&tk, dir))) goto fail;
+    if ((rc = gen_config_load(&gc, dir))) goto fail;
+    if ((rc = backend_cpu_new(&be, (int)threads))) goto fail;
+    if ((rc = model_load(&m, dir, be))) goto fail;
+    if ((rc = tok_encode(tk, prompt, strlen(prompt), true, &ids, &n_ids))) goto fail;
+    if (n_ids == 0) { err_set(KS_EINVAL, "the prompt is empty"); goto fail; }
+    if (!ctx_size) {
+        ctx_size = m->cfg.max_position_embeddings > 0 ? m->cfg.max_position_embeddings : 8192;
+        if (ctx_size > 8192) ctx_size = 8192;
+        if (ctx_size < n_ids + n_gen + 1) ctx_size = n_ids + n_gen + 1;
+    }
+    if ((rc = model_kv_init(m, &kv, (int)ctx_size))) goto fail;
+
+    gen_request req;
+    memset(&req, 0, sizeof req);
+    req.max_tokens = (int)n_gen;
+    sample_params_default(&req.sp);
+    req.sp.temperature = gc.do_sample ? gc.temperature : 0.0f;
+    req.sp.top_p = gc.top_p;
+    req.sp.top_k = gc.top_k;
+    req.sp.min_p = gc.min_p;
+    req.sp.repetition_penalty = gc.repetition_penalty;
+    if (temp >= 0) req.sp.temperature = temp;
+    if (top_p >= 0) req.sp.top_p = top_p;
+    if (top_k >= 0) req.sp.top_k = (int)top_k;
+    if (min_p >= 0) req.sp.min_p = min_p;
+    if (rep > 0) req.sp.repetition_penalty = rep;
+    req.sp.presence_penalty = pres;
+    req.sp.frequency_penalty = freq;
+    req.seed = seed >= 0 ? (uint64_t)seed : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+    if (!ignore_eos) {
+        const int *eos = gc.n_eos ? gc.eos_ids : m->cfg.eos_ids;
+        int ne = gc.n_eos ? gc.n_eos : m->cfg.n_eos;
+        for (int i = 0; i < ne && req.n_eos < GEN_MAX_EOS; i++) req.eos[req.n_eos++] = eos[i];
+    }
+    ts = tok_stream_new(tk, true);
+    if (!ts) { err_set(KS_ENOMEM, "out of memory"); goto fail; }
+    run_out out = {ts};
+    gen_stats st;
+    if ((rc = generate(m, &kv, ids, n_ids, &req, on_token, &out, &st))) goto fail;
+    size_t len;
+    const char *tail = tok_stream_flush(ts, &len);
+    if (tail && len) fwrite(tail, 1, len, stdout);
+    fflush(stdout);
+    fprintf(stderr, "\nkestrel: prompt %d tokens, %.1f tok/s; decode %d tokens, %.1f tok/s (cpu %s, %d threads)\n",
+            st.n_prompt, st.t_prefill > 0 ? st.n_prompt / st.t_prefill : 0.0, st.n_gen,
+            st.n_gen > 1 && st.t_decode > 0 ? (st.n_gen - 1) / st.t_decode : 0.0, backend_cpu_isa(be),
+            threads > 0 ? (int)threads : (int)sysconf(_SC_NPROCESSORS_ONLN));
+    status = 0;
+    goto done;
+fail:
+    fprintf(stderr, "kestrel: %s\n", err_msg());
+done:
+    tok_stream_free(ts);
+    free(ids);
+    if (kv.n_blocks) kv_cache_free(&kv);
+    model_free(m);
+    backend_free(be);
+    tok_free(tk);
+    free(stdin_text);
+    return status;
+}

@@ -1,0 +1,76 @@
+/* kv_cache.c — block pool and block tables (see kv_cache.h). */
+#include "kv/kv_cache.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+
+int kv_cache_init(kv_cache *kv, backend *be, int n_layers, int kv_dim, int block_size, int n_blocks) {
+    memset(kv, 0, sizeof *kv);
+    if (n_layers <= 0 || kv_dim <= 0 || block_size <= 0 || n_blocks <= 0)
+        return err_set(KS_EINVAL, "kv cache: bad geometry");
+    kv->be = be;
+    kv->n_layers = n_layers;
+    kv->kv_dim = kv_dim;
+    kv->block_size = block_size;
+    kv->n_blocks = n_blocks;
+    kv->k = calloc((size_t)n_layers, sizeof *kv->k);
+    kv->v = calloc((size_t)n_layers, sizeof *kv->v);
+    kv->free_list = malloc((size_t)n_blocks * sizeof *kv->free_list);
+    if (!kv->k || !kv->v || !kv->free_list) goto oom;
+    size_t bytes = (size_t)n_blocks * (size_t)block_size * (size_t)kv_dim * sizeof(float);
+    for (int l = 0; l < n_layers; l++) {
+        kv->k[l] = be->ops->buf_alloc(be, bytes);
+        kv->v[l] = be->ops->buf_alloc(be, bytes);
+        if (!kv->k[l] || !kv->v[l]) goto oom;
+    }
+    for (int i = 0; i < n_blocks; i++) kv->free_list[i] = n_blocks - 1 - i; /* pop gives 0,1,2.. */
+    kv->n_free = n_blocks;
+    return KS_OK;
+oom:
+    kv_cache_free(kv);
+    return err_set(KS_ENOMEM, "kv cache: out of memory for %d blocks", n_blocks);
+}
+
+void kv_cache_free(kv_cache *kv) {
+    if (kv->k)
+        for (int l = 0; l < kv->n_layers; l++) kv->be->ops->buf_free(kv->be, kv->k[l]);
+    if (kv->v)
+        for (int l = 0; l < kv->n_layers; l++) kv->be->ops->buf_free(kv->be, kv->v[l]);
+    free(kv->k);
+    free(kv->v);
+    free(kv->free_list);
+    memset(kv, 0, sizeof *kv);
+}
+
+int kv_seq_reserve(kv_cache *kv, kv_seq *s, int n_tokens) {
+    int need = (n_tokens + kv->block_size - 1) / kv->block_size;
+    if (need <= s->n_blocks) return KS_OK;
+    if (need - s->n_blocks > kv->n_free)
+        return err_set(KS_EINVAL, "KV cache full: need %d more blocks of %d tokens, %d free",
+                       need - s->n_blocks, kv->block_size, kv->n_free);
+    if (need > s->cap) {
+        int cap = s->cap ? s->cap : 8;
+        while (cap < need) cap *= 2;
+        int32_t *nb = realloc(s->blocks, (size_t)cap * sizeof *nb);
+        if (!nb) return err_set(KS_ENOMEM, "kv cache: out of memory for a block table");
+        s->blocks = nb;
+        s->cap = cap;
+    }
+    while (s->n_blocks < need) s->blocks[s->n_blocks++] = kv->free_list[--kv->n_free];
+    return KS_OK;
+}
+
+void kv_seq_truncate(kv_cache *kv, kv_seq *s, int n_tokens) {
+    if (n_tokens < 0) n_tokens = 0;
+    int keep = (n_tokens + kv->block_size - 1) / kv->block_size;
+    while (s->n_blocks > keep) kv->free_list[kv->n_free++] = s->blocks[--s->n_blocks];
+    if (s->n_tokens > n_tokens) s->n_tokens = n_tokens;
+}
+
+void kv_seq_release(kv_cache *kv, kv_seq *s) {
+    kv_seq_truncate(kv, s, 0);
+    free(s->blocks);
+    memset(s, 0, sizeof *s);
+}

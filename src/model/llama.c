@@ -1,0 +1,280 @@
+/* llama.c — the Llama-family decoder, written once against backend.h:
+ * Llama / Llama 3 (rope scaling), Qwen2 (q/k/v bias), Qwen3 (QK-norm).
+ *
+ *   x = embed[tokens]
+ *   per layer: h = rmsnorm(x); q|k|v = h Wqkv^T (+b); [qwen3: rmsnorm q, k per head]
+ *              rope(q, k); store k, v in paged KV; a = attention(q, KV)
+ *              x += a Wo^T; h = rmsnorm(x); x += (silu(h Wg^T) * (h Wu^T)) Wd^T
+ *   logits = rmsnorm(x[rows]) Wlm^T
+ * Shapes are checked against config.json at load; every mismatch names the
+ * tensor and its shard file. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "model/model.h"
+
+static int get_tensor(const model *m, const char *name, int64_t d0, int64_t d1, const st_tensor **out) {
+    const st_tensor *t = st_find(&m->st, name);
+    if (!t) return err_set(KS_EFORMAT, "checkpoint: missing tensor \"%s\"", name);
+    int nd = d1 ? 2 : 1;
+    if (t->n_dims != nd || t->shape[0] != d0 || (nd == 2 && t->shape[1] != d1)) {
+        char got[128] = "";
+        for (int i = 0; i < t->n_dims; i++)
+            snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", i ? ", " : "", (long long)t->shape[i]);
+        if (nd == 2)
+            return err_set(KS_EFORMAT, "%s: tensor \"%s\": shape [%s], expected [%lld, %lld]",
+                           m->st.paths[t->file_index], name, got, (long long)d0, (long long)d1);
+        return err_set(KS_EFORMAT, "%s: tensor \"%s\": shape [%s], expected [%lld]",
+                       m->st.paths[t->file_index], name, got, (long long)d0);
+    }
+    *out = t;
+    return KS_OK;
+}
+
+/* Loads `n` tensors named fmt % (layer, part[i]) fused into one weight. */
+static int load_weight(model *m, bk_weight *w, int n, const char *const *names, const int64_t *d0, int64_t d1) {
+    const st_tensor *parts[BK_MAX_PARTS];
+    for (int i = 0; i < n; i++) {
+        int rc = get_tensor(m, names[i], d0[i], d1, &parts[i]);
+        if (rc) return rc;
+    }
+    int rc = m->be->ops->weight_init(m->be, w, parts, n);
+    if (rc) return err_wrap(rc, "%s", m->st.paths[parts[0]->file_index]);
+    return KS_OK;
+}
+
+static int load_one(model *m, bk_weight *w, const char *name, int64_t d0, int64_t d1) {
+    return load_weight(m, w, 1, &name, &d0, d1);
+}
+
+static int load_layer(model *m, int l) {
+    const model_config *c = &m->cfg;
+    model_layer *L = &m->layers[l];
+    int64_t H = c->hidden_size, hd = c->head_dim, qd = (int64_t)c->n_heads * hd, kvd = (int64_t)c->n_kv_heads * hd;
+    char n0[160], n1[160], n2[160];
+    const char *names[3] = {n0, n1, n2};
+    int rc;
+#define NAME(buf, suffix) snprintf(buf, sizeof buf, "model.layers.%d.%s", l, suffix)
+    NAME(n0, "input_layernorm.weight");
+    if ((rc = load_one(m, &L->attn_norm, n0, H, 0))) return rc;
+    NAME(n0, "self_attn.q_proj.weight");
+    NAME(n1, "self_attn.k_proj.weight");
+    NAME(n2, "self_attn.v_proj.weight");
+    int64_t qkv_rows[3] = {qd, kvd, kvd};
+    if ((rc = load_weight(m, &L->wqkv, 3, names, qkv_rows, H))) return rc;
+    if (c->attention_bias) {
+        NAME(n0, "self_attn.q_proj.bias");
+        NAME(n1, "self_attn.k_proj.bias");
+        NAME(n2, "self_attn.v_proj.bias");
+        if ((rc = load_weight(m, &L->bqkv, 3, names, qkv_rows, 0))) return rc;
+    }
+    if (c->qk_norm) {
+        NAME(n0, "self_attn.q_norm.weight");
+        if ((rc = load_one(m, &L->q_norm, n0, hd, 0))) return rc;
+        NAME(n0, "self_attn.k_norm.weight");
+        if ((rc = load_one(m, &L->k_norm, n0, hd, 0))) return rc;
+    }
+    NAME(n0, "self_attn.o_proj.weight");
+    if ((rc = load_one(m, &L->wo, n0, H, qd))) return rc;
+    NAME(n0, "post_attention_layernorm.weight");
+    if ((rc = load_one(m, &L->ffn_norm, n0, H, 0))) return rc;
+    NAME(n0, "mlp.gate_proj.weight");
+    NAME(n1, "mlp.up_proj.weight");
+    int64_t gu_rows[2] = {c->intermediate_size, c->intermediate_size};
+    if ((rc = load_weight(m, &L->w_gate_up, 2, names, gu_rows, H))) return rc;
+    NAME(n0, "mlp.down_proj.weight");
+    if ((rc = load_one(m, &L->w_down, n0, H, c->intermediate_size))) return rc;
+#undef NAME
+    return KS_OK;
+}
+
+int model_load(model **out, const char *dir, backend *be) {
+    model *m = calloc(1, sizeof *m);
+    if (!m) return err_set(KS_ENOMEM, "model: out of memory");
+    m->be = be;
+    int rc = config_load(&m->cfg, dir);
+    if (rc) goto fail;
+    rc = st_open_dir(&m->st, dir);
+    if (rc) goto fail;
+    const model_config *c = &m->cfg;
+    if ((rc = load_one(m, &m->embed, "model.embed_tokens.weight", c->vocab_size, c->hidden_size))) goto fail;
+    if ((rc = load_one(m, &m->final_norm, "model.norm.weight", c->hidden_size, 0))) goto fail;
+    if (st_find(&m->st, "lm_head.weight") && !c->tie_word_embeddings) {
+        if ((rc = load_one(m, &m->lm_head, "lm_head.weight", c->vocab_size, c->hidden_size))) goto fail;
+    } else if (c->tie_word_embeddings) {
+        if ((rc = load_one(m, &m->lm_head, "model.embed_tokens.weight", c->vocab_size, c->hidden_size))) goto fail;
+    } else {
+        rc = err_set(KS_EFORMAT, "%s: missing tensor \"lm_head.weight\" (tie_word_embeddings is false)", dir);
+        goto fail;
+    }
+    m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
+    if (!m->layers) { rc = err_set(KS_ENOMEM, "model: out of memory"); goto fail; }
+    for (int l = 0; l < c->n_layers; l++)
+        if ((rc = load_layer(m, l))) goto fail;
+    float *f = malloc((size_t)(c->head_dim / 2) * sizeof(float));
+    m->inv_freq = be->ops->buf_alloc(be, (size_t)(c->head_dim / 2) * sizeof(float));
+    if (!f || !m->inv_freq) { free(f); rc = err_set(KS_ENOMEM, "model: out of memory"); goto fail; }
+    rope_inv_freq(c, f);
+    be->ops->buf_upload(be, m->inv_freq, f, (size_t)(c->head_dim / 2) * sizeof(float));
+    free(f);
+    *out = m;
+    return KS_OK;
+fail:
+    model_free(m);
+    return rc;
+}
+
+static void free_acts(model *m) {
+    backend *be = m->be;
+    void *bufs[] = {m->x, m->xn, m->qkv, m->attn, m->gu, m->act, m->logits_dev,
+                    m->d_tokens, m->d_pos, m->d_seq, m->d_slots, m->d_rows, m->d_tables};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+        if (bufs[i]) be->ops->buf_free(be, bufs[i]);
+    m->x = m->xn = m->qkv = m->attn = m->gu = m->act = m->logits_dev = NULL;
+    m->d_tokens = m->d_pos = m->d_seq = m->d_slots = m->d_rows = m->d_tables = NULL;
+    m->cap_tokens = 0;
+    m->cap_tables = 0;
+}
+
+void model_free(model *m) {
+    if (!m) return;
+    if (m->be) {
+        free_acts(m);
+        if (m->inv_freq) m->be->ops->buf_free(m->be, m->inv_freq);
+        bk_weight *ws[] = {&m->embed, &m->lm_head, &m->final_norm};
+        for (int i = 0; i < 3; i++)
+            if (ws[i]->n_parts) m->be->ops->weight_release(m->be, ws[i]);
+        if (m->layers)
+            for (int l = 0; l < m->cfg.n_layers; l++) {
+                bk_weight *lw = (bk_weight *)&m->layers[l];
+                for (size_t i = 0; i < sizeof(model_layer) / sizeof(bk_weight); i++)
+                    if (lw[i].n_parts) m->be->ops->weight_release(m->be, &lw[i]);
+            }
+    }
+    free(m->layers);
+    st_close(&m->st);
+    free(m);
+}
+
+int model_kv_init(const model *m, kv_cache *kv, int n_ctx_tokens) {
+    int blocks = (n_ctx_tokens + KV_BLOCK_SIZE - 1) / KV_BLOCK_SIZE;
+    return kv_cache_init(kv, m->be, m->cfg.n_layers, m->cfg.n_kv_heads * m->cfg.head_dim, KV_BLOCK_SIZE,
+                         blocks < 1 ? 1 : blocks);
+}
+
+static int ensure_acts(model *m, int n, int table_entries) {
+    backend *be = m->be;
+    const model_config *c = &m->cfg;
+    if (n > m->cap_tokens) {
+        free_acts(m);
+        int cap = n < 16 ? 16 : n;
+        size_t H = (size_t)c->hidden_size, hd = (size_t)c->head_dim;
+        size_t qkv = ((size_t)c->n_heads + 2 * (size_t)c->n_kv_heads) * hd;
+        size_t I = (size_t)c->intermediate_size;
+        m->x = be->ops->buf_alloc(be, cap * H * 4);
+        m->xn = be->ops->buf_alloc(be, cap * H * 4);
+        m->qkv = be->ops->buf_alloc(be, cap * qkv * 4);
+        m->attn = be->ops->buf_alloc(be, cap * (size_t)c->n_heads * hd * 4);
+        m->gu = be->ops->buf_alloc(be, cap * 2 * I * 4);
+        m->act = be->ops->buf_alloc(be, cap * I * 4);
+        m->logits_dev = be->ops->buf_alloc(be, cap * (size_t)c->vocab_size * 4);
+        m->d_tokens = be->ops->buf_alloc(be, cap * 4);
+        m->d_pos = be->ops->buf_alloc(be, cap * 4);
+        m->d_seq = be->ops->buf_alloc(be, cap * 4);
+        m->d_slots = be->ops->buf_alloc(be, cap * 4);
+        m->d_rows = be->ops->buf_alloc(be, cap * 4);
+        m->cap_tokens = cap;
+        if (!m->x || !m->xn || !m->qkv || !m->attn || !m->gu || !m->act || !m->logits_dev || !m->d_tokens ||
+            !m->d_pos || !m->d_seq || !m->d_slots || !m->d_rows) {
+            free_acts(m);
+            return err_set(KS_ENOMEM, "model: out of memory for activations of %d tokens", n);
+        }
+    }
+    if (table_entries > m->cap_tables) {
+        if (m->d_tables) be->ops->buf_free(be, m->d_tables);
+        int cap = table_entries < 64 ? 64 : table_entries * 2;
+        m->d_tables = be->ops->buf_alloc(be, (size_t)cap * 4);
+        m->cap_tables = m->d_tables ? cap : 0;
+        if (!m->d_tables) return err_set(KS_ENOMEM, "model: out of memory for block tables");
+    }
+    return KS_OK;
+}
+
+int model_forward(model *m, kv_cache *kv, const model_batch *b, float *logits) {
+    backend *be = m->be;
+    const backend_ops *op = be->ops;
+    const model_config *c = &m->cfg;
+    int n = b->n_tokens;
+    if (n <= 0) return err_set(KS_EINVAL, "forward: empty batch");
+    /* host-side indexing: validate and build slots + dense block tables */
+    int max_blocks = 1, max_pos = 0;
+    for (int s = 0; s < b->n_seqs; s++)
+        if (b->seqs[s]->n_blocks > max_blocks) max_blocks = b->seqs[s]->n_blocks;
+    int rc = ensure_acts(m, n, b->n_seqs * max_blocks);
+    if (rc) return rc;
+    int32_t *slots = malloc((size_t)n * 4), *tables = calloc((size_t)b->n_seqs * max_blocks, 4);
+    if (!slots || !tables) {
+        free(slots);
+        free(tables);
+        return err_set(KS_ENOMEM, "forward: out of memory");
+    }
+    for (int i = 0; i < n; i++) {
+        int s = b->seq[i], p = b->pos[i];
+        if (s < 0 || s >= b->n_seqs || p < 0 || p / kv->block_size >= b->seqs[s]->n_blocks ||
+            b->tokens[i] < 0 || b->tokens[i] >= c->vocab_size) {
+            free(slots);
+            free(tables);
+            return err_set(KS_EINVAL, "forward: token %d (id %d, seq %d, pos %d) out of range", i, b->tokens[i], s, p);
+        }
+        slots[i] = b->seqs[s]->blocks[p / kv->block_size] * kv->block_size + p % kv->block_size;
+        if (p > max_pos) max_pos = p;
+    }
+    for (int s = 0; s < b->n_seqs; s++)
+        memcpy(tables + (size_t)s * max_blocks, b->seqs[s]->blocks, (size_t)b->seqs[s]->n_blocks * 4);
+    op->buf_upload(be, m->d_tokens, b->tokens, (size_t)n * 4);
+    op->buf_upload(be, m->d_pos, b->pos, (size_t)n * 4);
+    op->buf_upload(be, m->d_seq, b->seq, (size_t)n * 4);
+    op->buf_upload(be, m->d_slots, slots, (size_t)n * 4);
+    op->buf_upload(be, m->d_tables, tables, (size_t)b->n_seqs * max_blocks * 4);
+    op->buf_upload(be, m->d_rows, b->logit_rows, (size_t)b->n_logits * 4);
+    free(slots);
+    free(tables);
+
+    bk_attn_batch ab = {n, m->d_pos, m->d_seq, m->d_slots, m->d_tables, max_blocks, kv->block_size, max_pos};
+    int H = c->hidden_size, hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
+    int qkv_dim = (nh + 2 * nkv) * hd, kv_dim = nkv * hd, I = c->intermediate_size;
+    float scale = 1.0f / sqrtf((float)hd);
+
+    op->embed(be, m->x, &m->embed, m->d_tokens, n);
+    for (int l = 0; l < c->n_layers; l++) {
+        model_layer *L = &m->layers[l];
+        op->rmsnorm(be, m->xn, H, m->x, H, &L->attn_norm, n, 1, H, c->rms_norm_eps);
+        op->matmul(be, m->qkv, m->xn, &L->wqkv, c->attention_bias ? &L->bqkv : NULL, n);
+        float *q = m->qkv, *k = m->qkv + nh * hd, *v = k + kv_dim;
+        if (c->qk_norm) {
+            op->rmsnorm(be, q, qkv_dim, q, qkv_dim, &L->q_norm, n, nh, hd, c->rms_norm_eps);
+            op->rmsnorm(be, k, qkv_dim, k, qkv_dim, &L->k_norm, n, nkv, hd, c->rms_norm_eps);
+        }
+        op->rope(be, q, qkv_dim, n, nh, hd, m->d_pos, m->inv_freq);
+        op->rope(be, k, qkv_dim, n, nkv, hd, m->d_pos, m->inv_freq);
+        op->kv_store(be, kv->k[l], kv->v[l], k, v, qkv_dim, &ab, kv_dim);
+        op->attention(be, m->attn, q, qkv_dim, kv->k[l], kv->v[l], &ab, nh, nkv, hd, scale);
+        op->matmul(be, m->xn, m->attn, &L->wo, NULL, n);
+        op->add(be, m->x, m->xn, (size_t)n * H);
+        op->rmsnorm(be, m->xn, H, m->x, H, &L->ffn_norm, n, 1, H, c->rms_norm_eps);
+        op->matmul(be, m->gu, m->xn, &L->w_gate_up, NULL, n);
+        op->silu_mul(be, m->act, m->gu, n, I);
+        op->matmul(be, m->xn, m->act, &L->w_down, NULL, n);
+        op->add(be, m->x, m->xn, (size_t)n * H);
+    }
+    if (b->n_logits > 0) {
+        op->gather_rows(be, m->xn, m->x, m->d_rows, b->n_logits, H);
+        op->rmsnorm(be, m->xn, H, m->xn, H, &m->final_norm, b->n_logits, 1, H, c->rms_norm_eps);
+        op->matmul(be, m->logits_dev, m->xn, &m->lm_head, NULL, b->n_logits);
+        op->buf_download(be, logits, m->logits_dev, (size_t)b->n_logits * c->vocab_size * 4);
+    }
+    return KS_OK;
+}

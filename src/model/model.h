@@ -1,0 +1,71 @@
+/* model.h — a loaded model and its forward pass.
+ *
+ * model_forward() takes a flat, varlen batch (DESIGN.md principle 3): token i
+ * belongs to sequence seq[i] at position pos[i]; sequences' block tables come
+ * from the paged KV cache and must already be reserved for those positions.
+ * The same call serves prefill chunks, decode steps, speculative verification
+ * and batched decode. Logits are produced only for the rows listed in
+ * logit_rows, into a host buffer (n_logits, vocab).
+ *
+ * Ownership: model owns its safetensors mapping, backend weights and
+ * activation buffers; the backend and KV cache are borrowed. */
+#ifndef KS_MODEL_H
+#define KS_MODEL_H
+
+#include <stdint.h>
+
+#include "backend/backend.h"
+#include "io/config.h"
+#include "io/safetensors.h"
+#include "kv/kv_cache.h"
+
+typedef struct {
+    bk_weight attn_norm;  /* (hidden) */
+    bk_weight wqkv;       /* (n_heads*hd + 2*n_kv*hd, hidden): q|k|v fused */
+    bk_weight bqkv;       /* qwen2: (n_heads*hd + 2*n_kv*hd) bias, else unused */
+    bk_weight q_norm;     /* qwen3: (hd) */
+    bk_weight k_norm;     /* qwen3: (hd) */
+    bk_weight wo;         /* (hidden, n_heads*hd) */
+    bk_weight ffn_norm;   /* (hidden) */
+    bk_weight w_gate_up;  /* (2*inter, hidden): gate|up fused */
+    bk_weight w_down;     /* (hidden, inter) */
+} model_layer;
+
+typedef struct model {
+    model_config cfg;
+    backend *be;          /* borrowed */
+    st_set st;            /* owned mapping of the checkpoint */
+    bk_weight embed;      /* (vocab, hidden) */
+    bk_weight lm_head;    /* (vocab, hidden); the embed views when tied */
+    bk_weight final_norm; /* (hidden) */
+    model_layer *layers;  /* (n_layers) */
+    float *inv_freq;      /* backend buffer (head_dim/2) */
+    /* activation buffers (backend), sized for cap_tokens rows */
+    int cap_tokens;
+    float *x, *xn, *qkv, *attn, *gu, *act, *logits_dev;
+    int32_t *d_tokens, *d_pos, *d_seq, *d_slots, *d_rows, *d_tables;
+    int cap_tables;       /* int32 entries in d_tables */
+} model;
+
+typedef struct {
+    int n_tokens;
+    const int32_t *tokens;     /* (n_tokens) host */
+    const int32_t *pos;        /* (n_tokens) host */
+    const int32_t *seq;        /* (n_tokens) host, index into seqs */
+    int n_seqs;
+    kv_seq *const *seqs;       /* (n_seqs); reserved for every pos */
+    int n_logits;
+    const int32_t *logit_rows; /* (n_logits) token rows that produce logits */
+} model_batch;
+
+/* Loads dir (config.json + safetensors) onto the backend. */
+int model_load(model **out, const char *dir, backend *be);
+void model_free(model *m);
+/* Creates a KV cache sized for n_ctx_tokens tokens in total. */
+int model_kv_init(const model *m, kv_cache *kv, int n_ctx_tokens);
+int model_forward(model *m, kv_cache *kv, const model_batch *b, float *logits);
+
+/* inv_freq (head_dim/2) for the config's rope (theta, llama3 scaling). */
+void rope_inv_freq(const model_config *c, float *inv_freq);
+
+#endif

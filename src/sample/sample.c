@@ -1,0 +1,190 @@
+/* sample.c — penalties, greedy, temperature / top-k / top-p / min-p sampling
+ * (see sample.h). Top-k and top-p pop candidates from a max-heap, so the cost
+ * is O(vocab + kept * log vocab), not a full sort of the vocabulary. */
+#include "sample/sample.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct sampler {
+    int vocab;
+    int32_t *heap;   /* (vocab) candidate ids */
+    int32_t *kept;   /* (vocab) ids kept, descending logit */
+    float *prob;     /* (vocab) */
+    int32_t *count;  /* (vocab) occurrences in the output */
+};
+
+void sample_params_default(sample_params *p) {
+    p->temperature = 1.0f;
+    p->top_k = 0;
+    p->top_p = 1.0f;
+    p->min_p = 0.0f;
+    p->repetition_penalty = 1.0f;
+    p->presence_penalty = 0.0f;
+    p->frequency_penalty = 0.0f;
+}
+
+static uint64_t splitmix64(uint64_t *x) {
+    uint64_t z = (*x += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+void sample_rng_seed(sample_rng *r, uint64_t seed) {
+    for (int i = 0; i < 4; i++) r->s[i] = splitmix64(&seed);
+}
+
+static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+
+static uint64_t rng_next(sample_rng *r) {
+    uint64_t *s = r->s, res = rotl(s[1] * 5, 7) * 9, t = s[1] << 17;
+    s[2] ^= s[0];
+    s[3] ^= s[1];
+    s[1] ^= s[2];
+    s[0] ^= s[3];
+    s[2] ^= t;
+    s[3] = rotl(s[3], 45);
+    return res;
+}
+
+double sample_rng_uniform(sample_rng *r) { return (double)(rng_next(r) >> 11) * 0x1.0p-53; }
+
+sampler *sampler_new(int vocab) {
+    sampler *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->vocab = vocab;
+    s->heap = malloc((size_t)vocab * sizeof *s->heap);
+    s->kept = malloc((size_t)vocab * sizeof *s->kept);
+    s->prob = malloc((size_t)vocab * sizeof *s->prob);
+    s->count = calloc((size_t)vocab, sizeof *s->count);
+    if (!s->heap || !s->kept || !s->prob || !s->count) {
+        sampler_free(s);
+        return NULL;
+    }
+    return s;
+}
+
+void sampler_free(sampler *s) {
+    if (!s) return;
+    free(s->heap);
+    free(s->kept);
+    free(s->prob);
+    free(s->count);
+    free(s);
+}
+
+void sample_apply_penalties(sampler *s, const sample_params *p, float *logits, const int32_t *ctx,
+                            int n_ctx, int n_prompt) {
+    int V = s->vocab;
+    if (p->repetition_penalty != 1.0f && p->repetition_penalty > 0) {
+        /* each distinct token once (HF gathers/scatters unique positions) */
+        for (int i = 0; i < n_ctx; i++) {
+            int t = ctx[i];
+            if (t < 0 || t >= V || s->count[t] < 0) continue;
+            float l = logits[t];
+            logits[t] = l > 0 ? l / p->repetition_penalty : l * p->repetition_penalty;
+            s->count[t] = -1; /* mark */
+        }
+        for (int i = 0; i < n_ctx; i++)
+            if (ctx[i] >= 0 && ctx[i] < V) s->count[ctx[i]] = 0;
+    }
+    if (p->presence_penalty != 0.0f || p->frequency_penalty != 0.0f) {
+        for (int i = n_prompt; i < n_ctx; i++)
+            if (ctx[i] >= 0 && ctx[i] < V) s->count[ctx[i]]++;
+        for (int i = n_prompt; i < n_ctx; i++) {
+            int t = ctx[i];
+            if (t < 0 || t >= V || s->count[t] == 0) continue;
+            logits[t] -= p->presence_penalty + p->frequency_penalty * (float)s->count[t];
+            s->count[t] = 0;
+        }
+    }
+}
+
+int sample_argmax(const float *logits, int vocab) {
+    int best = 0;
+    for (int i = 1; i < vocab; i++)
+        if (logits[i] > logits[best]) best = i;
+    return best;
+}
+
+/* max-heap of ids by logit; ties: lower id first */
+static inline int heap_less(const float *l, int32_t a, int32_t b) { return l[a] < l[b] || (l[a] == l[b] && a > b); }
+
+static void heap_down(int32_t *h, int n, int i, const float *l) {
+    for (;;) {
+        int m = i, a = 2 * i + 1, b = a + 1;
+        if (a < n && heap_less(l, h[m], h[a])) m = a;
+        if (b < n && heap_less(l, h[m], h[b])) m = b;
+        if (m == i) return;
+        int32_t t = h[i];
+        h[i] = h[m];
+        h[m] = t;
+        i = m;
+    }
+}
+
+int sample_choose(sampler *s, const sample_params *p, float *logits, sample_rng *rng) {
+    int V = s->vocab;
+    if (p->temperature <= 0.0f) return sample_argmax(logits, V);
+    float inv_t = 1.0f / p->temperature;
+    int n = 0;
+    for (int i = 0; i < V; i++) {
+        if (isnan(logits[i]) || logits[i] == -INFINITY) continue;
+        logits[i] *= inv_t;
+        s->heap[n++] = i;
+    }
+    if (n == 0) return sample_argmax(logits, V);
+    for (int i = n / 2 - 1; i >= 0; i--) heap_down(s->heap, n, i, logits);
+    int limit = p->top_k > 0 && p->top_k < n ? p->top_k : n;
+    /* softmax normaliser over all candidates (top-p is relative to them) */
+    float mx = logits[s->heap[0]];
+    double z = 0;
+    for (int i = 0; i < n; i++) z += exp((double)(logits[s->heap[i]] - mx));
+    if (limit < n) { /* top-k: renormalise over the k best before top-p, as HF does */
+        int32_t *h = s->heap;
+        int hn = n, k = 0;
+        double zk = 0;
+        while (k < limit) {
+            int32_t id = h[0];
+            s->kept[k++] = id;
+            zk += exp((double)(logits[id] - mx));
+            h[0] = h[--hn];
+            heap_down(h, hn, 0, logits);
+        }
+        z = zk;
+        n = k;
+        memcpy(s->heap, s->kept, (size_t)k * sizeof *s->kept); /* sorted desc is a valid heap */
+    }
+    int kept = 0;
+    double cum = 0, top_p = p->top_p < 1.0f ? (double)p->top_p : 2.0;
+    int32_t *h = s->heap;
+    int hn = n;
+    while (hn > 0) {
+        int32_t id = h[0];
+        double pr = exp((double)(logits[id] - mx)) / z;
+        /* HF top-p keeps the smallest prefix whose mass reaches top_p */
+        if (kept > 0 && cum >= top_p) break;
+        s->kept[kept] = id;
+        s->prob[kept] = (float)pr;
+        kept++;
+        cum += pr;
+        h[0] = h[--hn];
+        heap_down(h, hn, 0, logits);
+    }
+    if (p->min_p > 0.0f) {
+        float thr = s->prob[0] * p->min_p;
+        int k2 = 1;
+        while (k2 < kept && s->prob[k2] >= thr) k2++;
+        kept = k2;
+    }
+    double tot = 0;
+    for (int i = 0; i < kept; i++) tot += s->prob[i];
+    double u = sample_rng_uniform(rng) * tot, acc = 0;
+    for (int i = 0; i < kept; i++) {
+        acc += s->prob[i];
+        if (u < acc) return s->kept[i];
+    }
+    return s->kept[kept - 1];
+}

@@ -1,0 +1,44 @@
+/* sample.h — logits processing and token sampling.
+ *
+ * Order (as Hugging Face generate applies its processors, with vLLM's
+ * OpenAI-style penalties): repetition penalty over prompt + output,
+ * presence/frequency penalties over the output only; then temperature <= 0
+ * means greedy (argmax, lowest id on ties); else temperature, top-k, top-p,
+ * min-p, softmax, draw with a seeded xoshiro256** generator. */
+#ifndef KS_SAMPLE_H
+#define KS_SAMPLE_H
+
+#include <stdint.h>
+
+typedef struct {
+    float temperature;        /* <= 0: greedy */
+    int top_k;                /* <= 0: off */
+    float top_p;              /* >= 1: off */
+    float min_p;              /* <= 0: off */
+    float repetition_penalty; /* 1: off (HF: logit / p if > 0 else logit * p) */
+    float presence_penalty;   /* 0: off */
+    float frequency_penalty;  /* 0: off */
+} sample_params;
+
+typedef struct { uint64_t s[4]; } sample_rng;
+
+void sample_params_default(sample_params *p);
+void sample_rng_seed(sample_rng *r, uint64_t seed);
+/* Uniform double in [0, 1). */
+double sample_rng_uniform(sample_rng *r);
+
+typedef struct sampler sampler;
+/* Per-request scratch sized for the vocabulary. NULL on OOM. */
+sampler *sampler_new(int vocab);
+void sampler_free(sampler *s);
+
+/* Applies penalties in place to logits (vocab) given the context ctx[0..n_ctx)
+ * of which ctx[n_prompt..] are generated tokens. */
+void sample_apply_penalties(sampler *s, const sample_params *p, float *logits, const int32_t *ctx,
+                            int n_ctx, int n_prompt);
+/* Chooses the next token from (already penalised) logits; logits are
+ * clobbered. */
+int sample_choose(sampler *s, const sample_params *p, float *logits, sample_rng *rng);
+int sample_argmax(const float *logits, int vocab);
+
+#endif
