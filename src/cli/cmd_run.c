@@ -60,6 +60,22 @@ typedef struct {
     tok_stream *ts;
 } run_out;
 
+/* Peak resident set and its current anonymous / file-backed parts (MiB):
+ * mapped weights show up as file-backed, copies would be anonymous. */
+static void read_rss(double *peak, double *anon, double *file) {
+    *peak = *anon = *file = 0;
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return;
+    char line[256];
+    long kb;
+    while (fgets(line, sizeof line, f)) {
+        if (sscanf(line, "VmHWM: %ld kB", &kb) == 1) *peak = kb / 1024.0;
+        if (sscanf(line, "RssAnon: %ld kB", &kb) == 1) *anon = kb / 1024.0;
+        if (sscanf(line, "RssFile: %ld kB", &kb) == 1) *file = kb / 1024.0;
+    }
+    fclose(f);
+}
+
 static int on_token(void *ud, int32_t tok) {
     run_out *o = ud;
     size_t len;
@@ -180,10 +196,14 @@ int cmd_run(int argc, char **argv) {
     const char *tail = tok_stream_flush(ts, &len);
     if (tail && len) fwrite(tail, 1, len, stdout);
     fflush(stdout);
-    fprintf(stderr, "\nkestrel: prompt %d tokens, %.1f tok/s; decode %d tokens, %.1f tok/s (cpu %s, %d threads)\n",
+    double peak, anon, file;
+    read_rss(&peak, &anon, &file);
+    fprintf(stderr,
+            "\nkestrel: prompt %d tokens, %.1f tok/s; decode %d tokens, %.1f tok/s (cpu %s, %d threads); "
+            "rss peak %.1f MiB (anon %.1f, file-mapped %.1f)\n",
             st.n_prompt, st.t_prefill > 0 ? st.n_prompt / st.t_prefill : 0.0, st.n_gen,
             st.n_gen > 1 && st.t_decode > 0 ? (st.n_gen - 1) / st.t_decode : 0.0, backend_cpu_isa(be),
-            threads > 0 ? (int)threads : (int)sysconf(_SC_NPROCESSORS_ONLN));
+            threads > 0 ? (int)threads : (int)sysconf(_SC_NPROCESSORS_ONLN), peak, anon, file);
     status = 0;
     goto done;
 fail:
