@@ -12,7 +12,7 @@
 #include "base/err.h"
 #include "base/file.h"
 #include "cli/cli.h"
-#include "engine/generate.h"
+#include "engine/engine.h"
 #include "io/config.h"
 #include "model/model.h"
 #include "tok/tok.h"
@@ -56,10 +56,6 @@ static int parse_float(const char *opt, const char *v, double lo, double hi, flo
     return 0;
 }
 
-typedef struct {
-    tok_stream *ts;
-} run_out;
-
 /* Peak resident set and its current anonymous / file-backed parts (MiB):
  * mapped weights show up as file-backed, copies would be anonymous. */
 static void read_rss(double *peak, double *anon, double *file) {
@@ -76,15 +72,10 @@ static void read_rss(double *peak, double *anon, double *file) {
     fclose(f);
 }
 
-static int on_token(void *ud, int32_t tok) {
-    run_out *o = ud;
-    size_t len;
-    const char *s = tok_stream_push(o->ts, tok, &len);
-    if (s && len) {
-        fwrite(s, 1, len, stdout);
-        fflush(stdout);
-    }
-    return 0;
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 int cmd_run(int argc, char **argv) {
@@ -146,10 +137,10 @@ int cmd_run(int argc, char **argv) {
     backend *be = NULL;
     model *m = NULL;
     tokenizer *tk = NULL;
-    tok_stream *ts = NULL;
+    engine *eng = NULL;
+    engine_req *req = NULL;
     int32_t *ids = NULL;
     int n_ids = 0;
-    kv_cache kv = {0};
     gen_config gc;
     int rc;
     if ((rc = tok_load(&tk, dir))) goto fail;
@@ -163,55 +154,71 @@ int cmd_run(int argc, char **argv) {
         if (ctx_size > 8192) ctx_size = 8192;
         if (ctx_size < n_ids + n_gen + 1) ctx_size = n_ids + n_gen + 1;
     }
-    if ((rc = model_kv_init(m, &kv, (int)ctx_size))) goto fail;
+    engine_config ec = {.max_concurrent = 1, .prefill_chunk = 512, .ctx_size = (int)ctx_size};
+    if ((rc = engine_start(&eng, m, tk, &ec))) goto fail;
 
-    gen_request req;
-    memset(&req, 0, sizeof req);
-    req.max_tokens = (int)n_gen;
-    sample_params_default(&req.sp);
-    req.sp.temperature = gc.do_sample ? gc.temperature : 0.0f;
-    req.sp.top_p = gc.top_p;
-    req.sp.top_k = gc.top_k;
-    req.sp.min_p = gc.min_p;
-    req.sp.repetition_penalty = gc.repetition_penalty;
-    if (temp >= 0) req.sp.temperature = temp;
-    if (top_p >= 0) req.sp.top_p = top_p;
-    if (top_k >= 0) req.sp.top_k = (int)top_k;
-    if (min_p >= 0) req.sp.min_p = min_p;
-    if (rep > 0) req.sp.repetition_penalty = rep;
-    req.sp.presence_penalty = pres;
-    req.sp.frequency_penalty = freq;
-    req.seed = seed >= 0 ? (uint64_t)seed : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
+    engine_params ep;
+    memset(&ep, 0, sizeof ep);
+    ep.max_tokens = n_gen > 0 ? (int)n_gen : 1;
+    sample_params_default(&ep.sp);
+    ep.sp.temperature = gc.do_sample ? gc.temperature : 0.0f;
+    ep.sp.top_p = gc.top_p;
+    ep.sp.top_k = gc.top_k;
+    ep.sp.min_p = gc.min_p;
+    ep.sp.repetition_penalty = gc.repetition_penalty;
+    if (temp >= 0) ep.sp.temperature = temp;
+    if (top_p >= 0) ep.sp.top_p = top_p;
+    if (top_k >= 0) ep.sp.top_k = (int)top_k;
+    if (min_p >= 0) ep.sp.min_p = min_p;
+    if (rep > 0) ep.sp.repetition_penalty = rep;
+    ep.sp.presence_penalty = pres;
+    ep.sp.frequency_penalty = freq;
+    ep.seed = seed >= 0 ? (uint64_t)seed : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
     if (!ignore_eos) {
         const int *eos = gc.n_eos ? gc.eos_ids : m->cfg.eos_ids;
         int ne = gc.n_eos ? gc.n_eos : m->cfg.n_eos;
-        for (int i = 0; i < ne && req.n_eos < GEN_MAX_EOS; i++) req.eos[req.n_eos++] = eos[i];
+        for (int i = 0; i < ne && ep.n_eos < ENGINE_MAX_EOS; i++) ep.eos[ep.n_eos++] = eos[i];
     }
-    ts = tok_stream_new(tk, true);
-    if (!ts) { err_set(KS_ENOMEM, "out of memory"); goto fail; }
-    run_out out = {ts};
-    gen_stats st;
-    if ((rc = generate(m, &kv, ids, n_ids, &req, on_token, &out, &st))) goto fail;
-    size_t len;
-    const char *tail = tok_stream_flush(ts, &len);
-    if (tail && len) fwrite(tail, 1, len, stdout);
-    fflush(stdout);
+    if (n_gen == 0) { status = 0; goto done; }
+    double t0 = now_s(), t_first = 0, t_last = 0;
+    req = engine_submit(eng, ids, n_ids, &ep);
+    if (!req) goto fail;
+    engine_event ev;
+    int n_out = 0, failed = 0;
+    for (;;) {
+        engine_next_event(req, &ev, -1);
+        if (ev.len) {
+            fwrite(ev.text, 1, ev.len, stdout);
+            fflush(stdout);
+        }
+        if (ev.type == ENGINE_EV_TOKEN) {
+            t_last = now_s();
+            if (n_out++ == 0) t_first = t_last;
+        } else if (ev.type == ENGINE_EV_ERROR) {
+            err_set(KS_EINVAL, "%s", ev.text ? ev.text : "generation failed");
+            failed = 1;
+        }
+        int end = ev.type != ENGINE_EV_TOKEN;
+        engine_event_clear(&ev);
+        if (end) break;
+    }
+    if (failed) goto fail;
     double peak, anon, file;
     read_rss(&peak, &anon, &file);
     fprintf(stderr,
             "\nkestrel: prompt %d tokens, %.1f tok/s; decode %d tokens, %.1f tok/s (cpu %s, %d threads); "
             "rss peak %.1f MiB (anon %.1f, file-mapped %.1f)\n",
-            st.n_prompt, st.t_prefill > 0 ? st.n_prompt / st.t_prefill : 0.0, st.n_gen,
-            st.n_gen > 1 && st.t_decode > 0 ? (st.n_gen - 1) / st.t_decode : 0.0, backend_cpu_isa(be),
+            n_ids, t_first > t0 ? n_ids / (t_first - t0) : 0.0, n_out,
+            n_out > 1 && t_last > t_first ? (n_out - 1) / (t_last - t_first) : 0.0, backend_cpu_isa(be),
             threads > 0 ? (int)threads : (int)sysconf(_SC_NPROCESSORS_ONLN), peak, anon, file);
     status = 0;
     goto done;
 fail:
     fprintf(stderr, "kestrel: %s\n", err_msg());
 done:
-    tok_stream_free(ts);
+    engine_req_release(req);
+    engine_stop(eng);
     free(ids);
-    if (kv.n_blocks) kv_cache_free(&kv);
     model_free(m);
     backend_free(be);
     tok_free(tk);

@@ -4,7 +4,9 @@
  * decoding and a streaming detokenizer that never splits a UTF-8 character.
  *
  * Ownership: tokenizer is opaque, tok_free() releases it. Arrays and strings
- * returned through out-parameters are malloc'd and owned by the caller. */
+ * returned through out-parameters are malloc'd and owned by the caller.
+ * A loaded tokenizer is read-only: tok_encode/tok_decode/streams may be used
+ * from several threads at once (each call has its own scratch). */
 #ifndef KS_TOK_H
 #define KS_TOK_H
 
@@ -14,15 +16,20 @@
 
 typedef struct tokenizer tokenizer;
 
-/* Loads tokenizer.json; `config_path` (tokenizer_config.json) may be NULL.
- * `path` may also be a model directory holding both files. */
+/* Loads tokenizer.json. `path` is the file or a model directory holding it;
+ * tokenizer_config.json beside it is read when present (its add_bos_token /
+ * add_eos_token apply only when tokenizer.json has no post-processor that
+ * adds special tokens). Errors name the file and JSON field. */
 int tok_load(tokenizer **out, const char *path);
 void tok_free(tokenizer *t);
 
-/* add_special: apply the post-processor's special tokens (e.g. BOS). */
+/* add_special: apply the post-processor's special tokens (e.g. BOS).
+ * `text` must be valid UTF-8 (else KS_EINVAL); added/special tokens written
+ * in the text are always matched. *ids is non-NULL on success. */
 int tok_encode(const tokenizer *t, const char *text, size_t len, bool add_special,
                int32_t **ids, int *n_ids);
-/* skip_special: drop special added tokens from the text. NUL-terminated. */
+/* skip_special: drop special added tokens from the text. NUL-terminated.
+ * An id outside the vocabulary is KS_EINVAL. */
 int tok_decode(const tokenizer *t, const int32_t *ids, int n, bool skip_special,
                char **out, size_t *out_len);
 
@@ -37,7 +44,13 @@ bool tok_is_special(const tokenizer *t, int id);
  * now final (complete UTF-8 characters only; bytes of a partial character
  * are held until completed). tok_stream_flush() returns what is left (an
  * incomplete tail becomes U+FFFD, as a full decode would). The returned
- * pointer is owned by the stream and valid until the next call. */
+ * pointer is owned by the stream and valid until the next call; NULL only
+ * when out of memory. Ids outside the vocabulary are skipped. The chunks of
+ * push*N + flush concatenate to exactly tok_decode() of the same ids; where
+ * the decoder needs lookahead to be exact (a run of <0xNN> byte-fallback
+ * tokens, which HF turns into U+FFFD per byte if the run is not valid UTF-8;
+ * trailing characters a Strip decoder may remove) the text is held until the
+ * next token decides it. */
 typedef struct tok_stream tok_stream;
 tok_stream *tok_stream_new(const tokenizer *t, bool skip_special);
 const char *tok_stream_push(tok_stream *s, int32_t id, size_t *len);

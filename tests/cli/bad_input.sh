@@ -28,7 +28,7 @@ expect() {
     local lines; lines=$(grep -c . "$work/err")
     if [ $rc -eq 0 ] || [ $rc -ge 128 ]; then
         echo "    FAIL $name: exit status $rc"; fail=1
-    elif [ "$lines" -ne 1 ] || ! grep -Eq "$pat" "$work/err"; then
+    elif [ "$lines" -ne 1 ] || ! grep -Eq -- "$pat" "$work/err"; then
         echo "    FAIL $name: stderr ($lines lines) does not match /$pat/:"; sed 's/^/      /' "$work/err"; fail=1
     else
         echo "    ok   $name: $(cat "$work/err")"

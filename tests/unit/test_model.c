@@ -6,7 +6,8 @@
 #include <stdlib.h>
 
 #include "backend/backend.h"
-#include "engine/generate.h"
+#include "engine/engine.h"
+#include "tok/tok.h"
 #include "model/model.h"
 #include "test.h"
 
@@ -43,11 +44,23 @@ static float *prefill_logits(model *m, kv_cache *kv, const int32_t *ids, int n, 
     return logits;
 }
 
-typedef struct { int32_t *out; int n; } collect;
-static int collect_tok(void *ud, int32_t t) {
-    collect *c = ud;
-    c->out[c->n++] = t;
-    return 0;
+/* Runs one request through the engine and collects its tokens. */
+static int engine_collect(engine *e, const int32_t *ids, int n, const engine_params *p, int32_t *out, int cap) {
+    engine_req *r = engine_submit(e, ids, n, p);
+    CHECK(r != NULL);
+    if (!r) return 0;
+    int got = 0;
+    engine_event ev;
+    for (;;) {
+        engine_next_event(r, &ev, -1);
+        if (ev.type == ENGINE_EV_TOKEN && got < cap) out[got++] = ev.token;
+        int end = ev.type != ENGINE_EV_TOKEN;
+        CHECK(ev.type != ENGINE_EV_ERROR);
+        engine_event_clear(&ev);
+        if (end) break;
+    }
+    engine_req_release(r);
+    return got;
 }
 
 TEST(test_model_tinycoder_matches_transformers) {
@@ -61,6 +74,11 @@ TEST(test_model_tinycoder_matches_transformers) {
     CHECK(model_load(&m, dir, be) == 0);
     if (!m) { json_decref(ref); backend_free(be); return; }
     CHECK(model_kv_init(m, &kv, 1024) == 0);
+    tokenizer *tk = NULL;
+    CHECK(tok_load(&tk, dir) == 0);
+    engine *eng = NULL;
+    engine_config ec = {.max_concurrent = 1, .prefill_chunk = 64, .ctx_size = 1024};
+    CHECK(engine_start(&eng, m, tk, &ec) == 0);
     json_t *cases = json_object_get(ref, "cases");
     size_t ci;
     json_t *c;
@@ -81,26 +99,26 @@ TEST(test_model_tinycoder_matches_transformers) {
         }
         /* the reference is float32 transformers printed with 5 decimals */
         CHECK_MSG(max_err < 1e-4, "case %zu: top-20 logits max rel err %g", ci, max_err);
-        gen_request r;
-        memset(&r, 0, sizeof r);
-        r.max_tokens = ng;
-        sample_params_default(&r.sp);
-        r.sp.temperature = 0;
-        collect col = {calloc((size_t)ng, 4), 0};
-        gen_stats st;
-        CHECK(generate(m, &kv, ids, n, &r, collect_tok, &col, &st) == 0);
+        engine_params p;
+        memset(&p, 0, sizeof p);
+        p.max_tokens = ng;
+        sample_params_default(&p.sp);
+        p.sp.temperature = 0;
+        int32_t *got = calloc((size_t)ng, 4);
+        int n_got = engine_collect(eng, ids, n, &p, got, ng);
         int match = 0;
-        while (match < ng && match < col.n && col.out[match] == want[match]) match++;
+        while (match < ng && match < n_got && got[match] == want[match]) match++;
         total_match += match;
         total += ng;
         CHECK_MSG(match == ng, "case %zu: %d of %d greedy tokens match", ci, match, ng);
-        CHECK_EQ_INT(kv_free_blocks(&kv), kv.n_blocks);
-        free(col.out);
+        free(got);
         free(logits);
         free(ids);
         free(want);
     }
     printf("    tinycoder greedy: %d of %d tokens match transformers\n", total_match, total);
+    engine_stop(eng);
+    tok_free(tk);
     kv_cache_free(&kv);
     model_free(m);
     backend_free(be);

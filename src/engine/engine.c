@@ -1,0 +1,658 @@
+/* engine.c — engine thread, request queue, step scheduler, stop strings and
+ * event delivery (see engine.h).
+ *
+ * A sequence's state is its token list ctx (prompt + generated) and n_cached,
+ * the tokens whose KV is stored. Every step feeds ctx[n_cached .. n_ctx) (all
+ * of it for a decode step, a chunk of it while prefilling); when the feed
+ * reaches n_ctx the sequence gets logits and samples the next token. Prefill,
+ * decode and recompute after preemption are therefore the same rule. When the
+ * KV pool runs out, the most recently admitted sequence is preempted: its KV
+ * is dropped and it waits (at the front) to be recomputed, which gives the
+ * same tokens because the forward is batch-invariant and its sampler state is
+ * kept. */
+#include "engine/engine.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "base/err.h"
+
+struct engine_req {
+    atomic_int refs;
+    atomic_int cancelled;
+    int32_t *prompt;
+    int n_prompt;
+    engine_params p;
+    char *stop_copy[ENGINE_MAX_STOP];
+    double t_submit;
+    /* event queue, guarded by mu */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    engine_event *evs;
+    int ev_head, ev_n, ev_cap;
+    bool ended;             /* DONE/ERROR queued */
+    struct engine_req *next;/* waiting list link (engine mutex) */
+};
+
+typedef struct {
+    engine_req *r;
+    kv_seq kv;
+    int32_t *ctx;
+    int n_ctx, cap, n_cached, n_gen;
+    sampler *smp;
+    sample_rng rng;
+    tok_stream *ts;
+    char *pend;             /* text held back while it may start a stop string */
+    size_t pend_len, pend_cap;
+    double t_first;
+    long long admit_order;
+    bool stop_hit;          /* a stop string ended it: pend is final */
+} seq_state;
+
+struct engine {
+    model *m;
+    const tokenizer *tok;
+    engine_config cfg;
+    kv_cache kv;
+    pthread_t th;
+    pthread_mutex_t mu;     /* guards waiting list, stop flag */
+    pthread_cond_t cv;
+    engine_req *wait_head, *wait_tail;
+    int n_waiting;
+    bool stopping;
+    /* engine-thread only */
+    seq_state **active;
+    int n_active;
+    seq_state **preempted;  /* FIFO of sequences to recompute */
+    int n_preempted;
+    long long admit_counter;
+    float *logits;          /* (max rows, vocab) */
+    int logits_rows;
+    int32_t *b_tok, *b_pos, *b_seq, *b_rows;
+    int b_cap;
+    float *raw;             /* vocab scratch for logprobs */
+    /* stats */
+    atomic_llong done, prompt_tokens, gen_tokens, preemptions;
+    atomic_int stat_active;
+    atomic_int stat_kv_free;
+};
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---- requests and events ---------------------------------------------- */
+
+static void req_free(engine_req *r) {
+    for (int i = 0; i < r->ev_n; i++) engine_event_clear(&r->evs[(r->ev_head + i) % r->ev_cap]);
+    free(r->evs);
+    for (int i = 0; i < ENGINE_MAX_STOP; i++) free(r->stop_copy[i]);
+    free(r->prompt);
+    pthread_mutex_destroy(&r->mu);
+    pthread_cond_destroy(&r->cv);
+    free(r);
+}
+
+void engine_req_release(engine_req *r) {
+    if (!r) return;
+    atomic_store(&r->cancelled, 1);
+    if (atomic_fetch_sub(&r->refs, 1) == 1) req_free(r);
+}
+
+void engine_cancel(engine_req *r) { atomic_store(&r->cancelled, 1); }
+
+void engine_event_clear(engine_event *ev) {
+    free(ev->text);
+    ev->text = NULL;
+    ev->len = 0;
+}
+
+/* Takes ownership of ev->text. */
+static void push_event(engine_req *r, engine_event *ev) {
+    pthread_mutex_lock(&r->mu);
+    if (r->ended) { /* nothing after the last event */
+        pthread_mutex_unlock(&r->mu);
+        engine_event_clear(ev);
+        return;
+    }
+    if (r->ev_n == r->ev_cap) {
+        int cap = r->ev_cap ? r->ev_cap * 2 : 16;
+        engine_event *ne = malloc((size_t)cap * sizeof *ne);
+        if (!ne) { /* drop the event rather than crash; the DONE still comes */
+            pthread_mutex_unlock(&r->mu);
+            engine_event_clear(ev);
+            return;
+        }
+        for (int i = 0; i < r->ev_n; i++) ne[i] = r->evs[(r->ev_head + i) % r->ev_cap];
+        free(r->evs);
+        r->evs = ne;
+        r->ev_head = 0;
+        r->ev_cap = cap;
+    }
+    r->evs[(r->ev_head + r->ev_n) % r->ev_cap] = *ev;
+    r->ev_n++;
+    if (ev->type != ENGINE_EV_TOKEN) r->ended = true;
+    pthread_cond_signal(&r->cv);
+    pthread_mutex_unlock(&r->mu);
+}
+
+int engine_next_event(engine_req *r, engine_event *ev, int timeout_ms) {
+    struct timespec dl;
+    if (timeout_ms >= 0) {
+        clock_gettime(CLOCK_REALTIME, &dl);
+        dl.tv_sec += timeout_ms / 1000;
+        dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+        if (dl.tv_nsec >= 1000000000L) { dl.tv_sec++; dl.tv_nsec -= 1000000000L; }
+    }
+    pthread_mutex_lock(&r->mu);
+    while (r->ev_n == 0) {
+        if (timeout_ms < 0) {
+            pthread_cond_wait(&r->cv, &r->mu);
+        } else if (pthread_cond_timedwait(&r->cv, &r->mu, &dl) != 0) {
+            pthread_mutex_unlock(&r->mu);
+            return 0;
+        }
+    }
+    *ev = r->evs[r->ev_head];
+    r->ev_head = (r->ev_head + 1) % r->ev_cap;
+    r->ev_n--;
+    pthread_mutex_unlock(&r->mu);
+    return 1;
+}
+
+static void push_error(engine_req *r, const char *msg) {
+    engine_event ev = {0};
+    ev.type = ENGINE_EV_ERROR;
+    ev.text = strdup(msg);
+    ev.len = ev.text ? strlen(ev.text) : 0;
+    push_event(r, &ev);
+}
+
+/* ---- submit ------------------------------------------------------------ */
+
+engine_req *engine_submit(engine *e, const int32_t *prompt, int n_prompt, const engine_params *p) {
+    int V = e->m->cfg.vocab_size;
+    if (n_prompt <= 0) { err_set(KS_EINVAL, "the prompt is empty"); return NULL; }
+    if (n_prompt >= e->cfg.ctx_size) {
+        err_set(KS_EINVAL, "the prompt is %d tokens, the context is %d tokens (the prompt must leave room for at least one generated token)",
+                n_prompt, e->cfg.ctx_size);
+        return NULL;
+    }
+    for (int i = 0; i < n_prompt; i++)
+        if (prompt[i] < 0 || prompt[i] >= V) {
+            err_set(KS_EINVAL, "prompt token %d (id %d) is outside the vocabulary of %d", i, prompt[i], V);
+            return NULL;
+        }
+    if (p->max_tokens <= 0) { err_set(KS_EINVAL, "max_tokens must be at least 1"); return NULL; }
+    if (p->n_stop < 0 || p->n_stop > ENGINE_MAX_STOP) { err_set(KS_EINVAL, "at most %d stop strings", ENGINE_MAX_STOP); return NULL; }
+    engine_req *r = calloc(1, sizeof *r);
+    if (!r) { err_set(KS_ENOMEM, "out of memory"); return NULL; }
+    atomic_init(&r->refs, 2);
+    pthread_mutex_init(&r->mu, NULL);
+    pthread_cond_init(&r->cv, NULL);
+    r->p = *p;
+    if (r->p.top_logprobs > ENGINE_MAX_TOP_LOGPROBS) r->p.top_logprobs = ENGINE_MAX_TOP_LOGPROBS;
+    r->prompt = malloc((size_t)n_prompt * sizeof *r->prompt);
+    if (!r->prompt) goto oom;
+    memcpy(r->prompt, prompt, (size_t)n_prompt * sizeof *r->prompt);
+    r->n_prompt = n_prompt;
+    int ns = 0;
+    for (int i = 0; i < p->n_stop; i++) {
+        if (!p->stop[i] || !p->stop[i][0]) continue; /* empty stop strings mean nothing */
+        if (!(r->stop_copy[ns] = strdup(p->stop[i]))) goto oom;
+        r->p.stop[ns] = r->stop_copy[ns];
+        ns++;
+    }
+    r->p.n_stop = ns;
+    r->t_submit = now_s();
+    pthread_mutex_lock(&e->mu);
+    if (e->wait_tail) e->wait_tail->next = r;
+    else e->wait_head = r;
+    e->wait_tail = r;
+    e->n_waiting++;
+    pthread_cond_signal(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+    return r;
+oom:
+    req_free(r);
+    err_set(KS_ENOMEM, "out of memory");
+    return NULL;
+}
+
+/* ---- sequences --------------------------------------------------------- */
+
+static void seq_free(engine *e, seq_state *s) {
+    kv_seq_release(&e->kv, &s->kv);
+    sampler_free(s->smp);
+    tok_stream_free(s->ts);
+    free(s->ctx);
+    free(s->pend);
+    engine_req_release(s->r);
+    free(s);
+}
+
+static seq_state *seq_new(engine *e, engine_req *r) {
+    seq_state *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->r = r;
+    s->cap = r->n_prompt + (r->p.max_tokens < e->cfg.ctx_size ? r->p.max_tokens : e->cfg.ctx_size) + 1;
+    s->ctx = malloc((size_t)s->cap * sizeof *s->ctx);
+    s->smp = sampler_new(e->m->cfg.vocab_size);
+    s->ts = tok_stream_new(e->tok, true);
+    if (!s->ctx || !s->smp || !s->ts) {
+        s->r = NULL;
+        kv_seq_release(&e->kv, &s->kv);
+        sampler_free(s->smp);
+        tok_stream_free(s->ts);
+        free(s->ctx);
+        free(s);
+        return NULL;
+    }
+    memcpy(s->ctx, r->prompt, (size_t)r->n_prompt * sizeof *s->ctx);
+    s->n_ctx = r->n_prompt;
+    sample_rng_seed(&s->rng, r->p.seed);
+    return s;
+}
+
+static int pend_append(seq_state *s, const char *t, size_t n) {
+    if (s->pend_len + n + 1 > s->pend_cap) {
+        size_t cap = s->pend_cap ? s->pend_cap * 2 : 256;
+        while (cap < s->pend_len + n + 1) cap *= 2;
+        char *np = realloc(s->pend, cap);
+        if (!np) return -1;
+        s->pend = np;
+        s->pend_cap = cap;
+    }
+    memcpy(s->pend + s->pend_len, t, n);
+    s->pend_len += n;
+    s->pend[s->pend_len] = 0;
+    return 0;
+}
+
+/* Splits pending text into what can be emitted now. Returns 1 when a stop
+ * string was found (pend then holds only the text before it). *emit_len is
+ * the length of the prefix of pend safe to emit. */
+static int stop_scan(seq_state *s, size_t *emit_len) {
+    const engine_params *p = &s->r->p;
+    size_t best = s->pend_len;
+    int found = 0;
+    for (int i = 0; i < p->n_stop; i++) {
+        const char *hit = memmem(s->pend, s->pend_len, p->stop[i], strlen(p->stop[i]));
+        if (hit && (size_t)(hit - s->pend) < best) {
+            best = (size_t)(hit - s->pend);
+            found = 1;
+        }
+    }
+    if (found) {
+        s->pend_len = best;
+        s->pend[best] = 0;
+        *emit_len = best;
+        return 1;
+    }
+    /* hold back the longest suffix that is a proper prefix of a stop string */
+    size_t hold = 0;
+    for (int i = 0; i < p->n_stop; i++) {
+        size_t sl = strlen(p->stop[i]);
+        for (size_t k = sl - 1 < s->pend_len ? sl - 1 : s->pend_len; k > hold; k--)
+            if (!memcmp(s->pend + s->pend_len - k, p->stop[i], k)) { hold = k; break; }
+    }
+    *emit_len = s->pend_len - hold;
+    return 0;
+}
+
+static char *take_pending(seq_state *s, size_t n, size_t *len) {
+    char *t = malloc(n + 1);
+    if (!t) { *len = 0; return NULL; }
+    memcpy(t, s->pend, n);
+    t[n] = 0;
+    memmove(s->pend, s->pend + n, s->pend_len - n);
+    s->pend_len -= n;
+    *len = n;
+    return t;
+}
+
+static void finish_seq(engine *e, seq_state *s, engine_finish why) {
+    if (!s->stop_hit) { /* after a stop string nothing more is emitted */
+        size_t len, emit;
+        const char *tail = tok_stream_flush(s->ts, &len);
+        if (tail && len) pend_append(s, tail, len);
+        if (s->r->p.n_stop && stop_scan(s, &emit)) why = ENGINE_FINISH_STOP;
+    }
+    engine_event ev = {0};
+    ev.type = ENGINE_EV_DONE;
+    ev.text = take_pending(s, s->pend_len, &ev.len);
+    ev.finish = why;
+    ev.n_prompt = s->r->n_prompt;
+    ev.n_gen = s->n_gen;
+    ev.t_first_token = s->t_first > 0 ? s->t_first - s->r->t_submit : 0;
+    push_event(s->r, &ev);
+    atomic_fetch_add(&e->done, 1);
+    atomic_fetch_add(&e->prompt_tokens, s->r->n_prompt);
+    atomic_fetch_add(&e->gen_tokens, s->n_gen);
+}
+
+static void fill_logprobs(engine *e, const float *logits, int tok, engine_event *ev, int top) {
+    int V = e->m->cfg.vocab_size;
+    float mx = -INFINITY;
+    for (int i = 0; i < V; i++) mx = logits[i] > mx ? logits[i] : mx;
+    double z = 0;
+    for (int i = 0; i < V; i++) z += exp((double)(logits[i] - mx));
+    float lz = mx + (float)log(z);
+    ev->logprob = logits[tok] - lz;
+    ev->n_top = 0;
+    for (int k = 0; k < top; k++) { /* k-th best by repeated scan: top <= 20 */
+        int best = -1;
+        for (int i = 0; i < V; i++) {
+            int taken = 0;
+            for (int j = 0; j < ev->n_top; j++) taken |= ev->top_ids[j] == i;
+            if (!taken && (best < 0 || logits[i] > logits[best])) best = i;
+        }
+        if (best < 0) break;
+        ev->top_ids[ev->n_top] = best;
+        ev->top_logprobs[ev->n_top] = logits[best] - lz;
+        ev->n_top++;
+    }
+}
+
+/* Samples from this sequence's logits row; returns 1 when it finished. */
+static int seq_sample(engine *e, seq_state *s, float *logits) {
+    engine_req *r = s->r;
+    engine_event ev = {0};
+    ev.type = ENGINE_EV_TOKEN;
+    if (r->p.logprobs || r->p.top_logprobs > 0) memcpy(e->raw, logits, (size_t)e->m->cfg.vocab_size * sizeof(float));
+    sample_apply_penalties(s->smp, &r->p.sp, logits, s->ctx, s->n_ctx, r->n_prompt);
+    int tok = sample_choose(s->smp, &r->p.sp, logits, &s->rng);
+    if (s->n_gen == 0) s->t_first = now_s();
+    for (int i = 0; i < r->p.n_eos; i++)
+        if (tok == r->p.eos[i]) {
+            finish_seq(e, s, ENGINE_FINISH_STOP);
+            return 1;
+        }
+    s->ctx[s->n_ctx++] = tok;
+    s->n_gen++;
+    ev.token = tok;
+    if (r->p.logprobs || r->p.top_logprobs > 0) fill_logprobs(e, e->raw, tok, &ev, r->p.top_logprobs);
+    size_t len;
+    const char *t = tok_stream_push(s->ts, tok, &len);
+    if (t && len) pend_append(s, t, len);
+    size_t emit = s->pend_len;
+    int stopped = r->p.n_stop ? stop_scan(s, &emit) : 0;
+    ev.text = take_pending(s, emit, &ev.len);
+    push_event(r, &ev);
+    if (stopped) {
+        s->stop_hit = true;
+        finish_seq(e, s, ENGINE_FINISH_STOP);
+        return 1;
+    }
+    if (s->n_gen >= r->p.max_tokens) { finish_seq(e, s, ENGINE_FINISH_LENGTH); return 1; }
+    if (s->n_ctx >= e->cfg.ctx_size || s->n_ctx >= s->cap) { finish_seq(e, s, ENGINE_FINISH_CONTEXT); return 1; }
+    return 0;
+}
+
+/* ---- scheduler --------------------------------------------------------- */
+
+static void remove_active(engine *e, int i) {
+    memmove(&e->active[i], &e->active[i + 1], (size_t)(e->n_active - i - 1) * sizeof *e->active);
+    e->n_active--;
+}
+
+static void preempt_last(engine *e) {
+    int li = 0;
+    for (int i = 1; i < e->n_active; i++)
+        if (e->active[i]->admit_order > e->active[li]->admit_order) li = i;
+    seq_state *s = e->active[li];
+    atomic_fetch_add(&e->preemptions, 1);
+    kv_seq_truncate(&e->kv, &s->kv, 0);
+    s->n_cached = 0;
+    remove_active(e, li);
+    memmove(&e->preempted[1], &e->preempted[0], (size_t)e->n_preempted * sizeof *e->preempted);
+    e->preempted[0] = s;
+    e->n_preempted++;
+}
+
+static int blocks_for(const engine *e, int tokens) { return (tokens + e->kv.block_size - 1) / e->kv.block_size; }
+
+/* Admits preempted sequences first, then waiting requests, while there is
+ * room in the batch and enough free KV blocks for their uncached tokens. */
+static void admit(engine *e) {
+    while (e->n_active < e->cfg.max_concurrent && e->n_preempted > 0) {
+        seq_state *s = e->preempted[0];
+        if (blocks_for(e, s->n_ctx + 1) > kv_free_blocks(&e->kv) && e->n_active > 0) return;
+        memmove(&e->preempted[0], &e->preempted[1], (size_t)(e->n_preempted - 1) * sizeof *e->preempted);
+        e->n_preempted--;
+        e->active[e->n_active++] = s;
+    }
+    pthread_mutex_lock(&e->mu);
+    while (e->n_active < e->cfg.max_concurrent && e->wait_head) {
+        engine_req *r = e->wait_head;
+        if (!atomic_load(&r->cancelled) && blocks_for(e, r->n_prompt + 1) > kv_free_blocks(&e->kv) && e->n_active > 0)
+            break;
+        e->wait_head = r->next;
+        if (!e->wait_head) e->wait_tail = NULL;
+        e->n_waiting--;
+        r->next = NULL;
+        pthread_mutex_unlock(&e->mu);
+        seq_state *s = seq_new(e, r);
+        if (!s) {
+            push_error(r, "out of memory");
+            engine_req_release(r);
+        } else {
+            s->admit_order = e->admit_counter++;
+            e->active[e->n_active++] = s;
+        }
+        pthread_mutex_lock(&e->mu);
+    }
+    pthread_mutex_unlock(&e->mu);
+}
+
+static int ensure_batch(engine *e, int n) {
+    if (n <= e->b_cap) return 0;
+    int cap = n * 2;
+    int32_t *a = realloc(e->b_tok, (size_t)cap * 4), *b, *c, *d;
+    if (!a) return -1;
+    e->b_tok = a;
+    if (!(b = realloc(e->b_pos, (size_t)cap * 4))) return -1;
+    e->b_pos = b;
+    if (!(c = realloc(e->b_seq, (size_t)cap * 4))) return -1;
+    e->b_seq = c;
+    if (!(d = realloc(e->b_rows, (size_t)cap * 4))) return -1;
+    e->b_rows = d;
+    e->b_cap = cap;
+    return 0;
+}
+
+/* One scheduler step. Returns 0 when there was nothing to do. */
+static int step(engine *e) {
+    atomic_store(&e->stat_kv_free, kv_free_blocks(&e->kv));
+    /* drop cancelled sequences */
+    for (int i = 0; i < e->n_active;) {
+        seq_state *s = e->active[i];
+        if (atomic_load(&s->r->cancelled)) {
+            finish_seq(e, s, ENGINE_FINISH_CANCELLED);
+            remove_active(e, i);
+            seq_free(e, s);
+        } else {
+            i++;
+        }
+    }
+    admit(e);
+    atomic_store(&e->stat_active, e->n_active);
+    if (e->n_active == 0) {
+        atomic_store(&e->stat_kv_free, kv_free_blocks(&e->kv));
+        return 0;
+    }
+    /* reserve KV: decode tokens first (in admission order), then prefill */
+    int budget = e->cfg.prefill_chunk;
+    int feed[e->cfg.max_concurrent];
+    for (int i = 0; i < e->n_active; i++) {
+        seq_state *s = e->active[i];
+        int want = s->n_ctx - s->n_cached;
+        if (want > 1) {
+            want = want < budget ? want : budget;
+            if (want < 1) want = 0;
+        }
+        feed[i] = want;
+        if (want > 1) budget -= want;
+    }
+    for (int i = 0; i < e->n_active; i++) {
+        if (!feed[i]) continue;
+        seq_state *s = e->active[i];
+        while (kv_seq_reserve(&e->kv, &s->kv, s->n_cached + feed[i]) != 0) {
+            if (e->n_active == 1) { /* alone and still no room: the pool is smaller than its context */
+                finish_seq(e, s, ENGINE_FINISH_CONTEXT);
+                remove_active(e, 0);
+                seq_free(e, s);
+                return 1;
+            }
+            preempt_last(e); /* indices shift: plan the step again */
+            return 1;
+        }
+    }
+    int n = 0, n_rows = 0;
+    for (int i = 0; i < e->n_active; i++) n += feed[i];
+    if (ensure_batch(e, n) != 0) return 1;
+    kv_seq *seqs[e->cfg.max_concurrent];
+    int row_seq[e->cfg.max_concurrent];
+    for (int i = 0, t = 0; i < e->n_active; i++) {
+        seq_state *s = e->active[i];
+        seqs[i] = &s->kv;
+        for (int j = 0; j < feed[i]; j++, t++) {
+            e->b_tok[t] = s->ctx[s->n_cached + j];
+            e->b_pos[t] = s->n_cached + j;
+            e->b_seq[t] = i;
+        }
+        if (feed[i] && s->n_cached + feed[i] == s->n_ctx) {
+            e->b_rows[n_rows] = t - 1;
+            row_seq[n_rows++] = i;
+        }
+    }
+    if (n_rows > e->logits_rows) {
+        float *l = realloc(e->logits, (size_t)n_rows * e->m->cfg.vocab_size * sizeof(float));
+        if (!l) return 1;
+        e->logits = l;
+        e->logits_rows = n_rows;
+    }
+    if (n == 0) return 1;
+    model_batch b = {n, e->b_tok, e->b_pos, e->b_seq, e->n_active, seqs, n_rows, e->b_rows};
+    if (model_forward(e->m, &e->kv, &b, e->logits) != 0) {
+        const char *msg = err_msg();
+        for (int i = e->n_active - 1; i >= 0; i--) {
+            push_error(e->active[i]->r, msg);
+            seq_free(e, e->active[i]);
+        }
+        e->n_active = 0;
+        return 1;
+    }
+    for (int i = 0; i < e->n_active; i++) {
+        e->active[i]->n_cached += feed[i];
+        e->active[i]->kv.n_tokens = e->active[i]->n_cached;
+    }
+    int done[e->cfg.max_concurrent];
+    memset(done, 0, sizeof done);
+    for (int k = 0; k < n_rows; k++)
+        done[row_seq[k]] = seq_sample(e, e->active[row_seq[k]], e->logits + (size_t)k * e->m->cfg.vocab_size);
+    for (int i = e->n_active - 1; i >= 0; i--)
+        if (done[i]) {
+            seq_state *s = e->active[i];
+            remove_active(e, i);
+            seq_free(e, s);
+        }
+    atomic_store(&e->stat_active, e->n_active);
+    atomic_store(&e->stat_kv_free, kv_free_blocks(&e->kv));
+    return 1;
+}
+
+static void *engine_main(void *v) {
+    engine *e = v;
+    for (;;) {
+        pthread_mutex_lock(&e->mu);
+        while (!e->stopping && !e->wait_head && e->n_active == 0 && e->n_preempted == 0)
+            pthread_cond_wait(&e->cv, &e->mu);
+        bool stop = e->stopping;
+        pthread_mutex_unlock(&e->mu);
+        if (stop) break;
+        step(e);
+    }
+    return NULL;
+}
+
+int engine_start(engine **out, model *m, const tokenizer *tok, const engine_config *cfg) {
+    engine *e = calloc(1, sizeof *e);
+    if (!e) return err_set(KS_ENOMEM, "engine: out of memory");
+    e->m = m;
+    e->tok = tok;
+    e->cfg = *cfg;
+    if (e->cfg.max_concurrent < 1) e->cfg.max_concurrent = 1;
+    if (e->cfg.prefill_chunk < 16) e->cfg.prefill_chunk = 16;
+    if (e->cfg.ctx_size < 16) e->cfg.ctx_size = 16;
+    if (e->cfg.kv_tokens <= 0) e->cfg.kv_tokens = e->cfg.ctx_size * e->cfg.max_concurrent;
+    int rc = model_kv_init(m, &e->kv, e->cfg.kv_tokens);
+    if (rc) { free(e); return rc; }
+    e->active = calloc((size_t)e->cfg.max_concurrent, sizeof *e->active);
+    e->preempted = calloc((size_t)e->cfg.max_concurrent, sizeof *e->preempted);
+    e->raw = malloc((size_t)m->cfg.vocab_size * sizeof(float));
+    if (!e->active || !e->preempted || !e->raw) {
+        kv_cache_free(&e->kv);
+        free(e->active); free(e->preempted); free(e->raw); free(e);
+        return err_set(KS_ENOMEM, "engine: out of memory");
+    }
+    pthread_mutex_init(&e->mu, NULL);
+    pthread_cond_init(&e->cv, NULL);
+    atomic_store(&e->stat_kv_free, kv_free_blocks(&e->kv));
+    if (pthread_create(&e->th, NULL, engine_main, e) != 0) {
+        kv_cache_free(&e->kv);
+        free(e->active); free(e->preempted); free(e->raw); free(e);
+        return err_set(KS_ENOMEM, "engine: cannot start thread");
+    }
+    *out = e;
+    return KS_OK;
+}
+
+void engine_stop(engine *e) {
+    if (!e) return;
+    pthread_mutex_lock(&e->mu);
+    e->stopping = true;
+    pthread_cond_signal(&e->cv);
+    pthread_mutex_unlock(&e->mu);
+    pthread_join(e->th, NULL);
+    for (int i = 0; i < e->n_active; i++) {
+        finish_seq(e, e->active[i], ENGINE_FINISH_CANCELLED);
+        seq_free(e, e->active[i]);
+    }
+    for (int i = 0; i < e->n_preempted; i++) {
+        finish_seq(e, e->preempted[i], ENGINE_FINISH_CANCELLED);
+        seq_free(e, e->preempted[i]);
+    }
+    for (engine_req *r = e->wait_head, *nx; r; r = nx) {
+        nx = r->next;
+        push_error(r, "server shutting down");
+        engine_req_release(r);
+    }
+    kv_cache_free(&e->kv);
+    pthread_mutex_destroy(&e->mu);
+    pthread_cond_destroy(&e->cv);
+    free(e->active); free(e->preempted); free(e->raw); free(e->logits);
+    free(e->b_tok); free(e->b_pos); free(e->b_seq); free(e->b_rows);
+    free(e);
+}
+
+int engine_ctx_size(const engine *e) { return e->cfg.ctx_size; }
+
+void engine_get_stats(engine *e, engine_stats *s) {
+    pthread_mutex_lock(&e->mu);
+    s->queued = e->n_waiting;
+    pthread_mutex_unlock(&e->mu);
+    s->active = atomic_load(&e->stat_active);
+    s->kv_blocks_free = atomic_load(&e->stat_kv_free);
+    s->kv_blocks_total = e->kv.n_blocks;
+    s->requests_done = atomic_load(&e->done);
+    s->prompt_tokens = atomic_load(&e->prompt_tokens);
+    s->generated_tokens = atomic_load(&e->gen_tokens);
+    s->preemptions = atomic_load(&e->preemptions);
+}

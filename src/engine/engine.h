@@ -1,0 +1,104 @@
+/* engine.h — the inference engine: its own thread owns the model, the KV
+ * cache and the scheduler; other threads submit requests and read back
+ * events (DESIGN.md data flow).
+ *
+ * Scheduling: every step builds one varlen batch from the active sequences —
+ * one decode token each, plus prompt chunks of sequences still prefilling (up
+ * to `prefill_chunk` prompt tokens per step) — runs one forward, samples for
+ * the sequences that produced logits, detokenizes, applies stop strings and
+ * pushes events. Up to `max_concurrent` sequences are active; the rest wait
+ * in FIFO order. Results do not depend on batch composition (the forward is
+ * batch-invariant, DESIGN.md principle 2).
+ *
+ * Ownership: engine_submit() returns a request handle shared by the caller
+ * and the engine (reference counted); the caller must engine_req_release() it
+ * exactly once, after which the engine drops it too (cancelling it if still
+ * running). Event strings are owned by the event until engine_event_clear(). */
+#ifndef KS_ENGINE_H
+#define KS_ENGINE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "model/model.h"
+#include "sample/sample.h"
+#include "tok/tok.h"
+
+#define ENGINE_MAX_EOS 8
+#define ENGINE_MAX_STOP 8
+#define ENGINE_MAX_TOP_LOGPROBS 20
+
+typedef struct {
+    int max_tokens;                /* > 0 */
+    sample_params sp;
+    uint64_t seed;
+    int32_t eos[ENGINE_MAX_EOS];   /* generation ends (not emitted) on these */
+    int n_eos;
+    const char *stop[ENGINE_MAX_STOP]; /* stop strings (copied at submit) */
+    int n_stop;
+    bool logprobs;                 /* per-token logprob of the chosen token */
+    int top_logprobs;              /* 0..ENGINE_MAX_TOP_LOGPROBS alternatives */
+} engine_params;
+
+typedef enum {
+    ENGINE_EV_TOKEN = 0,  /* one generated token and the text it finalised */
+    ENGINE_EV_DONE,       /* last event of a request */
+    ENGINE_EV_ERROR,      /* last event of a request that failed */
+} engine_ev_type;
+
+typedef enum {
+    ENGINE_FINISH_STOP = 0,   /* eos token or stop string */
+    ENGINE_FINISH_LENGTH,     /* max_tokens */
+    ENGINE_FINISH_CONTEXT,    /* the context window is full */
+    ENGINE_FINISH_CANCELLED,
+} engine_finish;
+
+typedef struct {
+    engine_ev_type type;
+    char *text;              /* TOKEN: text delta (may be empty); DONE: trailing text; ERROR: message */
+    size_t len;
+    int32_t token;           /* TOKEN */
+    float logprob;           /* TOKEN, when requested */
+    int n_top;
+    int32_t top_ids[ENGINE_MAX_TOP_LOGPROBS];
+    float top_logprobs[ENGINE_MAX_TOP_LOGPROBS];
+    engine_finish finish;    /* DONE */
+    int n_prompt, n_gen;     /* DONE: usage */
+    double t_first_token;    /* DONE: seconds from submit to first token */
+} engine_event;
+
+typedef struct {
+    int max_concurrent;      /* sequences decoded together (>= 1) */
+    int prefill_chunk;       /* prompt tokens per step */
+    int ctx_size;            /* most tokens (prompt + output) of one sequence */
+    int kv_tokens;           /* KV pool size in tokens (0: ctx_size * max_concurrent) */
+} engine_config;
+
+typedef struct engine engine;
+typedef struct engine_req engine_req;
+
+/* Borrows m and tok (they must outlive the engine). Starts the thread. */
+int engine_start(engine **out, model *m, const tokenizer *tok, const engine_config *cfg);
+/* Stops the thread after cancelling everything in flight; frees the engine. */
+void engine_stop(engine *e);
+int engine_ctx_size(const engine *e);
+
+/* Copies prompt and params. NULL with err_msg() set when the request can
+ * never run (empty or too long prompt, bad ids). */
+engine_req *engine_submit(engine *e, const int32_t *prompt, int n_prompt, const engine_params *p);
+/* Blocks until the next event (timeout_ms < 0: forever). 1 = got one,
+ * 0 = timeout. After DONE/ERROR no further events come. */
+int engine_next_event(engine_req *r, engine_event *ev, int timeout_ms);
+void engine_event_clear(engine_event *ev);
+void engine_cancel(engine_req *r);
+void engine_req_release(engine_req *r);
+
+/* Counters for /metrics (approximate, lock-free reads). */
+typedef struct {
+    int queued, active;
+    int kv_blocks_free, kv_blocks_total;
+    long long requests_done, prompt_tokens, generated_tokens, preemptions;
+} engine_stats;
+void engine_get_stats(engine *e, engine_stats *s);
+
+#endif
