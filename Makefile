@@ -9,13 +9,13 @@
 
 BUILD   ?= build
 CC      ?= cc
-PKGS    := jansson libpcre2-8 libutf8proc
+PKGS    := jansson libpcre2-8 libutf8proc libmicrohttpd
 CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wno-unused-parameter \
                -Werror=implicit-function-declaration -Isrc -pthread \
                $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 OPT     ?= -O2 -g
 CFLAGS  ?=
-LDLIBS  := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljansson -lpcre2-8 -lutf8proc) -lm -pthread
+LDLIBS  := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljansson -lpcre2-8 -lutf8proc -lmicrohttpd) -lm -pthread
 LDFLAGS ?=
 
 # Per-ISA kernels: *_avx2.c and *_avx512.c get their own flags; the choice
@@ -30,8 +30,10 @@ ifneq ($(strip $(CU_SRCS)),)
 HAVE_CUDA := 1
 CUDA_HOME := $(patsubst %/bin/nvcc,%,$(NVCC))
 CFLAGS_BASE += -DKS_HAVE_CUDA
-NVCCFLAGS ?= -O2 -std=c++17 -Isrc -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_80,code=sm_80 -Xcompiler -fPIC
-LDLIBS  += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/targets/x86_64-linux/lib -lcudart -lcublasLt -lcublas -lstdc++
+NVCCFLAGS ?= -O3 -std=c++17 -Isrc -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_80,code=sm_80 \
+             -Xcompiler -fPIC -DKS_HAVE_CUDA
+# static cudart: the binary starts on machines without a GPU or driver (CI)
+LDLIBS  += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/targets/x86_64-linux/lib -lcudart_static -ldl -lrt -lstdc++
 endif
 endif
 

@@ -103,5 +103,13 @@ int backend_cpu_new(backend **out, int n_threads);
 void backend_free(backend *be);
 /* The CPU backend's kernel set ("scalar", "avx2", "avx512"). */
 const char *backend_cpu_isa(const backend *be);
+/* CUDA (src/backend/cuda; stubs that say so when built without nvcc). */
+int backend_cuda_available(void);
+int backend_cuda_new(backend **out, int device);
+const char *backend_cuda_name(void);
+/* device: "auto" (CUDA when a GPU is present), "cpu", "cuda", "cuda:N". */
+int backend_new(backend **out, const char *device, int n_threads);
+/* "avx512" / "NVIDIA H200" ... for logs. */
+const char *backend_describe(const backend *be);
 
 #endif

@@ -28,6 +28,7 @@ static void run_usage(FILE *f) {
             "  --repeat-penalty R  --presence-penalty P  --frequency-penalty F\n"
             "  --seed S               random seed (default: time)\n"
             "  --threads N            CPU threads (default: all cores)\n"
+            "  --device D             cpu, cuda or cuda:N (default: cuda when a GPU is present)\n"
             "  --ctx-size N           KV cache size in tokens (default: min(max_position_embeddings, 8192))\n"
             "  --ignore-eos           do not stop at end-of-sequence tokens\n");
 }
@@ -79,7 +80,7 @@ static double now_s(void) {
 }
 
 int cmd_run(int argc, char **argv) {
-    const char *dir = NULL, *prompt = NULL;
+    const char *dir = NULL, *prompt = NULL, *device = "auto";
     long n_gen = 256, threads = 0, ctx_size = 0, seed = -1;
     int ignore_eos = 0;
     float temp = -1, top_p = -1, min_p = -1, rep = -1, pres = 0, freq = 0;
@@ -106,6 +107,7 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "--threads") || !strcmp(a, "-t")) { NEED_VALUE(); if (parse_int(a, v, 1, 1024, &threads)) return 2; }
         else if (!strcmp(a, "--ctx-size") || !strcmp(a, "-c")) { NEED_VALUE(); if (parse_int(a, v, 16, 1 << 22, &ctx_size)) return 2; }
         else if (!strcmp(a, "--ignore-eos")) ignore_eos = 1;
+        else if (!strcmp(a, "--device")) { NEED_VALUE(); device = v; }
         else if (a[0] == '-' && a[1]) { fprintf(stderr, "kestrel run: unknown option '%s'\n", a); return 2; }
         else if (!dir) dir = a;
         else { fprintf(stderr, "kestrel run: unexpected argument '%s'\n", a); return 2; }
@@ -145,7 +147,7 @@ int cmd_run(int argc, char **argv) {
     int rc;
     if ((rc = tok_load(&tk, dir))) goto fail;
     if ((rc = gen_config_load(&gc, dir))) goto fail;
-    if ((rc = backend_cpu_new(&be, (int)threads))) goto fail;
+    if ((rc = backend_new(&be, device, (int)threads))) goto fail;
     if ((rc = model_load(&m, dir, be))) goto fail;
     if ((rc = tok_encode(tk, prompt, strlen(prompt), true, &ids, &n_ids))) goto fail;
     if (n_ids == 0) { err_set(KS_EINVAL, "the prompt is empty"); goto fail; }
@@ -206,10 +208,10 @@ int cmd_run(int argc, char **argv) {
     double peak, anon, file;
     read_rss(&peak, &anon, &file);
     fprintf(stderr,
-            "\nkestrel: prompt %d tokens, %.1f tok/s; decode %d tokens, %.1f tok/s (cpu %s, %d threads); "
+            "\nkestrel: prompt %d tokens, %.1f tok/s; decode %d tokens, %.1f tok/s (%s %s, %d threads); "
             "rss peak %.1f MiB (anon %.1f, file-mapped %.1f)\n",
             n_ids, t_first > t0 ? n_ids / (t_first - t0) : 0.0, n_out,
-            n_out > 1 && t_last > t_first ? (n_out - 1) / (t_last - t_first) : 0.0, backend_cpu_isa(be),
+            n_out > 1 && t_last > t_first ? (n_out - 1) / (t_last - t_first) : 0.0, be->ops->name, backend_describe(be),
             threads > 0 ? (int)threads : (int)sysconf(_SC_NPROCESSORS_ONLN), peak, anon, file);
     status = 0;
     goto done;

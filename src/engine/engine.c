@@ -331,6 +331,7 @@ static void finish_seq(engine *e, seq_state *s, engine_finish why) {
     ev.n_prompt = s->r->n_prompt;
     ev.n_gen = s->n_gen;
     ev.t_first_token = s->t_first > 0 ? s->t_first - s->r->t_submit : 0;
+    ev.t_total = now_s() - s->r->t_submit;
     push_event(s->r, &ev);
     atomic_fetch_add(&e->done, 1);
     atomic_fetch_add(&e->prompt_tokens, s->r->n_prompt);

@@ -65,6 +65,7 @@ typedef struct {
     engine_finish finish;    /* DONE */
     int n_prompt, n_gen;     /* DONE: usage */
     double t_first_token;    /* DONE: seconds from submit to first token */
+    double t_total;          /* DONE: seconds from submit to the end */
 } engine_event;
 
 typedef struct {

@@ -63,14 +63,14 @@ static int engine_collect(engine *e, const int32_t *ids, int n, const engine_par
     return got;
 }
 
-TEST(test_model_tinycoder_matches_transformers) {
+static void check_tinycoder(const char *device) {
     json_t *ref = load_reference();
-    if (!ref) SKIP("../shared/models/tinycoder/reference/greedy.json not found");
     const char *dir = test_shared_path("models/tinycoder");
     backend *be = NULL;
     model *m = NULL;
     kv_cache kv = {0};
-    CHECK(backend_cpu_new(&be, 0) == 0);
+    CHECK(backend_new(&be, device, 0) == 0);
+    if (!be) { json_decref(ref); return; }
     CHECK(model_load(&m, dir, be) == 0);
     if (!m) { json_decref(ref); backend_free(be); return; }
     CHECK(model_kv_init(m, &kv, 1024) == 0);
@@ -116,7 +116,7 @@ TEST(test_model_tinycoder_matches_transformers) {
         free(ids);
         free(want);
     }
-    printf("    tinycoder greedy: %d of %d tokens match transformers\n", total_match, total);
+    printf("    tinycoder greedy [%s]: %d of %d tokens match transformers\n", device, total_match, total);
     engine_stop(eng);
     tok_free(tk);
     kv_cache_free(&kv);
@@ -125,13 +125,26 @@ TEST(test_model_tinycoder_matches_transformers) {
     json_decref(ref);
 }
 
-TEST(test_model_chunking_is_bitwise_invariant) {
+TEST(test_model_tinycoder_matches_transformers) {
+    if (!test_shared_path("models/tinycoder/reference/greedy.json"))
+        SKIP("../shared/models/tinycoder/reference/greedy.json not found");
+    check_tinycoder("cpu");
+}
+
+TEST(test_cuda_tinycoder_matches_transformers) {
+    if (!test_shared_path("models/tinycoder/reference/greedy.json"))
+        SKIP("../shared/models/tinycoder/reference/greedy.json not found");
+    if (!backend_cuda_available()) SKIP("no CUDA GPU");
+    check_tinycoder("cuda");
+}
+
+static void check_chunking(const char *device) {
     json_t *ref = load_reference();
-    if (!ref) SKIP("../shared/models/tinycoder/reference/greedy.json not found");
     backend *be = NULL;
     model *m = NULL;
     kv_cache kv = {0};
-    CHECK(backend_cpu_new(&be, 2) == 0);
+    CHECK(backend_new(&be, device, 2) == 0);
+    if (!be) { json_decref(ref); return; }
     CHECK(model_load(&m, test_shared_path("models/tinycoder"), be) == 0);
     if (!m) { json_decref(ref); backend_free(be); return; }
     CHECK(model_kv_init(m, &kv, 512) == 0);
@@ -151,4 +164,17 @@ TEST(test_model_chunking_is_bitwise_invariant) {
     model_free(m);
     backend_free(be);
     json_decref(ref);
+}
+
+TEST(test_model_chunking_is_bitwise_invariant) {
+    if (!test_shared_path("models/tinycoder/reference/greedy.json"))
+        SKIP("../shared/models/tinycoder/reference/greedy.json not found");
+    check_chunking("cpu");
+}
+
+TEST(test_cuda_chunking_is_bitwise_invariant) {
+    if (!test_shared_path("models/tinycoder/reference/greedy.json"))
+        SKIP("../shared/models/tinycoder/reference/greedy.json not found");
+    if (!backend_cuda_available()) SKIP("no CUDA GPU");
+    check_chunking("cuda");
 }

@@ -12,7 +12,7 @@
 #include "model/model.h"
 #include "test.h"
 
-static double check_tiny(const char *name) {
+static double check_tiny(const char *name, const char *device) {
     char dir[256], refp[300];
     snprintf(dir, sizeof dir, "tests/fixtures/tiny/%s", name);
     snprintf(refp, sizeof refp, "%s/reference.json", dir);
@@ -22,7 +22,8 @@ static double check_tiny(const char *name) {
     backend *be = NULL;
     model *m = NULL;
     kv_cache kv = {0};
-    CHECK(backend_cpu_new(&be, 2) == 0);
+    CHECK(backend_new(&be, device, 2) == 0);
+    if (!be) { json_decref(ref); return 1; }
     int rc = model_load(&m, dir, be);
     CHECK_MSG(rc == 0, "%s: model_load failed", name);
     double worst = 1;
@@ -72,7 +73,7 @@ static void check_all_isas(const char *name) {
     const char *old = getenv("KESTREL_CPU_ISA");
     for (int i = 0; i < 3; i++) {
         setenv("KESTREL_CPU_ISA", isas[i], 1);
-        double e = check_tiny(name);
+        double e = check_tiny(name, "cpu");
         printf("    %s [%s]: max rel err %.2e\n", name, isas[i], e);
     }
     if (old) setenv("KESTREL_CPU_ISA", old, 1);
@@ -80,5 +81,11 @@ static void check_all_isas(const char *name) {
 }
 
 TEST(test_tiny_qwen3_matches_transformers) { check_all_isas("qwen3"); }
+
+TEST(test_cuda_tiny_models_match_transformers) {
+    if (!backend_cuda_available()) SKIP("no CUDA GPU");
+    const char *names[3] = {"qwen3", "qwen2", "llama3"};
+    for (int i = 0; i < 3; i++) printf("    %s [cuda]: max rel err %.2e\n", names[i], check_tiny(names[i], "cuda"));
+}
 TEST(test_tiny_qwen2_matches_transformers) { check_all_isas("qwen2"); }
 TEST(test_tiny_llama3_matches_transformers) { check_all_isas("llama3"); }

@@ -1,0 +1,122 @@
+/* api_parse.c — request JSON getters with parameter-naming errors. */
+#include "api/api_parse.h"
+
+#include <math.h>
+#include <stdio.h>
+
+static int bad(api_err *e, const char *key, const char *what) {
+    snprintf(e->msg, sizeof e->msg, "'%s': %s", key, what);
+    e->param = key;
+    return -1;
+}
+
+int api_get_num(json_t *o, const char *key, double lo, double hi, double *out, api_err *e) {
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_number(v)) return bad(e, key, "expected a number");
+    double d = json_number_value(v);
+    if (!(d >= lo && d <= hi)) {
+        char m[128];
+        snprintf(m, sizeof m, "%g is out of range [%g, %g]", d, lo, hi);
+        return bad(e, key, m);
+    }
+    *out = d;
+    return 1;
+}
+
+int api_get_int(json_t *o, const char *key, long long lo, long long hi, long long *out, api_err *e) {
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) return 0;
+    long long x;
+    if (json_is_integer(v)) x = json_integer_value(v);
+    else if (json_is_real(v) && floor(json_real_value(v)) == json_real_value(v) && fabs(json_real_value(v)) < 9e15)
+        x = (long long)json_real_value(v);
+    else return bad(e, key, "expected an integer");
+    if (x < lo || x > hi) {
+        char m[128];
+        snprintf(m, sizeof m, "%lld is out of range [%lld, %lld]", x, lo, hi);
+        return bad(e, key, m);
+    }
+    *out = x;
+    return 1;
+}
+
+int api_get_bool(json_t *o, const char *key, bool *out, api_err *e) {
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_boolean(v)) return bad(e, key, "expected a boolean");
+    *out = json_is_true(v);
+    return 1;
+}
+
+int api_get_str(json_t *o, const char *key, const char **out, api_err *e) {
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_string(v)) return bad(e, key, "expected a string");
+    *out = json_string_value(v);
+    return 1;
+}
+
+int api_get_stop(json_t *o, const char *key, engine_params *p, api_err *e) {
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) return 0;
+    if (json_is_string(v)) {
+        p->stop[0] = json_string_value(v);
+        p->n_stop = 1;
+        return 1;
+    }
+    if (!json_is_array(v)) return bad(e, key, "expected a string or an array of strings");
+    if (json_array_size(v) > ENGINE_MAX_STOP) return bad(e, key, "at most 8 stop sequences");
+    size_t i;
+    json_t *s;
+    p->n_stop = 0;
+    json_array_foreach(v, i, s) {
+        if (!json_is_string(s)) return bad(e, key, "expected an array of strings");
+        p->stop[p->n_stop++] = json_string_value(s);
+    }
+    return 1;
+}
+
+json_t *api_parse_body(const char *body, size_t len, api_err *e) {
+    json_error_t je;
+    e->param = NULL;
+    if (len == 0) {
+        snprintf(e->msg, sizeof e->msg, "the request body is empty; expected a JSON object");
+        return NULL;
+    }
+    json_t *j = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    if (!j) {
+        snprintf(e->msg, sizeof e->msg, "invalid JSON at line %d, column %d: %s", je.line, je.column, je.text);
+        return NULL;
+    }
+    if (!json_is_object(j)) {
+        json_decref(j);
+        snprintf(e->msg, sizeof e->msg, "the request body must be a JSON object");
+        return NULL;
+    }
+    return j;
+}
+
+int api_get_sampling(json_t *o, engine_params *p, bool ollama, api_err *e) {
+    double d;
+    long long x;
+    int r;
+    if ((r = api_get_num(o, "temperature", 0, 100, &d, e)) < 0) return -1;
+    if (r) p->sp.temperature = (float)d;
+    if ((r = api_get_num(o, "top_p", 0, 1, &d, e)) < 0) return -1;
+    if (r) p->sp.top_p = d <= 0 ? 1e-6f : (float)d;
+    if ((r = api_get_int(o, "top_k", -1, 1 << 30, &x, e)) < 0) return -1;
+    if (r) p->sp.top_k = x < 0 ? 0 : (int)x;
+    if ((r = api_get_num(o, "min_p", 0, 1, &d, e)) < 0) return -1;
+    if (r) p->sp.min_p = (float)d;
+    if ((r = api_get_num(o, "presence_penalty", -2, 2, &d, e)) < 0) return -1;
+    if (r) p->sp.presence_penalty = (float)d;
+    if ((r = api_get_num(o, "frequency_penalty", -2, 2, &d, e)) < 0) return -1;
+    if (r) p->sp.frequency_penalty = (float)d;
+    if ((r = api_get_num(o, ollama ? "repeat_penalty" : "repetition_penalty", 0.01, 100, &d, e)) < 0) return -1;
+    if (r) p->sp.repetition_penalty = (float)d;
+    if ((r = api_get_int(o, "seed", -(1LL << 62), 1LL << 62, &x, e)) < 0) return -1;
+    if (r) p->seed = (uint64_t)x;
+    if (api_get_stop(o, "stop", p, e) < 0) return -1;
+    return 0;
+}

@@ -1,0 +1,33 @@
+/* api_parse.h — typed access to request JSON with errors that name the
+ * parameter: each getter returns 0 when the field is absent (out untouched),
+ * 1 when present and valid, -1 when present but wrong (err filled). */
+#ifndef KS_API_PARSE_H
+#define KS_API_PARSE_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "engine/engine.h"
+
+typedef struct {
+    char msg[512];
+    const char *param;  /* static: the offending parameter */
+} api_err;
+
+int api_get_num(json_t *o, const char *key, double lo, double hi, double *out, api_err *e);
+int api_get_int(json_t *o, const char *key, long long lo, long long hi, long long *out, api_err *e);
+int api_get_bool(json_t *o, const char *key, bool *out, api_err *e);
+int api_get_str(json_t *o, const char *key, const char **out, api_err *e);
+/* "stop": a string or an array of strings (at most ENGINE_MAX_STOP); the
+ * strings stay owned by o. */
+int api_get_stop(json_t *o, const char *key, engine_params *p, api_err *e);
+/* Sampling fields shared by the surfaces: temperature, top_p, top_k, min_p,
+ * presence/frequency penalty, repetition_penalty (Ollama: repeat_penalty),
+ * seed, stop. 0 or -1 (err filled). */
+int api_get_sampling(json_t *o, engine_params *p, bool ollama, api_err *e);
+/* Parses the body; NULL with e filled ("invalid JSON at line:col ..." or "the
+ * request body must be a JSON object"). */
+json_t *api_parse_body(const char *body, size_t len, api_err *e);
+
+#endif

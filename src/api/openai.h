@@ -1,0 +1,19 @@
+/* openai.h — the OpenAI surfaces: chat completions, completions, models,
+ * responses; and helpers they share. */
+#ifndef KS_OPENAI_H
+#define KS_OPENAI_H
+
+#include "api/api_parse.h"
+#include "server/app.h"
+
+void openai_chat_completions(app *a, const http_req *req, http_resp *resp);
+void openai_completions(app *a, const http_req *req, http_resp *resp);
+void openai_models(app *a, const http_req *req, http_resp *resp);
+
+/* logprobs.content entry for one token event (new reference). */
+json_t *openai_logprob_entry(const app *a, const engine_event *ev);
+const char *openai_finish_reason(engine_finish f, bool tool_calls);
+/* Validates an OpenAI tools array: 0 absent, 1 ok, -1 bad (e filled). */
+int openai_check_tools(json_t *tools, api_err *e);
+
+#endif

@@ -1,0 +1,205 @@
+/* openai_completions.c — POST /v1/completions (raw prompt, no template) and
+ * GET /v1/models. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api_common.h"
+#include "api/openai.h"
+#include "base/err.h"
+
+typedef struct {
+    char id[64];
+    long long created;
+    bool stream, logprobs;
+    strbuf text;
+    json_t *lp_tokens, *lp_values, *lp_top;
+    char *body;
+    int status;
+} cmpl_state;
+
+static void cmpl_free(void *v) {
+    cmpl_state *s = v;
+    sb_free(&s->text);
+    json_decref(s->lp_tokens);
+    json_decref(s->lp_values);
+    json_decref(s->lp_top);
+    free(s->body);
+    free(s);
+}
+
+static json_t *cmpl_obj(cmpl_state *s, app *a, const char *text, size_t len, const char *finish) {
+    json_t *lp = json_null();
+    if (s->logprobs) {
+        lp = json_pack("{s:O, s:O, s:O}", "tokens", s->lp_tokens, "token_logprobs", s->lp_values, "top_logprobs",
+                       s->lp_top);
+        json_array_clear(s->lp_tokens);
+        json_array_clear(s->lp_values);
+        json_array_clear(s->lp_top);
+    }
+    return json_pack("{s:s, s:s, s:I, s:s, s:s, s:[{s:i, s:s%, s:o, s:o}]}", "id", s->id, "object", "text_completion",
+                     "created", s->created, "model", a->model_name, "system_fingerprint", "kestrel", "choices", "index",
+                     0, "text", text, len, "logprobs", lp, "finish_reason", finish ? json_string(finish) : json_null());
+}
+
+static void on_token(api_gen *g, const engine_event *ev, strbuf *out) {
+    cmpl_state *s = g->surf;
+    if (!s->logprobs) return;
+    char *t = api_token_str(g->a, ev->token);
+    json_array_append_new(s->lp_tokens, json_string(t));
+    free(t);
+    json_array_append_new(s->lp_values, json_real(ev->logprob));
+    json_t *top = json_object();
+    for (int i = 0; i < ev->n_top; i++) {
+        char *tt = api_token_str(g->a, ev->top_ids[i]);
+        json_object_set_new(top, tt, json_real(ev->top_logprobs[i]));
+        free(tt);
+    }
+    json_array_append_new(s->lp_top, top);
+}
+
+static void on_piece(api_gen *g, const out_piece *pc, strbuf *out) {
+    cmpl_state *s = g->surf;
+    if (s->stream) api_sse(out, NULL, cmpl_obj(s, g->a, pc->text, pc->len, NULL));
+    else sb_append(&s->text, pc->text, pc->len);
+}
+
+static void on_done(api_gen *g, const engine_event *ev, strbuf *out) {
+    cmpl_state *s = g->surf;
+    const char *fr = openai_finish_reason(ev->finish, false);
+    json_t *usage = json_pack("{s:i, s:i, s:i}", "prompt_tokens", ev->n_prompt, "completion_tokens", ev->n_gen,
+                              "total_tokens", ev->n_prompt + ev->n_gen);
+    if (s->stream) {
+        json_t *last = cmpl_obj(s, g->a, "", 0, fr);
+        json_object_set_new(last, "usage", usage);
+        api_sse(out, NULL, last);
+        sb_puts(out, "data: [DONE]\n\n");
+        return;
+    }
+    json_t *r = cmpl_obj(s, g->a, s->text.s ? s->text.s : "", s->text.len, fr);
+    json_object_set_new(r, "usage", usage);
+    s->body = api_dump(r);
+    s->status = 200;
+}
+
+static void on_error(api_gen *g, const char *msg, strbuf *out) {
+    cmpl_state *s = g->surf;
+    json_t *e = json_pack("{s:{s:s, s:s, s:n, s:n}}", "error", "message", msg, "type", "server_error", "param", "code");
+    if (s->stream) {
+        api_sse(out, NULL, e);
+        sb_puts(out, "data: [DONE]\n\n");
+    } else {
+        s->body = api_dump(e);
+        s->status = 500;
+    }
+}
+
+static const api_gen_ops cmpl_ops = {on_piece, on_token, on_done, on_error, cmpl_free};
+
+void openai_completions(app *a, const http_req *req, http_resp *resp) {
+    api_err e = {{0}, NULL};
+    json_t *body = api_parse_body(req->body, req->body_len, &e);
+    int32_t *ids = NULL;
+    int n = 0;
+    if (!body) goto bad;
+    const char *model_name = NULL;
+    if (api_get_str(body, "model", &model_name, &e) < 0) goto bad;
+    if (!api_model_known(a, model_name)) {
+        http_error(resp, API_OPENAI, 404, "invalid_request_error", "model", "The model '%s' does not exist", model_name);
+        goto out;
+    }
+    json_t *pr = json_object_get(body, "prompt");
+    if (json_is_array(pr) && json_array_size(pr) == 1 && json_is_string(json_array_get(pr, 0)))
+        pr = json_array_get(pr, 0);
+    if (json_is_string(pr)) {
+        if (tok_encode(a->tok, json_string_value(pr), json_string_length(pr), true, &ids, &n) != 0) {
+            snprintf(e.msg, sizeof e.msg, "'prompt': cannot tokenize: %s", err_msg());
+            e.param = "prompt";
+            goto bad;
+        }
+    } else if (json_is_array(pr) && json_array_size(pr) > 0) { /* token ids */
+        n = (int)json_array_size(pr);
+        ids = malloc((size_t)n * sizeof *ids);
+        for (int i = 0; ids && i < n; i++) {
+            json_t *v = json_array_get(pr, (size_t)i);
+            if (!json_is_integer(v)) {
+                snprintf(e.msg, sizeof e.msg, "'prompt': expected a string, or an array of token ids");
+                e.param = "prompt";
+                goto bad;
+            }
+            ids[i] = (int32_t)json_integer_value(v);
+        }
+    } else {
+        snprintf(e.msg, sizeof e.msg, "'prompt' must be a non-empty string (or an array of token ids)");
+        e.param = "prompt";
+        goto bad;
+    }
+    if (n == 0) {
+        snprintf(e.msg, sizeof e.msg, "'prompt' is empty");
+        e.param = "prompt";
+        goto bad;
+    }
+    engine_params p;
+    api_params_default(a, &p, 0);
+    if (api_get_sampling(body, &p, false, &e) < 0) goto bad;
+    long long max_tokens = 16, lp = -1, nn = 1;
+    if (api_get_int(body, "max_tokens", 1, 1 << 30, &max_tokens, &e) < 0) goto bad;
+    if (api_get_int(body, "logprobs", 0, 20, &lp, &e) < 0) goto bad;
+    if (api_get_int(body, "n", 1, 1, &nn, &e) < 0) goto bad;
+    bool stream = false;
+    if (api_get_bool(body, "stream", &stream, &e) < 0) goto bad;
+    int room = engine_ctx_size(a->eng) - n;
+    if (room < 1) {
+        http_error(resp, API_OPENAI, 400, "invalid_request_error", "prompt",
+                   "This model's maximum context length is %d tokens, however you requested %d tokens in the prompt.",
+                   engine_ctx_size(a->eng), n);
+        goto out;
+    }
+    p.max_tokens = max_tokens < room ? (int)max_tokens : room;
+    p.logprobs = lp >= 0;
+    p.top_logprobs = lp > 0 ? (int)lp : 0;
+    cmpl_state *s = calloc(1, sizeof *s);
+    if (!s) goto oom;
+    api_make_id(s->id, sizeof s->id, "cmpl-");
+    s->created = api_now();
+    s->stream = stream;
+    s->logprobs = lp >= 0;
+    s->lp_tokens = json_array();
+    s->lp_values = json_array();
+    s->lp_top = json_array();
+    output_parser_config opc = {false, false, false};
+    char errbuf[600];
+    int status;
+    api_gen *g = api_gen_start(a, SURF_COMPLETIONS, ids, n, &p, &opc, &cmpl_ops, s, &status, errbuf, sizeof errbuf);
+    if (!g) {
+        http_error(resp, API_OPENAI, status, status == 400 ? "invalid_request_error" : "server_error", "prompt", "%s", errbuf);
+        goto out;
+    }
+    if (stream) {
+        resp->status = 200;
+        resp->content_type = "text/event-stream";
+        resp->stream = api_gen_stream(g);
+    } else {
+        strbuf tmp = {0};
+        api_gen_run(g, &tmp);
+        sb_free(&tmp);
+        http_json(resp, s->status ? s->status : 500, s->body);
+        s->body = NULL;
+        api_gen_free(g);
+    }
+    goto out;
+oom:
+    http_error(resp, API_OPENAI, 500, "server_error", NULL, "out of memory");
+    goto out;
+bad:
+    http_error(resp, API_OPENAI, 400, "invalid_request_error", e.param, "%s", e.msg);
+out:
+    free(ids);
+    json_decref(body);
+}
+
+void openai_models(app *a, const http_req *req, http_resp *resp) {
+    (void)req;
+    json_t *m = json_pack("{s:s, s:[{s:s, s:s, s:I, s:s}]}", "object", "list", "data", "id", a->model_name, "object",
+                          "model", "created", (long long)a->created, "owned_by", "kestrel");
+    http_json(resp, 200, api_dump(m));
+}

@@ -1,0 +1,823 @@
+/* openai_responses.c — the OpenAI Responses API: POST /v1/responses and
+ * GET /v1/responses/{id} (+ /input_items).
+ *
+ * A request's input (a string, or an array of items: messages, function_call,
+ * function_call_output, reasoning) is normalized into Responses items, put
+ * after the conversation of `previous_response_id` (from the in-memory store,
+ * api/responses_store.h), turned into chat messages (instructions first, as a
+ * system message) and rendered with the chat template; flat function tools
+ * ({type, name, description, parameters}) become the chat-template shape
+ * {type, function: {...}}. The answer is a response object whose output items
+ * (reasoning, message, function_call) are built by one state machine from the
+ * parsed pieces of api_gen; streaming emits the same items as typed SSE events
+ * with increasing sequence_number (response.created ... response.completed).
+ *
+ * The store is created on first use and hung on app.responses_store; it is
+ * freed at process exit (a destructor here, since cmd_serve.c does not know
+ * about it). */
+#include <ctype.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "api/api_common.h"
+#include "api/api_parse.h"
+#include "api/openai.h"
+#include "api/responses_store.h"
+#include "api/surfaces.h"
+
+#define RESP_STORE_MAX_ENTRIES 1000
+#define RESP_STORE_MAX_BYTES ((size_t)256 << 20)
+
+/* ---- the store's lifetime ---------------------------------------------- */
+
+static pthread_mutex_t store_lock = PTHREAD_MUTEX_INITIALIZER;
+static responses_store *store_first; /* the process's store, freed at exit */
+
+static responses_store *store_of(app *a, bool create) {
+    pthread_mutex_lock(&store_lock);
+    if (!a->responses_store && create) {
+        a->responses_store = responses_store_new(RESP_STORE_MAX_ENTRIES, RESP_STORE_MAX_BYTES);
+        if (!store_first) store_first = a->responses_store;
+    }
+    responses_store *s = a->responses_store;
+    pthread_mutex_unlock(&store_lock);
+    return s;
+}
+
+/* Runs after main() returned (cmd_serve has stopped the HTTP threads). */
+__attribute__((destructor)) static void store_free_at_exit(void) {
+    responses_store_free(store_first);
+    store_first = NULL;
+}
+
+static const char *str_or(json_t *v, const char *def) {
+    const char *s = json_string_value(v);
+    return s ? s : def;
+}
+
+/* A float parameter as the client would write it (0.7, not 0.699999988). */
+static double num6(float x) {
+    char b[32];
+    snprintf(b, sizeof b, "%.6g", (double)x);
+    return strtod(b, NULL);
+}
+
+/* ---- generation state ---------------------------------------------------- */
+
+typedef enum { ITEM_NONE = 0, ITEM_MESSAGE, ITEM_REASONING } open_kind;
+
+typedef struct {
+    char id[64];
+    long long created;
+    bool stream, store;
+    long long seq;          /* next sequence_number */
+    json_t *echo;           /* request fields the response object repeats */
+    json_t *output;         /* finished output items */
+    json_t *input_items;    /* this request's input, normalized */
+    json_t *history;        /* the previous response's conversation (items) */
+    open_kind open;         /* the item being generated */
+    char item_id[64];
+    int out_index;
+    strbuf text;            /* its text so far */
+    strbuf held;            /* whitespace-only content before a message opened */
+    char *body;             /* non-stream result */
+    int status;
+} resp_state;
+
+static void resp_free(void *v) {
+    resp_state *s = v;
+    if (!s) return;
+    json_decref(s->echo);
+    json_decref(s->output);
+    json_decref(s->input_items);
+    json_decref(s->history);
+    sb_free(&s->text);
+    sb_free(&s->held);
+    free(s->body);
+    free(s);
+}
+
+/* Appends a streaming event: {"type", "sequence_number", ...fields} (fields consumed). */
+static void emit(resp_state *s, strbuf *out, const char *type, json_t *fields) {
+    if (!s->stream) {
+        json_decref(fields);
+        return;
+    }
+    json_t *o = json_pack("{s:s, s:I}", "type", type, "sequence_number", s->seq++);
+    if (fields) json_object_update(o, fields);
+    json_decref(fields);
+    api_sse(out, type, o);
+}
+
+static json_t *output_text_of(json_t *output) {
+    strbuf t = {0};
+    size_t i, k;
+    json_t *it, *part;
+    json_array_foreach(output, i, it) {
+        if (strcmp(str_or(json_object_get(it, "type"), ""), "message")) continue;
+        json_array_foreach(json_object_get(it, "content"), k, part) {
+            json_t *tx = json_object_get(part, "text");
+            if (json_is_string(tx)) sb_append(&t, json_string_value(tx), json_string_length(tx));
+        }
+    }
+    json_t *r = json_stringn(t.s ? t.s : "", t.len);
+    sb_free(&t);
+    return r;
+}
+
+/* The response object; output is borrowed, usage and error consumed. */
+static json_t *response_obj(resp_state *s, app *a, const char *status, const char *incomplete_reason, json_t *usage,
+                            json_t *error) {
+    json_t *r = json_pack("{s:s, s:s, s:I, s:s, s:o, s:o, s:s, s:O, s:o}", "id", s->id, "object", "response",
+                          "created_at", s->created, "status", status, "error", error ? error : json_null(),
+                          "incomplete_details",
+                          incomplete_reason ? json_pack("{s:s}", "reason", incomplete_reason) : json_null(), "model",
+                          a->model_name, "output", s->output, "output_text", output_text_of(s->output));
+    json_object_update(r, s->echo);
+    json_object_set_new(r, "usage", usage ? usage : json_null());
+    return r;
+}
+
+static void part_added(resp_state *s, strbuf *out) {
+    json_t *part = s->open == ITEM_MESSAGE ? json_pack("{s:s, s:s, s:[]}", "type", "output_text", "text", "", "annotations")
+                                           : json_pack("{s:s, s:s}", "type", "reasoning_text", "text", "");
+    emit(s, out, "response.content_part.added",
+         json_pack("{s:s, s:i, s:i, s:o}", "item_id", s->item_id, "output_index", s->out_index, "content_index", 0,
+                   "part", part));
+}
+
+static void open_item(resp_state *s, strbuf *out, open_kind k) {
+    s->open = k;
+    s->out_index = (int)json_array_size(s->output);
+    sb_clear(&s->text);
+    api_make_id(s->item_id, sizeof s->item_id, k == ITEM_MESSAGE ? "msg_" : "rs_");
+    json_t *item = k == ITEM_MESSAGE ? json_pack("{s:s, s:s, s:s, s:s, s:[]}", "id", s->item_id, "type", "message",
+                                                 "status", "in_progress", "role", "assistant", "content")
+                                     : json_pack("{s:s, s:s, s:[], s:[]}", "id", s->item_id, "type", "reasoning",
+                                                 "summary", "content");
+    emit(s, out, "response.output_item.added", json_pack("{s:i, s:o}", "output_index", s->out_index, "item", item));
+    part_added(s, out);
+}
+
+static void delta(resp_state *s, strbuf *out, const char *text, size_t len) {
+    if (!len) return;
+    sb_append(&s->text, text, len);
+    if (s->open == ITEM_MESSAGE)
+        emit(s, out, "response.output_text.delta",
+             json_pack("{s:s, s:i, s:i, s:s%, s:[]}", "item_id", s->item_id, "output_index", s->out_index,
+                       "content_index", 0, "delta", text, len, "logprobs"));
+    else
+        emit(s, out, "response.reasoning_text.delta",
+             json_pack("{s:s, s:i, s:i, s:s%}", "item_id", s->item_id, "output_index", s->out_index, "content_index",
+                       0, "delta", text, len));
+}
+
+static void close_item(resp_state *s, strbuf *out, bool incomplete) {
+    if (s->open == ITEM_NONE) return;
+    const char *txt = s->text.s ? s->text.s : "";
+    size_t len = s->text.len;
+    bool msg = s->open == ITEM_MESSAGE;
+    if (msg)
+        emit(s, out, "response.output_text.done",
+             json_pack("{s:s, s:i, s:i, s:s%, s:[]}", "item_id", s->item_id, "output_index", s->out_index,
+                       "content_index", 0, "text", txt, len, "logprobs"));
+    else
+        emit(s, out, "response.reasoning_text.done",
+             json_pack("{s:s, s:i, s:i, s:s%}", "item_id", s->item_id, "output_index", s->out_index, "content_index",
+                       0, "text", txt, len));
+    json_t *part = msg ? json_pack("{s:s, s:s%, s:[]}", "type", "output_text", "text", txt, len, "annotations")
+                       : json_pack("{s:s, s:s%}", "type", "reasoning_text", "text", txt, len);
+    emit(s, out, "response.content_part.done",
+         json_pack("{s:s, s:i, s:i, s:O}", "item_id", s->item_id, "output_index", s->out_index, "content_index", 0,
+                   "part", part));
+    json_t *item = msg ? json_pack("{s:s, s:s, s:s, s:s, s:[o]}", "id", s->item_id, "type", "message", "status",
+                                   incomplete ? "incomplete" : "completed", "role", "assistant", "content", part)
+                       : json_pack("{s:s, s:s, s:[], s:[o]}", "id", s->item_id, "type", "reasoning", "summary",
+                                   "content", part);
+    emit(s, out, "response.output_item.done", json_pack("{s:i, s:O}", "output_index", s->out_index, "item", item));
+    json_array_append_new(s->output, item);
+    s->open = ITEM_NONE;
+    sb_clear(&s->text);
+}
+
+static bool all_space(const char *t, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!isspace((unsigned char)t[i])) return false;
+    return true;
+}
+
+static void on_piece(api_gen *g, const out_piece *pc, strbuf *out) {
+    resp_state *s = g->surf;
+    if (pc->kind == OUT_CONTENT) {
+        if (s->open == ITEM_MESSAGE) {
+            delta(s, out, pc->text, pc->len);
+            return;
+        }
+        /* whitespace between items (after </think>, between tool calls)
+         * does not open a message of its own */
+        if (all_space(pc->text, pc->len)) {
+            sb_append(&s->held, pc->text, pc->len);
+            return;
+        }
+        close_item(s, out, false);
+        const char *t = pc->text;
+        size_t len = pc->len;
+        bool first = json_array_size(s->output) == 0;
+        open_item(s, out, ITEM_MESSAGE);
+        if (first) {
+            delta(s, out, s->held.s, s->held.len);
+        } else {
+            /* after reasoning or a tool call: the separator is not content */
+            while (len && isspace((unsigned char)*t)) t++, len--;
+        }
+        sb_clear(&s->held);
+        delta(s, out, t, len);
+        return;
+    }
+    if (pc->kind == OUT_REASONING) {
+        if (s->open != ITEM_REASONING) {
+            close_item(s, out, false);
+            sb_clear(&s->held);
+            open_item(s, out, ITEM_REASONING);
+        }
+        delta(s, out, pc->text, pc->len);
+        return;
+    }
+    /* tool call: one complete item */
+    close_item(s, out, false);
+    sb_clear(&s->held);
+    char fid[64], cid[64];
+    api_make_id(fid, sizeof fid, "fc_");
+    api_make_id(cid, sizeof cid, "call_");
+    int idx = (int)json_array_size(s->output);
+    emit(s, out, "response.output_item.added",
+         json_pack("{s:i, s:{s:s, s:s, s:s, s:s, s:s, s:s}}", "output_index", idx, "item", "id", fid, "type",
+                   "function_call", "status", "in_progress", "arguments", "", "call_id", cid, "name", pc->name));
+    emit(s, out, "response.function_call_arguments.delta",
+         json_pack("{s:s, s:i, s:s}", "item_id", fid, "output_index", idx, "delta", pc->arguments));
+    emit(s, out, "response.function_call_arguments.done",
+         json_pack("{s:s, s:i, s:s, s:s}", "item_id", fid, "output_index", idx, "name", pc->name, "arguments",
+                   pc->arguments));
+    json_t *item = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "id", fid, "type", "function_call", "status",
+                             "completed", "arguments", pc->arguments, "call_id", cid, "name", pc->name);
+    emit(s, out, "response.output_item.done", json_pack("{s:i, s:O}", "output_index", idx, "item", item));
+    json_array_append_new(s->output, item);
+}
+
+static void store_response(resp_state *s, app *a, json_t *resp) {
+    if (!s->store) return;
+    responses_store *st = store_of(a, true);
+    if (!st) return;
+    json_t *conv = json_array();
+    json_array_extend(conv, s->history);
+    json_array_extend(conv, s->input_items);
+    json_array_extend(conv, s->output);
+    char *r = json_dumps(resp, JSON_COMPACT), *in = json_dumps(s->input_items, JSON_COMPACT);
+    char *c = api_dump(conv);
+    if (r && in && c) responses_store_put(st, s->id, r, in, c);
+    free(r);
+    free(in);
+    free(c);
+}
+
+static void on_done(api_gen *g, const engine_event *ev, strbuf *out) {
+    resp_state *s = g->surf;
+    bool incomplete = ev->finish == ENGINE_FINISH_LENGTH || ev->finish == ENGINE_FINISH_CONTEXT ||
+                      ev->finish == ENGINE_FINISH_CANCELLED;
+    if (s->open == ITEM_NONE && json_array_size(s->output) == 0) {
+        /* nothing but whitespace (or nothing): still one message */
+        open_item(s, out, ITEM_MESSAGE);
+        delta(s, out, s->held.s, s->held.len);
+    }
+    close_item(s, out, incomplete);
+    json_t *usage = json_pack("{s:i, s:{s:i}, s:i, s:{s:i}, s:i}", "input_tokens", ev->n_prompt,
+                              "input_tokens_details", "cached_tokens", 0, "output_tokens", ev->n_gen,
+                              "output_tokens_details", "reasoning_tokens", 0, "total_tokens", ev->n_prompt + ev->n_gen);
+    json_t *r = response_obj(s, g->a, incomplete ? "incomplete" : "completed",
+                             incomplete ? "max_output_tokens" : NULL, usage, NULL);
+    store_response(s, g->a, r);
+    if (s->stream) {
+        emit(s, out, incomplete ? "response.incomplete" : "response.completed", json_pack("{s:o}", "response", r));
+    } else {
+        s->body = api_dump(r);
+        s->status = 200;
+    }
+}
+
+static void on_error(api_gen *g, const char *msg, strbuf *out) {
+    resp_state *s = g->surf;
+    if (s->stream) {
+        close_item(s, out, true);
+        json_t *r = response_obj(s, g->a, "failed", NULL, NULL,
+                                 json_pack("{s:s, s:s}", "code", "server_error", "message", msg));
+        emit(s, out, "response.failed", json_pack("{s:o}", "response", r));
+    } else {
+        s->body = api_dump(json_pack("{s:{s:s, s:s, s:n, s:s}}", "error", "message", msg, "type", "server_error",
+                                     "param", "code", "server_error"));
+        s->status = 500;
+    }
+}
+
+static const api_gen_ops resp_ops = {on_piece, NULL, on_done, on_error, resp_free};
+
+/* The stream starts with response.created and response.in_progress before
+ * the first engine event (prefill may take a while). */
+typedef struct {
+    api_gen *g;
+    bool started;
+} resp_stream;
+
+static int rs_next(void *st, strbuf *out) {
+    resp_stream *rs = st;
+    if (!rs->started) {
+        rs->started = true;
+        resp_state *s = rs->g->surf;
+        emit(s, out, "response.created", json_pack("{s:o}", "response", response_obj(s, rs->g->a, "in_progress", NULL, NULL, NULL)));
+        emit(s, out, "response.in_progress", json_pack("{s:o}", "response", response_obj(s, rs->g->a, "in_progress", NULL, NULL, NULL)));
+        return 1;
+    }
+    return api_gen_next(rs->g, out);
+}
+
+static void rs_free(void *st) {
+    resp_stream *rs = st;
+    api_gen_free(rs->g);
+    free(rs);
+}
+
+/* ---- request parsing ----------------------------------------------------- */
+
+static int fail(api_err *e, const char *param, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(api_err *e, const char *param, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    va_end(ap);
+    e->param = param;
+    return -1;
+}
+
+static bool role_ok(const char *r) {
+    return r && (!strcmp(r, "user") || !strcmp(r, "assistant") || !strcmp(r, "system") || !strcmp(r, "developer"));
+}
+
+/* Text of a content value: a string, or an array of text parts. NULL (e
+ * filled) when wrong. Returns a new string reference. */
+static json_t *content_text(json_t *c, size_t i, const char *field, api_err *e) {
+    if (json_is_string(c)) return json_incref(c);
+    if (!json_is_array(c)) {
+        fail(e, "input", "input[%zu].%s: expected a string or an array of content parts", i, field);
+        return NULL;
+    }
+    strbuf t = {0};
+    size_t k;
+    json_t *part;
+    json_array_foreach(c, k, part) {
+        const char *type = json_string_value(json_object_get(part, "type"));
+        json_t *txt = json_object_get(part, "text");
+        if (type && !strcmp(type, "refusal")) txt = json_object_get(part, "refusal");
+        if (!type || (strcmp(type, "input_text") && strcmp(type, "output_text") && strcmp(type, "text") &&
+                      strcmp(type, "refusal")) || !json_is_string(txt)) {
+            fail(e, "input", "input[%zu].%s[%zu]: only text parts (input_text, output_text) are supported", i, field, k);
+            sb_free(&t);
+            return NULL;
+        }
+        sb_append(&t, json_string_value(txt), json_string_length(txt));
+    }
+    json_t *r = json_stringn(t.s ? t.s : "", t.len);
+    sb_free(&t);
+    return r;
+}
+
+static json_t *msg_item(const char *id, const char *role, json_t *text /* consumed */) {
+    bool asst = !strcmp(role, "assistant");
+    json_t *part = asst ? json_pack("{s:s, s:o, s:[]}", "type", "output_text", "text", text, "annotations")
+                        : json_pack("{s:s, s:o}", "type", "input_text", "text", text);
+    char mid[64];
+    if (!id) api_make_id(mid, sizeof mid, "msg_");
+    return json_pack("{s:s, s:s, s:s, s:s, s:[o]}", "id", id ? id : mid, "type", "message", "status", "completed",
+                     "role", role, "content", part);
+}
+
+static const char *opt_id(json_t *it) { return json_string_value(json_object_get(it, "id")); }
+
+/* input (string or array of items) -> normalized items; NULL with e filled. */
+static json_t *normalize_input(json_t *input, api_err *e) {
+    if (!input || json_is_null(input)) {
+        fail(e, "input", "Missing required parameter: 'input'.");
+        return NULL;
+    }
+    if (json_is_string(input)) {
+        if (!json_string_length(input)) {
+            fail(e, "input", "'input' must not be empty");
+            return NULL;
+        }
+        json_t *items = json_array();
+        json_array_append_new(items, msg_item(NULL, "user", json_incref(input)));
+        return items;
+    }
+    if (!json_is_array(input) || !json_array_size(input)) {
+        fail(e, "input", "'input' must be a non-empty string or a non-empty array of input items");
+        return NULL;
+    }
+    json_t *items = json_array();
+    size_t i;
+    json_t *it;
+    json_array_foreach(input, i, it) {
+        if (!json_is_object(it)) {
+            fail(e, "input", "input[%zu]: expected an object", i);
+            goto bad;
+        }
+        json_t *tv = json_object_get(it, "type");
+        if (tv && !json_is_string(tv)) {
+            fail(e, "input", "input[%zu].type: expected a string", i);
+            goto bad;
+        }
+        const char *type = tv ? json_string_value(tv) : "message";
+        if (!strcmp(type, "message")) {
+            const char *role = json_string_value(json_object_get(it, "role"));
+            if (!role_ok(role)) {
+                fail(e, "input", "input[%zu].role: must be one of user, assistant, system, developer", i);
+                goto bad;
+            }
+            json_t *c = json_object_get(it, "content");
+            if (!c) {
+                fail(e, "input", "input[%zu]: 'content' is required", i);
+                goto bad;
+            }
+            json_t *txt = content_text(c, i, "content", e);
+            if (!txt) goto bad;
+            json_array_append_new(items, msg_item(opt_id(it), role, txt));
+        } else if (!strcmp(type, "function_call")) {
+            json_t *cid = json_object_get(it, "call_id"), *name = json_object_get(it, "name"),
+                   *args = json_object_get(it, "arguments");
+            if (!json_is_string(cid) || !json_is_string(name)) {
+                fail(e, "input", "input[%zu]: a function_call needs string 'call_id' and 'name'", i);
+                goto bad;
+            }
+            char *argtext = NULL;
+            if (json_is_string(args)) argtext = strdup(json_string_value(args));
+            else if (json_is_object(args)) argtext = json_dumps(args, JSON_COMPACT);
+            else if (!args || json_is_null(args)) argtext = strdup("{}");
+            if (!argtext) {
+                fail(e, "input", "input[%zu].arguments: expected a JSON string", i);
+                goto bad;
+            }
+            char fid[64];
+            if (!opt_id(it)) api_make_id(fid, sizeof fid, "fc_");
+            json_array_append_new(items, json_pack("{s:s, s:s, s:s, s:s, s:O, s:O}", "id", opt_id(it) ? opt_id(it) : fid,
+                                                   "type", "function_call", "status", "completed", "arguments",
+                                                   argtext, "call_id", cid, "name", name));
+            free(argtext);
+        } else if (!strcmp(type, "function_call_output")) {
+            json_t *cid = json_object_get(it, "call_id"), *o = json_object_get(it, "output");
+            if (!json_is_string(cid)) {
+                fail(e, "input", "input[%zu]: a function_call_output needs a string 'call_id'", i);
+                goto bad;
+            }
+            json_t *txt = o ? content_text(o, i, "output", e) : NULL;
+            if (!txt) {
+                if (!o) fail(e, "input", "input[%zu]: a function_call_output needs 'output' (a string)", i);
+                goto bad;
+            }
+            char fid[64];
+            if (!opt_id(it)) api_make_id(fid, sizeof fid, "fco_");
+            json_array_append_new(items, json_pack("{s:s, s:s, s:s, s:O, s:o}", "id", opt_id(it) ? opt_id(it) : fid,
+                                                   "type", "function_call_output", "status", "completed", "call_id",
+                                                   cid, "output", txt));
+        } else if (!strcmp(type, "reasoning")) {
+            /* raw reasoning (content) goes back to the template; summaries are kept as given */
+            strbuf t = {0};
+            size_t k;
+            json_t *part;
+            json_array_foreach(json_object_get(it, "content"), k, part) {
+                json_t *tx = json_object_get(part, "text");
+                if (json_is_string(tx)) sb_append(&t, json_string_value(tx), json_string_length(tx));
+            }
+            json_t *sum = json_object_get(it, "summary");
+            char rid[64];
+            if (!opt_id(it)) api_make_id(rid, sizeof rid, "rs_");
+            json_array_append_new(items, json_pack("{s:s, s:s, s:o, s:[{s:s, s:s%}]}", "id",
+                                                   opt_id(it) ? opt_id(it) : rid, "type", "reasoning", "summary",
+                                                   json_is_array(sum) ? json_incref(sum) : json_array(),
+                                                   "content", "type", "reasoning_text", "text", t.s ? t.s : "", t.len));
+            sb_free(&t);
+        } else {
+            fail(e, "input", "input[%zu]: item type '%.64s' is not supported (message, function_call, "
+                 "function_call_output, reasoning)", i, type);
+            goto bad;
+        }
+    }
+    return items;
+bad:
+    json_decref(items);
+    return NULL;
+}
+
+static const char *item_text(json_t *item) {
+    json_t *c = json_array_get(json_object_get(item, "content"), 0);
+    return str_or(json_object_get(c, "text"), "");
+}
+
+/* Normalized items -> chat-template messages (appended to msgs). Assistant
+ * text, reasoning and function calls of one turn merge into one message. */
+static void items_to_messages(json_t *items, json_t *msgs) {
+    size_t i;
+    json_t *it;
+    json_array_foreach(items, i, it) {
+        const char *type = str_or(json_object_get(it, "type"), "");
+        json_t *last = json_array_get(msgs, json_array_size(msgs) - 1);
+        bool last_asst = last && !strcmp(str_or(json_object_get(last, "role"), ""), "assistant");
+        if (!strcmp(type, "message")) {
+            const char *role = str_or(json_object_get(it, "role"), "user");
+            if (!strcmp(role, "developer")) role = "system";
+            if (!strcmp(role, "assistant") && last_asst && !json_object_get(last, "tool_calls") &&
+                !json_string_length(json_object_get(last, "content"))) {
+                json_object_set_new(last, "content", json_string(item_text(it)));
+                continue;
+            }
+            json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", role, "content", item_text(it)));
+        } else if (!strcmp(type, "reasoning")) {
+            json_array_append_new(msgs, json_pack("{s:s, s:s, s:s}", "role", "assistant", "content", "",
+                                                  "reasoning_content", item_text(it)));
+        } else if (!strcmp(type, "function_call")) {
+            /* templates want arguments as an object */
+            const char *args = str_or(json_object_get(it, "arguments"), "{}");
+            json_t *argv = json_loads(args, JSON_DECODE_ANY, NULL);
+            if (!argv) argv = json_string(args);
+            json_t *call = json_pack("{s:O?, s:s, s:{s:O?, s:o}}", "id", json_object_get(it, "call_id"), "type",
+                                     "function", "function", "name", json_object_get(it, "name"), "arguments", argv);
+            if (!last_asst) {
+                last = json_pack("{s:s, s:s}", "role", "assistant", "content", "");
+                json_array_append_new(msgs, last);
+            }
+            json_t *tc = json_object_get(last, "tool_calls");
+            if (!tc) json_object_set_new(last, "tool_calls", tc = json_array());
+            json_array_append_new(tc, call);
+        } else if (!strcmp(type, "function_call_output")) {
+            json_array_append_new(msgs, json_pack("{s:s, s:O?, s:s}", "role", "tool", "tool_call_id",
+                                                  json_object_get(it, "call_id"), "content",
+                                                  str_or(json_object_get(it, "output"), "")));
+        }
+    }
+}
+
+/* Flat function tools -> chat-template tools (*chat) and the echoed form
+ * (*echo). 0 absent, 1 ok, -1 bad. */
+static int convert_tools(json_t *tools, json_t **chat, json_t **echo, api_err *e) {
+    *chat = json_array();
+    *echo = json_array();
+    if (!tools || json_is_null(tools)) return 0;
+    if (!json_is_array(tools)) return fail(e, "tools", "'tools' must be an array");
+    size_t i;
+    json_t *t;
+    json_array_foreach(tools, i, t) {
+        const char *type = json_string_value(json_object_get(t, "type"));
+        if (!json_is_object(t) || !type) return fail(e, "tools", "tools[%zu]: expected an object with a 'type'", i);
+        if (strcmp(type, "function"))
+            return fail(e, "tools", "tools[%zu]: tool type '%.64s' is not supported (only 'function')", i, type);
+        json_t *src = t;
+        if (!json_object_get(t, "name") && json_is_object(json_object_get(t, "function")))
+            src = json_object_get(t, "function"); /* Chat Completions shape, tolerated */
+        json_t *name = json_object_get(src, "name"), *desc = json_object_get(src, "description"),
+               *params = json_object_get(src, "parameters"), *strict = json_object_get(src, "strict");
+        if (!json_is_string(name) || !json_string_length(name))
+            return fail(e, "tools", "tools[%zu]: 'name' (a string) is required", i);
+        if (desc && !json_is_null(desc) && !json_is_string(desc))
+            return fail(e, "tools", "tools[%zu].description: expected a string", i);
+        if (params && !json_is_null(params) && !json_is_object(params))
+            return fail(e, "tools", "tools[%zu].parameters: expected a JSON Schema object", i);
+        if (strict && !json_is_null(strict) && !json_is_boolean(strict))
+            return fail(e, "tools", "tools[%zu].strict: expected a boolean", i);
+        json_t *fn = json_pack("{s:O}", "name", name);
+        if (json_is_string(desc)) json_object_set(fn, "description", desc);
+        if (json_is_object(params)) json_object_set(fn, "parameters", params);
+        json_array_append_new(*chat, json_pack("{s:s, s:o}", "type", "function", "function", fn));
+        json_array_append_new(*echo, json_pack("{s:s, s:O, s:O?, s:O?, s:O?}", "type", "function", "name", name,
+                                               "description", json_is_string(desc) ? desc : NULL, "parameters",
+                                               json_is_object(params) ? params : NULL, "strict",
+                                               json_is_boolean(strict) ? strict : NULL));
+    }
+    return 1;
+}
+
+/* tool_choice: "none" | "auto" | "required" | {"type": "function", "name": ...}.
+ * Returns the echoed value (new reference) or NULL (e filled). */
+static json_t *check_tool_choice(json_t *tc, bool *none, api_err *e) {
+    *none = false;
+    if (!tc || json_is_null(tc)) return json_string("auto");
+    if (json_is_string(tc)) {
+        const char *v = json_string_value(tc);
+        if (strcmp(v, "none") && strcmp(v, "auto") && strcmp(v, "required")) {
+            fail(e, "tool_choice", "'tool_choice' must be none, auto, required or {\"type\": \"function\", \"name\": ...}");
+            return NULL;
+        }
+        *none = !strcmp(v, "none");
+        return json_incref(tc);
+    }
+    if (json_is_object(tc) && json_is_string(json_object_get(tc, "type"))) return json_incref(tc);
+    fail(e, "tool_choice", "'tool_choice' must be a string or an object with a 'type'");
+    return NULL;
+}
+
+static int check_type(json_t *body, const char *key, int (*is)(const json_t *), const char *what, api_err *e) {
+    json_t *v = json_object_get(body, key);
+    if (v && !json_is_null(v) && !is(v)) return fail(e, key, "'%s': expected %s", key, what);
+    return 0;
+}
+static int is_object(const json_t *v) { return json_is_object(v); }
+static int is_array(const json_t *v) { return json_is_array(v); }
+static int is_string(const json_t *v) { return json_is_string(v); }
+
+static json_t *or_null(json_t *v) { return v && !json_is_null(v) ? json_incref(v) : json_null(); }
+
+void openai_responses_create(app *a, const http_req *req, http_resp *resp) {
+    api_err e = {{0}, NULL};
+    json_t *body = api_parse_body(req->body, req->body_len, &e);
+    json_t *items = NULL, *history = NULL, *msgs = NULL, *chat_tools = NULL, *echo_tools = NULL, *tc_echo = NULL;
+    int32_t *ids = NULL;
+    int n = 0;
+    resp_state *s = NULL;
+    char errbuf[600];
+    if (!body) goto bad;
+    const char *model_name = NULL, *instructions = NULL, *prev_id = NULL;
+    if (api_get_str(body, "model", &model_name, &e) < 0) goto bad;
+    if (!api_model_known(a, model_name)) {
+        http_error(resp, API_OPENAI, 404, "invalid_request_error", "model", "The model '%s' does not exist", model_name);
+        goto out;
+    }
+    if (api_get_str(body, "instructions", &instructions, &e) < 0) goto bad;
+    if (api_get_str(body, "previous_response_id", &prev_id, &e) < 0) goto bad;
+    if (api_get_str(body, "user", &(const char *){NULL}, &e) < 0) goto bad;
+    if (check_type(body, "metadata", is_object, "an object", &e) < 0) goto bad;
+    if (check_type(body, "text", is_object, "an object", &e) < 0) goto bad;
+    if (check_type(body, "reasoning", is_object, "an object", &e) < 0) goto bad;
+    if (check_type(body, "include", is_array, "an array", &e) < 0) goto bad;
+    if (check_type(body, "truncation", is_string, "a string", &e) < 0) goto bad;
+    json_t *conv = json_object_get(body, "conversation");
+    if (conv && !json_is_null(conv)) {
+        fail(&e, "conversation", "'conversation' is not supported; use previous_response_id");
+        goto bad;
+    }
+    bool stream = false, store = true, background = false, parallel = true;
+    if (api_get_bool(body, "stream", &stream, &e) < 0) goto bad;
+    if (api_get_bool(body, "store", &store, &e) < 0) goto bad;
+    if (api_get_bool(body, "parallel_tool_calls", &parallel, &e) < 0) goto bad;
+    if (api_get_bool(body, "background", &background, &e) < 0) goto bad;
+    if (background) {
+        fail(&e, "background", "background mode is not supported");
+        goto bad;
+    }
+    if (!(items = normalize_input(json_object_get(body, "input"), &e))) goto bad;
+    if (convert_tools(json_object_get(body, "tools"), &chat_tools, &echo_tools, &e) < 0) goto bad;
+    bool choice_none;
+    if (!(tc_echo = check_tool_choice(json_object_get(body, "tool_choice"), &choice_none, &e))) goto bad;
+    bool use_tools = json_array_size(chat_tools) && !choice_none;
+    engine_params p;
+    api_params_default(a, &p, 0);
+    if (api_get_sampling(body, &p, false, &e) < 0) goto bad;
+    long long max_out = 0;
+    if (api_get_int(body, "max_output_tokens", 1, 1 << 30, &max_out, &e) < 0) goto bad;
+
+    if (prev_id) {
+        char *conv_text = NULL;
+        responses_store *st = store_of(a, false);
+        if (!st || responses_store_get(st, prev_id, NULL, NULL, &conv_text) != 0) {
+            http_error(resp, API_OPENAI, 404, "invalid_request_error", "previous_response_id",
+                       "Previous response with id '%.200s' not found.", prev_id);
+            goto out;
+        }
+        history = json_loads(conv_text, 0, NULL);
+        free(conv_text);
+        if (!json_is_array(history)) {
+            http_error(resp, API_OPENAI, 500, "server_error", NULL, "stored conversation of '%.200s' is unreadable",
+                       prev_id);
+            goto out;
+        }
+    } else {
+        history = json_array();
+    }
+    msgs = json_array();
+    if (instructions) json_array_append_new(msgs, json_pack("{s:s, s:s}", "role", "system", "content", instructions));
+    items_to_messages(history, msgs);
+    items_to_messages(items, msgs);
+
+    int st = api_render_chat(a, msgs, use_tools ? chat_tools : NULL, NULL, true, &ids, &n, NULL, errbuf, sizeof errbuf);
+    if (st) {
+        http_error(resp, API_OPENAI, st, st == 400 ? "invalid_request_error" : "server_error", "input", "%s", errbuf);
+        goto out;
+    }
+    int room = engine_ctx_size(a->eng) - n;
+    if (room < 1) {
+        http_error(resp, API_OPENAI, 400, "invalid_request_error", "input",
+                   "This model's maximum context length is %d tokens. However, your input resulted in %d tokens.",
+                   engine_ctx_size(a->eng), n);
+        goto out;
+    }
+    p.max_tokens = max_out > 0 && max_out < room ? (int)max_out : room;
+
+    if (!(s = calloc(1, sizeof *s))) {
+        http_error(resp, API_OPENAI, 500, "server_error", NULL, "out of memory");
+        goto out;
+    }
+    api_make_id(s->id, sizeof s->id, "resp_");
+    s->created = api_now();
+    s->stream = stream;
+    s->store = store;
+    s->output = json_array();
+    s->input_items = items;
+    s->history = history;
+    items = history = NULL;
+    json_t *meta = json_object_get(body, "metadata"), *text = json_object_get(body, "text"),
+           *reasoning = json_object_get(body, "reasoning"), *trunc = json_object_get(body, "truncation");
+    s->echo = json_pack("{s:o, s:o, s:o, s:b, s:o, s:o, s:b, s:f, s:o, s:O, s:O, s:f, s:o, s:o, s:o}", "instructions",
+                        or_null(json_object_get(body, "instructions")), "max_output_tokens",
+                        max_out ? json_integer(max_out) : json_null(), "metadata",
+                        json_is_object(meta) ? json_incref(meta) : json_object(), "parallel_tool_calls", parallel,
+                        "previous_response_id", or_null(json_object_get(body, "previous_response_id")), "reasoning",
+                        json_is_object(reasoning) ? json_incref(reasoning)
+                                                  : json_pack("{s:n, s:n}", "effort", "summary"),
+                        "store", store, "temperature", num6(p.sp.temperature), "text",
+                        json_is_object(text) ? json_incref(text) : json_pack("{s:{s:s}}", "format", "type", "text"),
+                        "tool_choice", tc_echo, "tools", echo_tools, "top_p", num6(p.sp.top_p), "truncation",
+                        json_is_string(trunc) ? json_incref(trunc) : json_string("disabled"), "user",
+                        or_null(json_object_get(body, "user")), "background", json_false());
+    output_parser_config opc = {use_tools, a->think, false};
+    int status;
+    api_gen *g = api_gen_start(a, SURF_RESPONSES, ids, n, &p, &opc, &resp_ops, s, &status, errbuf, sizeof errbuf);
+    s = NULL; /* owned by g now (or freed) */
+    if (!g) {
+        http_error(resp, API_OPENAI, status, status == 400 ? "invalid_request_error" : "server_error", NULL, "%s", errbuf);
+        goto out;
+    }
+    if (stream) {
+        resp_stream *rs = calloc(1, sizeof *rs);
+        if (!rs) {
+            api_gen_free(g);
+            http_error(resp, API_OPENAI, 500, "server_error", NULL, "out of memory");
+            goto out;
+        }
+        rs->g = g;
+        resp->status = 200;
+        resp->content_type = "text/event-stream";
+        resp->stream = (stream_source){rs, rs_next, rs_free};
+    } else {
+        strbuf tmp = {0};
+        api_gen_run(g, &tmp);
+        sb_free(&tmp);
+        resp_state *gs = g->surf;
+        http_json(resp, gs->status ? gs->status : 500, gs->body);
+        gs->body = NULL;
+        api_gen_free(g);
+    }
+    goto out;
+bad:
+    http_error(resp, API_OPENAI, 400, "invalid_request_error", e.param, "%s", e.msg);
+out:
+    free(ids);
+    json_decref(items);
+    json_decref(history);
+    json_decref(msgs);
+    json_decref(chat_tools);
+    json_decref(echo_tools);
+    json_decref(tc_echo);
+    json_decref(body);
+}
+
+/* GET /v1/responses/{id} and /v1/responses/{id}/input_items. */
+void openai_responses_get(app *a, const http_req *req, http_resp *resp) {
+    const char *id = req->path + strlen("/v1/responses/");
+    const char *slash = strchr(id, '/');
+    size_t idlen = slash ? (size_t)(slash - id) : strlen(id);
+    bool list = slash && !strcmp(slash, "/input_items");
+    if ((slash && !list) || !idlen || idlen > 200) {
+        http_error(resp, API_OPENAI, 404, "invalid_request_error", NULL, "no such endpoint: GET %.300s", req->path);
+        return;
+    }
+    char key[256];
+    memcpy(key, id, idlen);
+    key[idlen] = 0;
+    responses_store *st = store_of(a, false);
+    char *text = NULL;
+    if (!st || responses_store_get(st, key, list ? NULL : &text, list ? &text : NULL, NULL) != 0) {
+        http_error(resp, API_OPENAI, 404, "invalid_request_error", NULL, "Response with id '%s' not found.", key);
+        return;
+    }
+    if (!list) {
+        http_json(resp, 200, text);
+        return;
+    }
+    /* newest first, as the API's default order=desc */
+    json_t *in = json_loads(text, 0, NULL), *data = json_array();
+    free(text);
+    for (size_t i = json_array_size(in); i-- > 0;) json_array_append(data, json_array_get(in, i));
+    json_decref(in);
+    json_t *first = json_object_get(json_array_get(data, 0), "id"),
+           *last = json_object_get(json_array_get(data, json_array_size(data) - 1), "id");
+    http_json(resp, 200,
+              api_dump(json_pack("{s:s, s:o, s:O?, s:O?, s:b}", "object", "list", "data", data, "first_id", first,
+                                 "last_id", last, "has_more", 0)));
+}

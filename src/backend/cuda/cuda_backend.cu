@@ -1,0 +1,282 @@
+/* cuda_backend.cu — the CUDA backend behind backend.h: device buffers,
+ * weights copied to the GPU once at load (fused parts made contiguous; 1-D
+ * weights converted to f32; a tensor loaded twice — the tied embedding and
+ * lm_head — shares one copy), and every op launched on one stream through the
+ * extern "C" launchers of k_*.cu. Errors: CUDA_CHECK records the first
+ * failure; ops after it are skipped and the next sync (buf_download) reports
+ * it as an error status. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_ops.h"
+
+extern "C" {
+#include "backend/backend.h"
+#include "base/err.h"
+}
+
+static __thread char fail_msg[512];
+static __thread int failed;
+
+extern "C" int ks_cuda_fail(const char *what, cudaError_t e, const char *file, int line) {
+    if (!failed) {
+        snprintf(fail_msg, sizeof fail_msg, "CUDA error %s (%s) at %s:%d: %s", cudaGetErrorName(e),
+                 cudaGetErrorString(e), file, line, what);
+        failed = 1;
+    }
+    return -1;
+}
+
+typedef struct {
+    const void *host;   /* first part's host view: the sharing key */
+    int n_parts;
+    int64_t rows;
+    void *dev;
+    int refs;
+} shared_weight;
+
+typedef struct {
+    cudaStream_t stream;
+    int device;
+    shared_weight *shared;
+    int n_shared, cap_shared;
+    size_t weight_bytes;
+} cuda_impl;
+
+static cuda_impl *impl_of(backend *be) { return (cuda_impl *)be->impl; }
+
+static void *cu_alloc(backend *be, size_t bytes) {
+    (void)be;
+    void *p = NULL;
+    if (cudaMalloc(&p, bytes ? bytes : 16) != cudaSuccess) {
+        cudaGetLastError();
+        return NULL;
+    }
+    return p;
+}
+
+static void cu_free(backend *be, void *p) {
+    (void)be;
+    if (p) cudaFree(p);
+}
+
+static int cu_upload(backend *be, void *dst, const void *src, size_t bytes) {
+    if (!bytes) return KS_OK;
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, impl_of(be)->stream));
+    return failed ? err_set(KS_EIO, "%s", fail_msg) : KS_OK;
+}
+
+static int cu_download(backend *be, void *dst, const void *src, size_t bytes) {
+    cuda_impl *im = impl_of(be);
+    if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, im->stream));
+    CUDA_CHECK(cudaStreamSynchronize(im->stream));
+    return failed ? err_set(KS_EIO, "%s", fail_msg) : KS_OK;
+}
+
+static int wtype_of(dtype_t t) { return t == DTYPE_BF16 ? 2 : t == DTYPE_F16 ? 1 : 0; }
+
+static float host_elem(dtype_t t, const void *d, int64_t i) {
+    if (t == DTYPE_BF16) return bf16_to_f32(((const uint16_t *)d)[i]);
+    if (t == DTYPE_F16) return f16_to_f32(((const uint16_t *)d)[i]);
+    return ((const float *)d)[i];
+}
+
+static int cu_weight_init(backend *be, bk_weight *w, const st_tensor *const *parts, int n_parts) {
+    cuda_impl *im = impl_of(be);
+    memset(w, 0, sizeof *w);
+    if (n_parts < 1 || n_parts > BK_MAX_PARTS) return err_set(KS_EINVAL, "weight: bad part count %d", n_parts);
+    for (int i = 0; i < n_parts; i++) {
+        const st_tensor *t = parts[i];
+        if (t->dtype != DTYPE_F32 && t->dtype != DTYPE_F16 && t->dtype != DTYPE_BF16)
+            return err_set(KS_EUNSUPPORTED, "tensor \"%s\": dtype %s not supported (F32, F16, BF16)", t->name,
+                           dtype_name(t->dtype));
+        if (t->n_dims != 1 && t->n_dims != 2)
+            return err_set(KS_EFORMAT, "tensor \"%s\": expected 1 or 2 dims, got %d", t->name, t->n_dims);
+        int64_t rows = t->shape[0], cols = t->n_dims == 2 ? t->shape[1] : 1;
+        if (i == 0) {
+            w->dtype = t->dtype;
+            w->cols = cols;
+        } else if (t->dtype != w->dtype || cols != w->cols) {
+            return err_set(KS_EFORMAT, "tensor \"%s\": cannot fuse with \"%s\" (dtype/shape differ)", t->name,
+                           parts[0]->name);
+        }
+        w->part_data[i] = t->data;
+        w->part_rows[i] = rows;
+        w->rows += rows;
+    }
+    w->n_parts = n_parts;
+    for (int i = 0; i < im->n_shared; i++) {
+        shared_weight *s = &im->shared[i];
+        if (s->host == parts[0]->data && s->n_parts == n_parts && s->rows == w->rows) {
+            s->refs++;
+            w->impl = s->dev;
+            if (w->cols == 1) w->dtype = DTYPE_F32;
+            return KS_OK;
+        }
+    }
+    bool one_d = w->cols == 1;
+    size_t es = one_d ? 4 : dtype_size(w->dtype);
+    size_t bytes = (size_t)w->rows * (size_t)w->cols * es;
+    void *dev = cu_alloc(be, bytes);
+    if (!dev)
+        return err_set(KS_ENOMEM, "GPU out of memory loading tensor \"%s\" (%zu bytes; %zu bytes of weights loaded so far)",
+                       parts[0]->name, bytes, im->weight_bytes);
+    size_t off = 0;
+    for (int i = 0; i < n_parts; i++) {
+        size_t pb = (size_t)w->part_rows[i] * (size_t)w->cols * es;
+        if (one_d && w->dtype != DTYPE_F32) {
+            float *tmp = (float *)malloc(pb);
+            if (!tmp) {
+                cudaFree(dev);
+                return err_set(KS_ENOMEM, "out of memory");
+            }
+            for (int64_t j = 0; j < w->part_rows[i]; j++) tmp[j] = host_elem(w->dtype, w->part_data[i], j);
+            CUDA_CHECK(cudaMemcpy((char *)dev + off, tmp, pb, cudaMemcpyHostToDevice));
+            free(tmp);
+        } else {
+            CUDA_CHECK(cudaMemcpy((char *)dev + off, w->part_data[i], pb, cudaMemcpyHostToDevice));
+        }
+        off += pb;
+    }
+    if (failed) {
+        cudaFree(dev);
+        return err_set(KS_EIO, "%s", fail_msg);
+    }
+    if (one_d) w->dtype = DTYPE_F32;
+    w->impl = dev;
+    im->weight_bytes += bytes;
+    if (im->n_shared == im->cap_shared) {
+        int cap = im->cap_shared ? im->cap_shared * 2 : 64;
+        shared_weight *ns = (shared_weight *)realloc(im->shared, (size_t)cap * sizeof *ns);
+        if (!ns) return KS_OK; /* sharing is an optimisation */
+        im->shared = ns;
+        im->cap_shared = cap;
+    }
+    im->shared[im->n_shared++] = (shared_weight){parts[0]->data, n_parts, w->rows, dev, 1};
+    return KS_OK;
+}
+
+static void cu_weight_release(backend *be, bk_weight *w) {
+    cuda_impl *im = impl_of(be);
+    for (int i = 0; i < im->n_shared; i++)
+        if (im->shared[i].dev == w->impl) {
+            if (--im->shared[i].refs == 0) {
+                cudaFree(im->shared[i].dev);
+                im->shared[i] = im->shared[--im->n_shared];
+            }
+            break;
+        }
+    memset(w, 0, sizeof *w);
+}
+
+#define S impl_of(be)->stream
+#define SKIP_IF_FAILED() \
+    if (failed) return
+
+static void cu_embed(backend *be, float *out, const bk_weight *t, const int32_t *ids, int n) {
+    SKIP_IF_FAILED();
+    ks_cuda_embed(S, out, t->impl, wtype_of(t->dtype), ids, n, (int)t->cols);
+}
+static void cu_rmsnorm(backend *be, float *out, int os, const float *in, int is, const bk_weight *w, int n, int nh,
+                       int dim, float eps) {
+    SKIP_IF_FAILED();
+    ks_cuda_rmsnorm(S, out, os, in, is, (const float *)w->impl, n, nh, dim, eps);
+}
+static void cu_matmul(backend *be, float *out, const float *in, const bk_weight *w, const bk_weight *bias, int n) {
+    SKIP_IF_FAILED();
+    ks_cuda_matmul(S, out, in, w->impl, wtype_of(w->dtype), bias ? (const float *)bias->impl : NULL, n, (int)w->cols,
+                   (int)w->rows);
+}
+static void cu_rope(backend *be, float *x, int stride, int n, int nh, int hd, const int32_t *pos, const float *inv) {
+    SKIP_IF_FAILED();
+    ks_cuda_rope(S, x, stride, n, nh, hd, pos, inv);
+}
+static void cu_kv_store(backend *be, float *kc, float *vc, const float *k, const float *v, int stride,
+                        const bk_attn_batch *ab, int kv_dim) {
+    SKIP_IF_FAILED();
+    ks_cuda_kv_store(S, kc, vc, k, v, stride, ab->slots, ab->n_tokens, kv_dim);
+}
+static void cu_attention(backend *be, float *out, const float *q, int qs, const float *kc, const float *vc,
+                         const bk_attn_batch *ab, int nh, int nkv, int hd, float scale) {
+    SKIP_IF_FAILED();
+    ks_cuda_attention(S, out, q, qs, kc, vc, ab->pos, ab->seq, ab->block_tables, ab->max_blocks, ab->block_size,
+                      ab->n_tokens, nh, nkv, hd, scale);
+}
+static void cu_silu_mul(backend *be, float *out, const float *gu, int n, int dim) {
+    SKIP_IF_FAILED();
+    ks_cuda_silu_mul(S, out, gu, n, dim);
+}
+static void cu_add(backend *be, float *x, const float *y, size_t n) {
+    SKIP_IF_FAILED();
+    ks_cuda_add(S, x, y, (long long)n);
+}
+static void cu_gather(backend *be, float *out, const float *in, const int32_t *idx, int n, int dim) {
+    SKIP_IF_FAILED();
+    ks_cuda_gather_rows(S, out, in, idx, n, dim);
+}
+
+static void cu_backend_free(backend *be) {
+    cuda_impl *im = impl_of(be);
+    if (im) {
+        for (int i = 0; i < im->n_shared; i++) cudaFree(im->shared[i].dev);
+        free(im->shared);
+        cudaStreamDestroy(im->stream);
+        free(im);
+    }
+    free(be);
+}
+
+static const backend_ops cuda_ops = {
+    "cuda",       cu_alloc,   cu_free,     cu_upload,   cu_download, cu_weight_init, cu_weight_release,
+    cu_embed,     cu_rmsnorm, cu_matmul,   cu_rope,     cu_kv_store, cu_attention,   cu_silu_mul,
+    cu_add,       cu_gather,  cu_backend_free,
+};
+
+extern "C" int backend_cuda_available(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return n > 0;
+}
+
+extern "C" int backend_cuda_new(backend **out, int device) {
+    int n = 0;
+    cudaError_t e = cudaGetDeviceCount(&n);
+    if (e != cudaSuccess || n == 0) {
+        cudaGetLastError();
+        return err_set(KS_EUNSUPPORTED, "--device cuda: no CUDA GPU available (%s)",
+                       e != cudaSuccess ? cudaGetErrorString(e) : "0 devices");
+    }
+    if (device < 0 || device >= n) return err_set(KS_EINVAL, "--device cuda: GPU %d does not exist (%d found)", device, n);
+    backend *be = (backend *)calloc(1, sizeof *be);
+    cuda_impl *im = (cuda_impl *)calloc(1, sizeof *im);
+    if (!be || !im) {
+        free(be);
+        free(im);
+        return err_set(KS_ENOMEM, "out of memory");
+    }
+    failed = 0;
+    if (cudaSetDevice(device) != cudaSuccess || cudaStreamCreateWithFlags(&im->stream, cudaStreamNonBlocking) != cudaSuccess) {
+        free(be);
+        free(im);
+        return err_set(KS_EIO, "--device cuda: cannot initialise GPU %d", device);
+    }
+    im->device = device;
+    be->ops = &cuda_ops;
+    be->impl = im;
+    *out = be;
+    return KS_OK;
+}
+
+extern "C" const char *backend_cuda_name(void) {
+    static char name[256];
+    cudaDeviceProp p;
+    int dev = 0;
+    cudaGetDevice(&dev);
+    if (cudaGetDeviceProperties(&p, dev) != cudaSuccess) return "cuda";
+    snprintf(name, sizeof name, "%s", p.name);
+    return name;
+}

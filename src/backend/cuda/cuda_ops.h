@@ -1,0 +1,36 @@
+/* cuda_ops.h — extern "C" launchers of the CUDA kernels: plain device
+ * pointers and a stream, nothing else (DESIGN.md conventions). Shapes as in
+ * backend.h. Weight element types: 0 = f32, 1 = f16, 2 = bf16 (dtype_t). */
+#ifndef KS_CUDA_OPS_H
+#define KS_CUDA_OPS_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct CUstream_st *ks_stream;
+
+/* out (n, rows) = x (n, k) @ w^T (+ bias f32 (rows)) */
+void ks_cuda_matmul(ks_stream s, float *out, const float *x, const void *w, int wtype, const float *bias, int n,
+                    int k, int rows);
+void ks_cuda_rmsnorm(ks_stream s, float *out, int out_stride, const float *in, int in_stride, const float *w, int n,
+                     int n_heads, int dim, float eps);
+void ks_cuda_rope(ks_stream s, float *x, int row_stride, int n, int n_heads, int head_dim, const int32_t *pos,
+                  const float *inv_freq);
+void ks_cuda_embed(ks_stream s, float *out, const void *table, int wtype, const int32_t *ids, int n, int dim);
+void ks_cuda_silu_mul(ks_stream s, float *out, const float *gu, int n, int dim);
+void ks_cuda_add(ks_stream s, float *x, const float *y, long long n);
+void ks_cuda_gather_rows(ks_stream s, float *out, const float *in, const int32_t *idx, int n, int dim);
+void ks_cuda_kv_store(ks_stream s, float *kc, float *vc, const float *k, const float *v, int src_stride,
+                      const int32_t *slots, int n, int kv_dim);
+void ks_cuda_attention(ks_stream s, float *out, const float *q, int q_stride, const float *kc, const float *vc,
+                       const int32_t *pos, const int32_t *seq, const int32_t *tables, int max_blocks, int block_size,
+                       int n, int n_heads, int n_kv_heads, int head_dim, float scale);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,144 @@
+/* cmd_serve.c — `kestrel serve MODEL [...]`: loads the model, tokenizer and
+ * chat template, starts the engine thread and the HTTP server on one port
+ * (all four API surfaces), and runs until SIGINT/SIGTERM, then shuts down
+ * gracefully (stops accepting, cancels generations, frees everything). */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "backend/backend.h"
+#include "base/err.h"
+#include "cli/cli.h"
+#include "server/app.h"
+#include "server/http.h"
+
+static volatile sig_atomic_t stop_flag;
+static void on_signal(int sig) {
+    (void)sig;
+    stop_flag = 1;
+}
+
+static void serve_usage(FILE *f) {
+    fprintf(f,
+            "usage: kestrel serve MODEL [options]\n"
+            "  --host ADDR            listen address (default 127.0.0.1)\n"
+            "  --port N               port (default 8080; 0 picks a free one)\n"
+            "  --api-key KEY          require this key (Authorization: Bearer KEY or x-api-key)\n"
+            "  --ctx-size N           most tokens per sequence (default: min(max_position_embeddings, 8192))\n"
+            "  --max-concurrent N     sequences decoded together (default 4 on the CPU backend)\n"
+            "  --prefill-chunk N      prompt tokens per scheduler step (default 512 on the CPU backend)\n"
+            "  --threads N            CPU threads (default: all cores)\n"
+            "  --device D             cpu, cuda or cuda:N (default: cuda when a GPU is present)\n"
+            "  --max-body BYTES       request body limit (default 16 MiB)\n"
+            "  --served-model-name S  model id reported by the APIs (default: the directory name)\n");
+}
+
+static int parse_long(const char *opt, const char *v, long lo, long hi, long *out) {
+    char *end;
+    errno = 0;
+    long x = v ? strtol(v, &end, 10) : 0;
+    if (!v || errno || *end || end == v || x < lo || x > hi) {
+        fprintf(stderr, "kestrel serve: %s: expected an integer in [%ld, %ld]\n", opt, lo, hi);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+static char *dir_basename(const char *dir) {
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/') n--;
+    size_t s = n;
+    while (s > 0 && dir[s - 1] != '/') s--;
+    char *b = malloc(n - s + 1);
+    if (!b) return NULL;
+    memcpy(b, dir + s, n - s);
+    b[n - s] = 0;
+    return b;
+}
+
+int cmd_serve(int argc, char **argv) {
+    const char *dir = NULL, *host = "127.0.0.1", *api_key = NULL, *name = NULL, *device = "auto";
+    long port = 8080, ctx = 0, conc = 4, chunk = 512, threads = 0, max_body = 16 << 20;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { serve_usage(stdout); return 0; }
+        else if (!strcmp(a, "--host")) { if (!v) goto missing; host = v; i++; }
+        else if (!strcmp(a, "--port")) { if (parse_long(a, v, 0, 65535, &port)) return 2; i++; }
+        else if (!strcmp(a, "--api-key")) { if (!v) goto missing; api_key = v; i++; }
+        else if (!strcmp(a, "--ctx-size") || !strcmp(a, "-c")) { if (parse_long(a, v, 64, 1 << 22, &ctx)) return 2; i++; }
+        else if (!strcmp(a, "--max-concurrent")) { if (parse_long(a, v, 1, 1024, &conc)) return 2; i++; }
+        else if (!strcmp(a, "--prefill-chunk")) { if (parse_long(a, v, 16, 1 << 20, &chunk)) return 2; i++; }
+        else if (!strcmp(a, "--threads") || !strcmp(a, "-t")) { if (parse_long(a, v, 1, 1024, &threads)) return 2; i++; }
+        else if (!strcmp(a, "--max-body")) { if (parse_long(a, v, 1024, 1L << 30, &max_body)) return 2; i++; }
+        else if (!strcmp(a, "--device")) { if (!v) goto missing; device = v; i++; }
+        else if (!strcmp(a, "--served-model-name")) { if (!v) goto missing; name = v; i++; }
+        else if (a[0] == '-') { fprintf(stderr, "kestrel serve: unknown option '%s'\n", a); return 2; }
+        else if (!dir) dir = a;
+        else { fprintf(stderr, "kestrel serve: unexpected argument '%s'\n", a); return 2; }
+        continue;
+    missing:
+        fprintf(stderr, "kestrel serve: %s needs a value\n", a);
+        return 2;
+    }
+    if (!dir) { serve_usage(stderr); return 2; }
+
+    int status = 1;
+    app a;
+    memset(&a, 0, sizeof a);
+    backend *be = NULL;
+    tokenizer *tk = NULL;
+    http_server *srv = NULL;
+    char *base = NULL;
+    int rc;
+    if ((rc = tok_load(&tk, dir))) goto fail;
+    a.tok = tk;
+    if ((rc = gen_config_load(&a.gen, dir))) goto fail;
+    if ((rc = backend_new(&be, device, (int)threads))) goto fail;
+    if ((rc = model_load(&a.m, dir, be))) goto fail;
+    if (chat_template_load(&a.tmpl, dir) != 0) {
+        fprintf(stderr, "kestrel: warning: %s (chat endpoints will answer 400)\n", err_msg());
+        a.tmpl = NULL;
+    }
+    a.think = tok_piece_id(tk, "<think>") >= 0 && tok_piece_id(tk, "</think>") >= 0;
+    if (!ctx) {
+        ctx = a.m->cfg.max_position_embeddings > 0 ? a.m->cfg.max_position_embeddings : 8192;
+        if (ctx > 8192) ctx = 8192;
+    }
+    engine_config ec = {.max_concurrent = (int)conc, .prefill_chunk = (int)chunk, .ctx_size = (int)ctx};
+    if ((rc = engine_start(&a.eng, a.m, tk, &ec))) goto fail;
+    base = dir_basename(dir);
+    a.model_name = name ? name : base;
+    a.model_dir = dir;
+    a.created = time(NULL);
+    http_config hc = {host, (int)port, api_key, (size_t)max_body, app_handle, &a};
+    if ((rc = http_start(&srv, &hc))) goto fail;
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigaction(SIGINT, &sa, NULL);
+    sigaction(SIGTERM, &sa, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    fprintf(stderr, "kestrel: serving %s on http://%s:%d (%s %s, ctx %ld, max concurrent %ld)\n", a.model_name, host,
+            http_port(srv), be->ops->name, backend_describe(be), ctx, conc);
+    fflush(stderr);
+    while (!stop_flag) pause();
+    fprintf(stderr, "kestrel: shutting down\n");
+    status = 0;
+    goto done;
+fail:
+    fprintf(stderr, "kestrel: %s\n", err_msg());
+done:
+    http_stop(srv);     /* no new requests; connection threads end */
+    engine_stop(a.eng); /* cancels what is left */
+    chat_template_free(a.tmpl);
+    model_free(a.m);
+    backend_free(be);
+    tok_free(tk);
+    free(base);
+    return status;
+}

@@ -1,0 +1,82 @@
+/* metrics.c — counters and the Prometheus text format (see metrics.h). */
+#include "server/metrics.h"
+
+#include "base/strbuf.h"
+
+static const double ttft_le[METRICS_BUCKETS] = {0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+static const double tpot_le[METRICS_BUCKETS] = {0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.08, 0.15, 0.3, 0.6, 1.2, 2.5};
+static const char *surf_names[SURF_COUNT] = {"chat_completions", "completions", "responses", "anthropic_messages",
+                                             "ollama", "other"};
+
+void metrics_request(metrics *m, app_surface s, int status) {
+    int c = status / 100;
+    if (c < 0 || c > 5) c = 0;
+    if ((unsigned)s >= SURF_COUNT) s = SURF_OTHER;
+    atomic_fetch_add(&m->requests[s][c], 1);
+}
+
+static void observe(atomic_llong *h, const double *le, double v) {
+    int i = 0;
+    while (i < METRICS_BUCKETS && v > le[i]) i++;
+    atomic_fetch_add(&h[i], 1);
+}
+
+void metrics_latency(metrics *m, double ttft, double tpot, int n_gen) {
+    if (ttft > 0) {
+        observe(m->ttft, ttft_le, ttft);
+        atomic_fetch_add(&m->ttft_us_sum, (long long)(ttft * 1e6));
+        atomic_fetch_add(&m->ttft_n, 1);
+    }
+    if (n_gen > 1 && tpot > 0) {
+        observe(m->tpot, tpot_le, tpot);
+        atomic_fetch_add(&m->tpot_us_sum, (long long)(tpot * 1e6));
+        atomic_fetch_add(&m->tpot_n, 1);
+    }
+}
+
+static void hist(strbuf *b, const char *name, const char *help, atomic_llong *h, const double *le, long long sum_us,
+                 long long n) {
+    sb_printf(b, "# HELP %s %s\n# TYPE %s histogram\n", name, help, name);
+    long long cum = 0;
+    for (int i = 0; i < METRICS_BUCKETS; i++) {
+        cum += atomic_load(&h[i]);
+        sb_printf(b, "%s_bucket{le=\"%g\"} %lld\n", name, le[i], cum);
+    }
+    cum += atomic_load(&h[METRICS_BUCKETS]);
+    sb_printf(b, "%s_bucket{le=\"+Inf\"} %lld\n%s_sum %.6f\n%s_count %lld\n", name, cum, name, sum_us / 1e6, name, n);
+}
+
+char *metrics_render(metrics *m, engine *e) {
+    strbuf b = {0};
+    sb_puts(&b, "# HELP kestrel_requests_total HTTP requests by API surface and status class.\n"
+                "# TYPE kestrel_requests_total counter\n");
+    for (int s = 0; s < SURF_COUNT; s++)
+        for (int c = 1; c <= 5; c++) {
+            long long v = atomic_load(&m->requests[s][c]);
+            if (v) sb_printf(&b, "kestrel_requests_total{surface=\"%s\",status=\"%dxx\"} %lld\n", surf_names[s], c, v);
+        }
+    engine_stats st;
+    engine_get_stats(e, &st);
+    sb_printf(&b,
+              "# HELP kestrel_prompt_tokens_total Prompt tokens processed.\n# TYPE kestrel_prompt_tokens_total counter\n"
+              "kestrel_prompt_tokens_total %lld\n"
+              "# HELP kestrel_generated_tokens_total Tokens generated.\n# TYPE kestrel_generated_tokens_total counter\n"
+              "kestrel_generated_tokens_total %lld\n"
+              "# HELP kestrel_queue_depth Requests waiting for a slot.\n# TYPE kestrel_queue_depth gauge\n"
+              "kestrel_queue_depth %d\n"
+              "# HELP kestrel_active_sequences Sequences being generated.\n# TYPE kestrel_active_sequences gauge\n"
+              "kestrel_active_sequences %d\n"
+              "# HELP kestrel_kv_blocks_free Free KV cache blocks.\n# TYPE kestrel_kv_blocks_free gauge\n"
+              "kestrel_kv_blocks_free %d\n"
+              "# HELP kestrel_kv_blocks_total KV cache blocks.\n# TYPE kestrel_kv_blocks_total gauge\n"
+              "kestrel_kv_blocks_total %d\n"
+              "# HELP kestrel_preemptions_total Sequences preempted for KV space.\n# TYPE kestrel_preemptions_total counter\n"
+              "kestrel_preemptions_total %lld\n",
+              st.prompt_tokens, st.generated_tokens, st.queued, st.active, st.kv_blocks_free, st.kv_blocks_total,
+              st.preemptions);
+    hist(&b, "kestrel_time_to_first_token_seconds", "Time from request to first generated token.", m->ttft, ttft_le,
+         atomic_load(&m->ttft_us_sum), atomic_load(&m->ttft_n));
+    hist(&b, "kestrel_time_per_output_token_seconds", "Mean time per generated token after the first.", m->tpot,
+         tpot_le, atomic_load(&m->tpot_us_sum), atomic_load(&m->tpot_n));
+    return sb_take(&b, NULL);
+}

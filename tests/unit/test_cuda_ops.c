@@ -1,0 +1,238 @@
+/* test_cuda_ops.c — every CUDA op against the CPU op on random inputs
+ * (SKIP without a GPU). Tolerance: |cuda - cpu| <= 1e-5 * (1 + |cpu|) for
+ * element-wise ops and <= 2e-6 * sum|a*b| for reductions (matmul, attention:
+ * the two backends add in different orders). Also: a CUDA matmul row is
+ * bitwise the same whatever the number of tokens in the call. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "backend/backend.h"
+#include "test.h"
+
+static unsigned rng_state = 12345;
+static float frand(void) {
+    rng_state = rng_state * 1664525u + 1013904223u;
+    return ((rng_state >> 8) / 16777216.0f) * 2.0f - 1.0f;
+}
+
+typedef struct {
+    backend *cpu, *gpu;
+} pair;
+
+static int open_pair(pair *p) {
+    if (!backend_cuda_available()) return 0;
+    CHECK(backend_cpu_new(&p->cpu, 2) == 0);
+    CHECK(backend_cuda_new(&p->gpu, 0) == 0);
+    return p->cpu && p->gpu;
+}
+
+static void close_pair(pair *p) {
+    backend_free(p->cpu);
+    backend_free(p->gpu);
+}
+
+/* device copy of host floats */
+static void *up(backend *be, const void *h, size_t bytes) {
+    void *d = be->ops->buf_alloc(be, bytes);
+    be->ops->buf_upload(be, d, h, bytes);
+    return d;
+}
+
+static void down(backend *be, void *h, const void *d, size_t bytes) { CHECK(be->ops->buf_download(be, h, d, bytes) == 0); }
+
+static st_tensor make_tensor(dtype_t dt, int64_t rows, int64_t cols, void **keep) {
+    size_t n = (size_t)rows * (size_t)(cols ? cols : 1), es = dtype_size(dt);
+    void *d = malloc(n * es);
+    for (size_t i = 0; i < n; i++) {
+        float v = frand() * 0.5f;
+        if (dt == DTYPE_BF16) ((uint16_t *)d)[i] = f32_to_bf16(v);
+        else if (dt == DTYPE_F16) ((uint16_t *)d)[i] = f32_to_f16(v);
+        else ((float *)d)[i] = v;
+    }
+    st_tensor t;
+    memset(&t, 0, sizeof t);
+    t.name = (char *)"test";
+    t.dtype = dt;
+    t.n_dims = cols ? 2 : 1;
+    t.shape[0] = rows;
+    t.shape[1] = cols;
+    t.data = d;
+    t.nbytes = n * es;
+    *keep = d;
+    return t;
+}
+
+static double max_rel(const float *a, const float *b, size_t n, const float *scale) {
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) {
+        double e = fabs((double)a[i] - b[i]) / (scale ? 1e-30 + scale[i] : 1.0 + fabs(b[i]));
+        if (e > worst) worst = e;
+    }
+    return worst;
+}
+
+TEST(test_cuda_matmul_matches_cpu_and_is_batch_invariant) {
+    pair p = {0};
+    if (!open_pair(&p)) SKIP("no CUDA GPU");
+    dtype_t dts[3] = {DTYPE_BF16, DTYPE_F16, DTYPE_F32};
+    int ks[3] = {64, 512, 100};
+    for (int di = 0; di < 3; di++)
+        for (int ki = 0; ki < 3; ki++) {
+            int k = ks[ki], rows = 96, n = 17;
+            void *h0, *h1, *hb;
+            st_tensor t0 = make_tensor(dts[di], 40, k, &h0), t1 = make_tensor(dts[di], rows - 40, k, &h1);
+            st_tensor tb = make_tensor(DTYPE_BF16, rows, 0, &hb);
+            const st_tensor *parts[2] = {&t0, &t1}, *bparts[1] = {&tb};
+            bk_weight wc, wg, bc, bg;
+            CHECK(p.cpu->ops->weight_init(p.cpu, &wc, parts, 2) == 0);
+            CHECK(p.gpu->ops->weight_init(p.gpu, &wg, parts, 2) == 0);
+            CHECK(p.cpu->ops->weight_init(p.cpu, &bc, bparts, 1) == 0);
+            CHECK(p.gpu->ops->weight_init(p.gpu, &bg, bparts, 1) == 0);
+            float *x = malloc((size_t)n * k * 4), *oc = malloc((size_t)n * rows * 4), *og = malloc((size_t)n * rows * 4),
+                  *o1 = malloc((size_t)rows * 4), *scale = malloc((size_t)n * rows * 4);
+            for (int i = 0; i < n * k; i++) x[i] = frand();
+            p.cpu->ops->matmul(p.cpu, oc, x, &wc, &bc, n);
+            float *dx = up(p.gpu, x, (size_t)n * k * 4), *dout = p.gpu->ops->buf_alloc(p.gpu, (size_t)n * rows * 4);
+            p.gpu->ops->matmul(p.gpu, dout, dx, &wg, &bg, n);
+            down(p.gpu, og, dout, (size_t)n * rows * 4);
+            /* scale: sum |w x| per output, from the CPU's own f32 view */
+            for (int t = 0; t < n; t++)
+                for (int r = 0; r < rows; r++) {
+                    const st_tensor *pt = r < 40 ? &t0 : &t1;
+                    int rr = r < 40 ? r : r - 40;
+                    double s = 0;
+                    for (int j = 0; j < k; j++) {
+                        size_t idx = (size_t)rr * k + j;
+                        float w = dts[di] == DTYPE_BF16 ? bf16_to_f32(((uint16_t *)pt->data)[idx])
+                                  : dts[di] == DTYPE_F16 ? f16_to_f32(((uint16_t *)pt->data)[idx])
+                                                         : ((float *)pt->data)[idx];
+                        s += fabs(w * x[t * k + j]);
+                    }
+                    scale[t * rows + r] = (float)s + 1.0f;
+                }
+            double e = max_rel(og, oc, (size_t)n * rows, scale);
+            CHECK_MSG(e < 2e-6, "matmul %s k=%d: max rel err %g", dtype_name(dts[di]), k, e);
+            /* batch invariance: token 5 alone == token 5 within the batch of 17 */
+            p.gpu->ops->matmul(p.gpu, dout, dx + 5 * k, &wg, &bg, 1);
+            down(p.gpu, o1, dout, (size_t)rows * 4);
+            CHECK_MSG(!memcmp(o1, og + 5 * rows, (size_t)rows * 4), "matmul %s k=%d: not batch-invariant",
+                      dtype_name(dts[di]), k);
+            p.gpu->ops->buf_free(p.gpu, dx);
+            p.gpu->ops->buf_free(p.gpu, dout);
+            p.gpu->ops->weight_release(p.gpu, &wg);
+            p.gpu->ops->weight_release(p.gpu, &bg);
+            free(x); free(oc); free(og); free(o1); free(scale); free(h0); free(h1); free(hb);
+        }
+    close_pair(&p);
+}
+
+TEST(test_cuda_norm_rope_elementwise_match_cpu) {
+    pair p = {0};
+    if (!open_pair(&p)) SKIP("no CUDA GPU");
+    int n = 5, nh = 4, hd = 64, H = nh * hd, stride = H + 32;
+    void *hw, *hn, *he;
+    st_tensor tw = make_tensor(DTYPE_BF16, H, 0, &hw), tn = make_tensor(DTYPE_F32, hd, 0, &hn);
+    st_tensor te = make_tensor(DTYPE_BF16, 50, H, &he);
+    const st_tensor *pw[1] = {&tw}, *pn[1] = {&tn}, *pe[1] = {&te};
+    bk_weight wc, wg, nc, ng, ec, eg;
+    CHECK(p.cpu->ops->weight_init(p.cpu, &wc, pw, 1) == 0 && p.gpu->ops->weight_init(p.gpu, &wg, pw, 1) == 0);
+    CHECK(p.cpu->ops->weight_init(p.cpu, &nc, pn, 1) == 0 && p.gpu->ops->weight_init(p.gpu, &ng, pn, 1) == 0);
+    CHECK(p.cpu->ops->weight_init(p.cpu, &ec, pe, 1) == 0 && p.gpu->ops->weight_init(p.gpu, &eg, pe, 1) == 0);
+    size_t nb = (size_t)n * stride * 4;
+    float *x = malloc(nb), *a = malloc(nb), *b = malloc(nb);
+    for (int i = 0; i < n * stride; i++) x[i] = frand() * 3;
+    float *dx = up(p.gpu, x, nb), *dy = p.gpu->ops->buf_alloc(p.gpu, nb);
+    /* rmsnorm over the hidden state (stride != dim) */
+    memcpy(a, x, nb);
+    p.cpu->ops->rmsnorm(p.cpu, a, stride, x, stride, &wc, n, 1, H, 1e-6f);
+    p.gpu->ops->buf_upload(p.gpu, dy, x, nb);
+    p.gpu->ops->rmsnorm(p.gpu, dy, stride, dx, stride, &wg, n, 1, H, 1e-6f);
+    down(p.gpu, b, dy, nb);
+    CHECK_MSG(max_rel(b, a, (size_t)n * stride, NULL) < 1e-5, "rmsnorm: %g", max_rel(b, a, (size_t)n * stride, NULL));
+    /* per-head norm in place, then rope */
+    memcpy(a, x, nb);
+    p.cpu->ops->rmsnorm(p.cpu, a, stride, a, stride, &nc, n, nh, hd, 1e-6f);
+    p.gpu->ops->buf_upload(p.gpu, dy, x, nb);
+    p.gpu->ops->rmsnorm(p.gpu, dy, stride, dy, stride, &ng, n, nh, hd, 1e-6f);
+    int32_t pos[5] = {0, 1, 7, 300, 4095};
+    float inv[32];
+    for (int i = 0; i < 32; i++) inv[i] = powf(1e6f, -(float)(2 * i) / hd);
+    int32_t *dpos = up(p.gpu, pos, sizeof pos);
+    float *dinv = up(p.gpu, inv, sizeof inv);
+    p.cpu->ops->rope(p.cpu, a, stride, n, nh, hd, pos, inv);
+    p.gpu->ops->rope(p.gpu, dy, stride, n, nh, hd, dpos, dinv);
+    down(p.gpu, b, dy, nb);
+    CHECK_MSG(max_rel(b, a, (size_t)n * stride, NULL) < 1e-5, "qk-norm + rope: %g", max_rel(b, a, (size_t)n * stride, NULL));
+    /* silu_mul: gu (n, 2*dim) */
+    int dim = 100;
+    float *gu = malloc((size_t)n * 2 * dim * 4), *sa = malloc((size_t)n * dim * 4), *sb = malloc((size_t)n * dim * 4);
+    for (int i = 0; i < n * 2 * dim; i++) gu[i] = frand() * 6;
+    float *dgu = up(p.gpu, gu, (size_t)n * 2 * dim * 4), *ds = p.gpu->ops->buf_alloc(p.gpu, (size_t)n * dim * 4);
+    p.cpu->ops->silu_mul(p.cpu, sa, gu, n, dim);
+    p.gpu->ops->silu_mul(p.gpu, ds, dgu, n, dim);
+    down(p.gpu, sb, ds, (size_t)n * dim * 4);
+    CHECK_MSG(max_rel(sb, sa, (size_t)n * dim, NULL) < 1e-5, "silu_mul: %g", max_rel(sb, sa, (size_t)n * dim, NULL));
+    /* embed + gather + add */
+    int32_t ids[3] = {49, 0, 17}, rows[2] = {2, 0};
+    int32_t *dids = up(p.gpu, ids, sizeof ids), *drows = up(p.gpu, rows, sizeof rows);
+    float ea[3 * 256], eb[3 * 256], ga[2 * 256], gb[2 * 256];
+    float *de = p.gpu->ops->buf_alloc(p.gpu, sizeof ea), *dg = p.gpu->ops->buf_alloc(p.gpu, sizeof ga);
+    p.cpu->ops->embed(p.cpu, ea, &ec, ids, 3);
+    p.gpu->ops->embed(p.gpu, de, &eg, dids, 3);
+    p.cpu->ops->add(p.cpu, ea, ea, 3 * 256);
+    p.gpu->ops->add(p.gpu, de, de, 3 * 256);
+    p.cpu->ops->gather_rows(p.cpu, ga, ea, rows, 2, 256);
+    p.gpu->ops->gather_rows(p.gpu, dg, de, drows, 2, 256);
+    down(p.gpu, eb, de, sizeof eb);
+    down(p.gpu, gb, dg, sizeof gb);
+    CHECK(!memcmp(ea, eb, sizeof ea));
+    CHECK(!memcmp(ga, gb, sizeof ga));
+    void *bufs[] = {dx, dy, dpos, dinv, dgu, ds, dids, drows, de, dg};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) p.gpu->ops->buf_free(p.gpu, bufs[i]);
+    free(x); free(a); free(b); free(gu); free(sa); free(sb); free(hw); free(hn); free(he);
+    close_pair(&p);
+}
+
+TEST(test_cuda_paged_attention_matches_cpu) {
+    pair p = {0};
+    if (!open_pair(&p)) SKIP("no CUDA GPU");
+    int hds[3] = {16, 64, 128};
+    for (int hi = 0; hi < 3; hi++) {
+        int nh = 8, nkv = 2, hd = hds[hi], kv_dim = nkv * hd, bs = 16, nblocks = 12;
+        int n = 6; /* two sequences: 4 tokens of seq 0 at 40..43, 2 of seq 1 at 0..1 */
+        int32_t pos[6] = {40, 41, 42, 43, 0, 1}, seq[6] = {0, 0, 0, 0, 1, 1};
+        int32_t tables[2 * 4] = {7, 2, 9, 4, 5, 0, 0, 0};
+        int32_t slots[6];
+        for (int i = 0; i < n; i++) slots[i] = tables[seq[i] * 4 + pos[i] / bs] * bs + pos[i] % bs;
+        size_t cache = (size_t)nblocks * bs * kv_dim;
+        float *kc = malloc(cache * 4), *vc = malloc(cache * 4);
+        for (size_t i = 0; i < cache; i++) { kc[i] = frand(); vc[i] = frand(); }
+        int qs = (nh + 2 * nkv) * hd;
+        float *q = malloc((size_t)n * qs * 4), *oa = malloc((size_t)n * nh * hd * 4), *ob = malloc((size_t)n * nh * hd * 4);
+        for (int i = 0; i < n * qs; i++) q[i] = frand();
+        /* store this call's k/v through kv_store on both backends */
+        p.cpu->ops->kv_store(p.cpu, kc, vc, q + nh * hd, q + (nh + nkv) * hd, qs,
+                             &(bk_attn_batch){n, pos, seq, slots, tables, 4, bs, 43}, kv_dim);
+        float *dkc = up(p.gpu, kc, cache * 4), *dvc = up(p.gpu, vc, cache * 4), *dq = up(p.gpu, q, (size_t)n * qs * 4);
+        int32_t *dpos = up(p.gpu, pos, sizeof pos), *dseq = up(p.gpu, seq, sizeof seq), *dtab = up(p.gpu, tables, sizeof tables),
+                *dslots = up(p.gpu, slots, sizeof slots);
+        bk_attn_batch abc = {n, pos, seq, slots, tables, 4, bs, 43}, abg = {n, dpos, dseq, dslots, dtab, 4, bs, 43};
+        float *dout = p.gpu->ops->buf_alloc(p.gpu, (size_t)n * nh * hd * 4);
+        float sc = 1.0f / sqrtf((float)hd);
+        p.cpu->ops->attention(p.cpu, oa, q, qs, kc, vc, &abc, nh, nkv, hd, sc);
+        p.gpu->ops->attention(p.gpu, dout, dq, qs, dkc, dvc, &abg, nh, nkv, hd, sc);
+        down(p.gpu, ob, dout, (size_t)n * nh * hd * 4);
+        double e = max_rel(ob, oa, (size_t)n * nh * hd, NULL);
+        CHECK_MSG(e < 1e-5, "attention hd=%d: max err %g", hd, e);
+        /* kv_store on the GPU wrote the same cache */
+        p.gpu->ops->buf_upload(p.gpu, dkc, kc, cache * 4); /* reset then store */
+        float *kb = malloc(cache * 4);
+        p.gpu->ops->kv_store(p.gpu, dkc, dvc, dq + nh * hd, dq + (nh + nkv) * hd, qs, &abg, kv_dim);
+        down(p.gpu, kb, dkc, cache * 4);
+        CHECK(!memcmp(kb, kc, cache * 4));
+        void *bufs[] = {dkc, dvc, dq, dpos, dseq, dtab, dslots, dout};
+        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) p.gpu->ops->buf_free(p.gpu, bufs[i]);
+        free(kc); free(vc); free(q); free(oa); free(ob); free(kb);
+    }
+    close_pair(&p);
+}
