@@ -90,6 +90,9 @@ test-cuda: all
 bench: all
 	bench/cpu_bench.sh
 
+$(BUILD)/cuda_ops_bench: $(BUILD)/bench/cuda_ops_bench.o $(BUILD)/libkestrel.a
+	$(CC) $(CFLAGS_BASE) $(OPT) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
+
 clean:
 	rm -rf build build-asan
 

@@ -335,8 +335,9 @@ static int rs_next(void *st, strbuf *out) {
     if (!rs->started) {
         rs->started = true;
         resp_state *s = rs->g->surf;
-        emit(s, out, "response.created", json_pack("{s:o}", "response", response_obj(s, rs->g->a, "in_progress", NULL, NULL, NULL)));
-        emit(s, out, "response.in_progress", json_pack("{s:o}", "response", response_obj(s, rs->g->a, "in_progress", NULL, NULL, NULL)));
+        json_t *r = response_obj(s, rs->g->a, "in_progress", NULL, NULL, NULL);
+        emit(s, out, "response.created", json_pack("{s:O}", "response", r));
+        emit(s, out, "response.in_progress", json_pack("{s:o}", "response", r));
         return 1;
     }
     return api_gen_next(rs->g, out);

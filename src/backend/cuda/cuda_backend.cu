@@ -201,7 +201,7 @@ static void cu_attention(backend *be, float *out, const float *q, int qs, const 
                          const bk_attn_batch *ab, int nh, int nkv, int hd, float scale) {
     SKIP_IF_FAILED();
     ks_cuda_attention(S, out, q, qs, kc, vc, ab->pos, ab->seq, ab->block_tables, ab->max_blocks, ab->block_size,
-                      ab->n_tokens, nh, nkv, hd, scale);
+                      ab->n_tokens, nh, nkv, hd, scale, ab->max_pos);
 }
 static void cu_silu_mul(backend *be, float *out, const float *gu, int n, int dim) {
     SKIP_IF_FAILED();

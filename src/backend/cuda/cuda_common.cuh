@@ -33,7 +33,7 @@ __device__ __forceinline__ float warp_max(float v) {
 
 /* 8 weights of one 16-byte load as floats */
 __device__ __forceinline__ void load8(const __nv_bfloat16 *p, float *f) {
-    uint4 u = *reinterpret_cast<const uint4 *>(p);
+    uint4 u = __ldg(reinterpret_cast<const uint4 *>(p));
     const uint32_t w[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
     for (int i = 0; i < 4; i++) {
@@ -42,7 +42,7 @@ __device__ __forceinline__ void load8(const __nv_bfloat16 *p, float *f) {
     }
 }
 __device__ __forceinline__ void load8(const __half *p, float *f) {
-    uint4 u = *reinterpret_cast<const uint4 *>(p);
+    uint4 u = __ldg(reinterpret_cast<const uint4 *>(p));
     const __half2 *h = reinterpret_cast<const __half2 *>(&u);
 #pragma unroll
     for (int i = 0; i < 4; i++) {

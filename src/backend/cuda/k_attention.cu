@@ -1,84 +1,149 @@
-/* k_attention.cu — causal attention over the paged KV cache, GQA:
+/* k_attention.cu — causal attention over the paged KV cache, GQA, as
+ * flash-decoding in two passes:
  *   out[t, h] = sum_{j <= pos[t]} softmax_j(q[t,h] . K[j, h/g] * scale) V[j, h/g]
  * K/V row of position j of sequence seq[t]: slot = table[j / bs] * bs + j % bs.
- * One block of ATT_WARPS warps per (token, query head). Warp w takes keys
- * w, w + ATT_WARPS, ...; each lane holds head_dim/32 dims, the q.k dot is a
- * butterfly warp sum, softmax is online (running max and sum) in fp32; the
- * warps' partial results are merged in warp order. The work split depends
- * only on the token's own context length, so results are batch-invariant. */
+ * Pass 1, one block per (token, query head, chunk of ATT_CHUNK keys): thread i
+ * scores key j0+i (q in shared memory, float4 loads of the key row), the
+ * chunk's max and sum are reduced in a fixed order, and thread d sums
+ * p_j * V[j, d] over the chunk in key order -> (m, l, o[hd]) per chunk.
+ * Pass 2, one block per (token, head): merges the chunks in order:
+ *   M = max m_s, L = sum l_s e^(m_s - M), out = sum o_s e^(m_s - M) / L.
+ * Chunks are fixed-size and depend only on the token's own context length, so
+ * a token's result is the same whatever else is in the launch (DESIGN.md
+ * principle 2); long contexts spread over many blocks (flash-decoding). */
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
 
-#define ATT_WARPS 4
-#define ATT_MAX_DPL 8 /* dims per lane: head_dim <= 256 */
+#define ATT_CHUNK 128
+#define ATT_THREADS 128
+#define ATT_MAX_HD 256
+#define ATT_WS_BYTES (256u << 20) /* workspace cap: tokens are sliced to fit */
 
-__global__ void __launch_bounds__(ATT_WARPS * 32)
-k_attention(float *out, const float *q, int q_stride, const float *kc, const float *vc, const int32_t *pos,
-            const int32_t *seq, const int32_t *tables, int max_blocks, int bs, int nh, int nkv, int hd, float scale) {
-    int t = blockIdx.x, h = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    int g = h / (nh / nkv), kv_dim = nkv * hd, dpl = (hd + 31) / 32;
-    const float *qh = q + (size_t)t * q_stride + (size_t)h * hd;
+__global__ void __launch_bounds__(ATT_THREADS)
+k_attn_chunk(float *part_o, float *part_ml, const float *q, int q_stride, const float *kc, const float *vc,
+             const int32_t *pos, const int32_t *seq, const int32_t *tables, int max_blocks, int bs, int nh, int nkv,
+             int hd, float scale, int S, int t_base) {
+    int t = t_base + blockIdx.x, h = blockIdx.y, s = blockIdx.z, tid = threadIdx.x;
+    int n_ctx = pos[t] + 1, j0 = s * ATT_CHUNK;
+    size_t pidx = ((size_t)blockIdx.x * nh + h) * S + s;
+    if (j0 >= n_ctx) {
+        if (tid == 0) {
+            part_ml[pidx * 2] = -INFINITY;
+            part_ml[pidx * 2 + 1] = 0.f;
+        }
+        return;
+    }
+    int cnt = n_ctx - j0 < ATT_CHUNK ? n_ctx - j0 : ATT_CHUNK;
+    int g = h / (nh / nkv), kv_dim = nkv * hd;
     const int32_t *table = tables + (size_t)seq[t] * max_blocks;
-    int n_ctx = pos[t] + 1;
-    float qv[ATT_MAX_DPL], acc[ATT_MAX_DPL];
-#pragma unroll
-    for (int i = 0; i < ATT_MAX_DPL; i++) {
-        qv[i] = i < dpl && lane * dpl + i < hd ? qh[lane * dpl + i] : 0.f;
-        acc[i] = 0.f;
+    __shared__ __align__(16) float qs[ATT_MAX_HD];
+    __shared__ float ps[ATT_CHUNK];
+    __shared__ int slots[ATT_CHUNK];
+    __shared__ float red[ATT_THREADS / 32];
+    const float *qh = q + (size_t)t * q_stride + (size_t)h * hd;
+    for (int d = tid; d < hd; d += ATT_THREADS) qs[d] = qh[d];
+    if (tid < cnt) {
+        int j = j0 + tid;
+        slots[tid] = table[j / bs] * bs + j % bs;
     }
-    float m = -INFINITY, l = 0.f;
-    for (int j = warp; j < n_ctx; j += ATT_WARPS) {
-        size_t slot = (size_t)table[j / bs] * bs + j % bs;
-        const float *kr = kc + slot * kv_dim + (size_t)g * hd + lane * dpl;
-        float d = 0.f;
-#pragma unroll
-        for (int i = 0; i < ATT_MAX_DPL; i++)
-            if (i < dpl && lane * dpl + i < hd) d = fmaf(qv[i], kr[i], d);
-        float sc = warp_sum(d) * scale;
-        float mn = fmaxf(m, sc), corr = expf(m - mn), p = expf(sc - mn);
-        l = l * corr + p;
-        const float *vr = vc + slot * kv_dim + (size_t)g * hd + lane * dpl;
-#pragma unroll
-        for (int i = 0; i < ATT_MAX_DPL; i++)
-            if (i < dpl && lane * dpl + i < hd) acc[i] = acc[i] * corr + p * vr[i];
-        m = mn;
-    }
-    __shared__ float sm[ATT_WARPS], sl[ATT_WARPS];
-    __shared__ float sacc[ATT_WARPS][256];
-    if (lane == 0) {
-        sm[warp] = m;
-        sl[warp] = l;
-    }
-#pragma unroll
-    for (int i = 0; i < ATT_MAX_DPL; i++)
-        if (i < dpl && lane * dpl + i < hd) sacc[warp][lane * dpl + i] = acc[i];
     __syncthreads();
-    if (warp == 0) {
-        float M = -INFINITY;
-        for (int w = 0; w < ATT_WARPS; w++) M = fmaxf(M, sm[w]);
-        float L = 0.f, f[ATT_WARPS];
-        for (int w = 0; w < ATT_WARPS; w++) {
-            f[w] = sl[w] > 0.f ? expf(sm[w] - M) : 0.f;
-            L += sl[w] * f[w];
+    float sc = -INFINITY;
+    if (tid < cnt) {
+        const float *kr = kc + (size_t)slots[tid] * kv_dim + (size_t)g * hd;
+        float d0 = 0.f;
+        if ((hd & 3) == 0) {
+            const float4 *k4 = reinterpret_cast<const float4 *>(kr);
+            const float4 *q4 = reinterpret_cast<const float4 *>(qs);
+            for (int c = 0; c < hd / 4; c++) {
+                float4 a = __ldg(k4 + c), b = q4[c];
+                d0 = fmaf(a.x, b.x, d0);
+                d0 = fmaf(a.y, b.y, d0);
+                d0 = fmaf(a.z, b.z, d0);
+                d0 = fmaf(a.w, b.w, d0);
+            }
+        } else {
+            for (int c = 0; c < hd; c++) d0 = fmaf(kr[c], qs[c], d0);
         }
-        float inv = 1.0f / L;
-        float *o = out + (size_t)t * nh * hd + (size_t)h * hd;
-        for (int i = 0; i < dpl && lane * dpl + i < hd; i++) {
-            int d = lane * dpl + i;
-            float v = 0.f;
-            for (int w = 0; w < ATT_WARPS; w++) v += sacc[w][d] * f[w];
-            o[d] = v * inv;
-        }
+        sc = d0 * scale;
+    }
+    /* chunk max, fixed order: warp butterfly, then warps in order */
+    float m = warp_max(sc);
+    if ((tid & 31) == 0) red[tid >> 5] = m;
+    __syncthreads();
+    m = red[0];
+    for (int w = 1; w < ATT_THREADS / 32; w++) m = fmaxf(m, red[w]);
+    __syncthreads();
+    float p = tid < cnt ? expf(sc - m) : 0.f;
+    ps[tid] = p;
+    float l = warp_sum(p);
+    if ((tid & 31) == 0) red[tid >> 5] = l;
+    __syncthreads();
+    l = red[0];
+    for (int w = 1; w < ATT_THREADS / 32; w++) l += red[w];
+    float *po = part_o + pidx * hd;
+    for (int d = tid; d < hd; d += ATT_THREADS) {
+        float acc = 0.f;
+        for (int i = 0; i < cnt; i++) acc = fmaf(ps[i], __ldg(vc + (size_t)slots[i] * kv_dim + (size_t)g * hd + d), acc);
+        po[d] = acc;
+    }
+    if (tid == 0) {
+        part_ml[pidx * 2] = m;
+        part_ml[pidx * 2 + 1] = l;
     }
 }
+
+__global__ void k_attn_merge(float *out, const float *part_o, const float *part_ml, const int32_t *pos, int nh, int hd,
+                             int S, int t_base) {
+    int t = t_base + blockIdx.x, h = blockIdx.y;
+    int used = (pos[t] + ATT_CHUNK) / ATT_CHUNK; /* chunks holding keys */
+    size_t base = ((size_t)blockIdx.x * nh + h) * S;
+    float M = -INFINITY;
+    for (int s = 0; s < used; s++) M = fmaxf(M, part_ml[(base + s) * 2]);
+    float L = 0.f;
+    for (int s = 0; s < used; s++) L += part_ml[(base + s) * 2 + 1] * expf(part_ml[(base + s) * 2] - M);
+    float inv = 1.0f / L;
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        float acc = 0.f;
+        for (int s = 0; s < used; s++) acc += part_o[(base + s) * hd + d] * expf(part_ml[(base + s) * 2] - M);
+        out[((size_t)t * nh + h) * hd + d] = acc * inv;
+    }
+}
+
+static float *ws;
+static size_t ws_bytes;
 
 extern "C" void ks_cuda_attention(ks_stream s, float *out, const float *q, int q_stride, const float *kc,
                                   const float *vc, const int32_t *pos, const int32_t *seq, const int32_t *tables,
                                   int max_blocks, int block_size, int n, int n_heads, int n_kv_heads, int head_dim,
-                                  float scale) {
+                                  float scale, int max_pos) {
     if (n <= 0) return;
-    dim3 grid(n, n_heads);
-    k_attention<<<grid, ATT_WARPS * 32, 0, s>>>(out, q, q_stride, kc, vc, pos, seq, tables, max_blocks, block_size,
-                                                n_heads, n_kv_heads, head_dim, scale);
-    CUDA_CHECK_LAUNCH();
+    if (head_dim > ATT_MAX_HD) {
+        ks_cuda_fail("attention: head_dim > 256 not supported", cudaErrorInvalidValue, __FILE__, __LINE__);
+        return;
+    }
+    int S = (max_pos + ATT_CHUNK) / ATT_CHUNK;
+    size_t per_tok = (size_t)n_heads * S * ((size_t)head_dim + 2) * sizeof(float);
+    int slice = (int)(ATT_WS_BYTES / per_tok);
+    if (slice < 1) slice = 1;
+    if (slice > n) slice = n;
+    size_t need = per_tok * (size_t)slice;
+    if (need > ws_bytes) {
+        if (ws) cudaFree(ws);
+        ws = NULL;
+        ws_bytes = 0;
+        CUDA_CHECK(cudaMalloc((void **)&ws, need));
+        if (!ws) return;
+        ws_bytes = need;
+    }
+    float *part_o = ws, *part_ml = ws + (size_t)slice * n_heads * S * head_dim;
+    for (int t0 = 0; t0 < n; t0 += slice) {
+        int nt = n - t0 < slice ? n - t0 : slice;
+        k_attn_chunk<<<dim3(nt, n_heads, S), ATT_THREADS, 0, s>>>(part_o, part_ml, q, q_stride, kc, vc, pos, seq, tables,
+                                                                  max_blocks, block_size, n_heads, n_kv_heads,
+                                                                  head_dim, scale, S, t0);
+        CUDA_CHECK_LAUNCH();
+        k_attn_merge<<<dim3(nt, n_heads), head_dim < 128 ? 32 : 128, 0, s>>>(out, part_o, part_ml, pos, n_heads,
+                                                                             head_dim, S, t0);
+        CUDA_CHECK_LAUNCH();
+    }
 }

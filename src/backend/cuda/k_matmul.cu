@@ -4,16 +4,17 @@
  * the row (coalesced 512-byte warp loads), keeps one fp32 accumulator per
  * token and adds w*x in chunk order; a fixed xor-butterfly then sums the 32
  * lanes. Tokens are taken in groups of TT, re-reading the row (from L1/L2)
- * for each group. A token's arithmetic is the same for any n: decode,
+ * for each group (TT = 8 for decode-sized calls, 32 for prefill chunks, so
+ * the weights are re-read n/32 times, not n/8). A token's arithmetic is the
+ * same for any n and either TT: decode,
  * speculative verify and batched decode give bitwise-equal rows (DESIGN.md
  * principle 2). Memory-bound for small n: the weights are read once per group. */
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
 
 #define MM_WARPS 8
-#define MM_TT 8
 
-template <typename W>
+template <typename W, int MM_TT>
 __global__ void __launch_bounds__(MM_WARPS * 32)
 k_matmul(float *__restrict__ out, const float *__restrict__ x, const W *__restrict__ w,
          const float *__restrict__ bias, int n, int k, int rows) {
@@ -26,7 +27,7 @@ k_matmul(float *__restrict__ out, const float *__restrict__ x, const W *__restri
         float acc[MM_TT];
 #pragma unroll
         for (int t = 0; t < MM_TT; t++) acc[t] = 0.f;
-#pragma unroll 2
+#pragma unroll 4
         for (int kk = lane * 8; kk < k; kk += 256) {
             float wf[8];
             load8(wr + kk, wf);
@@ -66,19 +67,23 @@ __global__ void k_matmul_scalar(float *out, const float *x, const W *w, const fl
 
 extern "C" void ks_cuda_matmul(ks_stream s, float *out, const float *x, const void *w, int wtype, const float *bias,
                                int n, int k, int rows) {
+    if (n <= 0 || rows <= 0) return;
     dim3 grid((rows + MM_WARPS - 1) / MM_WARPS), block(MM_WARPS * 32);
     bool vec = k % 8 == 0;
     switch (wtype) {
     case 2:
-        if (vec) k_matmul<__nv_bfloat16><<<grid, block, 0, s>>>(out, x, (const __nv_bfloat16 *)w, bias, n, k, rows);
+        if (vec && n <= 8) k_matmul<__nv_bfloat16, 8><<<grid, block, 0, s>>>(out, x, (const __nv_bfloat16 *)w, bias, n, k, rows);
+        else if (vec) k_matmul<__nv_bfloat16, 32><<<grid, block, 0, s>>>(out, x, (const __nv_bfloat16 *)w, bias, n, k, rows);
         else k_matmul_scalar<__nv_bfloat16><<<grid, block, 0, s>>>(out, x, (const __nv_bfloat16 *)w, bias, n, k, rows);
         break;
     case 1:
-        if (vec) k_matmul<__half><<<grid, block, 0, s>>>(out, x, (const __half *)w, bias, n, k, rows);
+        if (vec && n <= 8) k_matmul<__half, 8><<<grid, block, 0, s>>>(out, x, (const __half *)w, bias, n, k, rows);
+        else if (vec) k_matmul<__half, 32><<<grid, block, 0, s>>>(out, x, (const __half *)w, bias, n, k, rows);
         else k_matmul_scalar<__half><<<grid, block, 0, s>>>(out, x, (const __half *)w, bias, n, k, rows);
         break;
     default:
-        if (vec) k_matmul<float><<<grid, block, 0, s>>>(out, x, (const float *)w, bias, n, k, rows);
+        if (vec && n <= 8) k_matmul<float, 8><<<grid, block, 0, s>>>(out, x, (const float *)w, bias, n, k, rows);
+        else if (vec) k_matmul<float, 32><<<grid, block, 0, s>>>(out, x, (const float *)w, bias, n, k, rows);
         else k_matmul_scalar<float><<<grid, block, 0, s>>>(out, x, (const float *)w, bias, n, k, rows);
         break;
     }

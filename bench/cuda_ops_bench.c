@@ -1,0 +1,102 @@
+/* cuda_ops_bench.c — times the CUDA backend's ops at real model shapes
+ * (Qwen3-8B: hidden 4096, 32/8 heads of 128, intermediate 12288, vocab
+ * 151936) and prints achieved GB/s (matmul: bytes of weights read / time) and
+ * TFLOP/s for prefill-sized matmuls. Not a test: a tuning aid for the GPU
+ * machine. usage: build/cuda_ops_bench */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "backend/backend.h"
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+static void sync(backend *be) {
+    float x;
+    static float *d;
+    if (!d) d = be->ops->buf_alloc(be, 4);
+    be->ops->buf_download(be, &x, d, 4);
+}
+
+int main(void) {
+    backend *be;
+    if (backend_new(&be, "cuda", 0) != 0) {
+        fprintf(stderr, "cuda_ops_bench: no CUDA GPU\n");
+        return 1;
+    }
+    printf("device: %s\n", backend_describe(be));
+    int shapes[][2] = {{6144, 4096}, {4096, 4096}, {24576, 4096}, {4096, 12288}, {151936, 4096}};
+    const char *names[] = {"qkv", "o", "gate_up", "down", "lm_head"};
+    int ns[] = {1, 4, 16, 512};
+    for (int si = 0; si < 5; si++) {
+        int rows = shapes[si][0], k = shapes[si][1];
+        size_t wb = (size_t)rows * k * 2;
+        uint16_t *hw = calloc((size_t)rows * k, 2);
+        for (size_t i = 0; i < (size_t)rows * k; i++) hw[i] = 0x3c00 + (i % 7);
+        st_tensor t;
+        memset(&t, 0, sizeof t);
+        t.name = "w";
+        t.dtype = DTYPE_BF16;
+        t.n_dims = 2;
+        t.shape[0] = rows;
+        t.shape[1] = k;
+        t.data = hw;
+        const st_tensor *parts[1] = {&t};
+        bk_weight w;
+        if (be->ops->weight_init(be, &w, parts, 1) != 0) return 1;
+        for (int ni = 0; ni < 4; ni++) {
+            int n = ns[ni];
+            float *x = be->ops->buf_alloc(be, (size_t)n * k * 4), *o = be->ops->buf_alloc(be, (size_t)n * rows * 4);
+            int reps = n >= 512 ? 3 : 50;
+            be->ops->matmul(be, o, x, &w, NULL, n);
+            sync(be);
+            double t0 = now();
+            for (int r = 0; r < reps; r++) be->ops->matmul(be, o, x, &w, NULL, n);
+            sync(be);
+            double dt = (now() - t0) / reps;
+            printf("matmul %-8s %6dx%-5d n=%-4d %9.1f us  %7.0f GB/s  %6.1f TFLOP/s\n", names[si], rows, k, n, dt * 1e6,
+                   wb / dt / 1e9, 2.0 * rows * k * n / dt / 1e12);
+            be->ops->buf_free(be, x);
+            be->ops->buf_free(be, o);
+        }
+        be->ops->weight_release(be, &w);
+        free(hw);
+    }
+    /* attention: one sequence, decode step at several context lengths */
+    int nh = 32, nkv = 8, hd = 128, bs = 16;
+    int ctxs[] = {512, 4096, 16384, 65536};
+    for (int ci = 0; ci < 4; ci++) {
+        int ctx = ctxs[ci], nb = ctx / bs;
+        size_t cache = (size_t)nb * bs * nkv * hd * 4;
+        float *kc = be->ops->buf_alloc(be, cache), *vc = be->ops->buf_alloc(be, cache);
+        int32_t *tab = malloc((size_t)nb * 4);
+        for (int i = 0; i < nb; i++) tab[i] = i;
+        int32_t pos = ctx - 1, seq = 0, slot = ctx - 1;
+        int32_t *dtab = be->ops->buf_alloc(be, (size_t)nb * 4), *dpos = be->ops->buf_alloc(be, 4),
+                *dseq = be->ops->buf_alloc(be, 4), *dslot = be->ops->buf_alloc(be, 4);
+        be->ops->buf_upload(be, dtab, tab, (size_t)nb * 4);
+        be->ops->buf_upload(be, dpos, &pos, 4);
+        be->ops->buf_upload(be, dseq, &seq, 4);
+        be->ops->buf_upload(be, dslot, &slot, 4);
+        int qs = (nh + 2 * nkv) * hd;
+        float *q = be->ops->buf_alloc(be, (size_t)qs * 4), *o = be->ops->buf_alloc(be, (size_t)nh * hd * 4);
+        bk_attn_batch ab = {1, dpos, dseq, dslot, dtab, nb, bs, ctx - 1};
+        be->ops->attention(be, o, q, qs, kc, vc, &ab, nh, nkv, hd, 0.088f);
+        sync(be);
+        double t0 = now();
+        for (int r = 0; r < 50; r++) be->ops->attention(be, o, q, qs, kc, vc, &ab, nh, nkv, hd, 0.088f);
+        sync(be);
+        double dt = (now() - t0) / 50;
+        printf("attention ctx=%-6d %9.1f us  %7.0f GB/s of KV (f32)\n", ctx, dt * 1e6, 2.0 * cache / dt / 1e9);
+        void *bufs[] = {kc, vc, dtab, dpos, dseq, dslot, q, o};
+        for (int i = 0; i < 8; i++) be->ops->buf_free(be, bufs[i]);
+        free(tab);
+    }
+    backend_free(be);
+    return 0;
+}
