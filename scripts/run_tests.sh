@@ -12,7 +12,17 @@ for t in tests/cli/*.sh; do
     [ -e "$t" ] || continue
     if KESTREL="$BUILD/kestrel" bash "$t"; then cli_pass=$((cli_pass+1)); else cli_fail=$((cli_fail+1)); echo "FAIL $t"; fi
 done
-echo "unit: $unit_line; cli scripts: $cli_pass passed, $cli_fail failed"
+# end-to-end: the real server driven by the official npm clients
+e2e_out=$(scripts/run_e2e.sh "$BUILD/kestrel" 2>&1); e2e_rc=$?
+echo "$e2e_out" | tail -40
+e2e_line=$(echo "$e2e_out" | grep -E "^e2e: [0-9]+ passed" | tail -1)
+ep=0; ef=0
+if [ -n "$e2e_line" ]; then
+    ep=$(echo "$e2e_line" | sed -E 's/^e2e: ([0-9]+) passed, ([0-9]+) failed.*/\1/')
+    ef=$(echo "$e2e_line" | sed -E 's/^e2e: ([0-9]+) passed, ([0-9]+) failed.*/\2/')
+fi
+[ $e2e_rc -ne 0 ] && [ "$ef" -eq 0 ] && ef=1
+echo "unit: $unit_line; cli scripts: $cli_pass passed, $cli_fail failed; ${e2e_line:-e2e: skipped}"
 up=$(echo "$unit_line" | awk '{print $1}'); uf=$(echo "$unit_line" | awk '{print $3}')
-echo "$((up+cli_pass)) passed, $((uf+cli_fail)) failed"
-[ $fail -eq 0 ] && [ $cli_fail -eq 0 ]
+echo "$((up+cli_pass+ep)) passed, $((uf+cli_fail+ef)) failed"
+[ $fail -eq 0 ] && [ $cli_fail -eq 0 ] && [ "$ef" -eq 0 ]

@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <string.h>
 
 static int bad(api_err *e, const char *key, const char *what) {
     snprintf(e->msg, sizeof e->msg, "'%s': %s", key, what);
@@ -118,5 +119,31 @@ int api_get_sampling(json_t *o, engine_params *p, bool ollama, api_err *e) {
     if ((r = api_get_int(o, "seed", -(1LL << 62), 1LL << 62, &x, e)) < 0) return -1;
     if (r) p->seed = (uint64_t)x;
     if (api_get_stop(o, "stop", p, e) < 0) return -1;
+    return 0;
+}
+
+static const char *type_names(unsigned t, char *buf, size_t cap) {
+    static const struct { unsigned bit; const char *name; } names[] = {
+        {API_T_STR, "a string"}, {API_T_NUM, "a number"}, {API_T_BOOL, "a boolean"},
+        {API_T_OBJ, "an object"}, {API_T_ARR, "an array"}};
+    buf[0] = 0;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (t & names[i].bit) snprintf(buf + strlen(buf), cap - strlen(buf), "%s%s", buf[0] ? " or " : "", names[i].name);
+    return buf;
+}
+
+int api_check_fields(json_t *o, const api_field *f, int n, api_err *e) {
+    for (int i = 0; i < n; i++) {
+        json_t *v = json_object_get(o, f[i].key);
+        if (!v || json_is_null(v)) continue;
+        unsigned t = json_is_string(v) ? API_T_STR : json_is_number(v) ? API_T_NUM : json_is_boolean(v) ? API_T_BOOL
+                     : json_is_object(v) ? API_T_OBJ : API_T_ARR;
+        if (!(t & f[i].types)) {
+            char want[96];
+            snprintf(e->msg, sizeof e->msg, "'%s': expected %s", f[i].key, type_names(f[i].types, want, sizeof want));
+            e->param = f[i].key;
+            return -1;
+        }
+    }
     return 0;
 }

@@ -26,6 +26,14 @@ int api_get_stop(json_t *o, const char *key, engine_params *p, api_err *e);
  * presence/frequency penalty, repetition_penalty (Ollama: repeat_penalty),
  * seed, stop. 0 or -1 (err filled). */
 int api_get_sampling(json_t *o, engine_params *p, bool ollama, api_err *e);
+/* Type checks of fields a surface accepts but does not otherwise read (so
+ * that a wrong type is a 400, as the original APIs answer). */
+enum { API_T_STR = 1, API_T_NUM = 2, API_T_BOOL = 4, API_T_OBJ = 8, API_T_ARR = 16 };
+typedef struct {
+    const char *key;
+    unsigned types;
+} api_field;
+int api_check_fields(json_t *o, const api_field *f, int n, api_err *e);
 /* Parses the body; NULL with e filled ("invalid JSON at line:col ..." or "the
  * request body must be a JSON object"). */
 json_t *api_parse_body(const char *body, size_t len, api_err *e);

@@ -206,6 +206,9 @@ static int parse_common(app *a, json_t *body, engine_params *p, bool *stream, lo
     if (!api_model_known(a, json_string_value(mv))) return 404;
     *stream = true;
     if (api_get_bool(body, "stream", stream, e) < 0) return -1;
+    static const api_field extra_fields[] = {{"keep_alive", API_T_STR | API_T_NUM}, {"options", API_T_OBJ},
+                                             {"tools", API_T_ARR}, {"images", API_T_ARR}};
+    if (api_check_fields(body, extra_fields, sizeof extra_fields / sizeof extra_fields[0], e) < 0) return -1;
     json_t *f = json_object_get(body, "format");
     if (f && !json_is_null(f) && !json_is_object(f) &&
         !(json_is_string(f) && (!strcmp(json_string_value(f), "json") || !json_string_length(f))))

@@ -300,6 +300,12 @@ void openai_chat_completions(app *a, const http_req *req, http_resp *resp) {
     if (api_get_int(body, "max_completion_tokens", 1, 1 << 30, &max_tokens, &e) < 0) goto bad;
     bool stream = false, include_usage = false, logprobs = false;
     if (api_get_bool(body, "stream", &stream, &e) < 0) goto bad;
+    static const api_field extra_fields[] = {
+        {"user", API_T_STR}, {"stream_options", API_T_OBJ}, {"metadata", API_T_OBJ}, {"logit_bias", API_T_OBJ},
+        {"tool_choice", API_T_STR | API_T_OBJ}, {"parallel_tool_calls", API_T_BOOL}, {"store", API_T_BOOL},
+        {"response_format", API_T_OBJ}, {"chat_template_kwargs", API_T_OBJ}, {"prediction", API_T_OBJ},
+        {"reasoning_effort", API_T_STR}, {"service_tier", API_T_STR}, {"modalities", API_T_ARR}};
+    if (api_check_fields(body, extra_fields, sizeof extra_fields / sizeof extra_fields[0], &e) < 0) goto bad;
     json_t *so = json_object_get(body, "stream_options");
     if (so && json_is_object(so) && api_get_bool(so, "include_usage", &include_usage, &e) < 0) goto bad;
     if (api_get_bool(body, "logprobs", &logprobs, &e) < 0) goto bad;

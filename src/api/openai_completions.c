@@ -147,6 +147,10 @@ void openai_completions(app *a, const http_req *req, http_resp *resp) {
     if (api_get_int(body, "n", 1, 1, &nn, &e) < 0) goto bad;
     bool stream = false;
     if (api_get_bool(body, "stream", &stream, &e) < 0) goto bad;
+    static const api_field extra_fields[] = {{"user", API_T_STR},       {"stream_options", API_T_OBJ},
+                                             {"logit_bias", API_T_OBJ}, {"echo", API_T_BOOL},
+                                             {"suffix", API_T_STR},     {"best_of", API_T_NUM}};
+    if (api_check_fields(body, extra_fields, sizeof extra_fields / sizeof extra_fields[0], &e) < 0) goto bad;
     int room = engine_ctx_size(a->eng) - n;
     if (room < 1) {
         http_error(resp, API_OPENAI, 400, "invalid_request_error", "prompt",
