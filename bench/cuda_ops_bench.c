@@ -9,6 +9,7 @@
 #include <time.h>
 
 #include "backend/backend.h"
+#include "model/model.h"
 
 static double now(void) {
     struct timespec t;
@@ -23,13 +24,75 @@ static void sync(backend *be) {
     be->ops->buf_download(be, &x, d, 4);
 }
 
-int main(void) {
+/* model_forward of one decode token after a 512-token prompt, repeated */
+static void time_forward(backend *be, const char *dir) {
+    model *m;
+    if (model_load(&m, dir, be) != 0) {
+        fprintf(stderr, "cuda_ops_bench: cannot load %s\n", dir);
+        return;
+    }
+    kv_cache kv;
+    model_kv_init(m, &kv, 8192);
+    kv_seq s = {0};
+    kv_seq *seqs[1] = {&s};
+    int n = 512;
+    int32_t *tok = calloc(n, 4), *pos = malloc(n * 4), *seq = calloc(n, 4), row = n - 1;
+    for (int i = 0; i < n; i++) { tok[i] = 100 + i; pos[i] = i; }
+    float *logits = malloc((size_t)m->cfg.vocab_size * 4);
+    kv_seq_reserve(&kv, &s, n + 64);
+    model_batch b = {n, tok, pos, seq, 1, seqs, 1, &row};
+    double t0 = now();
+    model_forward(m, &kv, &b, logits);
+    printf("forward prefill n=%d: %.1f ms\n", n, (now() - t0) * 1e3);
+    for (int g = 1; g >= 0; g--) {
+        setenv("KESTREL_CUDA_GRAPHS", g ? "1" : "0", 1);
+        int32_t p1 = n, r0 = 0;
+        model_batch d = {1, tok, &p1, seq, 1, seqs, 1, &r0};
+        for (int w = 0; w < 3; w++) model_forward(m, &kv, &d, logits);
+        t0 = now();
+        for (int r = 0; r < 20; r++) model_forward(m, &kv, &d, logits);
+        printf("forward decode n=1 (graphs %s): %.3f ms/token\n", g ? "on" : "off", (now() - t0) / 20 * 1e3);
+    }
+    kv_seq_release(&kv, &s);
+    kv_cache_free(&kv);
+    model_free(m);
+    free(tok); free(pos); free(seq); free(logits);
+}
+
+int main(int argc, char **argv) {
     backend *be;
     if (backend_new(&be, "cuda", 0) != 0) {
         fprintf(stderr, "cuda_ops_bench: no CUDA GPU\n");
         return 1;
     }
     printf("device: %s\n", backend_describe(be));
+    if (argc > 1) {
+        time_forward(be, argv[1]);
+        backend_free(be);
+        return 0;
+    }
+    {
+        int dim = 4096;
+        float *x = be->ops->buf_alloc(be, dim * 4);
+        float *hw = malloc(dim * 4);
+        for (int i = 0; i < dim; i++) hw[i] = 1.0f;
+        st_tensor t;
+        memset(&t, 0, sizeof t);
+        t.name = "norm";
+        t.dtype = DTYPE_F32;
+        t.n_dims = 1;
+        t.shape[0] = dim;
+        t.data = hw;
+        const st_tensor *parts[1] = {&t};
+        bk_weight w;
+        be->ops->weight_init(be, &w, parts, 1);
+        be->ops->rmsnorm(be, x, dim, x, dim, &w, 1, 1, dim, 1e-6f);
+        sync(be);
+        double t0 = now();
+        for (int r = 0; r < 100; r++) be->ops->rmsnorm(be, x, dim, x, dim, &w, 1, 1, dim, 1e-6f);
+        sync(be);
+        printf("rmsnorm dim=%d n=1: %.1f us\n", dim, (now() - t0) / 100 * 1e6);
+    }
     int shapes[][2] = {{6144, 4096}, {4096, 4096}, {24576, 4096}, {4096, 12288}, {151936, 4096}};
     const char *names[] = {"qkv", "o", "gate_up", "down", "lm_head"};
     int ns[] = {1, 4, 16, 512};
@@ -85,7 +148,7 @@ int main(void) {
         be->ops->buf_upload(be, dslot, &slot, 4);
         int qs = (nh + 2 * nkv) * hd;
         float *q = be->ops->buf_alloc(be, (size_t)qs * 4), *o = be->ops->buf_alloc(be, (size_t)nh * hd * 4);
-        bk_attn_batch ab = {1, dpos, dseq, dslot, dtab, nb, bs, ctx - 1};
+        bk_attn_batch ab = {1, dpos, dseq, dslot, dtab, nb, bs, ctx - 1, ctx};
         be->ops->attention(be, o, q, qs, kc, vc, &ab, nh, nkv, hd, 0.088f);
         sync(be);
         double t0 = now();

@@ -47,6 +47,7 @@ typedef struct {
     int max_blocks;
     int block_size;
     int max_pos;                 /* max over pos[] (host-side hint for scratch sizing) */
+    int kv_capacity;             /* tokens the KV pool holds (fixes the attention work split) */
 } bk_attn_batch;
 
 typedef struct backend_ops {
@@ -88,6 +89,13 @@ typedef struct backend_ops {
     void (*add)(backend *be, float *x, const float *y, size_t n);
     /* out (n, dim) = in[idx[i]] */
     void (*gather_rows)(backend *be, float *out, const float *in, const int32_t *idx, int n, int dim);
+    /* Optional (NULL on the CPU): record the ops issued between graph_begin
+     * and graph_end into a replayable graph (CUDA graphs). Replays read the
+     * same buffers, so only their contents may change between launches. */
+    int (*graph_begin)(backend *be);
+    void *(*graph_end)(backend *be); /* executable graph, NULL on failure */
+    int (*graph_launch)(backend *be, void *graph);
+    void (*graph_free)(backend *be, void *graph);
     void (*free)(backend *be);
 } backend_ops;
 

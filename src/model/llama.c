@@ -127,8 +127,15 @@ fail:
     return rc;
 }
 
+static void free_graphs(model *m) {
+    for (int i = 0; i < m->n_graphs; i++)
+        if (m->graphs[i].exec) m->be->ops->graph_free(m->be, m->graphs[i].exec);
+    m->n_graphs = 0;
+}
+
 static void free_acts(model *m) {
     backend *be = m->be;
+    free_graphs(m);
     void *bufs[] = {m->x, m->xn, m->qkv, m->attn, m->gu, m->act, m->logits_dev,
                     m->d_tokens, m->d_pos, m->d_seq, m->d_slots, m->d_rows, m->d_tables};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
@@ -194,6 +201,7 @@ static int ensure_acts(model *m, int n, int table_entries) {
         }
     }
     if (table_entries > m->cap_tables) {
+        free_graphs(m);
         if (m->d_tables) be->ops->buf_free(be, m->d_tables);
         int cap = table_entries < 64 ? 64 : table_entries * 2;
         m->d_tables = be->ops->buf_alloc(be, (size_t)cap * 4);
@@ -201,6 +209,65 @@ static int ensure_acts(model *m, int n, int table_entries) {
         if (!m->d_tables) return err_set(KS_ENOMEM, "model: out of memory for block tables");
     }
     return KS_OK;
+}
+
+/* The op sequence of one forward (everything after the uploads). */
+static void run_layers(model *m, kv_cache *kv, const bk_attn_batch *ab, int n, int n_logits) {
+    backend *be = m->be;
+    const backend_ops *op = be->ops;
+    const model_config *c = &m->cfg;
+    int H = c->hidden_size, hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
+    int qkv_dim = (nh + 2 * nkv) * hd, kv_dim = nkv * hd, I = c->intermediate_size;
+    float scale = 1.0f / sqrtf((float)hd);
+    op->embed(be, m->x, &m->embed, m->d_tokens, n);
+    for (int l = 0; l < c->n_layers; l++) {
+        model_layer *L = &m->layers[l];
+        op->rmsnorm(be, m->xn, H, m->x, H, &L->attn_norm, n, 1, H, c->rms_norm_eps);
+        op->matmul(be, m->qkv, m->xn, &L->wqkv, c->attention_bias ? &L->bqkv : NULL, n);
+        float *q = m->qkv, *k = m->qkv + nh * hd, *v = k + kv_dim;
+        if (c->qk_norm) {
+            op->rmsnorm(be, q, qkv_dim, q, qkv_dim, &L->q_norm, n, nh, hd, c->rms_norm_eps);
+            op->rmsnorm(be, k, qkv_dim, k, qkv_dim, &L->k_norm, n, nkv, hd, c->rms_norm_eps);
+        }
+        op->rope(be, q, qkv_dim, n, nh, hd, m->d_pos, m->inv_freq);
+        op->rope(be, k, qkv_dim, n, nkv, hd, m->d_pos, m->inv_freq);
+        op->kv_store(be, kv->k[l], kv->v[l], k, v, qkv_dim, ab, kv_dim);
+        op->attention(be, m->attn, q, qkv_dim, kv->k[l], kv->v[l], ab, nh, nkv, hd, scale);
+        op->matmul(be, m->xn, m->attn, &L->wo, NULL, n);
+        op->add(be, m->x, m->xn, (size_t)n * H);
+        op->rmsnorm(be, m->xn, H, m->x, H, &L->ffn_norm, n, 1, H, c->rms_norm_eps);
+        op->matmul(be, m->gu, m->xn, &L->w_gate_up, NULL, n);
+        op->silu_mul(be, m->act, m->gu, n, I);
+        op->matmul(be, m->xn, m->act, &L->w_down, NULL, n);
+        op->add(be, m->x, m->xn, (size_t)n * H);
+    }
+    if (n_logits > 0) {
+        op->gather_rows(be, m->xn, m->x, m->d_rows, n_logits, H);
+        op->rmsnorm(be, m->xn, H, m->xn, H, &m->final_norm, n_logits, 1, H, c->rms_norm_eps);
+        op->matmul(be, m->logits_dev, m->xn, &m->lm_head, NULL, n_logits);
+    }
+}
+
+static int find_graph(model *m, const kv_cache *kv, int n, int n_logits, int n_seqs) {
+    for (int i = 0; i < m->n_graphs; i++)
+        if (m->graphs[i].n == n && m->graphs[i].n_logits == n_logits && m->graphs[i].n_seqs == n_seqs &&
+            m->graphs[i].kv == kv->k[0] && m->graphs[i].kv_blocks == kv->n_blocks)
+            return i;
+    if (m->n_graphs == MODEL_MAX_GRAPHS) return -1;
+    int i = m->n_graphs++;
+    m->graphs[i].n = n;
+    m->graphs[i].n_logits = n_logits;
+    m->graphs[i].n_seqs = n_seqs;
+    m->graphs[i].seen = 0;
+    m->graphs[i].kv = kv->k[0];
+    m->graphs[i].kv_blocks = kv->n_blocks;
+    m->graphs[i].exec = NULL;
+    return i;
+}
+
+static int graphs_enabled(void) {
+    const char *e = getenv("KESTREL_CUDA_GRAPHS");
+    return !e || strcmp(e, "0") != 0;
 }
 
 int model_forward(model *m, kv_cache *kv, const model_batch *b, float *logits) {
@@ -213,6 +280,9 @@ int model_forward(model *m, kv_cache *kv, const model_batch *b, float *logits) {
     int max_blocks = 1, max_pos = 0;
     for (int s = 0; s < b->n_seqs; s++)
         if (b->seqs[s]->n_blocks > max_blocks) max_blocks = b->seqs[s]->n_blocks;
+    /* graph replays need fixed launch shapes: the block table spans the pool */
+    bool graph = op->graph_begin && n <= MODEL_GRAPH_MAX_TOKENS && graphs_enabled();
+    if (graph) max_blocks = kv->n_blocks;
     int rc = ensure_acts(m, n, b->n_seqs * max_blocks);
     if (rc) return rc;
     int32_t *slots = malloc((size_t)n * 4), *tables = calloc((size_t)b->n_seqs * max_blocks, 4);
@@ -232,6 +302,12 @@ int model_forward(model *m, kv_cache *kv, const model_batch *b, float *logits) {
         slots[i] = b->seqs[s]->blocks[p / kv->block_size] * kv->block_size + p % kv->block_size;
         if (p > max_pos) max_pos = p;
     }
+    for (int r = 0; r < b->n_logits; r++)
+        if (b->logit_rows[r] < 0 || b->logit_rows[r] >= n) {
+            free(slots);
+            free(tables);
+            return err_set(KS_EINVAL, "forward: logit row %d out of range", b->logit_rows[r]);
+        }
     for (int s = 0; s < b->n_seqs; s++)
         memcpy(tables + (size_t)s * max_blocks, b->seqs[s]->blocks, (size_t)b->seqs[s]->n_blocks * 4);
     op->buf_upload(be, m->d_tokens, b->tokens, (size_t)n * 4);
@@ -243,38 +319,21 @@ int model_forward(model *m, kv_cache *kv, const model_batch *b, float *logits) {
     free(slots);
     free(tables);
 
-    bk_attn_batch ab = {n, m->d_pos, m->d_seq, m->d_slots, m->d_tables, max_blocks, kv->block_size, max_pos};
-    int H = c->hidden_size, hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
-    int qkv_dim = (nh + 2 * nkv) * hd, kv_dim = nkv * hd, I = c->intermediate_size;
-    float scale = 1.0f / sqrtf((float)hd);
-
-    op->embed(be, m->x, &m->embed, m->d_tokens, n);
-    for (int l = 0; l < c->n_layers; l++) {
-        model_layer *L = &m->layers[l];
-        op->rmsnorm(be, m->xn, H, m->x, H, &L->attn_norm, n, 1, H, c->rms_norm_eps);
-        op->matmul(be, m->qkv, m->xn, &L->wqkv, c->attention_bias ? &L->bqkv : NULL, n);
-        float *q = m->qkv, *k = m->qkv + nh * hd, *v = k + kv_dim;
-        if (c->qk_norm) {
-            op->rmsnorm(be, q, qkv_dim, q, qkv_dim, &L->q_norm, n, nh, hd, c->rms_norm_eps);
-            op->rmsnorm(be, k, qkv_dim, k, qkv_dim, &L->k_norm, n, nkv, hd, c->rms_norm_eps);
-        }
-        op->rope(be, q, qkv_dim, n, nh, hd, m->d_pos, m->inv_freq);
-        op->rope(be, k, qkv_dim, n, nkv, hd, m->d_pos, m->inv_freq);
-        op->kv_store(be, kv->k[l], kv->v[l], k, v, qkv_dim, &ab, kv_dim);
-        op->attention(be, m->attn, q, qkv_dim, kv->k[l], kv->v[l], &ab, nh, nkv, hd, scale);
-        op->matmul(be, m->xn, m->attn, &L->wo, NULL, n);
-        op->add(be, m->x, m->xn, (size_t)n * H);
-        op->rmsnorm(be, m->xn, H, m->x, H, &L->ffn_norm, n, 1, H, c->rms_norm_eps);
-        op->matmul(be, m->gu, m->xn, &L->w_gate_up, NULL, n);
-        op->silu_mul(be, m->act, m->gu, n, I);
-        op->matmul(be, m->xn, m->act, &L->w_down, NULL, n);
-        op->add(be, m->x, m->xn, (size_t)n * H);
+    bk_attn_batch ab = {n, m->d_pos, m->d_seq, m->d_slots, m->d_tables, max_blocks, kv->block_size, max_pos,
+                        kv->n_blocks * kv->block_size};
+    int slot = graph ? find_graph(m, kv, n, b->n_logits, b->n_seqs) : -1;
+    if (slot >= 0 && m->graphs[slot].exec) {
+        rc = op->graph_launch(be, m->graphs[slot].exec);
+    } else if (slot >= 0 && m->graphs[slot].seen++ > 0 && op->graph_begin(be) == KS_OK) {
+        /* second sight of this shape: buffers are sized, record it */
+        run_layers(m, kv, &ab, n, b->n_logits);
+        m->graphs[slot].exec = op->graph_end(be);
+        rc = m->graphs[slot].exec ? op->graph_launch(be, m->graphs[slot].exec) : KS_OK;
+        if (!m->graphs[slot].exec) run_layers(m, kv, &ab, n, b->n_logits);
+    } else {
+        run_layers(m, kv, &ab, n, b->n_logits);
     }
-    if (b->n_logits > 0) {
-        op->gather_rows(be, m->xn, m->x, m->d_rows, b->n_logits, H);
-        op->rmsnorm(be, m->xn, H, m->xn, H, &m->final_norm, b->n_logits, 1, H, c->rms_norm_eps);
-        op->matmul(be, m->logits_dev, m->xn, &m->lm_head, NULL, b->n_logits);
-        op->buf_download(be, logits, m->logits_dev, (size_t)b->n_logits * c->vocab_size * 4);
-    }
+    if (rc) return rc;
+    if (b->n_logits > 0) return op->buf_download(be, logits, m->logits_dev, (size_t)b->n_logits * c->vocab_size * 4);
     return KS_OK;
 }

@@ -19,6 +19,9 @@
 #include "io/safetensors.h"
 #include "kv/kv_cache.h"
 
+#define MODEL_MAX_GRAPHS 32
+#define MODEL_GRAPH_MAX_TOKENS 16
+
 typedef struct {
     bk_weight attn_norm;  /* (hidden) */
     bk_weight wqkv;       /* (n_heads*hd + 2*n_kv*hd, hidden): q|k|v fused */
@@ -45,6 +48,14 @@ typedef struct model {
     float *x, *xn, *qkv, *attn, *gu, *act, *logits_dev;
     int32_t *d_tokens, *d_pos, *d_seq, *d_slots, *d_rows, *d_tables;
     int cap_tables;       /* int32 entries in d_tables */
+    /* replayable forward graphs of small batches (backends with graph_begin),
+     * keyed by batch shape; dropped when the activation buffers move */
+    struct {
+        int n, n_logits, n_seqs, seen, kv_blocks;
+        const void *kv;  /* the KV cache the graph writes (and its size) */
+        void *exec;
+    } graphs[MODEL_MAX_GRAPHS];
+    int n_graphs;
 } model;
 
 typedef struct {

@@ -297,6 +297,7 @@ static const backend_ops cpu_ops = {
     .silu_mul = cpu_silu_mul,
     .add = cpu_add,
     .gather_rows = cpu_gather_rows,
+    .graph_begin = NULL,
     .free = cpu_free,
 };
 

@@ -201,7 +201,7 @@ static void cu_attention(backend *be, float *out, const float *q, int qs, const 
                          const bk_attn_batch *ab, int nh, int nkv, int hd, float scale) {
     SKIP_IF_FAILED();
     ks_cuda_attention(S, out, q, qs, kc, vc, ab->pos, ab->seq, ab->block_tables, ab->max_blocks, ab->block_size,
-                      ab->n_tokens, nh, nkv, hd, scale, ab->max_pos);
+                      ab->n_tokens, nh, nkv, hd, scale, ab->kv_capacity);
 }
 static void cu_silu_mul(backend *be, float *out, const float *gu, int n, int dim) {
     SKIP_IF_FAILED();
@@ -216,6 +216,41 @@ static void cu_gather(backend *be, float *out, const float *in, const int32_t *i
     ks_cuda_gather_rows(S, out, in, idx, n, dim);
 }
 
+static int cu_graph_begin(backend *be) {
+    SKIP_IF_FAILED() err_set(KS_EIO, "%s", fail_msg);
+    CUDA_CHECK(cudaStreamBeginCapture(S, cudaStreamCaptureModeThreadLocal));
+    return failed ? err_set(KS_EIO, "%s", fail_msg) : KS_OK;
+}
+
+static void *cu_graph_end(backend *be) {
+    cudaGraph_t g = NULL;
+    cudaGraphExec_t ge = NULL;
+    cudaError_t e = cudaStreamEndCapture(S, &g);
+    if (e != cudaSuccess || failed || !g) {
+        cudaGetLastError();
+        if (g) cudaGraphDestroy(g);
+        return NULL;
+    }
+    e = cudaGraphInstantiate(&ge, g, 0);
+    cudaGraphDestroy(g);
+    if (e != cudaSuccess) {
+        cudaGetLastError();
+        return NULL;
+    }
+    return (void *)ge;
+}
+
+static int cu_graph_launch(backend *be, void *ge) {
+    SKIP_IF_FAILED() err_set(KS_EIO, "%s", fail_msg);
+    CUDA_CHECK(cudaGraphLaunch((cudaGraphExec_t)ge, S));
+    return failed ? err_set(KS_EIO, "%s", fail_msg) : KS_OK;
+}
+
+static void cu_graph_free(backend *be, void *ge) {
+    (void)be;
+    if (ge) cudaGraphExecDestroy((cudaGraphExec_t)ge);
+}
+
 static void cu_backend_free(backend *be) {
     cuda_impl *im = impl_of(be);
     if (im) {
@@ -228,9 +263,9 @@ static void cu_backend_free(backend *be) {
 }
 
 static const backend_ops cuda_ops = {
-    "cuda",       cu_alloc,   cu_free,     cu_upload,   cu_download, cu_weight_init, cu_weight_release,
-    cu_embed,     cu_rmsnorm, cu_matmul,   cu_rope,     cu_kv_store, cu_attention,   cu_silu_mul,
-    cu_add,       cu_gather,  cu_backend_free,
+    "cuda",       cu_alloc,       cu_free,      cu_upload,       cu_download,   cu_weight_init, cu_weight_release,
+    cu_embed,     cu_rmsnorm,     cu_matmul,    cu_rope,         cu_kv_store,   cu_attention,   cu_silu_mul,
+    cu_add,       cu_gather,      cu_graph_begin, cu_graph_end,  cu_graph_launch, cu_graph_free, cu_backend_free,
 };
 
 extern "C" int backend_cuda_available(void) {

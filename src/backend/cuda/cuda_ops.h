@@ -27,7 +27,7 @@ void ks_cuda_kv_store(ks_stream s, float *kc, float *vc, const float *k, const f
                       const int32_t *slots, int n, int kv_dim);
 void ks_cuda_attention(ks_stream s, float *out, const float *q, int q_stride, const float *kc, const float *vc,
                        const int32_t *pos, const int32_t *seq, const int32_t *tables, int max_blocks, int block_size,
-                       int n, int n_heads, int n_kv_heads, int head_dim, float scale, int max_pos);
+                       int n, int n_heads, int n_kv_heads, int head_dim, float scale, int kv_capacity);
 
 #ifdef __cplusplus
 }

@@ -2,15 +2,17 @@
  * flash-decoding in two passes:
  *   out[t, h] = sum_{j <= pos[t]} softmax_j(q[t,h] . K[j, h/g] * scale) V[j, h/g]
  * K/V row of position j of sequence seq[t]: slot = table[j / bs] * bs + j % bs.
- * Pass 1, one block per (token, query head, chunk of ATT_CHUNK keys): thread i
- * scores key j0+i (q in shared memory, float4 loads of the key row), the
- * chunk's max and sum are reduced in a fixed order, and thread d sums
- * p_j * V[j, d] over the chunk in key order -> (m, l, o[hd]) per chunk.
- * Pass 2, one block per (token, head): merges the chunks in order:
- *   M = max m_s, L = sum l_s e^(m_s - M), out = sum o_s e^(m_s - M) / L.
- * Chunks are fixed-size and depend only on the token's own context length, so
- * a token's result is the same whatever else is in the launch (DESIGN.md
- * principle 2); long contexts spread over many blocks (flash-decoding). */
+ * Keys are cut in chunks of ATT_CHUNK; Z = min(KV capacity / ATT_CHUNK,
+ * ATT_MAX_Z) blocks per (token, query head) take chunks z, z+Z, z+2Z, ...
+ * Pass 1, per block and chunk: thread i scores key j0+i (q in shared memory,
+ * float4 loads of the key row), the chunk's max and sum are reduced in a fixed
+ * order, thread d sums p_j * V[j, d] in key order, and the chunk is merged
+ * into the block's running (m, l, o) online -> one partial per block.
+ * Pass 2, one block per (token, head): merges the partials in order:
+ *   M = max m_z, L = sum l_z e^(m_z - M), out = sum o_z e^(m_z - M) / L.
+ * The split depends only on the token's context length and the (fixed) KV
+ * capacity, so a token's result is the same whatever else is in the launch
+ * (DESIGN.md principle 2), and launch shapes are fixed for CUDA graphs. */
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
 
@@ -18,22 +20,15 @@
 #define ATT_THREADS 128
 #define ATT_MAX_HD 256
 #define ATT_WS_BYTES (256u << 20) /* workspace cap: tokens are sliced to fit */
+#define ATT_MAX_Z 32             /* blocks per (token, head); each loops over its chunks */
 
 __global__ void __launch_bounds__(ATT_THREADS)
 k_attn_chunk(float *part_o, float *part_ml, const float *q, int q_stride, const float *kc, const float *vc,
              const int32_t *pos, const int32_t *seq, const int32_t *tables, int max_blocks, int bs, int nh, int nkv,
-             int hd, float scale, int S, int t_base) {
-    int t = t_base + blockIdx.x, h = blockIdx.y, s = blockIdx.z, tid = threadIdx.x;
-    int n_ctx = pos[t] + 1, j0 = s * ATT_CHUNK;
-    size_t pidx = ((size_t)blockIdx.x * nh + h) * S + s;
-    if (j0 >= n_ctx) {
-        if (tid == 0) {
-            part_ml[pidx * 2] = -INFINITY;
-            part_ml[pidx * 2 + 1] = 0.f;
-        }
-        return;
-    }
-    int cnt = n_ctx - j0 < ATT_CHUNK ? n_ctx - j0 : ATT_CHUNK;
+             int hd, float scale, int Z, int t_base) {
+    int t = t_base + blockIdx.x, h = blockIdx.y, z = blockIdx.z, tid = threadIdx.x;
+    int n_ctx = pos[t] + 1;
+    size_t pidx = ((size_t)blockIdx.x * nh + h) * Z + z;
     int g = h / (nh / nkv), kv_dim = nkv * hd;
     const int32_t *table = tables + (size_t)seq[t] * max_blocks;
     __shared__ __align__(16) float qs[ATT_MAX_HD];
@@ -42,61 +37,84 @@ k_attn_chunk(float *part_o, float *part_ml, const float *q, int q_stride, const 
     __shared__ float red[ATT_THREADS / 32];
     const float *qh = q + (size_t)t * q_stride + (size_t)h * hd;
     for (int d = tid; d < hd; d += ATT_THREADS) qs[d] = qh[d];
-    if (tid < cnt) {
-        int j = j0 + tid;
-        slots[tid] = table[j / bs] * bs + j % bs;
-    }
-    __syncthreads();
-    float sc = -INFINITY;
-    if (tid < cnt) {
-        const float *kr = kc + (size_t)slots[tid] * kv_dim + (size_t)g * hd;
-        float d0 = 0.f;
-        if ((hd & 3) == 0) {
-            const float4 *k4 = reinterpret_cast<const float4 *>(kr);
-            const float4 *q4 = reinterpret_cast<const float4 *>(qs);
-            for (int c = 0; c < hd / 4; c++) {
-                float4 a = __ldg(k4 + c), b = q4[c];
-                d0 = fmaf(a.x, b.x, d0);
-                d0 = fmaf(a.y, b.y, d0);
-                d0 = fmaf(a.z, b.z, d0);
-                d0 = fmaf(a.w, b.w, d0);
-            }
-        } else {
-            for (int c = 0; c < hd; c++) d0 = fmaf(kr[c], qs[c], d0);
+    float M = -INFINITY, L = 0.f, acc[ATT_MAX_HD / ATT_THREADS];
+#pragma unroll
+    for (int i = 0; i < ATT_MAX_HD / ATT_THREADS; i++) acc[i] = 0.f;
+    /* this block takes chunks z, z + Z, z + 2Z, ... and merges them online */
+    for (int j0 = z * ATT_CHUNK; j0 < n_ctx; j0 += Z * ATT_CHUNK) {
+        int cnt = n_ctx - j0 < ATT_CHUNK ? n_ctx - j0 : ATT_CHUNK;
+        __syncthreads(); /* qs ready / previous chunk's ps and slots consumed */
+        if (tid < cnt) {
+            int j = j0 + tid;
+            slots[tid] = table[j / bs] * bs + j % bs;
         }
-        sc = d0 * scale;
+        __syncthreads();
+        float sc = -INFINITY;
+        if (tid < cnt) {
+            const float *kr = kc + (size_t)slots[tid] * kv_dim + (size_t)g * hd;
+            float d0 = 0.f;
+            if ((hd & 3) == 0) {
+                const float4 *k4 = reinterpret_cast<const float4 *>(kr);
+                const float4 *q4 = reinterpret_cast<const float4 *>(qs);
+                for (int c = 0; c < hd / 4; c++) {
+                    float4 a = __ldg(k4 + c), b = q4[c];
+                    d0 = fmaf(a.x, b.x, d0);
+                    d0 = fmaf(a.y, b.y, d0);
+                    d0 = fmaf(a.z, b.z, d0);
+                    d0 = fmaf(a.w, b.w, d0);
+                }
+            } else {
+                for (int c = 0; c < hd; c++) d0 = fmaf(kr[c], qs[c], d0);
+            }
+            sc = d0 * scale;
+        }
+        /* chunk max, fixed order: warp butterfly, then warps in order */
+        float m = warp_max(sc);
+        if ((tid & 31) == 0) red[tid >> 5] = m;
+        __syncthreads();
+        m = red[0];
+        for (int w = 1; w < ATT_THREADS / 32; w++) m = fmaxf(m, red[w]);
+        __syncthreads();
+        float p = tid < cnt ? expf(sc - m) : 0.f;
+        ps[tid] = p;
+        float l = warp_sum(p);
+        if ((tid & 31) == 0) red[tid >> 5] = l;
+        __syncthreads();
+        l = red[0];
+        for (int w = 1; w < ATT_THREADS / 32; w++) l += red[w];
+        float Mn = fmaxf(M, m), fo = expf(M - Mn), fc = expf(m - Mn);
+        L = L * fo + l * fc;
+#pragma unroll
+        for (int i = 0; i < ATT_MAX_HD / ATT_THREADS; i++) {
+            int d = tid + i * ATT_THREADS;
+            if (d < hd) {
+                float o = 0.f;
+#pragma unroll 8
+                for (int jj = 0; jj < cnt; jj++)
+                    o = fmaf(ps[jj], __ldg(vc + (size_t)slots[jj] * kv_dim + (size_t)g * hd + d), o);
+                acc[i] = acc[i] * fo + o * fc;
+            }
+        }
+        M = Mn;
     }
-    /* chunk max, fixed order: warp butterfly, then warps in order */
-    float m = warp_max(sc);
-    if ((tid & 31) == 0) red[tid >> 5] = m;
-    __syncthreads();
-    m = red[0];
-    for (int w = 1; w < ATT_THREADS / 32; w++) m = fmaxf(m, red[w]);
-    __syncthreads();
-    float p = tid < cnt ? expf(sc - m) : 0.f;
-    ps[tid] = p;
-    float l = warp_sum(p);
-    if ((tid & 31) == 0) red[tid >> 5] = l;
-    __syncthreads();
-    l = red[0];
-    for (int w = 1; w < ATT_THREADS / 32; w++) l += red[w];
     float *po = part_o + pidx * hd;
-    for (int d = tid; d < hd; d += ATT_THREADS) {
-        float acc = 0.f;
-        for (int i = 0; i < cnt; i++) acc = fmaf(ps[i], __ldg(vc + (size_t)slots[i] * kv_dim + (size_t)g * hd + d), acc);
-        po[d] = acc;
+#pragma unroll
+    for (int i = 0; i < ATT_MAX_HD / ATT_THREADS; i++) {
+        int d = tid + i * ATT_THREADS;
+        if (d < hd) po[d] = acc[i];
     }
     if (tid == 0) {
-        part_ml[pidx * 2] = m;
-        part_ml[pidx * 2 + 1] = l;
+        part_ml[pidx * 2] = M;
+        part_ml[pidx * 2 + 1] = L;
     }
 }
 
 __global__ void k_attn_merge(float *out, const float *part_o, const float *part_ml, const int32_t *pos, int nh, int hd,
-                             int S, int t_base) {
+                             int Z, int t_base) {
     int t = t_base + blockIdx.x, h = blockIdx.y;
-    int used = (pos[t] + ATT_CHUNK) / ATT_CHUNK; /* chunks holding keys */
-    size_t base = ((size_t)blockIdx.x * nh + h) * S;
+    int n_chunks = (pos[t] + ATT_CHUNK) / ATT_CHUNK;
+    int used = n_chunks < Z ? n_chunks : Z; /* blocks that saw keys */
+    size_t base = ((size_t)blockIdx.x * nh + h) * Z;
     float M = -INFINITY;
     for (int s = 0; s < used; s++) M = fmaxf(M, part_ml[(base + s) * 2]);
     float L = 0.f;
@@ -112,22 +130,35 @@ __global__ void k_attn_merge(float *out, const float *part_o, const float *part_
 static float *ws;
 static size_t ws_bytes;
 
+/* Z (blocks per head) from the KV capacity only: the work split of a token
+ * never depends on the batch, and graph replays see fixed launch shapes. */
+static int att_z(int kv_capacity) {
+    int z = (kv_capacity + ATT_CHUNK - 1) / ATT_CHUNK;
+    return z < 1 ? 1 : z > ATT_MAX_Z ? ATT_MAX_Z : z;
+}
+
 extern "C" void ks_cuda_attention(ks_stream s, float *out, const float *q, int q_stride, const float *kc,
                                   const float *vc, const int32_t *pos, const int32_t *seq, const int32_t *tables,
                                   int max_blocks, int block_size, int n, int n_heads, int n_kv_heads, int head_dim,
-                                  float scale, int max_pos) {
+                                  float scale, int kv_capacity) {
     if (n <= 0) return;
     if (head_dim > ATT_MAX_HD) {
         ks_cuda_fail("attention: head_dim > 256 not supported", cudaErrorInvalidValue, __FILE__, __LINE__);
         return;
     }
-    int S = (max_pos + ATT_CHUNK) / ATT_CHUNK;
-    size_t per_tok = (size_t)n_heads * S * ((size_t)head_dim + 2) * sizeof(float);
+    int Z = att_z(kv_capacity);
+    size_t per_tok = (size_t)n_heads * Z * ((size_t)head_dim + 2) * sizeof(float);
     int slice = (int)(ATT_WS_BYTES / per_tok);
     if (slice < 1) slice = 1;
     if (slice > n) slice = n;
     size_t need = per_tok * (size_t)slice;
     if (need > ws_bytes) {
+        cudaStreamCaptureStatus cs;
+        if (cudaStreamIsCapturing(s, &cs) == cudaSuccess && cs != cudaStreamCaptureStatusNone) {
+            ks_cuda_fail("attention: workspace must be sized before graph capture", cudaErrorStreamCaptureUnsupported,
+                         __FILE__, __LINE__);
+            return;
+        }
         if (ws) cudaFree(ws);
         ws = NULL;
         ws_bytes = 0;
@@ -135,15 +166,15 @@ extern "C" void ks_cuda_attention(ks_stream s, float *out, const float *q, int q
         if (!ws) return;
         ws_bytes = need;
     }
-    float *part_o = ws, *part_ml = ws + (size_t)slice * n_heads * S * head_dim;
+    float *part_o = ws, *part_ml = ws + (size_t)slice * n_heads * Z * head_dim;
     for (int t0 = 0; t0 < n; t0 += slice) {
         int nt = n - t0 < slice ? n - t0 : slice;
-        k_attn_chunk<<<dim3(nt, n_heads, S), ATT_THREADS, 0, s>>>(part_o, part_ml, q, q_stride, kc, vc, pos, seq, tables,
+        k_attn_chunk<<<dim3(nt, n_heads, Z), ATT_THREADS, 0, s>>>(part_o, part_ml, q, q_stride, kc, vc, pos, seq, tables,
                                                                   max_blocks, block_size, n_heads, n_kv_heads,
-                                                                  head_dim, scale, S, t0);
+                                                                  head_dim, scale, Z, t0);
         CUDA_CHECK_LAUNCH();
         k_attn_merge<<<dim3(nt, n_heads), head_dim < 128 ? 32 : 128, 0, s>>>(out, part_o, part_ml, pos, n_heads,
-                                                                             head_dim, S, t0);
+                                                                             head_dim, Z, t0);
         CUDA_CHECK_LAUNCH();
     }
 }

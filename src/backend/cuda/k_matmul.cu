@@ -1,6 +1,6 @@
 /* k_matmul.cu — out[t, r] = sum_k x[t, k] * W[r, k] (+ bias[r])
  *   W: (rows, k) bf16 / f16 / f32 row-major (the checkpoint's layout), x: (n, k) f32.
- * One warp per output row r. Lane l reads the 16-byte chunks l, l+32, ... of
+ * One warp per R output rows (R = 2 by default; loads of the rows interleaved). Lane l reads the 16-byte chunks l, l+32, ... of
  * the row (coalesced 512-byte warp loads), keeps one fp32 accumulator per
  * token and adds w*x in chunk order; a fixed xor-butterfly then sums the 32
  * lanes. Tokens are taken in groups of TT, re-reading the row (from L1/L2)
@@ -12,16 +12,104 @@
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
 
+#include <stdlib.h>
+
 #define MM_WARPS 8
 
-template <typename W, int MM_TT>
+/* 16 weight bytes, read-only path; HINT asks L2 to fetch the whole 256-byte
+ * sector group (the rest of the row is read right after). */
+template <int HINT>
+__device__ __forceinline__ uint4 ldw16(const void *p) {
+    uint4 u;
+    if (HINT)
+        asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
+                     : "=r"(u.x), "=r"(u.y), "=r"(u.z), "=r"(u.w)
+                     : "l"(p));
+    else
+        u = __ldg(reinterpret_cast<const uint4 *>(p));
+    return u;
+}
+
+__device__ __forceinline__ void unpack8(uint4 u, const __nv_bfloat16 *, float *f) {
+    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        f[2 * i] = __uint_as_float(w[i] << 16);
+        f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    }
+}
+__device__ __forceinline__ void unpack8(uint4 u, const __half *, float *f) {
+    const __half2 *h = reinterpret_cast<const __half2 *>(&u);
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        float2 v = __half22float2(h[i]);
+        f[2 * i] = v.x;
+        f[2 * i + 1] = v.y;
+    }
+}
+
+/* One warp computes R consecutive rows (their loads interleaved, R x more
+ * bytes in flight); each row's sum is formed exactly as with R = 1. */
+template <typename W, int MM_TT, int R, int HINT>
 __global__ void __launch_bounds__(MM_WARPS * 32)
 k_matmul(float *__restrict__ out, const float *__restrict__ x, const W *__restrict__ w,
          const float *__restrict__ bias, int n, int k, int rows) {
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int r0 = (blockIdx.x * MM_WARPS + warp) * R;
+    if (r0 >= rows) return;
+    for (int t0 = 0; t0 < n; t0 += MM_TT) {
+        int nt = n - t0 < MM_TT ? n - t0 : MM_TT;
+        float acc[R][MM_TT];
+#pragma unroll
+        for (int q = 0; q < R; q++)
+#pragma unroll
+            for (int t = 0; t < MM_TT; t++) acc[q][t] = 0.f;
+#pragma unroll 4
+        for (int kk = lane * 8; kk < k; kk += 256) {
+            uint4 wv[R];
+#pragma unroll
+            for (int q = 0; q < R; q++) {
+                int r = r0 + q < rows ? r0 + q : rows - 1;
+                wv[q] = ldw16<HINT>(w + (size_t)r * k + kk);
+            }
+#pragma unroll
+            for (int t = 0; t < MM_TT; t++) {
+                if (t < nt) {
+                    float xf[8];
+                    load8(x + (size_t)(t0 + t) * k + kk, xf);
+#pragma unroll
+                    for (int q = 0; q < R; q++) {
+                        float wf[8];
+                        unpack8(wv[q], w, wf);
+#pragma unroll
+                        for (int i = 0; i < 8; i++) acc[q][t] = fmaf(wf[i], xf[i], acc[q][t]);
+                    }
+                }
+            }
+        }
+#pragma unroll
+        for (int q = 0; q < R; q++) {
+            int r = r0 + q;
+#pragma unroll
+            for (int t = 0; t < MM_TT; t++) {
+                if (t < nt) {
+                    float v = warp_sum(acc[q][t]);
+                    if (lane == 0 && r < rows) out[(size_t)(t0 + t) * rows + r] = bias ? v + bias[r] : v;
+                }
+            }
+        }
+    }
+}
+
+/* f32 weights: two float4 per 8 elements, same chunk order */
+template <int MM_TT>
+__global__ void __launch_bounds__(MM_WARPS * 32)
+k_matmul_f32(float *__restrict__ out, const float *__restrict__ x, const float *__restrict__ w,
+             const float *__restrict__ bias, int n, int k, int rows) {
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int r = blockIdx.x * MM_WARPS + warp;
     if (r >= rows) return;
-    const W *wr = w + (size_t)r * k;
+    const float *wr = w + (size_t)r * k;
     for (int t0 = 0; t0 < n; t0 += MM_TT) {
         int nt = n - t0 < MM_TT ? n - t0 : MM_TT;
         float acc[MM_TT];
@@ -65,27 +153,54 @@ __global__ void k_matmul_scalar(float *out, const float *x, const W *w, const fl
     }
 }
 
+/* KESTREL_MM_VARIANT (tuning aid): rows per warp 1/2/4 without (0, 1, 2) or
+ * with (3, 4, 5) the L2 256-byte hint. Default 4 (2 rows, hint): on the H200
+ * it read 2.7-3.9 TB/s at Qwen3-8B shapes where 0 read 1.3-2.1 (BENCHMARKS.md). */
+static int mm_variant(void) {
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("KESTREL_MM_VARIANT");
+        v = e ? atoi(e) : 4;
+        if (v < 0 || v > 5) v = 4;
+    }
+    return v;
+}
+
+template <typename W, int R, int HINT>
+static void launch_vec(ks_stream s, float *out, const float *x, const W *w, const float *bias, int n, int k, int rows) {
+    int rows_per_block = MM_WARPS * R;
+    dim3 grid((rows + rows_per_block - 1) / rows_per_block), block(MM_WARPS * 32);
+    k_matmul<W, 8, R, HINT><<<grid, block, 0, s>>>(out, x, w, bias, n, k, rows);
+}
+
+template <typename W>
+static void launch_typed(ks_stream s, float *out, const float *x, const W *w, const float *bias, int n, int k,
+                         int rows) {
+    switch (mm_variant()) {
+    case 0: launch_vec<W, 1, 0>(s, out, x, w, bias, n, k, rows); break;
+    case 1: launch_vec<W, 2, 0>(s, out, x, w, bias, n, k, rows); break;
+    case 2: launch_vec<W, 4, 0>(s, out, x, w, bias, n, k, rows); break;
+    case 3: launch_vec<W, 1, 1>(s, out, x, w, bias, n, k, rows); break;
+    case 5: launch_vec<W, 4, 1>(s, out, x, w, bias, n, k, rows); break;
+    default: launch_vec<W, 2, 1>(s, out, x, w, bias, n, k, rows); break;
+    }
+}
+
 extern "C" void ks_cuda_matmul(ks_stream s, float *out, const float *x, const void *w, int wtype, const float *bias,
                                int n, int k, int rows) {
     if (n <= 0 || rows <= 0) return;
     dim3 grid((rows + MM_WARPS - 1) / MM_WARPS), block(MM_WARPS * 32);
     bool vec = k % 8 == 0;
-    switch (wtype) {
-    case 2:
-        if (vec && n <= 8) k_matmul<__nv_bfloat16, 8><<<grid, block, 0, s>>>(out, x, (const __nv_bfloat16 *)w, bias, n, k, rows);
-        else if (vec) k_matmul<__nv_bfloat16, 32><<<grid, block, 0, s>>>(out, x, (const __nv_bfloat16 *)w, bias, n, k, rows);
-        else k_matmul_scalar<__nv_bfloat16><<<grid, block, 0, s>>>(out, x, (const __nv_bfloat16 *)w, bias, n, k, rows);
-        break;
-    case 1:
-        if (vec && n <= 8) k_matmul<__half, 8><<<grid, block, 0, s>>>(out, x, (const __half *)w, bias, n, k, rows);
-        else if (vec) k_matmul<__half, 32><<<grid, block, 0, s>>>(out, x, (const __half *)w, bias, n, k, rows);
-        else k_matmul_scalar<__half><<<grid, block, 0, s>>>(out, x, (const __half *)w, bias, n, k, rows);
-        break;
-    default:
-        if (vec && n <= 8) k_matmul<float, 8><<<grid, block, 0, s>>>(out, x, (const float *)w, bias, n, k, rows);
-        else if (vec) k_matmul<float, 32><<<grid, block, 0, s>>>(out, x, (const float *)w, bias, n, k, rows);
+    if (!vec) {
+        if (wtype == 2) k_matmul_scalar<__nv_bfloat16><<<grid, block, 0, s>>>(out, x, (const __nv_bfloat16 *)w, bias, n, k, rows);
+        else if (wtype == 1) k_matmul_scalar<__half><<<grid, block, 0, s>>>(out, x, (const __half *)w, bias, n, k, rows);
         else k_matmul_scalar<float><<<grid, block, 0, s>>>(out, x, (const float *)w, bias, n, k, rows);
-        break;
+    } else if (wtype == 2) {
+        launch_typed<__nv_bfloat16>(s, out, x, (const __nv_bfloat16 *)w, bias, n, k, rows);
+    } else if (wtype == 1) {
+        launch_typed<__half>(s, out, x, (const __half *)w, bias, n, k, rows);
+    } else {
+        k_matmul_f32<8><<<grid, block, 0, s>>>(out, x, (const float *)w, bias, n, k, rows);
     }
     CUDA_CHECK_LAUNCH();
 }

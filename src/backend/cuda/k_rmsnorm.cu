@@ -1,12 +1,18 @@
 /* k_rmsnorm.cu — y = w * (x / sqrt(mean(x^2) + eps)) over rows of `dim`
  * floats: row (t, h) at in + t*in_stride + h*dim (h < n_heads; heads = 1 for
- * the hidden state, n_heads for Qwen3's per-head QK-norm). One warp per row;
- * the sum of squares is lane-strided then reduced by a fixed butterfly. */
+ * the hidden state, n_heads for Qwen3's per-head QK-norm).
+ * Short rows (dim < 1024: per-head norms): one warp per row. Long rows (the
+ * hidden state): one block of 256 threads per row, so the row is read by many
+ * loads in flight instead of one warp's sequential loop. In both, the sum of
+ * squares is strided per thread, reduced by a fixed butterfly, then (blocks)
+ * warps in order — the arithmetic depends only on dim, never on the batch. */
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
 
-__global__ void k_rmsnorm(float *out, int os, const float *in, int is, const float *w, int n, int nh, int dim,
-                          float eps) {
+#define RN_THREADS 256
+
+__global__ void k_rmsnorm_warp(float *out, int os, const float *in, int is, const float *w, int n, int nh, int dim,
+                               float eps) {
     int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= n * nh) return;
     int t = row / nh, h = row % nh;
@@ -20,9 +26,35 @@ __global__ void k_rmsnorm(float *out, int os, const float *in, int is, const flo
     for (int j = lane; j < dim; j += 32) y[j] = w[j] * (x[j] * inv);
 }
 
+__global__ void __launch_bounds__(RN_THREADS)
+k_rmsnorm_block(float *out, int os, const float *in, int is, const float *w, int nh, int dim, float eps) {
+    int row = blockIdx.x, t = row / nh, h = row % nh, tid = threadIdx.x;
+    const float *x = in + (size_t)t * is + (size_t)h * dim;
+    float *y = out + (size_t)t * os + (size_t)h * dim;
+    __shared__ float red[RN_THREADS / 32];
+    float ss = 0.f;
+#pragma unroll 4
+    for (int j = tid; j < dim; j += RN_THREADS) ss = fmaf(x[j], x[j], ss);
+    ss = warp_sum(ss);
+    if ((tid & 31) == 0) red[tid >> 5] = ss;
+    __syncthreads();
+    float tot = red[0];
+    for (int i = 1; i < RN_THREADS / 32; i++) tot += red[i];
+    float inv = 1.0f / sqrtf(tot / (float)dim + eps);
+#pragma unroll 4
+    for (int j = tid; j < dim; j += RN_THREADS) y[j] = w[j] * (x[j] * inv);
+}
+
 extern "C" void ks_cuda_rmsnorm(ks_stream s, float *out, int out_stride, const float *in, int in_stride,
                                 const float *w, int n, int n_heads, int dim, float eps) {
-    int rows = n * n_heads, wpb = 8;
-    k_rmsnorm<<<(rows + wpb - 1) / wpb, wpb * 32, 0, s>>>(out, out_stride, in, in_stride, w, n, n_heads, dim, eps);
+    int rows = n * n_heads;
+    if (rows <= 0) return;
+    if (dim >= 1024) {
+        k_rmsnorm_block<<<rows, RN_THREADS, 0, s>>>(out, out_stride, in, in_stride, w, n_heads, dim, eps);
+    } else {
+        int wpb = 8;
+        k_rmsnorm_warp<<<(rows + wpb - 1) / wpb, wpb * 32, 0, s>>>(out, out_stride, in, in_stride, w, n, n_heads, dim,
+                                                                  eps);
+    }
     CUDA_CHECK_LAUNCH();
 }
