@@ -21,6 +21,7 @@ void api_params_default(const app *a, engine_params *p, int max_tokens) {
     p->sp.min_p = g->min_p;
     p->sp.repetition_penalty = g->repetition_penalty;
     p->max_tokens = max_tokens;
+    p->spec = -1; /* the server's default; the gates decide per request */
     uint64_t seed;
     if (getrandom(&seed, sizeof seed, 0) != sizeof seed) seed = (uint64_t)time(NULL);
     p->seed = seed;

@@ -9,6 +9,7 @@
 #include "api/api_common.h"
 #include "api/api_parse.h"
 #include "api/openai.h"
+#include "base/err.h"
 
 typedef struct {
     char id[64];
@@ -109,8 +110,52 @@ static void on_piece(api_gen *g, const out_piece *pc, strbuf *out) {
 }
 
 static json_t *usage(const engine_event *ev) {
-    return json_pack("{s:i, s:i, s:i, s:{s:i}}", "prompt_tokens", ev->n_prompt, "completion_tokens", ev->n_gen,
-                     "total_tokens", ev->n_prompt + ev->n_gen, "prompt_tokens_details", "cached_tokens", 0);
+    return json_pack("{s:i, s:i, s:i, s:{s:i}, s:{s:i, s:i, s:i}}", "prompt_tokens", ev->n_prompt,
+                     "completion_tokens", ev->n_gen, "total_tokens", ev->n_prompt + ev->n_gen,
+                     "prompt_tokens_details", "cached_tokens", 0, "completion_tokens_details", "reasoning_tokens", 0,
+                     "accepted_prediction_tokens", ev->n_accepted, "rejected_prediction_tokens",
+                     ev->n_drafted - ev->n_accepted);
+}
+
+/* prediction: {"type": "content", "content": string | [{"type": "text", "text"}]}
+ * -> token ids (a draft source). 0 absent, 1 ok, -1 bad (e filled). */
+static int parse_prediction(app *a, json_t *body, int32_t **ids, int *n, api_err *e) {
+    json_t *pr = json_object_get(body, "prediction");
+    if (!pr || json_is_null(pr)) return 0;
+    const char *type = json_string_value(json_object_get(pr, "type"));
+    json_t *c = json_object_get(pr, "content");
+    e->param = "prediction";
+    if (!json_is_object(pr) || !type || strcmp(type, "content")) {
+        snprintf(e->msg, sizeof e->msg, "'prediction' must be {\"type\": \"content\", \"content\": ...}");
+        return -1;
+    }
+    strbuf t = {0};
+    if (json_is_string(c)) {
+        sb_append(&t, json_string_value(c), json_string_length(c));
+    } else if (json_is_array(c)) {
+        size_t i;
+        json_t *part;
+        json_array_foreach(c, i, part) {
+            const char *pt = json_string_value(json_object_get(part, "type"));
+            json_t *txt = json_object_get(part, "text");
+            if (!pt || strcmp(pt, "text") || !json_is_string(txt)) {
+                snprintf(e->msg, sizeof e->msg, "'prediction.content[%zu]': only text parts are supported", i);
+                sb_free(&t);
+                return -1;
+            }
+            sb_append(&t, json_string_value(txt), json_string_length(txt));
+        }
+    } else {
+        snprintf(e->msg, sizeof e->msg, "'prediction.content' must be a string or an array of text parts");
+        return -1;
+    }
+    int rc = t.len ? tok_encode(a->tok, t.s, t.len, false, ids, n) : 0;
+    sb_free(&t);
+    if (rc) {
+        snprintf(e->msg, sizeof e->msg, "'prediction.content': %s", err_msg());
+        return -1;
+    }
+    return 1;
 }
 
 static void on_done(api_gen *g, const engine_event *ev, strbuf *out) {
@@ -275,8 +320,8 @@ int openai_check_tools(json_t *tools, api_err *e) {
 void openai_chat_completions(app *a, const http_req *req, http_resp *resp) {
     api_err e = {{0}, NULL};
     json_t *body = api_parse_body(req->body, req->body_len, &e), *msgs = NULL;
-    int32_t *ids = NULL;
-    int n = 0;
+    int32_t *ids = NULL, *pred = NULL;
+    int n = 0, n_pred = 0;
     if (!body) goto bad;
     const char *model_name = NULL;
     if (api_get_str(body, "model", &model_name, &e) < 0) goto bad;
@@ -320,6 +365,9 @@ void openai_chat_completions(app *a, const http_req *req, http_resp *resp) {
             goto bad;
         }
     }
+    if (parse_prediction(a, body, &pred, &n_pred, &e) < 0) goto bad;
+    p.prediction = pred;
+    p.n_prediction = n_pred;
     json_t *extra = json_object();
     json_t *ctk = json_object_get(body, "chat_template_kwargs");
     if (json_is_object(ctk)) json_object_update(extra, ctk);
@@ -376,6 +424,7 @@ bad:
     http_error(resp, API_OPENAI, 400, "invalid_request_error", e.param, "%s", e.msg);
 out:
     free(ids);
+    free(pred);
     json_decref(msgs);
     json_decref(body);
 }

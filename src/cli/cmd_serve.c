@@ -32,6 +32,11 @@ static void serve_usage(FILE *f) {
             "  --max-concurrent N     sequences decoded together (default 4 on the CPU backend)\n"
             "  --prefill-chunk N      prompt tokens per scheduler step (default 512 on the CPU backend)\n"
             "  --threads N            CPU threads (default: all cores)\n"
+            "  --pld / --no-pld       prompt lookup decoding (speculative, exact; default on)\n"
+            "  --pld-key-len N        n-gram length looked up (default 3)\n"
+            "  --pld-draft-len N      draft tokens per verify step (default 5, at most 16)\n"
+            "  --pld-min-repetition X prompt gate: 3-gram repetition score below which a request\n"
+            "                         runs without speculation (default 0.05; 0 = always draft)\n"
             "  --device D             cpu, cuda or cuda:N (default: cuda when a GPU is present)\n"
             "  --max-body BYTES       request body limit (default 16 MiB)\n"
             "  --served-model-name S  model id reported by the APIs (default: the directory name)\n");
@@ -63,7 +68,9 @@ static char *dir_basename(const char *dir) {
 
 int cmd_serve(int argc, char **argv) {
     const char *dir = NULL, *host = "127.0.0.1", *api_key = NULL, *name = NULL, *device = "auto";
-    long port = 8080, ctx = 0, conc = 4, chunk = 512, threads = 0, max_body = 16 << 20;
+    long port = 8080, ctx = 0, conc = 4, chunk = 512, threads = 0, max_body = 16 << 20, pld = 1, key_len = 3,
+         draft_len = 5;
+    double min_rep = -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { serve_usage(stdout); return 0; }
@@ -76,6 +83,19 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--threads") || !strcmp(a, "-t")) { if (parse_long(a, v, 1, 1024, &threads)) return 2; i++; }
         else if (!strcmp(a, "--max-body")) { if (parse_long(a, v, 1024, 1L << 30, &max_body)) return 2; i++; }
         else if (!strcmp(a, "--device")) { if (!v) goto missing; device = v; i++; }
+        else if (!strcmp(a, "--pld")) pld = 1;
+        else if (!strcmp(a, "--no-pld")) pld = 0;
+        else if (!strcmp(a, "--pld-key-len")) { if (parse_long(a, v, 1, 8, &key_len)) return 2; i++; }
+        else if (!strcmp(a, "--pld-draft-len")) { if (parse_long(a, v, 1, ENGINE_MAX_DRAFT, &draft_len)) return 2; i++; }
+        else if (!strcmp(a, "--pld-min-repetition")) {
+            char *end;
+            min_rep = v ? strtod(v, &end) : -1;
+            if (!v || *end || !(min_rep >= 0 && min_rep <= 1)) {
+                fprintf(stderr, "kestrel serve: --pld-min-repetition: expected a number in [0, 1]\n");
+                return 2;
+            }
+            i++;
+        }
         else if (!strcmp(a, "--served-model-name")) { if (!v) goto missing; name = v; i++; }
         else if (a[0] == '-') { fprintf(stderr, "kestrel serve: unknown option '%s'\n", a); return 2; }
         else if (!dir) dir = a;
@@ -109,7 +129,9 @@ int cmd_serve(int argc, char **argv) {
         ctx = a.m->cfg.max_position_embeddings > 0 ? a.m->cfg.max_position_embeddings : 8192;
         if (ctx > 8192) ctx = 8192;
     }
-    engine_config ec = {.max_concurrent = (int)conc, .prefill_chunk = (int)chunk, .ctx_size = (int)ctx};
+    engine_config ec = {.max_concurrent = (int)conc, .prefill_chunk = (int)chunk, .ctx_size = (int)ctx,
+                        .pld = pld != 0, .pld_key_len = (int)key_len, .pld_draft_len = (int)draft_len,
+                        .spec_min_repetition = min_rep};
     if ((rc = engine_start(&a.eng, a.m, tk, &ec))) goto fail;
     base = dir_basename(dir);
     a.model_name = name ? name : base;

@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "base/err.h"
+#include "spec/pld.h"
 
 struct engine_req {
     atomic_int refs;
@@ -28,6 +29,7 @@ struct engine_req {
     int n_prompt;
     engine_params p;
     char *stop_copy[ENGINE_MAX_STOP];
+    int32_t *prediction;    /* owned copy of p.prediction */
     double t_submit;
     /* event queue, guarded by mu */
     pthread_mutex_t mu;
@@ -51,6 +53,11 @@ typedef struct {
     double t_first;
     long long admit_order;
     bool stop_hit;          /* a stop string ended it: pend is final */
+    /* speculation */
+    bool spec;              /* drafting on for this sequence (gates may turn it off) */
+    int32_t draft[ENGINE_MAX_DRAFT];
+    int n_draft;            /* drafts fed in the current step */
+    int n_drafted, n_accepted, n_verify;
 } seq_state;
 
 struct engine {
@@ -77,6 +84,8 @@ struct engine {
     float *raw;             /* vocab scratch for logprobs */
     /* stats */
     atomic_llong done, prompt_tokens, gen_tokens, preemptions;
+    atomic_llong spec_drafted, spec_accepted, spec_verify, gate_prompt_off, gate_runtime_off;
+    double verify_ratio;    /* measured cost of a (draft_len + 1)-token step over a 1-token step */
     atomic_int stat_active;
     atomic_int stat_kv_free;
 };
@@ -93,6 +102,7 @@ static void req_free(engine_req *r) {
     for (int i = 0; i < r->ev_n; i++) engine_event_clear(&r->evs[(r->ev_head + i) % r->ev_cap]);
     free(r->evs);
     for (int i = 0; i < ENGINE_MAX_STOP; i++) free(r->stop_copy[i]);
+    free(r->prediction);
     free(r->prompt);
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->cv);
@@ -210,6 +220,20 @@ engine_req *engine_submit(engine *e, const int32_t *prompt, int n_prompt, const 
         ns++;
     }
     r->p.n_stop = ns;
+    r->p.prediction = NULL;
+    if (p->prediction && p->n_prediction > 0) {
+        for (int i = 0; i < p->n_prediction; i++)
+            if (p->prediction[i] < 0 || p->prediction[i] >= V) {
+                req_free(r);
+                err_set(KS_EINVAL, "prediction token %d (id %d) is outside the vocabulary", i, p->prediction[i]);
+                return NULL;
+            }
+        if (!(r->prediction = malloc((size_t)p->n_prediction * sizeof *r->prediction))) goto oom;
+        memcpy(r->prediction, p->prediction, (size_t)p->n_prediction * sizeof *r->prediction);
+        r->p.prediction = r->prediction;
+    } else {
+        r->p.n_prediction = 0;
+    }
     r->t_submit = now_s();
     pthread_mutex_lock(&e->mu);
     if (e->wait_tail) e->wait_tail->next = r;
@@ -257,6 +281,11 @@ static seq_state *seq_new(engine *e, engine_req *r) {
     memcpy(s->ctx, r->prompt, (size_t)r->n_prompt * sizeof *s->ctx);
     s->n_ctx = r->n_prompt;
     sample_rng_seed(&s->rng, r->p.seed);
+    s->spec = r->p.spec < 0 ? e->cfg.pld : r->p.spec > 0;
+    if (s->spec && !r->p.n_prediction && pld_repetition_score(r->prompt, r->n_prompt) < e->cfg.spec_min_repetition) {
+        s->spec = false; /* novel prompt: drafts would rarely be accepted */
+        atomic_fetch_add(&e->gate_prompt_off, 1);
+    }
     return s;
 }
 
@@ -332,6 +361,8 @@ static void finish_seq(engine *e, seq_state *s, engine_finish why) {
     ev.n_gen = s->n_gen;
     ev.t_first_token = s->t_first > 0 ? s->t_first - s->r->t_submit : 0;
     ev.t_total = now_s() - s->r->t_submit;
+    ev.n_drafted = s->n_drafted;
+    ev.n_accepted = s->n_accepted;
     push_event(s->r, &ev);
     atomic_fetch_add(&e->done, 1);
     atomic_fetch_add(&e->prompt_tokens, s->r->n_prompt);
@@ -361,24 +392,23 @@ static void fill_logprobs(engine *e, const float *logits, int tok, engine_event 
     }
 }
 
-/* Samples from this sequence's logits row; returns 1 when it finished. */
-static int seq_sample(engine *e, seq_state *s, float *logits) {
+/* Appends a chosen token: events, stop strings, limits. `raw` is the row's
+ * logits before processing (for logprobs). Returns 1 when the sequence
+ * finished. */
+static int seq_commit(engine *e, seq_state *s, int tok, const float *raw) {
     engine_req *r = s->r;
-    engine_event ev = {0};
-    ev.type = ENGINE_EV_TOKEN;
-    if (r->p.logprobs || r->p.top_logprobs > 0) memcpy(e->raw, logits, (size_t)e->m->cfg.vocab_size * sizeof(float));
-    sample_apply_penalties(s->smp, &r->p.sp, logits, s->ctx, s->n_ctx, r->n_prompt);
-    int tok = sample_choose(s->smp, &r->p.sp, logits, &s->rng);
     if (s->n_gen == 0) s->t_first = now_s();
     for (int i = 0; i < r->p.n_eos; i++)
         if (tok == r->p.eos[i]) {
             finish_seq(e, s, ENGINE_FINISH_STOP);
             return 1;
         }
+    engine_event ev = {0};
+    ev.type = ENGINE_EV_TOKEN;
     s->ctx[s->n_ctx++] = tok;
     s->n_gen++;
     ev.token = tok;
-    if (r->p.logprobs || r->p.top_logprobs > 0) fill_logprobs(e, e->raw, tok, &ev, r->p.top_logprobs);
+    if (r->p.logprobs || r->p.top_logprobs > 0) fill_logprobs(e, raw, tok, &ev, r->p.top_logprobs);
     size_t len;
     const char *t = tok_stream_push(s->ts, tok, &len);
     if (t && len) pend_append(s, t, len);
@@ -393,6 +423,71 @@ static int seq_sample(engine *e, seq_state *s, float *logits) {
     }
     if (s->n_gen >= r->p.max_tokens) { finish_seq(e, s, ENGINE_FINISH_LENGTH); return 1; }
     if (s->n_ctx >= e->cfg.ctx_size || s->n_ctx >= s->cap) { finish_seq(e, s, ENGINE_FINISH_CONTEXT); return 1; }
+    return 0;
+}
+
+/* Chooses the token for one logits row. With a draft token d (or -1): at
+ * temperature 0 the greedy token (the caller compares it with d); above it
+ * the Leviathan/Chen rule for a one-token draft distribution q = 1{d}:
+ * accept d with probability p(d), else draw from p with d removed. Either way
+ * the token follows the target's distribution exactly. */
+static int seq_choose(engine *e, seq_state *s, float *row, int d) {
+    const sample_params *sp = &s->r->p.sp;
+    sample_apply_penalties(s->smp, sp, row, s->ctx, s->n_ctx, s->r->n_prompt);
+    if (sp->temperature <= 0.0f) return sample_argmax(row, e->m->cfg.vocab_size);
+    const int32_t *ids;
+    const float *probs;
+    int n = sample_dist(s->smp, sp, row, &ids, &probs);
+    return d >= 0 ? sample_spec_accept(ids, probs, n, d, &s->rng) : sample_draw(ids, probs, n, -1, &s->rng);
+}
+
+/* Plain step: one row. Returns 1 when the sequence finished. */
+static int seq_sample(engine *e, seq_state *s, float *logits) {
+    engine_req *r = s->r;
+    if (r->p.logprobs || r->p.top_logprobs > 0) memcpy(e->raw, logits, (size_t)e->m->cfg.vocab_size * sizeof(float));
+    int tok = seq_choose(e, s, logits, -1);
+    return seq_commit(e, s, tok, e->raw);
+}
+
+/* Verify step: rows for [last token, d1..dk]; accepts the drafts the target
+ * agrees with, commits them and the target's own next token, drops the KV of
+ * rejected positions. Returns 1 when the sequence finished. */
+static int seq_verify(engine *e, seq_state *s, float *rows, int n_cached_before) {
+    int V = e->m->cfg.vocab_size, k = s->n_draft, accepted = 0;
+    engine_req *r = s->r;
+    /* counted before committing: a commit may finish the sequence (its DONE
+     * event reports these counts) */
+    s->n_drafted += k;
+    atomic_fetch_add(&e->spec_drafted, k);
+    for (int i = 0; i <= k; i++) {
+        float *row = rows + (size_t)i * V;
+        if (r->p.logprobs || r->p.top_logprobs > 0) memcpy(e->raw, row, (size_t)V * sizeof(float));
+        int d = i < k ? s->draft[i] : -1;
+        int tok = seq_choose(e, s, row, d);
+        bool hit = d >= 0 && tok == d;
+        if (hit) {
+            accepted++;
+            s->n_accepted++;
+            atomic_fetch_add(&e->spec_accepted, 1);
+        }
+        if (seq_commit(e, s, tok, e->raw)) return 1;
+        if (!hit) break;
+    }
+    s->n_verify++;
+    atomic_fetch_add(&e->spec_verify, 1);
+    /* KV holds [.. last token, d1..dk]; keep the last token and the accepted drafts */
+    s->n_cached = n_cached_before + 1 + accepted;
+    kv_seq_truncate(&e->kv, &s->kv, s->n_cached);
+    s->kv.n_tokens = s->n_cached;
+    /* runtime gate: after 8 verify steps, stop drafting when a verify step
+     * yields fewer tokens than it costs in plain decode steps (sticky) */
+    if (s->n_verify >= 8) {
+        double tokens_per_step = 1.0 + (double)s->n_accepted / s->n_verify;
+        if (tokens_per_step < e->verify_ratio) {
+            s->spec = false;
+            atomic_fetch_add(&e->gate_runtime_off, 1);
+        }
+    }
     return 0;
 }
 
@@ -488,23 +583,44 @@ static int step(engine *e) {
         atomic_store(&e->stat_kv_free, kv_free_blocks(&e->kv));
         return 0;
     }
-    /* reserve KV: decode tokens first (in admission order), then prefill */
-    int budget = e->cfg.prefill_chunk;
-    int feed[e->cfg.max_concurrent];
-    for (int i = 0; i < e->n_active; i++) {
+    /* plan: every decoding sequence feeds its last token (plus its drafts when
+     * speculating); prefilling ones share the prefill budget */
+    int budget = e->cfg.prefill_chunk, na = e->n_active;
+    int feed[na];
+    for (int i = 0; i < na; i++) {
         seq_state *s = e->active[i];
         int want = s->n_ctx - s->n_cached;
+        s->n_draft = 0;
         if (want > 1) {
             want = want < budget ? want : budget;
             if (want < 1) want = 0;
+            budget -= want;
+        } else if (want == 1 && s->spec) {
+            int room = s->r->p.max_tokens - s->n_gen - 1; /* the bonus token counts too */
+            int ctx_room = (e->cfg.ctx_size < s->cap ? e->cfg.ctx_size : s->cap) - s->n_ctx - 1;
+            int k = e->cfg.pld_draft_len;
+            if (room < k) k = room;
+            if (ctx_room < k) k = ctx_room;
+            if (k > 0)
+                s->n_draft = pld_propose(s->ctx, s->n_ctx, s->n_gen, s->r->p.prediction, s->r->p.n_prediction,
+                                         e->cfg.pld_key_len, k, s->draft);
+            if (s->n_draft < 0) { /* the proposer failed: plain decoding from here on */
+                s->n_draft = 0;
+                s->spec = false;
+            }
+            want += s->n_draft;
         }
         feed[i] = want;
-        if (want > 1) budget -= want;
     }
-    for (int i = 0; i < e->n_active; i++) {
+    for (int i = 0; i < na; i++) {
         if (!feed[i]) continue;
         seq_state *s = e->active[i];
         while (kv_seq_reserve(&e->kv, &s->kv, s->n_cached + feed[i]) != 0) {
+            if (s->n_draft) { /* no room for drafts: plain decode this step */
+                feed[i] -= s->n_draft;
+                s->n_draft = 0;
+                continue;
+            }
             if (e->n_active == 1) { /* alone and still no room: the pool is smaller than its context */
                 finish_seq(e, s, ENGINE_FINISH_CONTEXT);
                 remove_active(e, 0);
@@ -516,22 +632,25 @@ static int step(engine *e) {
         }
     }
     int n = 0, n_rows = 0;
-    for (int i = 0; i < e->n_active; i++) n += feed[i];
+    for (int i = 0; i < na; i++) n += feed[i];
+    if (n == 0) return 1;
     if (ensure_batch(e, n) != 0) return 1;
-    kv_seq *seqs[e->cfg.max_concurrent];
-    int row_seq[e->cfg.max_concurrent];
-    for (int i = 0, t = 0; i < e->n_active; i++) {
+    kv_seq *seqs[na];
+    int first_row[na], rows_of[na];
+    for (int i = 0, t = 0; i < na; i++) {
         seq_state *s = e->active[i];
         seqs[i] = &s->kv;
+        first_row[i] = n_rows;
+        rows_of[i] = 0;
         for (int j = 0; j < feed[i]; j++, t++) {
-            e->b_tok[t] = s->ctx[s->n_cached + j];
-            e->b_pos[t] = s->n_cached + j;
+            int p = s->n_cached + j;
+            e->b_tok[t] = p < s->n_ctx ? s->ctx[p] : s->draft[p - s->n_ctx];
+            e->b_pos[t] = p;
             e->b_seq[t] = i;
+            if (s->n_draft && j >= feed[i] - 1 - s->n_draft) e->b_rows[n_rows++] = t; /* every verified position */
         }
-        if (feed[i] && s->n_cached + feed[i] == s->n_ctx) {
-            e->b_rows[n_rows] = t - 1;
-            row_seq[n_rows++] = i;
-        }
+        if (!s->n_draft && feed[i] && s->n_cached + feed[i] == s->n_ctx) e->b_rows[n_rows++] = t - 1;
+        rows_of[i] = n_rows - first_row[i];
     }
     if (n_rows > e->logits_rows) {
         float *l = realloc(e->logits, (size_t)n_rows * e->m->cfg.vocab_size * sizeof(float));
@@ -539,26 +658,30 @@ static int step(engine *e) {
         e->logits = l;
         e->logits_rows = n_rows;
     }
-    if (n == 0) return 1;
-    model_batch b = {n, e->b_tok, e->b_pos, e->b_seq, e->n_active, seqs, n_rows, e->b_rows};
+    model_batch b = {n, e->b_tok, e->b_pos, e->b_seq, na, seqs, n_rows, e->b_rows};
     if (model_forward(e->m, &e->kv, &b, e->logits) != 0) {
         const char *msg = err_msg();
-        for (int i = e->n_active - 1; i >= 0; i--) {
+        for (int i = na - 1; i >= 0; i--) {
             push_error(e->active[i]->r, msg);
             seq_free(e, e->active[i]);
         }
         e->n_active = 0;
         return 1;
     }
-    for (int i = 0; i < e->n_active; i++) {
-        e->active[i]->n_cached += feed[i];
-        e->active[i]->kv.n_tokens = e->active[i]->n_cached;
-    }
-    int done[e->cfg.max_concurrent];
+    int done[na];
     memset(done, 0, sizeof done);
-    for (int k = 0; k < n_rows; k++)
-        done[row_seq[k]] = seq_sample(e, e->active[row_seq[k]], e->logits + (size_t)k * e->m->cfg.vocab_size);
-    for (int i = e->n_active - 1; i >= 0; i--)
+    for (int i = 0; i < na; i++) {
+        seq_state *s = e->active[i];
+        float *rows = e->logits + (size_t)first_row[i] * e->m->cfg.vocab_size;
+        if (s->n_draft) {
+            done[i] = seq_verify(e, s, rows, s->n_cached);
+            continue;
+        }
+        s->n_cached += feed[i];
+        s->kv.n_tokens = s->n_cached;
+        if (rows_of[i]) done[i] = seq_sample(e, s, rows);
+    }
+    for (int i = na - 1; i >= 0; i--)
         if (done[i]) {
             seq_state *s = e->active[i];
             remove_active(e, i);
@@ -567,6 +690,34 @@ static int step(engine *e) {
     atomic_store(&e->stat_active, e->n_active);
     atomic_store(&e->stat_kv_free, kv_free_blocks(&e->kv));
     return 1;
+}
+
+/* Cost of a verify step of draft_len + 1 tokens relative to a 1-token decode
+ * step on this backend and model (best of 3 after a warm-up, on a scratch
+ * sequence): the runtime gate's break-even. */
+static double measure_verify_ratio(engine *e) {
+    int k1 = e->cfg.pld_draft_len + 1;
+    kv_seq s = {0};
+    if (kv_seq_reserve(&e->kv, &s, k1 + 1) != 0) return 1.5;
+    int32_t tok[ENGINE_MAX_DRAFT + 1] = {0}, pos[ENGINE_MAX_DRAFT + 1], seq[ENGINE_MAX_DRAFT + 1] = {0};
+    int32_t rows[ENGINE_MAX_DRAFT + 1];
+    for (int i = 0; i < k1; i++) pos[i] = rows[i] = i;
+    float *logits = malloc((size_t)k1 * e->m->cfg.vocab_size * sizeof(float));
+    kv_seq *seqs[1] = {&s};
+    double best[2] = {1e9, 1e9};
+    for (int rep = 0; rep < 4 && logits; rep++)
+        for (int v = 0; v < 2; v++) {
+            int n = v ? k1 : 1;
+            model_batch b = {n, tok, pos, seq, 1, seqs, n, rows};
+            double t0 = now_s();
+            if (model_forward(e->m, &e->kv, &b, logits) != 0) break;
+            double dt = now_s() - t0;
+            if (rep > 0 && dt < best[v]) best[v] = dt;
+        }
+    free(logits);
+    kv_seq_release(&e->kv, &s);
+    double r = best[0] < 1e9 && best[1] < 1e9 && best[0] > 0 ? best[1] / best[0] : 1.5;
+    return r < 1.0 ? 1.0 : r;
 }
 
 static void *engine_main(void *v) {
@@ -593,8 +744,13 @@ int engine_start(engine **out, model *m, const tokenizer *tok, const engine_conf
     if (e->cfg.prefill_chunk < 16) e->cfg.prefill_chunk = 16;
     if (e->cfg.ctx_size < 16) e->cfg.ctx_size = 16;
     if (e->cfg.kv_tokens <= 0) e->cfg.kv_tokens = e->cfg.ctx_size * e->cfg.max_concurrent;
+    if (e->cfg.pld_key_len < 1) e->cfg.pld_key_len = 3;
+    if (e->cfg.pld_draft_len < 1) e->cfg.pld_draft_len = 5;
+    if (e->cfg.pld_draft_len > ENGINE_MAX_DRAFT) e->cfg.pld_draft_len = ENGINE_MAX_DRAFT;
+    if (e->cfg.spec_min_repetition < 0) e->cfg.spec_min_repetition = ENGINE_DEFAULT_MIN_REPETITION;
     int rc = model_kv_init(m, &e->kv, e->cfg.kv_tokens);
     if (rc) { free(e); return rc; }
+    e->verify_ratio = measure_verify_ratio(e);
     e->active = calloc((size_t)e->cfg.max_concurrent, sizeof *e->active);
     e->preempted = calloc((size_t)e->cfg.max_concurrent, sizeof *e->preempted);
     e->raw = malloc((size_t)m->cfg.vocab_size * sizeof(float));
@@ -656,4 +812,10 @@ void engine_get_stats(engine *e, engine_stats *s) {
     s->prompt_tokens = atomic_load(&e->prompt_tokens);
     s->generated_tokens = atomic_load(&e->gen_tokens);
     s->preemptions = atomic_load(&e->preemptions);
+    s->spec_drafted = atomic_load(&e->spec_drafted);
+    s->spec_accepted = atomic_load(&e->spec_accepted);
+    s->spec_verify_steps = atomic_load(&e->spec_verify);
+    s->gate_prompt_off = atomic_load(&e->gate_prompt_off);
+    s->gate_runtime_off = atomic_load(&e->gate_runtime_off);
+    s->verify_cost_ratio = e->verify_ratio;
 }

@@ -38,6 +38,9 @@ typedef struct {
     int n_stop;
     bool logprobs;                 /* per-token logprob of the chosen token */
     int top_logprobs;              /* 0..ENGINE_MAX_TOP_LOGPROBS alternatives */
+    int spec;                      /* speculation: -1 server default, 0 off, 1 on (gates still apply) */
+    const int32_t *prediction;     /* draft source (OpenAI predicted outputs); copied at submit */
+    int n_prediction;
 } engine_params;
 
 typedef enum {
@@ -66,6 +69,8 @@ typedef struct {
     int n_prompt, n_gen;     /* DONE: usage */
     double t_first_token;    /* DONE: seconds from submit to first token */
     double t_total;          /* DONE: seconds from submit to the end */
+    int n_drafted;           /* DONE: draft tokens verified (PLD / prediction) */
+    int n_accepted;          /* DONE: of which accepted */
 } engine_event;
 
 typedef struct {
@@ -73,7 +78,16 @@ typedef struct {
     int prefill_chunk;       /* prompt tokens per step */
     int ctx_size;            /* most tokens (prompt + output) of one sequence */
     int kv_tokens;           /* KV pool size in tokens (0: ctx_size * max_concurrent) */
+    bool pld;                /* prompt lookup decoding on by default */
+    int pld_key_len;         /* n-gram length looked up (default 3) */
+    int pld_draft_len;       /* draft tokens per verify step (default 5, at most ENGINE_MAX_DRAFT) */
+    double spec_min_repetition; /* prompt gate: 3-gram repetition score below which a request
+                                   runs without speculation (< 0: default) */
 } engine_config;
+
+#define ENGINE_MAX_DRAFT 16
+/* Prompt gate default: see BENCHMARKS.md (speculation) for the calibration. */
+#define ENGINE_DEFAULT_MIN_REPETITION 0.05
 
 typedef struct engine engine;
 typedef struct engine_req engine_req;
@@ -99,6 +113,9 @@ typedef struct {
     int queued, active;
     int kv_blocks_free, kv_blocks_total;
     long long requests_done, prompt_tokens, generated_tokens, preemptions;
+    long long spec_drafted, spec_accepted, spec_verify_steps;
+    long long gate_prompt_off, gate_runtime_off; /* requests the gates turned speculation off for */
+    double verify_cost_ratio;                    /* measured cost of a k+1-token step / 1-token step */
 } engine_stats;
 void engine_get_stats(engine *e, engine_stats *s);
 

@@ -125,9 +125,8 @@ static void heap_down(int32_t *h, int n, int i, const float *l) {
     }
 }
 
-int sample_choose(sampler *s, const sample_params *p, float *logits, sample_rng *rng) {
+int sample_dist(sampler *s, const sample_params *p, float *logits, const int32_t **ids, const float **probs) {
     int V = s->vocab;
-    if (p->temperature <= 0.0f) return sample_argmax(logits, V);
     float inv_t = 1.0f / p->temperature;
     int n = 0;
     for (int i = 0; i < V; i++) {
@@ -135,7 +134,13 @@ int sample_choose(sampler *s, const sample_params *p, float *logits, sample_rng 
         logits[i] *= inv_t;
         s->heap[n++] = i;
     }
-    if (n == 0) return sample_argmax(logits, V);
+    if (n == 0) { /* nothing finite: the argmax as a point mass */
+        s->kept[0] = sample_argmax(logits, V);
+        s->prob[0] = 1.0f;
+        *ids = s->kept;
+        *probs = s->prob;
+        return 1;
+    }
     for (int i = n / 2 - 1; i >= 0; i--) heap_down(s->heap, n, i, logits);
     int limit = p->top_k > 0 && p->top_k < n ? p->top_k : n;
     /* softmax normaliser over all candidates (top-p is relative to them) */
@@ -181,10 +186,40 @@ int sample_choose(sampler *s, const sample_params *p, float *logits, sample_rng 
     }
     double tot = 0;
     for (int i = 0; i < kept; i++) tot += s->prob[i];
+    for (int i = 0; i < kept; i++) s->prob[i] = (float)(s->prob[i] / tot);
+    *ids = s->kept;
+    *probs = s->prob;
+    return kept;
+}
+
+int sample_draw(const int32_t *ids, const float *probs, int n, int exclude, sample_rng *rng) {
+    double tot = 0;
+    for (int i = 0; i < n; i++)
+        if (ids[i] != exclude) tot += probs[i];
+    if (tot <= 0) return ids[0];
     double u = sample_rng_uniform(rng) * tot, acc = 0;
-    for (int i = 0; i < kept; i++) {
-        acc += s->prob[i];
-        if (u < acc) return s->kept[i];
+    int last = -1;
+    for (int i = 0; i < n; i++) {
+        if (ids[i] == exclude) continue;
+        acc += probs[i];
+        last = i;
+        if (u < acc) return ids[i];
     }
-    return s->kept[kept - 1];
+    return ids[last];
+}
+
+int sample_choose(sampler *s, const sample_params *p, float *logits, sample_rng *rng) {
+    if (p->temperature <= 0.0f) return sample_argmax(logits, s->vocab);
+    const int32_t *ids;
+    const float *probs;
+    int n = sample_dist(s, p, logits, &ids, &probs);
+    return sample_draw(ids, probs, n, -1, rng);
+}
+
+int sample_spec_accept(const int32_t *ids, const float *probs, int n, int d, sample_rng *rng) {
+    float pd = 0.f;
+    for (int i = 0; i < n; i++)
+        if (ids[i] == d) pd = probs[i];
+    if (pd > 0.f && sample_rng_uniform(rng) < pd) return d;
+    return sample_draw(ids, probs, n, d, rng);
 }

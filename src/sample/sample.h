@@ -36,6 +36,20 @@ void sampler_free(sampler *s);
  * of which ctx[n_prompt..] are generated tokens. */
 void sample_apply_penalties(sampler *s, const sample_params *p, float *logits, const int32_t *ctx,
                             int n_ctx, int n_prompt);
+/* The final sampling distribution of (penalised) logits at temperature > 0:
+ * kept ids in descending probability and their probabilities (summing to 1),
+ * after temperature, top-k, top-p and min-p. The arrays belong to the
+ * sampler (valid until its next use); logits are clobbered. */
+int sample_dist(sampler *s, const sample_params *p, float *logits, const int32_t **ids, const float **probs);
+/* Draws from (ids, probs); `exclude` (or -1) is left out and the rest
+ * renormalised — the residual of the speculative rejection rule for a
+ * one-token draft distribution. */
+int sample_draw(const int32_t *ids, const float *probs, int n, int exclude, sample_rng *rng);
+/* Speculative rejection rule (Leviathan/Chen) for a draft token d proposed
+ * with q = 1{d} (deterministic drafters: PLD, predictions): accept d with
+ * probability min(1, p(d)/q(d)) = p(d), otherwise draw from
+ * norm(max(0, p - q)) = p without d. The result is distributed exactly as p. */
+int sample_spec_accept(const int32_t *ids, const float *probs, int n, int d, sample_rng *rng);
 /* Chooses the next token from (already penalised) logits; logits are
  * clobbered. */
 int sample_choose(sampler *s, const sample_params *p, float *logits, sample_rng *rng);

@@ -71,9 +71,24 @@ char *metrics_render(metrics *m, engine *e) {
               "# HELP kestrel_kv_blocks_total KV cache blocks.\n# TYPE kestrel_kv_blocks_total gauge\n"
               "kestrel_kv_blocks_total %d\n"
               "# HELP kestrel_preemptions_total Sequences preempted for KV space.\n# TYPE kestrel_preemptions_total counter\n"
-              "kestrel_preemptions_total %lld\n",
+              "kestrel_preemptions_total %lld\n"
+              "# HELP kestrel_spec_draft_tokens_total Draft tokens verified (PLD, predicted outputs).\n"
+              "# TYPE kestrel_spec_draft_tokens_total counter\nkestrel_spec_draft_tokens_total %lld\n"
+              "# HELP kestrel_spec_accepted_tokens_total Draft tokens accepted.\n"
+              "# TYPE kestrel_spec_accepted_tokens_total counter\nkestrel_spec_accepted_tokens_total %lld\n"
+              "# HELP kestrel_spec_verify_steps_total Verify steps run.\n"
+              "# TYPE kestrel_spec_verify_steps_total counter\nkestrel_spec_verify_steps_total %lld\n"
+              "# HELP kestrel_spec_acceptance_rate Accepted / drafted tokens since start.\n"
+              "# TYPE kestrel_spec_acceptance_rate gauge\nkestrel_spec_acceptance_rate %.4f\n"
+              "# HELP kestrel_spec_gate_off_total Requests the speculation gates turned off, by gate.\n"
+              "# TYPE kestrel_spec_gate_off_total counter\n"
+              "kestrel_spec_gate_off_total{gate=\"prompt\"} %lld\nkestrel_spec_gate_off_total{gate=\"runtime\"} %lld\n"
+              "# HELP kestrel_spec_verify_cost_ratio Measured cost of a verify step over a decode step.\n"
+              "# TYPE kestrel_spec_verify_cost_ratio gauge\nkestrel_spec_verify_cost_ratio %.3f\n",
               st.prompt_tokens, st.generated_tokens, st.queued, st.active, st.kv_blocks_free, st.kv_blocks_total,
-              st.preemptions);
+              st.preemptions, st.spec_drafted, st.spec_accepted, st.spec_verify_steps,
+              st.spec_drafted ? (double)st.spec_accepted / st.spec_drafted : 0.0, st.gate_prompt_off,
+              st.gate_runtime_off, st.verify_cost_ratio);
     hist(&b, "kestrel_time_to_first_token_seconds", "Time from request to first generated token.", m->ttft, ttft_le,
          atomic_load(&m->ttft_us_sum), atomic_load(&m->ttft_n));
     hist(&b, "kestrel_time_per_output_token_seconds", "Mean time per generated token after the first.", m->tpot,

@@ -1,0 +1,355 @@
+/* test_spec.c — speculative decoding (PLD, predicted outputs) is exact:
+ * - PLD lookup and the prompt repetition score on hand-made sequences;
+ * - the rejection rule on a hand-built p and a one-token q reproduces p;
+ * - temperature 0: byte-identical tokens with speculation on and off for the
+ *   first 20 prompts of each tinycoder workload (128 tokens), the gates
+ *   forced open so drafts are really verified;
+ * - temperature 1: the distribution of the first three sampled tokens with a
+ *   fixed draft source (a prediction) matches plain sampling (chi-square,
+ *   2,000 samples each);
+ * - a prediction equal to the reference answer: identical output and at most
+ *   a third of the target steps; a proposer failure mid-request falls back to
+ *   plain decoding with the output unchanged. */
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "backend/backend.h"
+#include "chat/chat_template.h"
+#include "engine/engine.h"
+#include "sample/sample.h"
+#include "spec/pld.h"
+#include "tok/tok.h"
+#include "test.h"
+
+TEST(test_spec_pld_lookup_and_repetition_score) {
+    int32_t ctx[] = {1, 2, 3, 4, 5, 6, 7, 1, 2, 3};
+    int32_t out[8];
+    /* last 3 tokens 1 2 3 occurred at 0: propose what followed */
+    CHECK_EQ_INT(pld_propose(ctx, 10, 3, NULL, 0, 3, 4, out), 4);
+    CHECK(out[0] == 4 && out[1] == 5 && out[2] == 6 && out[3] == 7);
+    /* no earlier occurrence of a 3- or 2-gram: no draft */
+    int32_t novel[] = {9, 8, 7, 6, 5, 4};
+    CHECK_EQ_INT(pld_propose(novel, 6, 2, NULL, 0, 3, 4, out), 0);
+    /* a prediction is searched first; at the start its prefix is proposed */
+    int32_t pred[] = {40, 41, 42, 43, 44};
+    CHECK_EQ_INT(pld_propose(novel, 6, 0, pred, 5, 3, 3, out), 3);
+    CHECK(out[0] == 40 && out[2] == 42);
+    int32_t ctx2[] = {9, 8, 41, 42};
+    CHECK_EQ_INT(pld_propose(ctx2, 4, 2, pred, 5, 3, 5, out), 2);
+    CHECK(out[0] == 43 && out[1] == 44);
+    /* the draft never runs past max_draft */
+    CHECK_EQ_INT(pld_propose(ctx, 10, 3, NULL, 0, 3, 2, out), 2);
+    /* repetition score */
+    CHECK_NEAR(pld_repetition_score(novel, 6), 0.0, 1e-12);
+    int32_t rep[] = {1, 2, 3, 1, 2, 3, 1, 2, 3};
+    CHECK_NEAR(pld_repetition_score(rep, 9), 4.0 / 7.0, 1e-12);
+}
+
+TEST(test_spec_rejection_rule_reproduces_p) {
+    int32_t ids[4] = {10, 11, 12, 13};
+    float p[4] = {0.5f, 0.3f, 0.15f, 0.05f};
+    int drafts[3] = {11, 13, 99}; /* likely, unlikely, outside the support */
+    for (int di = 0; di < 3; di++) {
+        sample_rng rng;
+        sample_rng_seed(&rng, 7 + di);
+        int counts[4] = {0};
+        int N = 200000;
+        for (int i = 0; i < N; i++) {
+            int t = sample_spec_accept(ids, p, 4, drafts[di], &rng);
+            CHECK(t >= 10 && t <= 13);
+            counts[t - 10]++;
+        }
+        for (int j = 0; j < 4; j++) {
+            double f = (double)counts[j] / N, sd = sqrt(p[j] * (1 - p[j]) / N);
+            CHECK_MSG(fabs(f - p[j]) < 5 * sd, "draft %d: token %d frequency %.4f, p %.4f", drafts[di], 10 + j, f, p[j]);
+        }
+    }
+}
+
+typedef struct {
+    backend *be;
+    model *m;
+    tokenizer *tk;
+    chat_template *ct;
+} fx;
+
+static int fx_open(fx *f) {
+    memset(f, 0, sizeof *f);
+    const char *dir = test_shared_path("models/tinycoder");
+    if (!dir) return 0;
+    CHECK(backend_cpu_new(&f->be, 2) == 0);
+    CHECK(model_load(&f->m, dir, f->be) == 0);
+    CHECK(tok_load(&f->tk, dir) == 0);
+    CHECK(chat_template_load(&f->ct, dir) == 0);
+    return f->m && f->tk && f->ct;
+}
+
+static void fx_close(fx *f) {
+    chat_template_free(f->ct);
+    tok_free(f->tk);
+    model_free(f->m);
+    backend_free(f->be);
+}
+
+/* prompt ids of line i of a workload (chat ones through the template) */
+static int32_t *workload_prompt(fx *f, const char *file, int line, int *n, char **reference) {
+    const char *path = test_shared_path(file);
+    if (!path) return NULL;
+    FILE *fp = fopen(path, "r");
+    if (!fp) return NULL;
+    char *buf = NULL;
+    size_t cap = 0;
+    ssize_t len = 0;
+    for (int i = 0; i <= line; i++)
+        if ((len = getline(&buf, &cap, fp)) < 0) break;
+    fclose(fp);
+    int32_t *ids = NULL;
+    if (len > 0) {
+        json_t *j = json_loadb(buf, (size_t)len, 0, NULL);
+        json_t *msgs = json_object_get(j, "messages");
+        if (reference) {
+            const char *r = json_string_value(json_object_get(j, "reference"));
+            *reference = r ? strdup(r) : NULL;
+        }
+        if (msgs) {
+            char *text = NULL;
+            if (chat_template_apply(f->ct, msgs, NULL, true, NULL, &text) == 0)
+                tok_encode(f->tk, text, strlen(text), false, &ids, n);
+            free(text);
+        } else {
+            const char *p = json_string_value(json_object_get(j, "prompt"));
+            if (p) tok_encode(f->tk, p, strlen(p), true, &ids, n);
+        }
+        json_decref(j);
+    }
+    free(buf);
+    return ids;
+}
+
+typedef struct {
+    int32_t toks[256];
+    int n, drafted, accepted;
+} run_out;
+
+static void collect(engine_req *r, run_out *o) {
+    memset(o, 0, sizeof *o);
+    engine_event ev;
+    for (;;) {
+        engine_next_event(r, &ev, -1);
+        if (ev.type == ENGINE_EV_TOKEN && o->n < 256) o->toks[o->n++] = ev.token;
+        CHECK(ev.type != ENGINE_EV_ERROR);
+        if (ev.type == ENGINE_EV_DONE) {
+            o->drafted = ev.n_drafted;
+            o->accepted = ev.n_accepted;
+        }
+        int end = ev.type != ENGINE_EV_TOKEN;
+        engine_event_clear(&ev);
+        if (end) break;
+    }
+    engine_req_release(r);
+}
+
+static engine_params params(int n, int spec) {
+    engine_params p;
+    memset(&p, 0, sizeof p);
+    p.max_tokens = n;
+    sample_params_default(&p.sp);
+    p.sp.temperature = 0;
+    p.spec = spec;
+    p.eos[0] = 8183; /* <|im_end|> */
+    p.eos[1] = 8181;
+    p.n_eos = 2;
+    return p;
+}
+
+TEST(test_spec_greedy_is_byte_identical_on_workloads) {
+    fx f;
+    if (!fx_open(&f)) SKIP("../shared/models/tinycoder not found");
+    engine *e = NULL;
+    engine_config ec = {.max_concurrent = 4, .prefill_chunk = 256, .ctx_size = 1024, .pld = true,
+                        .spec_min_repetition = 0.0 /* gate open: verify drafts everywhere */};
+    CHECK(engine_start(&e, f.m, f.tk, &ec) == 0);
+    const char *files[3] = {"models/tinycoder/prompts/edit.jsonl", "models/tinycoder/prompts/chat.jsonl",
+                            "models/tinycoder/prompts/completion.jsonl"};
+    long long drafted = 0, accepted = 0;
+    int compared = 0;
+    for (int fi = 0; fi < 3; fi++)
+        for (int base = 0; base < 20; base += 4) {
+            engine_req *on[4] = {0}, *off[4] = {0};
+            int32_t *ids[4] = {0};
+            int n[4] = {0};
+            for (int i = 0; i < 4; i++) {
+                ids[i] = workload_prompt(&f, files[fi], base + i, &n[i], NULL);
+                if (!ids[i] || n[i] + 130 > 1024) continue;
+                engine_params pon = params(128, 1), poff = params(128, 0);
+                on[i] = engine_submit(e, ids[i], n[i], &pon);
+                off[i] = engine_submit(e, ids[i], n[i], &poff);
+            }
+            for (int i = 0; i < 4; i++) {
+                if (!on[i]) { free(ids[i]); continue; }
+                run_out a, b;
+                collect(on[i], &a);
+                collect(off[i], &b);
+                CHECK_MSG(a.n == b.n && !memcmp(a.toks, b.toks, (size_t)a.n * 4),
+                          "%s line %d: output with speculation differs (%d vs %d tokens)", files[fi], base + i, a.n, b.n);
+                CHECK_EQ_INT(b.drafted, 0);
+                drafted += a.drafted;
+                accepted += a.accepted;
+                compared++;
+                free(ids[i]);
+            }
+        }
+    printf("    %d prompts identical; %lld drafted, %lld accepted (%.0f%%)\n", compared, drafted, accepted,
+           drafted ? 100.0 * accepted / drafted : 0.0);
+    CHECK(compared >= 50);
+    CHECK(accepted > 100); /* drafts were really verified and accepted */
+    engine_stop(e);
+    fx_close(&f);
+}
+
+/* two-sample chi-square over bins with >= 5 expected; returns statistic, *df */
+static double chi2(const int *a, const int *b, int nbins, int *df) {
+    double na = 0, nb = 0, x = 0;
+    for (int i = 0; i < nbins; i++) { na += a[i]; nb += b[i]; }
+    int used = 0;
+    double ra = 0, rb = 0;
+    for (int i = 0; i < nbins; i++) {
+        double tot = a[i] + b[i];
+        if (tot * na / (na + nb) < 5 || tot * nb / (na + nb) < 5) { ra += a[i]; rb += b[i]; continue; }
+        double ea = tot * na / (na + nb), eb = tot * nb / (na + nb);
+        x += (a[i] - ea) * (a[i] - ea) / ea + (b[i] - eb) * (b[i] - eb) / eb;
+        used++;
+    }
+    double tot = ra + rb;
+    if (tot > 0) { /* pooled rare bins */
+        double ea = tot * na / (na + nb), eb = tot * nb / (na + nb);
+        if (ea >= 5 && eb >= 5) {
+            x += (ra - ea) * (ra - ea) / ea + (rb - eb) * (rb - eb) / eb;
+            used++;
+        }
+    }
+    *df = used - 1;
+    return x;
+}
+
+/* chi-square critical value at p = 0.001 (Wilson-Hilferty) */
+static double chi2_crit(int df) {
+    double z = 3.09, h = 2.0 / (9.0 * df);
+    return df * pow(1 - h + z * sqrt(h), 3);
+}
+
+TEST(test_spec_sampling_distribution_matches_plain) {
+    fx f;
+    if (!fx_open(&f)) SKIP("../shared/models/tinycoder not found");
+    engine *e = NULL;
+    engine_config ec = {.max_concurrent = 16, .prefill_chunk = 512, .ctx_size = 64, .pld = true,
+                        .spec_min_repetition = 0.0};
+    CHECK(engine_start(&e, f.m, f.tk, &ec) == 0);
+    const char *prompt = "def add(a, b):\n";
+    int32_t *ids;
+    int n;
+    CHECK(tok_encode(f.tk, prompt, strlen(prompt), true, &ids, &n) == 0);
+    /* a fixed draft source: the greedy continuation as a prediction */
+    engine_params g = params(3, 0);
+    run_out greedy;
+    collect(engine_submit(e, ids, n, &g), &greedy);
+    int32_t *pred = malloc(3 * sizeof *pred);
+    int n_pred = greedy.n;
+    memcpy(pred, greedy.toks, (size_t)n_pred * sizeof *pred);
+    int V = tok_vocab_size(f.tk);
+    int *c_plain[3], *c_spec[3];
+    for (int pos = 0; pos < 3; pos++) {
+        c_plain[pos] = calloc((size_t)V, sizeof(int));
+        c_spec[pos] = calloc((size_t)V, sizeof(int));
+    }
+    const int N = 2000, B = 16;
+    long long accepted = 0;
+    for (int arm = 0; arm < 2; arm++)
+        for (int i0 = 0; i0 < N; i0 += B) {
+            engine_req *rs[B];
+            for (int i = 0; i < B; i++) {
+                engine_params p = params(3, arm);
+                p.sp.temperature = 1.0f;
+                p.sp.top_k = 0;
+                p.sp.top_p = 1.0f;
+                p.seed = 1000003ull * (uint64_t)(i0 + i) + 17 + (uint64_t)arm * 7919;
+                if (arm) {
+                    p.prediction = pred;
+                    p.n_prediction = n_pred;
+                }
+                rs[i] = engine_submit(e, ids, n, &p);
+            }
+            for (int i = 0; i < B; i++) {
+                run_out o;
+                collect(rs[i], &o);
+                accepted += o.accepted;
+                for (int pos = 0; pos < 3 && pos < o.n; pos++) (arm ? c_spec : c_plain)[pos][o.toks[pos]]++;
+            }
+        }
+    for (int pos = 0; pos < 3; pos++) {
+        int df;
+        double x = chi2(c_plain[pos], c_spec[pos], V, &df);
+        printf("    position %d: chi-square %.1f, df %d, critical (p=0.001) %.1f\n", pos, x, df,
+               df > 0 ? chi2_crit(df) : 0.0);
+        CHECK(df >= 1);
+        CHECK_MSG(df < 1 || x < chi2_crit(df), "position %d: sampled distributions differ (chi2 %.1f, df %d)", pos, x, df);
+        free(c_plain[pos]);
+        free(c_spec[pos]);
+    }
+    printf("    %lld prediction tokens accepted over %d sampled requests\n", accepted, N);
+    CHECK(accepted > 100); /* the draft path was really exercised */
+    CHECK(accepted < 2 * N); /* ...and rejections happened too */
+    free(ids);
+    free(pred);
+    engine_stop(e);
+    fx_close(&f);
+}
+
+TEST(test_spec_prediction_and_proposer_failure) {
+    fx f;
+    if (!fx_open(&f)) SKIP("../shared/models/tinycoder not found");
+    engine *e = NULL;
+    engine_config ec = {.max_concurrent = 2, .prefill_chunk = 512, .ctx_size = 1024, .pld = true,
+                        .spec_min_repetition = 0.0};
+    CHECK(engine_start(&e, f.m, f.tk, &ec) == 0);
+    char *ref = NULL;
+    int n;
+    int32_t *ids = workload_prompt(&f, "models/tinycoder/prompts/edit.jsonl", 0, &n, &ref);
+    CHECK(ids && ref);
+    if (ids && ref) {
+        engine_params plain = params(200, 0);
+        run_out base, with_pred, failing;
+        collect(engine_submit(e, ids, n, &plain), &base);
+        /* the plain output itself as the prediction: all of it is accepted */
+        engine_params pp = params(200, 1);
+        pp.prediction = base.toks;
+        pp.n_prediction = base.n;
+        collect(engine_submit(e, ids, n, &pp), &with_pred);
+        CHECK(with_pred.n == base.n && !memcmp(with_pred.toks, base.toks, (size_t)base.n * 4));
+        int steps = with_pred.n - with_pred.accepted;
+        printf("    prediction: %d tokens in %d target steps (%.1fx fewer)\n", with_pred.n, steps,
+               (double)with_pred.n / (steps ? steps : 1));
+        CHECK(steps * 3 <= with_pred.n);
+        /* the reference answer as the prediction: output unchanged */
+        int32_t *rid;
+        int nr;
+        CHECK(tok_encode(f.tk, ref, strlen(ref), false, &rid, &nr) == 0);
+        pp.prediction = rid;
+        pp.n_prediction = nr;
+        run_out with_ref;
+        collect(engine_submit(e, ids, n, &pp), &with_ref);
+        CHECK(with_ref.n == base.n && !memcmp(with_ref.toks, base.toks, (size_t)base.n * 4));
+        free(rid);
+        /* the proposer fails after 3 drafts: plain decoding, same output */
+        pld_test_fail_after(3);
+        engine_params pf = params(200, 1);
+        collect(engine_submit(e, ids, n, &pf), &failing);
+        pld_test_fail_after(-1);
+        CHECK(failing.n == base.n && !memcmp(failing.toks, base.toks, (size_t)base.n * 4));
+    }
+    free(ids);
+    free(ref);
+    engine_stop(e);
+    fx_close(&f);
+}
