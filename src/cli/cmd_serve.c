@@ -36,7 +36,7 @@ static void serve_usage(FILE *f) {
             "  --pld-key-len N        n-gram length looked up (default 3)\n"
             "  --pld-draft-len N      draft tokens per verify step (default 5, at most 16)\n"
             "  --pld-min-repetition X prompt gate: 3-gram repetition score below which a request\n"
-            "                         runs without speculation (default 0.05; 0 = always draft)\n"
+            "                         runs without speculation (default 0.02, prompts of 256+ tokens; 0 = off)\n"
             "  --device D             cpu, cuda or cuda:N (default: cuda when a GPU is present)\n"
             "  --max-body BYTES       request body limit (default 16 MiB)\n"
             "  --served-model-name S  model id reported by the APIs (default: the directory name)\n");

@@ -282,7 +282,8 @@ static seq_state *seq_new(engine *e, engine_req *r) {
     s->n_ctx = r->n_prompt;
     sample_rng_seed(&s->rng, r->p.seed);
     s->spec = r->p.spec < 0 ? e->cfg.pld : r->p.spec > 0;
-    if (s->spec && !r->p.n_prediction && pld_repetition_score(r->prompt, r->n_prompt) < e->cfg.spec_min_repetition) {
+    if (s->spec && !r->p.n_prediction && r->n_prompt >= ENGINE_GATE_MIN_PROMPT &&
+        pld_repetition_score(r->prompt, r->n_prompt) < e->cfg.spec_min_repetition) {
         s->spec = false; /* novel prompt: drafts would rarely be accepted */
         atomic_fetch_add(&e->gate_prompt_off, 1);
     }
