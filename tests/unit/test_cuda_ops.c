@@ -212,11 +212,12 @@ TEST(test_cuda_paged_attention_matches_cpu) {
         for (int i = 0; i < n * qs; i++) q[i] = frand();
         /* store this call's k/v through kv_store on both backends */
         p.cpu->ops->kv_store(p.cpu, kc, vc, q + nh * hd, q + (nh + nkv) * hd, qs,
-                             &(bk_attn_batch){n, pos, seq, slots, tables, 4, bs, 43}, kv_dim);
+                             &(bk_attn_batch){n, pos, seq, slots, tables, 4, bs, 43, nblocks * bs}, kv_dim);
         float *dkc = up(p.gpu, kc, cache * 4), *dvc = up(p.gpu, vc, cache * 4), *dq = up(p.gpu, q, (size_t)n * qs * 4);
         int32_t *dpos = up(p.gpu, pos, sizeof pos), *dseq = up(p.gpu, seq, sizeof seq), *dtab = up(p.gpu, tables, sizeof tables),
                 *dslots = up(p.gpu, slots, sizeof slots);
-        bk_attn_batch abc = {n, pos, seq, slots, tables, 4, bs, 43}, abg = {n, dpos, dseq, dslots, dtab, 4, bs, 43};
+        bk_attn_batch abc = {n, pos, seq, slots, tables, 4, bs, 43, nblocks * bs},
+                      abg = {n, dpos, dseq, dslots, dtab, 4, bs, 43, nblocks * bs};
         float *dout = p.gpu->ops->buf_alloc(p.gpu, (size_t)n * nh * hd * 4);
         float sc = 1.0f / sqrtf((float)hd);
         p.cpu->ops->attention(p.cpu, oa, q, qs, kc, vc, &abc, nh, nkv, hd, sc);
@@ -234,5 +235,37 @@ TEST(test_cuda_paged_attention_matches_cpu) {
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) p.gpu->ops->buf_free(p.gpu, bufs[i]);
         free(kc); free(vc); free(q); free(oa); free(ob); free(kb);
     }
+    close_pair(&p);
+}
+
+/* a context longer than ATT_MAX_Z chunks: each block merges several chunks */
+TEST(test_cuda_long_context_attention_matches_cpu) {
+    pair p = {0};
+    if (!open_pair(&p)) SKIP("no CUDA GPU");
+    int nh = 4, nkv = 1, hd = 64, kv_dim = nkv * hd, bs = 16, nblocks = 400, n = 2;
+    int32_t pos[2] = {5000, 4095}, seq[2] = {0, 0}, slots[2];
+    int32_t *tables = malloc((size_t)nblocks * 4);
+    for (int i = 0; i < nblocks; i++) tables[i] = (i * 37) % nblocks; /* scattered blocks */
+    for (int i = 0; i < n; i++) slots[i] = tables[pos[i] / bs] * bs + pos[i] % bs;
+    size_t cache = (size_t)nblocks * bs * kv_dim;
+    float *kc = malloc(cache * 4), *vc = malloc(cache * 4);
+    for (size_t i = 0; i < cache; i++) { kc[i] = frand(); vc[i] = frand(); }
+    int qs = (nh + 2 * nkv) * hd;
+    float *q = malloc((size_t)n * qs * 4), *oa = malloc((size_t)n * nh * hd * 4), *ob = malloc((size_t)n * nh * hd * 4);
+    for (int i = 0; i < n * qs; i++) q[i] = frand();
+    float *dkc = up(p.gpu, kc, cache * 4), *dvc = up(p.gpu, vc, cache * 4), *dq = up(p.gpu, q, (size_t)n * qs * 4);
+    int32_t *dpos = up(p.gpu, pos, sizeof pos), *dseq = up(p.gpu, seq, sizeof seq), *dtab = up(p.gpu, tables, (size_t)nblocks * 4),
+            *dslots = up(p.gpu, slots, sizeof slots);
+    bk_attn_batch abc = {n, pos, seq, slots, tables, nblocks, bs, 5000, nblocks * bs},
+                  abg = {n, dpos, dseq, dslots, dtab, nblocks, bs, 5000, nblocks * bs};
+    float *dout = p.gpu->ops->buf_alloc(p.gpu, (size_t)n * nh * hd * 4);
+    p.cpu->ops->attention(p.cpu, oa, q, qs, kc, vc, &abc, nh, nkv, hd, 0.125f);
+    p.gpu->ops->attention(p.gpu, dout, dq, qs, dkc, dvc, &abg, nh, nkv, hd, 0.125f);
+    down(p.gpu, ob, dout, (size_t)n * nh * hd * 4);
+    double e = max_rel(ob, oa, (size_t)n * nh * hd, NULL);
+    CHECK_MSG(e < 1e-5, "long-context attention: max err %g", e);
+    void *bufs[] = {dkc, dvc, dq, dpos, dseq, dtab, dslots, dout};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) p.gpu->ops->buf_free(p.gpu, bufs[i]);
+    free(kc); free(vc); free(q); free(oa); free(ob); free(tables);
     close_pair(&p);
 }
