@@ -9,13 +9,13 @@
 
 BUILD   ?= build
 CC      ?= cc
-PKGS    := jansson libpcre2-8 libutf8proc libmicrohttpd libcurl
+PKGS    := jansson libpcre2-8 libutf8proc libmicrohttpd libcurl libxxhash
 CFLAGS_BASE := -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wshadow -Wno-unused-parameter \
                -Werror=implicit-function-declaration -Isrc -pthread \
                $(shell pkg-config --cflags $(PKGS) 2>/dev/null)
 OPT     ?= -O2 -g
 CFLAGS  ?=
-LDLIBS  := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljansson -lpcre2-8 -lutf8proc -lmicrohttpd -lcurl) -lm -pthread
+LDLIBS  := $(shell pkg-config --libs $(PKGS) 2>/dev/null || echo -ljansson -lpcre2-8 -lutf8proc -lmicrohttpd -lcurl -lxxhash) -lm -pthread
 LDFLAGS ?=
 
 # Per-ISA kernels: *_avx2.c and *_avx512.c get their own flags; the choice

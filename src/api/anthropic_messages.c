@@ -52,9 +52,10 @@ static void am_free(void *v) {
     free(s);
 }
 
-static json_t *am_usage(int in, int out_toks) {
-    return json_pack("{s:i, s:i, s:i, s:i}", "input_tokens", in, "output_tokens", out_toks,
-                     "cache_creation_input_tokens", 0, "cache_read_input_tokens", 0);
+/* Anthropic counts cache reads apart from input_tokens */
+static json_t *am_usage(int in, int out_toks, int cached) {
+    return json_pack("{s:i, s:i, s:i, s:i}", "input_tokens", in - cached, "output_tokens", out_toks,
+                     "cache_creation_input_tokens", 0, "cache_read_input_tokens", cached);
 }
 
 static void send_start(api_gen *g, strbuf *out) {
@@ -63,7 +64,7 @@ static void send_start(api_gen *g, strbuf *out) {
     s->started = true;
     json_t *msg = json_pack("{s:s, s:s, s:s, s:s, s:[], s:n, s:n, s:o}", "id", s->id, "type", "message", "role",
                             "assistant", "model", g->a->model_name, "content", "stop_reason", "stop_sequence",
-                            "usage", am_usage(s->n_prompt, 0));
+                            "usage", am_usage(s->n_prompt, 0, 0));
     api_sse(out, "message_start", json_pack("{s:s, s:o}", "type", "message_start", "message", msg));
     api_sse(out, "ping", json_pack("{s:s}", "type", "ping"));
 }
@@ -200,7 +201,7 @@ static void on_done(api_gen *g, const engine_event *ev, strbuf *out) {
     flush_cur(s);
     json_t *resp = json_pack("{s:s, s:s, s:s, s:s, s:O, s:s, s:s?, s:o}", "id", s->id, "type", "message", "role",
                              "assistant", "model", g->a->model_name, "content", s->content, "stop_reason", reason,
-                             "stop_sequence", stop_seq, "usage", am_usage(ev->n_prompt, ev->n_gen));
+                             "stop_sequence", stop_seq, "usage", am_usage(ev->n_prompt, ev->n_gen, ev->n_cached));
     s->body = api_dump(resp);
     s->status = s->body ? 200 : 500;
 }

@@ -112,7 +112,7 @@ static void on_piece(api_gen *g, const out_piece *pc, strbuf *out) {
 static json_t *usage(const engine_event *ev) {
     return json_pack("{s:i, s:i, s:i, s:{s:i}, s:{s:i, s:i, s:i}}", "prompt_tokens", ev->n_prompt,
                      "completion_tokens", ev->n_gen, "total_tokens", ev->n_prompt + ev->n_gen,
-                     "prompt_tokens_details", "cached_tokens", 0, "completion_tokens_details", "reasoning_tokens", 0,
+                     "prompt_tokens_details", "cached_tokens", ev->n_cached, "completion_tokens_details", "reasoning_tokens", 0,
                      "accepted_prediction_tokens", ev->n_accepted, "rejected_prediction_tokens",
                      ev->n_drafted - ev->n_accepted);
 }

@@ -294,7 +294,7 @@ static void on_done(api_gen *g, const engine_event *ev, strbuf *out) {
     }
     close_item(s, out, incomplete);
     json_t *usage = json_pack("{s:i, s:{s:i}, s:i, s:{s:i}, s:i}", "input_tokens", ev->n_prompt,
-                              "input_tokens_details", "cached_tokens", 0, "output_tokens", ev->n_gen,
+                              "input_tokens_details", "cached_tokens", ev->n_cached, "output_tokens", ev->n_gen,
                               "output_tokens_details", "reasoning_tokens", 0, "total_tokens", ev->n_prompt + ev->n_gen);
     json_t *r = response_obj(s, g->a, incomplete ? "incomplete" : "completed",
                              incomplete ? "max_output_tokens" : NULL, usage, NULL);

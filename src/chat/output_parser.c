@@ -1,7 +1,9 @@
 /* output_parser.c — incremental content / reasoning / tool-call splitter
  * (see output_parser.h). States: TEXT (content), THINK (reasoning), CALL
  * (inside <tool_call>), JSON (a Llama 3 style bare-JSON answer, decided at the
- * end). */
+ * end). After </think> the newlines that follow are dropped, after a parsed
+ * </tool_call> the spaces and newlines: `skip` remembers that across feeds so
+ * that the result does not depend on where the text was split. */
 #include "chat/output_parser.h"
 
 #include <jansson.h>
@@ -22,6 +24,7 @@ struct output_parser {
     pstate st;
     strbuf hold;   /* undecided text */
     strbuf call;   /* body of the current <tool_call> / bare JSON */
+    const char *skip; /* ST_TEXT: characters still to drop at its start, or NULL */
     int n_calls;
 };
 
@@ -92,9 +95,17 @@ static const char *find(const char *s, size_t n, const char *tag) { return memme
 /* Processes p->hold as far as it can be decided. */
 static void run(output_parser *p, out_emit emit, void *ud, bool final) {
     for (;;) {
+        if (p->skip && p->st == ST_TEXT) {
+            size_t j = 0;
+            while (j < p->hold.len && p->hold.s[j] && strchr(p->skip, p->hold.s[j])) j++;
+            sb_consume(&p->hold, j);
+            if (!p->hold.len) return; /* more may follow */
+            p->skip = NULL;
+        }
         const char *s = p->hold.s;
         size_t n = p->hold.len;
-        if (!n) return;
+        /* an unterminated <tool_call> at the end is given back even if empty */
+        if (!n && !(final && p->st == ST_CALL)) return;
         if (p->st == ST_START) {
             size_t i = 0;
             while (i < n && (s[i] == ' ' || s[i] == '\n' || s[i] == '\t' || s[i] == '\r')) i++;
@@ -127,19 +138,14 @@ static void run(output_parser *p, out_emit emit, void *ud, bool final) {
                 emit_text(emit, ud, k, s, (size_t)(hit - s));
                 sb_consume(&p->hold, (size_t)(hit - s) + strlen(open_tag));
                 p->st = p->st == ST_THINK ? ST_TEXT : ST_CALL;
-                if (p->st == ST_TEXT) { /* drop the newlines that follow </think> */
-                    size_t j = 0;
-                    while (j < p->hold.len && p->hold.s[j] == '\n') j++;
-                    sb_consume(&p->hold, j);
-                }
+                if (p->st == ST_TEXT) p->skip = "\n"; /* drop the newlines that follow </think> */
                 continue;
             }
-            size_t keep = final ? 0 : partial_suffix(s, n, open_tag);
+            size_t keep = final || (p->st == ST_TEXT && !p->cfg.tools) ? 0 : partial_suffix(s, n, open_tag);
             if (!final && p->st == ST_TEXT && p->cfg.think) {
                 size_t k2 = partial_suffix(s, n, TAG_THINK);
                 if (k2 > keep) keep = k2;
             }
-            if (!final && p->st == ST_TEXT && !p->cfg.tools && !p->cfg.think) keep = 0;
             emit_text(emit, ud, p->st == ST_THINK ? OUT_REASONING : OUT_CONTENT, s, n - keep);
             sb_consume(&p->hold, n - keep);
             return;
@@ -155,10 +161,13 @@ static void run(output_parser *p, out_emit emit, void *ud, bool final) {
                 emit_text(emit, ud, OUT_CONTENT, raw.s, raw.len);
                 sb_free(&raw);
                 sb_clear(&p->hold);
+                p->st = ST_TEXT;
                 return;
             }
             size_t bl = (size_t)(end - s);
+            p->skip = " \n"; /* whitespace between calls is not content */
             if (!emit_call_json(p, s, bl, emit, ud)) {
+                p->skip = NULL; /* a call given back as text stays verbatim */
                 strbuf raw = {0};
                 sb_puts(&raw, TAG_CALL);
                 sb_append(&raw, s, bl);
@@ -167,9 +176,6 @@ static void run(output_parser *p, out_emit emit, void *ud, bool final) {
                 sb_free(&raw);
             }
             sb_consume(&p->hold, bl + strlen(TAG_CALL_END));
-            size_t j = 0; /* whitespace between calls is not content */
-            while (j < p->hold.len && (p->hold.s[j] == '\n' || p->hold.s[j] == ' ')) j++;
-            sb_consume(&p->hold, j);
             p->st = ST_TEXT;
             continue;
         }

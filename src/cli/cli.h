@@ -6,5 +6,23 @@
 int cmd_run(int argc, char **argv);
 int cmd_tokenize(int argc, char **argv);
 int cmd_serve(int argc, char **argv);
+int cmd_bench(int argc, char **argv);
+
+/* chat_repl.c: the interactive chat of `kestrel run MODEL` without -p. All
+ * pointers are borrowed; params->max_tokens caps each reply. Returns the
+ * exit status (0 at /exit or end of input). */
+#include <stdbool.h>
+#include "chat/chat_template.h"
+#include "engine/engine.h"
+typedef struct {
+    engine *eng;
+    const tokenizer *tok;
+    const chat_template *tmpl;
+    const engine_params *params;  /* sampling, eos, max tokens per reply */
+    int ctx_size;                 /* the engine's context (prompt + reply) */
+    bool think;                   /* the vocabulary has <think> / </think> */
+    const char *hw;               /* e.g. "cpu AVX2, 2 threads", for the speed line */
+} chat_repl_config;
+int chat_repl(const chat_repl_config *cfg);
 
 #endif

@@ -1,6 +1,8 @@
 /* cmd_run.c — `kestrel run MODEL -p TEXT ...`: loads a model, tokenizes the
  * prompt (raw text, the post-processor's BOS added), generates and streams
- * only the generated text to stdout; prompt and decode speed go to stderr. */
+ * only the generated text to stdout; prompt and decode speed go to stderr.
+ * Without -p it is an interactive chat through the model's chat template
+ * (chat_repl.c). */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +13,7 @@
 #include "backend/backend.h"
 #include "base/err.h"
 #include "base/file.h"
+#include "chat/chat_template.h"
 #include "cli/cli.h"
 #include "engine/engine.h"
 #include "io/config.h"
@@ -19,10 +22,17 @@
 
 static void run_usage(FILE *f) {
     fprintf(f,
-            "usage: kestrel run MODEL -p TEXT [options]\n"
+            "usage: kestrel run MODEL [-p TEXT] [options]\n"
             "  MODEL                  Hugging Face model directory (config.json, *.safetensors, tokenizer.json)\n"
-            "  -p, --prompt TEXT      prompt text ('-' reads standard input)\n"
-            "  -n, --max-tokens N     tokens to generate (default 256)\n"
+            "  -p, --prompt TEXT      raw prompt text, no chat template ('-' reads standard input)\n"
+            "                         without -p: chat through the model's chat template, one message per\n"
+            "                         line of standard input (a trailing \\ continues the line); /exit or\n"
+            "                         end of input quits, /clear starts over (keeping the system message),\n"
+            "                         /system TEXT sets the system message, Ctrl-C stops a reply; the\n"
+            "                         replies stream to stdout (only they, when stdin is not a\n"
+            "                         terminal), speed to stderr\n"
+            "  -n, --max-tokens N     tokens to generate (default 256; chat: per reply, default and 0 =\n"
+            "                         until end of turn or the context is full)\n"
             "  --temp T               temperature (0 = greedy; default from generation_config.json)\n"
             "  --top-p P  --top-k K  --min-p P\n"
             "  --repeat-penalty R  --presence-penalty P  --frequency-penalty F\n"
@@ -30,7 +40,12 @@ static void run_usage(FILE *f) {
             "  --threads N            CPU threads (default: all cores)\n"
             "  --device D             cpu, cuda or cuda:N (default: cuda when a GPU is present)\n"
             "  --ctx-size N           KV cache size in tokens (default: min(max_position_embeddings, 8192))\n"
-            "  --ignore-eos           do not stop at end-of-sequence tokens\n");
+            "  --ignore-eos           do not stop at end-of-sequence tokens\n"
+            "  --pld / --no-pld       prompt lookup decoding (speculative, exact; default on)\n"
+            "  --pld-key-len N        n-gram length looked up (default 3)\n"
+            "  --pld-draft-len N      draft tokens per verify step (default 5, at most 16)\n"
+            "  --pld-min-repetition X prompt gate: 3-gram repetition score below which a request\n"
+            "                         runs without speculation (default 0.02, prompts of 256+ tokens; 0 = off)\n");
 }
 
 static int parse_int(const char *opt, const char *v, long lo, long hi, long *out) {
@@ -81,8 +96,10 @@ static double now_s(void) {
 
 int cmd_run(int argc, char **argv) {
     const char *dir = NULL, *prompt = NULL, *device = "auto";
-    long n_gen = 256, threads = 0, ctx_size = 0, seed = -1;
+    long n_gen = -1, threads = 0, ctx_size = 0, seed = -1;
     int ignore_eos = 0;
+    long pld = 1, key_len = 3, draft_len = 5;
+    float min_rep = -1;
     float temp = -1, top_p = -1, min_p = -1, rep = -1, pres = 0, freq = 0;
     long top_k = -1;
     for (int i = 1; i < argc; i++) {
@@ -108,17 +125,24 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "--ctx-size") || !strcmp(a, "-c")) { NEED_VALUE(); if (parse_int(a, v, 16, 1 << 22, &ctx_size)) return 2; }
         else if (!strcmp(a, "--ignore-eos")) ignore_eos = 1;
         else if (!strcmp(a, "--device")) { NEED_VALUE(); device = v; }
+        else if (!strcmp(a, "--pld")) pld = 1;
+        else if (!strcmp(a, "--no-pld")) pld = 0;
+        else if (!strcmp(a, "--pld-key-len")) { NEED_VALUE(); if (parse_int(a, v, 1, 8, &key_len)) return 2; }
+        else if (!strcmp(a, "--pld-draft-len")) { NEED_VALUE(); if (parse_int(a, v, 1, ENGINE_MAX_DRAFT, &draft_len)) return 2; }
+        else if (!strcmp(a, "--pld-min-repetition")) { NEED_VALUE(); if (parse_float(a, v, 0, 1, &min_rep)) return 2; }
         else if (a[0] == '-' && a[1]) { fprintf(stderr, "kestrel run: unknown option '%s'\n", a); return 2; }
         else if (!dir) dir = a;
         else { fprintf(stderr, "kestrel run: unexpected argument '%s'\n", a); return 2; }
 #undef NEED_VALUE
     }
-    if (!dir || !prompt) {
+    if (!dir) {
         run_usage(stderr);
         return 2;
     }
+    bool chat = !prompt;
+    if (n_gen < 0) n_gen = chat ? 0 : 256;
     char *stdin_text = NULL;
-    if (!strcmp(prompt, "-")) {
+    if (prompt && !strcmp(prompt, "-")) {
         size_t cap = 0, len = 0;
         for (;;) {
             if (len + 4096 + 1 > cap) {
@@ -141,27 +165,37 @@ int cmd_run(int argc, char **argv) {
     tokenizer *tk = NULL;
     engine *eng = NULL;
     engine_req *req = NULL;
+    chat_template *tmpl = NULL;
     int32_t *ids = NULL;
     int n_ids = 0;
     gen_config gc;
     int rc;
     if ((rc = tok_load(&tk, dir))) goto fail;
     if ((rc = gen_config_load(&gc, dir))) goto fail;
+    if (chat && chat_template_load(&tmpl, dir) != 0) {
+        fprintf(stderr, "kestrel: %s has no usable chat template (%s); give a raw prompt with -p TEXT\n", dir,
+                err_msg());
+        goto done;
+    }
     if ((rc = backend_new(&be, device, (int)threads))) goto fail;
     if ((rc = model_load(&m, dir, be))) goto fail;
-    if ((rc = tok_encode(tk, prompt, strlen(prompt), true, &ids, &n_ids))) goto fail;
-    if (n_ids == 0) { err_set(KS_EINVAL, "the prompt is empty"); goto fail; }
+    if (!chat) {
+        if ((rc = tok_encode(tk, prompt, strlen(prompt), true, &ids, &n_ids))) goto fail;
+        if (n_ids == 0) { err_set(KS_EINVAL, "the prompt is empty"); goto fail; }
+    }
     if (!ctx_size) {
         ctx_size = m->cfg.max_position_embeddings > 0 ? m->cfg.max_position_embeddings : 8192;
         if (ctx_size > 8192) ctx_size = 8192;
-        if (ctx_size < n_ids + n_gen + 1) ctx_size = n_ids + n_gen + 1;
+        if (!chat && ctx_size < n_ids + n_gen + 1) ctx_size = n_ids + n_gen + 1;
     }
-    engine_config ec = {.max_concurrent = 1, .prefill_chunk = 512, .ctx_size = (int)ctx_size};
+    engine_config ec = {.max_concurrent = 1, .prefill_chunk = 512, .ctx_size = (int)ctx_size, .pld = pld != 0,
+                        .pld_key_len = (int)key_len, .pld_draft_len = (int)draft_len, .spec_min_repetition = min_rep};
     if ((rc = engine_start(&eng, m, tk, &ec))) goto fail;
 
     engine_params ep;
     memset(&ep, 0, sizeof ep);
-    ep.max_tokens = n_gen > 0 ? (int)n_gen : 1;
+    ep.spec = -1; /* the engine default (--pld/--no-pld); the gates decide */
+    ep.max_tokens = n_gen > 0 ? (int)n_gen : chat ? (int)ctx_size : 1;
     sample_params_default(&ep.sp);
     ep.sp.temperature = gc.do_sample ? gc.temperature : 0.0f;
     ep.sp.top_p = gc.top_p;
@@ -181,12 +215,21 @@ int cmd_run(int argc, char **argv) {
         int ne = gc.n_eos ? gc.n_eos : m->cfg.n_eos;
         for (int i = 0; i < ne && ep.n_eos < ENGINE_MAX_EOS; i++) ep.eos[ep.n_eos++] = eos[i];
     }
+    if (chat) {
+        char hw[256];
+        snprintf(hw, sizeof hw, "%s %s, %d threads", be->ops->name, backend_describe(be),
+                 threads > 0 ? (int)threads : (int)sysconf(_SC_NPROCESSORS_ONLN));
+        chat_repl_config cc = {eng, tk, tmpl, &ep, engine_ctx_size(eng),
+                               tok_piece_id(tk, "<think>") >= 0 && tok_piece_id(tk, "</think>") >= 0, hw};
+        status = chat_repl(&cc);
+        goto done;
+    }
     if (n_gen == 0) { status = 0; goto done; }
     double t0 = now_s(), t_first = 0, t_last = 0;
     req = engine_submit(eng, ids, n_ids, &ep);
     if (!req) goto fail;
     engine_event ev;
-    int n_out = 0, failed = 0;
+    int n_out = 0, failed = 0, drafted = 0, accepted = 0;
     for (;;) {
         engine_next_event(req, &ev, -1);
         if (ev.len) {
@@ -200,6 +243,10 @@ int cmd_run(int argc, char **argv) {
             err_set(KS_EINVAL, "%s", ev.text ? ev.text : "generation failed");
             failed = 1;
         }
+        if (ev.type == ENGINE_EV_DONE) {
+            drafted = ev.n_drafted;
+            accepted = ev.n_accepted;
+        }
         int end = ev.type != ENGINE_EV_TOKEN;
         engine_event_clear(&ev);
         if (end) break;
@@ -209,10 +256,10 @@ int cmd_run(int argc, char **argv) {
     read_rss(&peak, &anon, &file);
     fprintf(stderr,
             "\nkestrel: prompt %d tokens, %.1f tok/s; decode %d tokens, %.1f tok/s (%s %s, %d threads); "
-            "rss peak %.1f MiB (anon %.1f, file-mapped %.1f)\n",
+            "rss peak %.1f MiB (anon %.1f, file-mapped %.1f); speculation: %d drafted, %d accepted\n",
             n_ids, t_first > t0 ? n_ids / (t_first - t0) : 0.0, n_out,
             n_out > 1 && t_last > t_first ? (n_out - 1) / (t_last - t_first) : 0.0, be->ops->name, backend_describe(be),
-            threads > 0 ? (int)threads : (int)sysconf(_SC_NPROCESSORS_ONLN), peak, anon, file);
+            threads > 0 ? (int)threads : (int)sysconf(_SC_NPROCESSORS_ONLN), peak, anon, file, drafted, accepted);
     status = 0;
     goto done;
 fail:
@@ -224,6 +271,7 @@ done:
     model_free(m);
     backend_free(be);
     tok_free(tk);
+    chat_template_free(tmpl);
     free(stdin_text);
     return status;
 }

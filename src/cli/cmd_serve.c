@@ -39,6 +39,9 @@ static void serve_usage(FILE *f) {
             "                         runs without speculation (default 0.02, prompts of 256+ tokens; 0 = off)\n"
             "  --device D             cpu, cuda or cuda:N (default: cuda when a GPU is present)\n"
             "  --max-body BYTES       request body limit (default 16 MiB)\n"
+            "  --no-prefix-cache      do not keep KV of finished requests for reuse\n"
+            "  --prefix-cache-entries N  most KV blocks (16 tokens each) the prefix cache keeps\n"
+            "  --prefix-cache-mem SIZE   ... or at most this much KV memory (e.g. 512M, 2G)\n"
             "  --served-model-name S  model id reported by the APIs (default: the directory name)\n");
 }
 
@@ -71,6 +74,8 @@ int cmd_serve(int argc, char **argv) {
     long port = 8080, ctx = 0, conc = 4, chunk = 512, threads = 0, max_body = 16 << 20, pld = 1, key_len = 3,
          draft_len = 5;
     double min_rep = -1;
+    long use_pc = 1, pc_entries = 0;
+    long long pc_mem = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { serve_usage(stdout); return 0; }
@@ -83,6 +88,21 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--threads") || !strcmp(a, "-t")) { if (parse_long(a, v, 1, 1024, &threads)) return 2; i++; }
         else if (!strcmp(a, "--max-body")) { if (parse_long(a, v, 1024, 1L << 30, &max_body)) return 2; i++; }
         else if (!strcmp(a, "--device")) { if (!v) goto missing; device = v; i++; }
+        else if (!strcmp(a, "--no-prefix-cache")) use_pc = 0;
+        else if (!strcmp(a, "--prefix-cache-entries")) { if (parse_long(a, v, 1, 1L << 30, &pc_entries)) return 2; i++; }
+        else if (!strcmp(a, "--prefix-cache-mem")) {
+            char *end;
+            double x = v ? strtod(v, &end) : -1;
+            if (v && (*end == 'k' || *end == 'K')) { x *= 1024; end++; }
+            else if (v && (*end == 'm' || *end == 'M')) { x *= 1024 * 1024; end++; }
+            else if (v && (*end == 'g' || *end == 'G')) { x *= 1024.0 * 1024 * 1024; end++; }
+            if (!v || *end || !(x >= 1)) {
+                fprintf(stderr, "kestrel serve: --prefix-cache-mem: expected a size like 512M or 2G\n");
+                return 2;
+            }
+            pc_mem = (long long)x;
+            i++;
+        }
         else if (!strcmp(a, "--pld")) pld = 1;
         else if (!strcmp(a, "--no-pld")) pld = 0;
         else if (!strcmp(a, "--pld-key-len")) { if (parse_long(a, v, 1, 8, &key_len)) return 2; i++; }
@@ -131,7 +151,14 @@ int cmd_serve(int argc, char **argv) {
     }
     engine_config ec = {.max_concurrent = (int)conc, .prefill_chunk = (int)chunk, .ctx_size = (int)ctx,
                         .pld = pld != 0, .pld_key_len = (int)key_len, .pld_draft_len = (int)draft_len,
-                        .spec_min_repetition = min_rep};
+                        .spec_min_repetition = min_rep, .prefix_cache = use_pc != 0};
+    if (pc_entries > 0) ec.prefix_cache_blocks = (int)pc_entries;
+    if (pc_mem > 0) { /* bytes of one 16-token block: K and V, every layer, f32 */
+        long long per_block = 16LL * a.m->cfg.n_kv_heads * a.m->cfg.head_dim * 2 * a.m->cfg.n_layers * 4;
+        long long blocks = pc_mem / per_block;
+        if (blocks < 1) blocks = 1;
+        if (!ec.prefix_cache_blocks || blocks < ec.prefix_cache_blocks) ec.prefix_cache_blocks = (int)blocks;
+    }
     if ((rc = engine_start(&a.eng, a.m, tk, &ec))) goto fail;
     base = dir_basename(dir);
     a.model_name = name ? name : base;

@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "base/err.h"
+#include "kv/prefix_cache.h"
 #include "spec/pld.h"
 
 struct engine_req {
@@ -58,6 +59,7 @@ typedef struct {
     int32_t draft[ENGINE_MAX_DRAFT];
     int n_draft;            /* drafts fed in the current step */
     int n_drafted, n_accepted, n_verify;
+    int n_prompt_cached;    /* prompt tokens served by the prefix cache at admission */
 } seq_state;
 
 struct engine {
@@ -85,6 +87,9 @@ struct engine {
     /* stats */
     atomic_llong done, prompt_tokens, gen_tokens, preemptions;
     atomic_llong spec_drafted, spec_accepted, spec_verify, gate_prompt_off, gate_runtime_off;
+    atomic_llong prefix_lookup, prefix_hit;
+    atomic_int stat_cached_blocks;
+    prefix_cache *pc;       /* NULL when disabled */
     double verify_ratio;    /* measured cost of a (draft_len + 1)-token step over a 1-token step */
     atomic_int stat_active;
     atomic_int stat_kv_free;
@@ -251,7 +256,16 @@ oom:
 
 /* ---- sequences --------------------------------------------------------- */
 
+/* Offers the sequence's full blocks of valid KV to the prefix cache. */
+static void cache_blocks(engine *e, seq_state *s) {
+    if (!e->pc) return;
+    int full = s->n_cached / e->kv.block_size;
+    if (full > s->kv.n_blocks) full = s->kv.n_blocks;
+    if (full > 0) prefix_cache_insert(e->pc, &e->kv, s->ctx, full, s->kv.blocks);
+}
+
 static void seq_free(engine *e, seq_state *s) {
+    cache_blocks(e, s);
     kv_seq_release(&e->kv, &s->kv);
     sampler_free(s->smp);
     tok_stream_free(s->ts);
@@ -364,10 +378,12 @@ static void finish_seq(engine *e, seq_state *s, engine_finish why) {
     ev.t_total = now_s() - s->r->t_submit;
     ev.n_drafted = s->n_drafted;
     ev.n_accepted = s->n_accepted;
-    push_event(s->r, &ev);
+    ev.n_cached = s->n_prompt_cached;
+    /* counters first: a client that reads /metrics right after its answer sees them */
     atomic_fetch_add(&e->done, 1);
     atomic_fetch_add(&e->prompt_tokens, s->r->n_prompt);
     atomic_fetch_add(&e->gen_tokens, s->n_gen);
+    push_event(s->r, &ev);
 }
 
 static void fill_logprobs(engine *e, const float *logits, int tok, engine_event *ev, int top) {
@@ -505,6 +521,7 @@ static void preempt_last(engine *e) {
         if (e->active[i]->admit_order > e->active[li]->admit_order) li = i;
     seq_state *s = e->active[li];
     atomic_fetch_add(&e->preemptions, 1);
+    cache_blocks(e, s); /* the recompute may find its own blocks again */
     kv_seq_truncate(&e->kv, &s->kv, 0);
     s->n_cached = 0;
     remove_active(e, li);
@@ -515,20 +532,47 @@ static void preempt_last(engine *e) {
 
 static int blocks_for(const engine *e, int tokens) { return (tokens + e->kv.block_size - 1) / e->kv.block_size; }
 
+/* Free blocks plus cached blocks nobody uses (evicted on demand). */
+static int blocks_available(const engine *e) {
+    return kv_free_blocks(&e->kv) + (e->pc ? prefix_cache_idle(e->pc, &e->kv) : 0);
+}
+
+/* A sequence without KV starts on the longest cached prefix of its tokens:
+ * full blocks strictly before its last token (that one is always computed,
+ * so its logits exist and shared blocks are never written). */
+static void attach_prefix(engine *e, seq_state *s, bool first) {
+    if (!e->pc || s->n_cached || s->kv.n_blocks) return;
+    int bs = e->kv.block_size, n_full = (s->n_ctx - 1) / bs;
+    if (first) atomic_fetch_add(&e->prefix_lookup, s->n_ctx);
+    if (n_full <= 0) return;
+    int32_t *blocks = malloc((size_t)n_full * sizeof *blocks);
+    if (!blocks) return;
+    int found = prefix_cache_lookup(e->pc, &e->kv, s->ctx, n_full, blocks);
+    if (found > 0 && kv_seq_share(&e->kv, &s->kv, blocks, found, found * bs) == KS_OK) {
+        s->n_cached = found * bs;
+        if (first) {
+            s->n_prompt_cached = s->n_cached;
+            atomic_fetch_add(&e->prefix_hit, s->n_cached);
+        }
+    }
+    free(blocks);
+}
+
 /* Admits preempted sequences first, then waiting requests, while there is
- * room in the batch and enough free KV blocks for their uncached tokens. */
+ * room in the batch and enough KV blocks for their uncached tokens. */
 static void admit(engine *e) {
     while (e->n_active < e->cfg.max_concurrent && e->n_preempted > 0) {
         seq_state *s = e->preempted[0];
-        if (blocks_for(e, s->n_ctx + 1) > kv_free_blocks(&e->kv) && e->n_active > 0) return;
+        if (blocks_for(e, s->n_ctx + 1) > blocks_available(e) && e->n_active > 0) return;
         memmove(&e->preempted[0], &e->preempted[1], (size_t)(e->n_preempted - 1) * sizeof *e->preempted);
         e->n_preempted--;
+        attach_prefix(e, s, false);
         e->active[e->n_active++] = s;
     }
     pthread_mutex_lock(&e->mu);
     while (e->n_active < e->cfg.max_concurrent && e->wait_head) {
         engine_req *r = e->wait_head;
-        if (!atomic_load(&r->cancelled) && blocks_for(e, r->n_prompt + 1) > kv_free_blocks(&e->kv) && e->n_active > 0)
+        if (!atomic_load(&r->cancelled) && blocks_for(e, r->n_prompt + 1) > blocks_available(e) && e->n_active > 0)
             break;
         e->wait_head = r->next;
         if (!e->wait_head) e->wait_tail = NULL;
@@ -541,6 +585,7 @@ static void admit(engine *e) {
             engine_req_release(r);
         } else {
             s->admit_order = e->admit_counter++;
+            attach_prefix(e, s, true);
             e->active[e->n_active++] = s;
         }
         pthread_mutex_lock(&e->mu);
@@ -690,6 +735,7 @@ static int step(engine *e) {
         }
     atomic_store(&e->stat_active, e->n_active);
     atomic_store(&e->stat_kv_free, kv_free_blocks(&e->kv));
+    atomic_store(&e->stat_cached_blocks, prefix_cache_size(e->pc));
     return 1;
 }
 
@@ -752,6 +798,11 @@ int engine_start(engine **out, model *m, const tokenizer *tok, const engine_conf
     int rc = model_kv_init(m, &e->kv, e->cfg.kv_tokens);
     if (rc) { free(e); return rc; }
     e->verify_ratio = measure_verify_ratio(e);
+    if (e->cfg.prefix_cache) {
+        int maxb = e->cfg.prefix_cache_blocks > 0 ? e->cfg.prefix_cache_blocks : e->kv.n_blocks;
+        e->pc = prefix_cache_new(e->kv.n_blocks, e->kv.block_size, maxb);
+        e->kv.pc = e->pc; /* NULL on OOM: runs without */
+    }
     e->active = calloc((size_t)e->cfg.max_concurrent, sizeof *e->active);
     e->preempted = calloc((size_t)e->cfg.max_concurrent, sizeof *e->preempted);
     e->raw = malloc((size_t)m->cfg.vocab_size * sizeof(float));
@@ -792,6 +843,7 @@ void engine_stop(engine *e) {
         push_error(r, "server shutting down");
         engine_req_release(r);
     }
+    prefix_cache_free(e->pc);
     kv_cache_free(&e->kv);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv);
@@ -819,4 +871,7 @@ void engine_get_stats(engine *e, engine_stats *s) {
     s->gate_prompt_off = atomic_load(&e->gate_prompt_off);
     s->gate_runtime_off = atomic_load(&e->gate_runtime_off);
     s->verify_cost_ratio = e->verify_ratio;
+    s->prefix_lookup_tokens = atomic_load(&e->prefix_lookup);
+    s->prefix_hit_tokens = atomic_load(&e->prefix_hit);
+    s->prefix_cached_blocks = atomic_load(&e->stat_cached_blocks);
 }

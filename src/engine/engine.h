@@ -71,6 +71,7 @@ typedef struct {
     double t_total;          /* DONE: seconds from submit to the end */
     int n_drafted;           /* DONE: draft tokens verified (PLD / prediction) */
     int n_accepted;          /* DONE: of which accepted */
+    int n_cached;            /* DONE: prompt tokens whose KV came from the prefix cache */
 } engine_event;
 
 typedef struct {
@@ -83,6 +84,8 @@ typedef struct {
     int pld_draft_len;       /* draft tokens per verify step (default 5, at most ENGINE_MAX_DRAFT) */
     double spec_min_repetition; /* prompt gate: 3-gram repetition score below which a request
                                    runs without speculation (< 0: default) */
+    bool prefix_cache;       /* keep full KV blocks for later requests (kv/prefix_cache.h) */
+    int prefix_cache_blocks; /* most blocks kept (0: the whole pool) */
 } engine_config;
 
 #define ENGINE_MAX_DRAFT 16
@@ -122,6 +125,8 @@ typedef struct {
     long long spec_drafted, spec_accepted, spec_verify_steps;
     long long gate_prompt_off, gate_runtime_off; /* requests the gates turned speculation off for */
     double verify_cost_ratio;                    /* measured cost of a k+1-token step / 1-token step */
+    long long prefix_lookup_tokens, prefix_hit_tokens; /* prompt tokens looked up / served from the cache */
+    int prefix_cached_blocks;
 } engine_stats;
 void engine_get_stats(engine *e, engine_stats *s);
 

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "base/err.h"
+#include "kv/prefix_cache.h"
 
 int kv_cache_init(kv_cache *kv, backend *be, int n_layers, int kv_dim, int block_size, int n_blocks) {
     memset(kv, 0, sizeof *kv);
@@ -18,7 +19,8 @@ int kv_cache_init(kv_cache *kv, backend *be, int n_layers, int kv_dim, int block
     kv->k = calloc((size_t)n_layers, sizeof *kv->k);
     kv->v = calloc((size_t)n_layers, sizeof *kv->v);
     kv->free_list = malloc((size_t)n_blocks * sizeof *kv->free_list);
-    if (!kv->k || !kv->v || !kv->free_list) goto oom;
+    kv->refs = calloc((size_t)n_blocks, sizeof *kv->refs);
+    if (!kv->k || !kv->v || !kv->free_list || !kv->refs) goto oom;
     size_t bytes = (size_t)n_blocks * (size_t)block_size * (size_t)kv_dim * sizeof(float);
     for (int l = 0; l < n_layers; l++) {
         kv->k[l] = be->ops->buf_alloc(be, bytes);
@@ -41,12 +43,15 @@ void kv_cache_free(kv_cache *kv) {
     free(kv->k);
     free(kv->v);
     free(kv->free_list);
+    free(kv->refs);
     memset(kv, 0, sizeof *kv);
 }
 
 int kv_seq_reserve(kv_cache *kv, kv_seq *s, int n_tokens) {
     int need = (n_tokens + kv->block_size - 1) / kv->block_size;
     if (need <= s->n_blocks) return KS_OK;
+    if (need - s->n_blocks > kv->n_free && kv->pc)
+        prefix_cache_evict(kv->pc, kv, need - s->n_blocks - kv->n_free);
     if (need - s->n_blocks > kv->n_free)
         return err_set(KS_EINVAL, "KV cache full: need %d more blocks of %d tokens, %d free",
                        need - s->n_blocks, kv->block_size, kv->n_free);
@@ -58,14 +63,40 @@ int kv_seq_reserve(kv_cache *kv, kv_seq *s, int n_tokens) {
         s->blocks = nb;
         s->cap = cap;
     }
-    while (s->n_blocks < need) s->blocks[s->n_blocks++] = kv->free_list[--kv->n_free];
+    while (s->n_blocks < need) {
+        int b = kv->free_list[--kv->n_free];
+        kv->refs[b] = 1;
+        s->blocks[s->n_blocks++] = b;
+    }
+    return KS_OK;
+}
+
+void kv_block_ref(kv_cache *kv, int block) { kv->refs[block]++; }
+
+void kv_block_unref(kv_cache *kv, int block) {
+    if (--kv->refs[block] == 0) kv->free_list[kv->n_free++] = block;
+}
+
+int kv_seq_share(kv_cache *kv, kv_seq *s, const int32_t *blocks, int n_blocks, int n_tokens) {
+    if (n_blocks > s->cap) {
+        int32_t *nb = realloc(s->blocks, (size_t)n_blocks * sizeof *nb);
+        if (!nb) return err_set(KS_ENOMEM, "kv cache: out of memory for a block table");
+        s->blocks = nb;
+        s->cap = n_blocks;
+    }
+    for (int i = 0; i < n_blocks; i++) {
+        s->blocks[i] = blocks[i];
+        kv_block_ref(kv, blocks[i]);
+    }
+    s->n_blocks = n_blocks;
+    s->n_tokens = n_tokens;
     return KS_OK;
 }
 
 void kv_seq_truncate(kv_cache *kv, kv_seq *s, int n_tokens) {
     if (n_tokens < 0) n_tokens = 0;
     int keep = (n_tokens + kv->block_size - 1) / kv->block_size;
-    while (s->n_blocks > keep) kv->free_list[kv->n_free++] = s->blocks[--s->n_blocks];
+    while (s->n_blocks > keep) kv_block_unref(kv, s->blocks[--s->n_blocks]);
     if (s->n_tokens > n_tokens) s->n_tokens = n_tokens;
 }
 

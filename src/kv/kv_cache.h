@@ -6,7 +6,9 @@
  * Token at position p of a sequence lives in slot
  *   blocks[p / block_size] * block_size + p % block_size.
  * A kv_seq's block table is host memory owned by the kv_seq (kv_seq_release
- * returns its blocks to the pool and frees the table). */
+ * drops its references and frees the table). Blocks are reference counted:
+ * sequences and the prefix cache (kv/prefix_cache.h) may share one; a block
+ * returns to the free list when its last reference goes. */
 #ifndef KS_KV_CACHE_H
 #define KS_KV_CACHE_H
 
@@ -16,12 +18,16 @@
 
 #define KV_BLOCK_SIZE 16
 
-typedef struct {
+typedef struct prefix_cache prefix_cache;
+
+typedef struct kv_cache {
     backend *be;
     int n_layers, kv_dim, block_size, n_blocks;
     float **k, **v;       /* (n_layers) backend buffers */
     int32_t *free_list;   /* host stack of free block ids */
     int n_free;
+    int32_t *refs;        /* (n_blocks) references held on each block */
+    prefix_cache *pc;     /* borrowed; NULL = no prefix caching. Reserve evicts from it. */
 } kv_cache;
 
 typedef struct {
@@ -38,6 +44,11 @@ int kv_seq_reserve(kv_cache *kv, kv_seq *s, int n_tokens);
 /* Keeps positions [0, n_tokens), returns blocks past them to the pool. */
 void kv_seq_truncate(kv_cache *kv, kv_seq *s, int n_tokens);
 void kv_seq_release(kv_cache *kv, kv_seq *s);
+/* Starts an empty sequence on shared blocks (a cached prefix): takes a
+ * reference on each; the sequence then holds n tokens of KV. */
+int kv_seq_share(kv_cache *kv, kv_seq *s, const int32_t *blocks, int n_blocks, int n_tokens);
+void kv_block_ref(kv_cache *kv, int block);
+void kv_block_unref(kv_cache *kv, int block);
 static inline int kv_free_blocks(const kv_cache *kv) { return kv->n_free; }
 
 #endif

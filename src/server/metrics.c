@@ -84,11 +84,21 @@ char *metrics_render(metrics *m, engine *e) {
               "# TYPE kestrel_spec_gate_off_total counter\n"
               "kestrel_spec_gate_off_total{gate=\"prompt\"} %lld\nkestrel_spec_gate_off_total{gate=\"runtime\"} %lld\n"
               "# HELP kestrel_spec_verify_cost_ratio Measured cost of a verify step over a decode step.\n"
-              "# TYPE kestrel_spec_verify_cost_ratio gauge\nkestrel_spec_verify_cost_ratio %.3f\n",
+              "# TYPE kestrel_spec_verify_cost_ratio gauge\nkestrel_spec_verify_cost_ratio %.3f\n"
+              "# HELP kestrel_prefix_cache_lookup_tokens_total Prompt tokens looked up in the prefix cache.\n"
+              "# TYPE kestrel_prefix_cache_lookup_tokens_total counter\nkestrel_prefix_cache_lookup_tokens_total %lld\n"
+              "# HELP kestrel_prefix_cache_hit_tokens_total Prompt tokens whose KV came from the prefix cache.\n"
+              "# TYPE kestrel_prefix_cache_hit_tokens_total counter\nkestrel_prefix_cache_hit_tokens_total %lld\n"
+              "# HELP kestrel_prefix_cache_hit_rate Hit tokens / looked-up tokens since start.\n"
+              "# TYPE kestrel_prefix_cache_hit_rate gauge\nkestrel_prefix_cache_hit_rate %.4f\n"
+              "# HELP kestrel_prefix_cache_blocks KV blocks kept by the prefix cache.\n"
+              "# TYPE kestrel_prefix_cache_blocks gauge\nkestrel_prefix_cache_blocks %d\n",
               st.prompt_tokens, st.generated_tokens, st.queued, st.active, st.kv_blocks_free, st.kv_blocks_total,
               st.preemptions, st.spec_drafted, st.spec_accepted, st.spec_verify_steps,
               st.spec_drafted ? (double)st.spec_accepted / st.spec_drafted : 0.0, st.gate_prompt_off,
-              st.gate_runtime_off, st.verify_cost_ratio);
+              st.gate_runtime_off, st.verify_cost_ratio, st.prefix_lookup_tokens, st.prefix_hit_tokens,
+              st.prefix_lookup_tokens ? (double)st.prefix_hit_tokens / st.prefix_lookup_tokens : 0.0,
+              st.prefix_cached_blocks);
     hist(&b, "kestrel_time_to_first_token_seconds", "Time from request to first generated token.", m->ttft, ttft_le,
          atomic_load(&m->ttft_us_sum), atomic_load(&m->ttft_n));
     hist(&b, "kestrel_time_per_output_token_seconds", "Mean time per generated token after the first.", m->tpot,

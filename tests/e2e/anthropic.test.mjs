@@ -29,6 +29,9 @@ async function rawStream(params) {
   return { events, text, stopReason: md?.delta.stop_reason, stopSequence: md?.delta.stop_sequence, usage: md?.usage };
 }
 
+// prompt tokens of a request: Anthropic counts prefix-cache reads apart from input_tokens
+const inTok = (u) => u.input_tokens + (u.cache_read_input_tokens ?? 0);
+
 test('messages: non-streaming, max_tokens stop_reason, usage', async () => {
   const r = await create({ system: SYS, messages: user('Write a Python function `is_even`: Return True if n is even.'), max_tokens: 12 });
   assert.equal(r.type, 'message');
@@ -50,7 +53,7 @@ test('messages: end_turn; input_tokens == tokens of the rendered prompt; == chat
   assert.ok(textOf(r).length > 0);
   assert.ok(!textOf(r).includes('<|im_end|>'));
   const ids = await L.tokenize(L.chatml([{ role: 'system', content: SYS }, { role: 'user', content: u }]));
-  assert.equal(r.usage.input_tokens, ids.length);
+  assert.equal(inTok(r.usage), ids.length);
   const c = await L.openai().chat.completions.create({
     model: await L.model(),
     temperature: 0,
@@ -91,7 +94,7 @@ test('messages: stream events in order; streamed text == non-streamed text', asy
     assert.ok(types.slice(2, -3).every((t) => t === 'content_block_delta'), types.join(','));
     const start = s.events[0].message;
     assert.equal(start.role, 'assistant');
-    assert.equal(start.usage.input_tokens, full.usage.input_tokens);
+    assert.equal(inTok(start.usage), inTok(full.usage));
     assert.equal(s.events[1].content_block.type, 'text');
     assert.equal(s.text, textOf(full));
     assert.equal(s.stopReason, full.stop_reason);
@@ -126,7 +129,7 @@ test('messages: a final assistant message is a prefill the answer continues', as
   const raw = L.chatml([{ role: 'system', content: SYS }, { role: 'user', content: u }]) + prefill;
   const c = await L.openai().completions.create({ model: await L.model(), prompt: raw, max_tokens: 20, temperature: 0 });
   assert.equal(textOf(r), c.choices[0].text);
-  assert.equal(r.usage.input_tokens, (await L.tokenize(raw)).length);
+  assert.equal(inTok(r.usage), (await L.tokenize(raw)).length);
   // trailing whitespace in the prefill is refused, as by Anthropic
   const bad = await L.post('/v1/messages', { model: await L.model(), max_tokens: 2, messages: [...user(u), { role: 'assistant', content: 'x ' }] }, { headers: { 'anthropic-version': '2023-06-01' } });
   L.assertAnthropicError(bad, 400, 'invalid_request_error');
@@ -137,7 +140,7 @@ test('count_tokens == usage.input_tokens of the same request', async () => {
   const c = await client.messages.countTokens({ model: await L.model(), ...params });
   assert.equal(typeof c.input_tokens, 'number');
   const r = await create({ ...params, max_tokens: 2 });
-  assert.equal(c.input_tokens, r.usage.input_tokens);
+  assert.equal(c.input_tokens, inTok(r.usage));
   const withTools = await client.messages.countTokens({ model: await L.model(), ...params, tools: [weatherTool] });
   assert.ok(withTools.input_tokens > c.input_tokens, 'tools count as input');
 });

@@ -1,0 +1,36 @@
+/* prefix_cache.h — reuse of KV blocks across requests: full blocks are keyed
+ * by a hash chain of their token ids (xxHash64 of the block's tokens seeded
+ * with the previous block's key), kept after their sequence ends, and handed
+ * to any later sequence whose tokens start the same way. LRU eviction under an
+ * entry limit, and on demand when the KV pool runs out of free blocks.
+ *
+ * Ownership: the cache holds one reference on each block it keeps
+ * (kv_cache.refs); sequences sharing a block hold their own. Only blocks no
+ * sequence uses are evicted. Shared blocks are never written: a sequence
+ * shares at most the full blocks strictly before its last prompt token, and
+ * writes KV only at positions past them (so no copy-on-write is needed). */
+#ifndef KS_PREFIX_CACHE_H
+#define KS_PREFIX_CACHE_H
+
+#include <stdint.h>
+
+typedef struct kv_cache kv_cache;
+typedef struct prefix_cache prefix_cache;
+
+/* max_blocks: most blocks kept (<= the pool). */
+prefix_cache *prefix_cache_new(int n_pool_blocks, int block_size, int max_blocks);
+void prefix_cache_free(prefix_cache *pc);
+/* Leading full blocks of tokens[0..n_blocks*bs) present in the cache, at
+ * most n_blocks; their ids go to out (the caller takes references). */
+int prefix_cache_lookup(prefix_cache *pc, kv_cache *kv, const int32_t *tokens, int n_blocks, int32_t *out);
+/* Offers the full blocks of a sequence (blocks[i] holds tokens [i*bs,
+ * (i+1)*bs) with valid KV); new ones are kept (the cache takes a reference). */
+void prefix_cache_insert(prefix_cache *pc, kv_cache *kv, const int32_t *tokens, int n_blocks, const int32_t *blocks);
+/* Drops up to `need` unused cached blocks, least recently used first, back to
+ * the pool; returns how many. */
+int prefix_cache_evict(prefix_cache *pc, kv_cache *kv, int need);
+/* Cached blocks no sequence uses (evictable). */
+int prefix_cache_idle(const prefix_cache *pc, const kv_cache *kv);
+int prefix_cache_size(const prefix_cache *pc);
+
+#endif
