@@ -29,8 +29,10 @@ static void serve_usage(FILE *f) {
             "  --port N               port (default 8080; 0 picks a free one)\n"
             "  --api-key KEY          require this key (Authorization: Bearer KEY or x-api-key)\n"
             "  --ctx-size N           most tokens per sequence (default: min(max_position_embeddings, 8192))\n"
-            "  --max-concurrent N     sequences decoded together (default 4 on the CPU backend)\n"
-            "  --prefill-chunk N      prompt tokens per scheduler step (default 512 on the CPU backend)\n"
+            "  --max-concurrent N     sequences decoded together (default 4 on the CPU, 16 on CUDA)\n"
+            "  --prefill-chunk N      prompt tokens per scheduler step (default 512 on the CPU, 2048 on CUDA)\n"
+            "  --kv-mem SIZE          KV pool size (e.g. 4G; default: ctx-size x max-concurrent tokens);\n"
+            "                         requests that do not fit wait in the queue\n"
             "  --threads N            CPU threads (default: all cores)\n"
             "  --pld / --no-pld       prompt lookup decoding (speculative, exact; default on)\n"
             "  --pld-key-len N        n-gram length looked up (default 3)\n"
@@ -71,11 +73,11 @@ static char *dir_basename(const char *dir) {
 
 int cmd_serve(int argc, char **argv) {
     const char *dir = NULL, *host = "127.0.0.1", *api_key = NULL, *name = NULL, *device = "auto";
-    long port = 8080, ctx = 0, conc = 4, chunk = 512, threads = 0, max_body = 16 << 20, pld = 1, key_len = 3,
+    long port = 8080, ctx = 0, conc = 0, chunk = 0, threads = 0, max_body = 16 << 20, pld = 1, key_len = 3,
          draft_len = 5;
     double min_rep = -1;
     long use_pc = 1, pc_entries = 0;
-    long long pc_mem = 0;
+    long long pc_mem = 0, kv_mem = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { serve_usage(stdout); return 0; }
@@ -90,17 +92,18 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--device")) { if (!v) goto missing; device = v; i++; }
         else if (!strcmp(a, "--no-prefix-cache")) use_pc = 0;
         else if (!strcmp(a, "--prefix-cache-entries")) { if (parse_long(a, v, 1, 1L << 30, &pc_entries)) return 2; i++; }
-        else if (!strcmp(a, "--prefix-cache-mem")) {
+        else if (!strcmp(a, "--kv-mem") || !strcmp(a, "--prefix-cache-mem")) {
             char *end;
             double x = v ? strtod(v, &end) : -1;
             if (v && (*end == 'k' || *end == 'K')) { x *= 1024; end++; }
             else if (v && (*end == 'm' || *end == 'M')) { x *= 1024 * 1024; end++; }
             else if (v && (*end == 'g' || *end == 'G')) { x *= 1024.0 * 1024 * 1024; end++; }
             if (!v || *end || !(x >= 1)) {
-                fprintf(stderr, "kestrel serve: --prefix-cache-mem: expected a size like 512M or 2G\n");
+                fprintf(stderr, "kestrel serve: %s: expected a size like 512M or 2G\n", a);
                 return 2;
             }
-            pc_mem = (long long)x;
+            if (!strcmp(a, "--kv-mem")) kv_mem = (long long)x;
+            else pc_mem = (long long)x;
             i++;
         }
         else if (!strcmp(a, "--pld")) pld = 1;
@@ -149,12 +152,25 @@ int cmd_serve(int argc, char **argv) {
         ctx = a.m->cfg.max_position_embeddings > 0 ? a.m->cfg.max_position_embeddings : 8192;
         if (ctx > 8192) ctx = 8192;
     }
+    bool gpu = strcmp(be->ops->name, "cpu") != 0;
+    if (!conc) conc = gpu ? 16 : 4;
+    if (!chunk) chunk = gpu ? 2048 : 512;
     engine_config ec = {.max_concurrent = (int)conc, .prefill_chunk = (int)chunk, .ctx_size = (int)ctx,
                         .pld = pld != 0, .pld_key_len = (int)key_len, .pld_draft_len = (int)draft_len,
                         .spec_min_repetition = min_rep, .prefix_cache = use_pc != 0};
     if (pc_entries > 0) ec.prefix_cache_blocks = (int)pc_entries;
-    if (pc_mem > 0) { /* bytes of one 16-token block: K and V, every layer, f32 */
-        long long per_block = 16LL * a.m->cfg.n_kv_heads * a.m->cfg.head_dim * 2 * a.m->cfg.n_layers * 4;
+    /* bytes of one 16-token block: K and V, every layer, f32 */
+    long long per_block = 16LL * a.m->cfg.n_kv_heads * a.m->cfg.head_dim * 2 * a.m->cfg.n_layers * 4;
+    if (kv_mem > 0) {
+        long long tokens = kv_mem / per_block * 16;
+        if (tokens < ctx) {
+            fprintf(stderr, "kestrel: --kv-mem %lld bytes holds %lld tokens, less than one context (%ld)\n", kv_mem,
+                    tokens, ctx);
+            goto fail_quiet;
+        }
+        ec.kv_tokens = tokens > (1LL << 30) ? 1 << 30 : (int)tokens;
+    }
+    if (pc_mem > 0) {
         long long blocks = pc_mem / per_block;
         if (blocks < 1) blocks = 1;
         if (!ec.prefix_cache_blocks || blocks < ec.prefix_cache_blocks) ec.prefix_cache_blocks = (int)blocks;
@@ -181,6 +197,9 @@ int cmd_serve(int argc, char **argv) {
     goto done;
 fail:
     fprintf(stderr, "kestrel: %s\n", err_msg());
+    goto done;
+fail_quiet:
+    status = 1;
 done:
     http_stop(srv);     /* no new requests; connection threads end */
     engine_stop(a.eng); /* cancels what is left */

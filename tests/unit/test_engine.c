@@ -66,8 +66,9 @@ static const char *prompts[] = {
     "import os\nimport sys\n\n\ndef main():\n    args = sys.argv[1:]\n",
     "class Stack:\n    def __init__(self):\n        self.items = []\n\n    def push(self, x):\n",
     "static int parse_header(const char *buf, size_t len, struct header *out) {\n    if (len < 8)\n",
+    "for i in range(10):\n", "struct node {\n    int key;\n", "# Compute the mean of a list\ndef mean(xs):\n",
 };
-#define N_PROMPTS 5
+#define N_PROMPTS 8
 
 static engine_params greedy(int n) {
     engine_params p;
@@ -107,9 +108,9 @@ TEST(test_engine_batching_and_preemption_are_invisible) {
     engine_params p = greedy(40);
     result alone[N_PROMPTS], batched[N_PROMPTS], tight[N_PROMPTS];
     engine_config one = {.max_concurrent = 1, .prefill_chunk = 512, .ctx_size = 512};
-    engine_config four = {.max_concurrent = 4, .prefill_chunk = 24, .ctx_size = 512};
-    /* a pool of 96 KV tokens for 4 sequences of up to ~70 tokens: sequences
-     * are preempted and recomputed */
+    engine_config four = {.max_concurrent = 8, .prefill_chunk = 24, .ctx_size = 512}; /* all 8 at once */
+    /* a pool of 96 KV tokens for 4 sequences of up to ~70 tokens each:
+     * sequences are preempted and recomputed, the rest wait in the queue */
     engine_config small = {.max_concurrent = 4, .prefill_chunk = 16, .ctx_size = 96, .kv_tokens = 96};
     run_all(&f, one, &p, alone);
     run_all(&f, four, &p, batched);
@@ -232,6 +233,46 @@ TEST(test_engine_cancel_frees_blocks_and_refuses_bad_requests) {
     CHECK(engine_submit(e, bad, 2, &p) == NULL);
     p.max_tokens = 0;
     CHECK(engine_submit(e, ids, n, &p) == NULL);
+    free(big);
+    free(ids);
+    engine_stop(e);
+    fx_close(&f);
+}
+
+/* KV exhaustion: requests whose KV does not fit wait in the queue (never an
+ * error, never a truncation) and complete once blocks free up; a prompt that
+ * can never fit the context is refused at submit. */
+TEST(test_engine_kv_exhaustion_queues) {
+    fixture f;
+    if (!fx_open(&f)) SKIP("../shared/models/tinycoder not found");
+    engine *e = NULL;
+    /* 64 KV tokens: room for one 8-token prompt + 40 tokens at a time */
+    engine_config ec = {.max_concurrent = 4, .prefill_chunk = 64, .ctx_size = 64, .kv_tokens = 64};
+    CHECK(engine_start(&e, f.m, f.tk, &ec) == 0);
+    int32_t *ids;
+    int n;
+    CHECK(tok_encode(f.tk, prompts[0], strlen(prompts[0]), true, &ids, &n) == 0);
+    engine_params p = greedy(40);
+    engine_req *r[3];
+    for (int i = 0; i < 3; i++) r[i] = engine_submit(e, ids, n, &p);
+    result out[3];
+    for (int i = 0; i < 3; i++) {
+        CHECK(r[i] != NULL);
+        if (r[i]) drain(r[i], &out[i]);
+        engine_req_release(r[i]);
+        CHECK_EQ_INT(out[i].done.type, ENGINE_EV_DONE);
+        CHECK_EQ_INT(out[i].n, 40);
+        CHECK(!memcmp(out[i].toks, out[0].toks, 40 * 4));
+    }
+    engine_stats st;
+    for (int i = 0; i < 200; i++) { /* the engine frees after the last event */
+        engine_get_stats(e, &st);
+        if (st.kv_blocks_free == st.kv_blocks_total) break;
+        usleep(10000);
+    }
+    CHECK_EQ_INT(st.kv_blocks_free, st.kv_blocks_total);
+    int32_t *big = calloc(64, 4);
+    CHECK(engine_submit(e, big, 64, &p) == NULL); /* >= the context: refused */
     free(big);
     free(ids);
     engine_stop(e);

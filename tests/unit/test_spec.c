@@ -74,16 +74,19 @@ typedef struct {
     chat_template *ct;
 } fx;
 
-static int fx_open(fx *f) {
+static int fx_open_on(fx *f, const char *device) {
     memset(f, 0, sizeof *f);
     const char *dir = test_shared_path("models/tinycoder");
     if (!dir) return 0;
-    CHECK(backend_cpu_new(&f->be, 2) == 0);
+    CHECK(backend_new(&f->be, device, 2) == 0);
+    if (!f->be) return 0;
     CHECK(model_load(&f->m, dir, f->be) == 0);
     CHECK(tok_load(&f->tk, dir) == 0);
     CHECK(chat_template_load(&f->ct, dir) == 0);
     return f->m && f->tk && f->ct;
 }
+
+static int fx_open(fx *f) { return fx_open_on(f, "cpu"); }
 
 static void fx_close(fx *f) {
     chat_template_free(f->ct);
@@ -163,9 +166,9 @@ static engine_params params(int n, int spec) {
     return p;
 }
 
-TEST(test_spec_greedy_is_byte_identical_on_workloads) {
+static void greedy_identical(const char *device) {
     fx f;
-    if (!fx_open(&f)) SKIP("../shared/models/tinycoder not found");
+    if (!fx_open_on(&f, device)) return;
     engine *e = NULL;
     engine_config ec = {.max_concurrent = 4, .prefill_chunk = 256, .ctx_size = 1024, .pld = true,
                         .spec_min_repetition = 0.0 /* gate open: verify drafts everywhere */};
@@ -206,6 +209,17 @@ TEST(test_spec_greedy_is_byte_identical_on_workloads) {
     CHECK(accepted > 100); /* drafts were really verified and accepted */
     engine_stop(e);
     fx_close(&f);
+}
+
+TEST(test_spec_greedy_is_byte_identical_on_workloads) {
+    if (!test_shared_path("models/tinycoder")) SKIP("../shared/models/tinycoder not found");
+    greedy_identical("cpu");
+}
+
+TEST(test_cuda_spec_greedy_is_byte_identical_on_workloads) {
+    if (!test_shared_path("models/tinycoder")) SKIP("../shared/models/tinycoder not found");
+    if (!backend_cuda_available()) SKIP("no CUDA GPU");
+    greedy_identical("cuda");
 }
 
 /* two-sample chi-square over bins with >= 5 expected; returns statistic, *df */
