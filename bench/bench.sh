@@ -17,7 +17,8 @@
 # $SPEC_OFF_FLAGS and one with $SPEC_ON_FLAGS, and the decode ratio and the
 # acceptance the server reports are added. --url URL skips the boot and
 # probes any running OpenAI-compatible server (llama-server, vLLM, another
-# kestrel) with the same protocol; MODEL then only names the result.
+# kestrel) with the same protocol; MODEL then only names the result and
+# "-- flags" only records how that server was started.
 # --record appends the history rows to BENCHMARKS.md (Server harness table).
 # Probe options passed through: --runs N --workloads L --max-tokens N
 # --prompts-per-workload N --ladder L --streams L --prompts DIR --model NAME
@@ -133,7 +134,7 @@ probe() { # probe URL OUT FLAGS-LABEL [extra probe args]
 
 SPEC_ARGS=()
 if [ -n "$URL" ]; then
-    probe "$URL" "$tmp/main.json" "(not started by bench.sh)"
+    probe "$URL" "$tmp/main.json" "${flags:-(not started by bench.sh)}"
 else
     boot main "${SERVER_FLAGS[@]+"${SERVER_FLAGS[@]}"}"
     probe "http://127.0.0.1:$PORT" "$tmp/main.json" "${flags:-(defaults)}"
@@ -154,21 +155,24 @@ fi
 "$KESTREL" bench --report "$tmp/main.json" "${SPEC_ARGS[@]+"${SPEC_ARGS[@]}"}" --out "$BASE.json" --md "$BASE.md" \
     --plot-data "$tmp/plot"
 if command -v gnuplot >/dev/null; then
-    gnuplot -e "data='$tmp/plot'; out='$BASE'; title='kestrel bench: $NAME, $MODE ($DATE, $COMMIT)'" bench/plot.gnuplot
-    printf '\nCharts: [%s](%s), [context ladder](%s)\n' "$(basename "$BASE").png" "$(basename "$BASE").png" \
-        "$(basename "$BASE")-ladder.png" >> "$BASE.md"
+    gnuplot -e "data='$tmp/plot'; out='$BASE'; title='kestrel bench: $NAME, $MODE ($DATE, $COMMIT)'" bench/plot.gnuplot ||
+        echo "bench.sh: gnuplot failed (charts incomplete)" >&2
+    charts=""
+    [ -f "$BASE.png" ] && charts="[$(basename "$BASE").png]($(basename "$BASE").png)"
+    [ -f "$BASE-ladder.png" ] && charts="${charts:+$charts, }[context ladder]($(basename "$BASE")-ladder.png)"
+    [ -n "$charts" ] && printf '\nCharts: %s\n' "$charts" >> "$BASE.md"
 else
     echo "bench.sh: gnuplot not found (scripts/setup.sh installs gnuplot-nox): no charts" >&2
 fi
 cat "$BASE.md"
-echo "bench.sh: wrote $BASE.json, $BASE.md$(command -v gnuplot >/dev/null && echo ", $BASE.png, $BASE-ladder.png")" >&2
+echo "bench.sh: wrote $(ls "$BASE".json "$BASE".md "$BASE".png "$BASE"-ladder.png 2>/dev/null | tr '\n' ' ')" >&2
 
 if [ "$RECORD" = 1 ]; then
     marker='<!-- bench.sh --record inserts rows above this line -->'
     grep -qF -- "$marker" BENCHMARKS.md || { echo "bench.sh: BENCHMARKS.md has no '$marker' line" >&2; exit 1; }
     rows=$(sed -n '/^History rows/,$p' "$BASE.md" | grep '^| ' || true)
     link="[charts](bench/results/$(basename "$BASE").png)"
-    rows=$(printf '%s\n' "$rows" | sed "s# |\$# ($link) |#")
+    rows=$(printf '%s\n' "$rows" | sed "1s# |\$# ($link) |#")
     awk -v rows="$rows" -v m="$marker" 'index($0, m) == 1 { print rows } { print }' BENCHMARKS.md > "$tmp/B.md"
     cat "$tmp/B.md" > BENCHMARKS.md
     echo "bench.sh: appended $(printf '%s\n' "$rows" | wc -l) rows to BENCHMARKS.md" >&2

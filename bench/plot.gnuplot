@@ -3,10 +3,16 @@
 #   gnuplot -e "data='PREFIX'; out='OUT'; title='TEXT'" bench/plot.gnuplot
 # writes OUT.png (bars: decode tok/s and TTFT per workload, the concurrency
 # sweep) and OUT-ladder.png (prefill / decode tok/s and TTFT against prompt
-# length). Needs gnuplot (Debian gnuplot-nox: pngcairo, or png as fallback).
+# length); a chart (or panel) whose data file is missing is left out.
+# Needs gnuplot (Debian gnuplot-nox: pngcairo, or png as fallback).
 if (!exists("data") || !exists("out")) { print "usage: gnuplot -e \"data='PREFIX'; out='OUT'\" bench/plot.gnuplot"; exit }
 if (!exists("title")) title = "kestrel bench"
+has(f) = system("test -s '".f."' && echo 1 || echo 0") eq "1"
+bars = has(data."-bars.dat")
+conc = has(data."-concurrency.dat")
+ladder = has(data."-ladder.dat")
 
+if (bars + conc > 0) {
 if (strstrt(GPVAL_TERMINALS, "pngcairo") > 0) {
     set terminal pngcairo size 1500,480 font "sans,10"
 } else {
@@ -20,16 +26,22 @@ set boxwidth 0.9
 set grid ytics
 set yrange [0:*]
 set key top right
-set multiplot layout 1,3 title title
-set title "decode tok/s, one stream (median)"
-plot data."-bars.dat" using 2:xtic(1) title "decode tok/s" lc rgb "#3b7dd8"
-set title "time to first token, ms (median)"
-plot data."-bars.dat" using 4:xtic(1) title "TTFT ms" lc rgb "#d8843b"
-set title "concurrency: tok/s vs streams"
-plot data."-concurrency.dat" using 2:xtic(1) title "total" lc rgb "#2e9e5b", \
-     "" using 3 title "per stream (decode)" lc rgb "#9e2e7a"
+set multiplot layout 1, 2 * bars + conc title title
+if (bars) {
+    set title "decode tok/s, one stream (median)"
+    plot data."-bars.dat" using 2:xtic(1) title "decode tok/s" lc rgb "#3b7dd8"
+    set title "time to first token, ms (median)"
+    plot data."-bars.dat" using 4:xtic(1) title "TTFT ms" lc rgb "#d8843b"
+}
+if (conc) {
+    set title "concurrency: tok/s vs streams"
+    plot data."-concurrency.dat" using 2:xtic(1) title "total" lc rgb "#2e9e5b", \
+         "" using 3 title "per stream (decode)" lc rgb "#9e2e7a"
+}
 unset multiplot
+}
 
+if (!ladder) exit
 if (strstrt(GPVAL_TERMINALS, "pngcairo") > 0) {
     set terminal pngcairo size 900,520 font "sans,10"
 } else {

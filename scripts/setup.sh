@@ -3,7 +3,7 @@
 # non-interactive). Run as root or with sudo available.
 set -euo pipefail
 PKGS=(build-essential pkg-config libjansson-dev libpcre2-dev libutf8proc-dev
-      libxxhash-dev libmicrohttpd-dev libcurl4-openssl-dev nodejs npm python3)
+      libxxhash-dev libmicrohttpd-dev libcurl4-openssl-dev nodejs npm python3 gnuplot-nox)
 missing=()
 for p in "${PKGS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

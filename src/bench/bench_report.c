@@ -196,7 +196,12 @@ void bench_write_markdown(json_t *res, FILE *f) {
 
     /* history rows for BENCHMARKS.md */
     const char *date = str(meta, "date", "?"), *commit = str(meta, "commit", "?"), *mach = str(meta, "machine", "?");
-    const char *model = str(meta, "model", str(res, "model", "?")), *mode = str(meta, "mode", "bench");
+    const char *model = str(meta, "model", str(res, "model", "?"));
+    const char *flags = str(meta, "server_flags", NULL);
+    char mode[512];
+    if (flags && strcmp(flags, "(defaults)") && flags[0] != '(')
+        snprintf(mode, sizeof mode, "%s -- %s", str(meta, "mode", "bench"), flags);
+    else snprintf(mode, sizeof mode, "%s", str(meta, "mode", "bench"));
     sb_puts(&b, "History rows (BENCHMARKS.md):\n\n");
     if (json_array_size(wl)) {
         sb_printf(&b, "| %s | %s | %s | %s | %s: workloads, 1 stream, max_tokens %d | decode tok/s", date, commit, mach,
@@ -261,33 +266,41 @@ void bench_write_markdown(json_t *res, FILE *f) {
     sb_free(&b);
 }
 
-int bench_write_plot_data(json_t *res, const char *prefix) {
+/* Data rows of one chart; a file is written only when it has a row (the
+ * gnuplot script skips a chart whose file is missing). */
+static int write_dat(const char *prefix, const char *suffix, const strbuf *rows) {
     char path[1024];
-    size_t i;
-    json_t *w;
-    snprintf(path, sizeof path, "%s-bars.dat", prefix);
+    snprintf(path, sizeof path, "%s-%s.dat", prefix, suffix);
+    remove(path);
+    if (!rows->len) return 0;
     FILE *f = fopen(path, "w");
     if (!f) return err_set(KS_EIO, "bench: cannot write %s", path);
-    fprintf(f, "# workload decode_tok_s prefill_tok_s ttft_ms (medians)\n");
+    fputs(rows->s, f);
+    return fclose(f) == 0 ? 0 : err_set(KS_EIO, "bench: cannot write %s", path);
+}
+
+int bench_write_plot_data(json_t *res, const char *prefix) {
+    size_t i;
+    json_t *w;
+    strbuf bars = {0}, conc = {0}, lad = {0};
     json_array_foreach(json_object_get(res, "workloads"), i, w)
-        fprintf(f, "%s %g %g %g\n", str(w, "name", "?"), num(w, "decode_tok_s", "median"),
-                num(w, "prefill_tok_s", "median"), num(w, "ttft_ms", "median"));
-    fclose(f);
-    snprintf(path, sizeof path, "%s-concurrency.dat", prefix);
-    if (!(f = fopen(path, "w"))) return err_set(KS_EIO, "bench: cannot write %s", path);
-    fprintf(f, "# streams total_tok_s per_stream_decode_tok_s ttft_ms (medians)\n");
+        sb_printf(&bars, "%s %g %g %g\n", str(w, "name", "?"), num(w, "decode_tok_s", "median"),
+                  num(w, "prefill_tok_s", "median"), num(w, "ttft_ms", "median"));
     json_array_foreach(json_object_get(res, "concurrency"), i, w)
-        fprintf(f, "%d %g %g %g\n", (int)num(w, "streams", NULL), num(w, "total_tok_s", "median"),
-                num(w, "decode_tok_s", "median"), num(w, "ttft_ms", "median"));
-    fclose(f);
-    snprintf(path, sizeof path, "%s-ladder.dat", prefix);
-    if (!(f = fopen(path, "w"))) return err_set(KS_EIO, "bench: cannot write %s", path);
-    fprintf(f, "# target_tokens prompt_tokens prefill_tok_s decode_tok_s ttft_ms (medians; rejected sizes omitted)\n");
+        sb_printf(&conc, "%d %g %g %g\n", (int)num(w, "streams", NULL), num(w, "total_tok_s", "median"),
+                  num(w, "decode_tok_s", "median"), num(w, "ttft_ms", "median"));
     json_array_foreach(json_object_get(res, "ladder"), i, w) {
-        if ((int)num(w, "status", NULL) != 200) continue;
-        fprintf(f, "%d %g %g %g %g\n", (int)num(w, "target_tokens", NULL), num(w, "prompt_tokens", "median"),
-                num(w, "prefill_tok_s", "median"), num(w, "decode_tok_s", "median"), num(w, "ttft_ms", "median"));
+        if ((int)num(w, "status", NULL) != 200) continue; /* rejected sizes are not plotted */
+        sb_printf(&lad, "%d %g %g %g %g\n", (int)num(w, "target_tokens", NULL), num(w, "prompt_tokens", "median"),
+                  num(w, "prefill_tok_s", "median"), num(w, "decode_tok_s", "median"), num(w, "ttft_ms", "median"));
     }
-    fclose(f);
-    return 0;
+    /* columns: bars: workload decode_tok_s prefill_tok_s ttft_ms; concurrency: streams total_tok_s
+     * per_stream_decode_tok_s ttft_ms; ladder: target_tokens prompt_tokens prefill_tok_s decode_tok_s ttft_ms */
+    int rc = write_dat(prefix, "bars", &bars);
+    if (rc == 0) rc = write_dat(prefix, "concurrency", &conc);
+    if (rc == 0) rc = write_dat(prefix, "ladder", &lad);
+    sb_free(&bars);
+    sb_free(&conc);
+    sb_free(&lad);
+    return rc;
 }

@@ -188,7 +188,7 @@ int cmd_bench(int argc, char **argv) {
             fprintf(stderr, "bench: %s: %d prompts x %d runs, max_tokens %d\n", cfg.url, cfg.n_prompts, cfg.runs,
                     cfg.max_tokens);
         if (bench_run_all(&cfg, &res) < 0) {
-            fprintf(stderr, "kestrel bench: %s\n", err_msg());
+            fprintf(stderr, "kestrel %s\n", err_msg());
             goto done;
         }
     }
@@ -204,7 +204,7 @@ int cmd_bench(int argc, char **argv) {
         goto done;
     }
     if (plot && bench_write_plot_data(res, plot) < 0) {
-        fprintf(stderr, "kestrel bench: %s\n", err_msg());
+        fprintf(stderr, "kestrel %s\n", err_msg());
         goto done;
     }
     FILE *f = md ? fopen(md, "w") : stdout;
