@@ -13,7 +13,7 @@
 #   bench/results/<date>-<host>-<model>[-N].png    bar chart (gnuplot)
 #   bench/results/<date>-<host>-<model>[-N]-ladder.png
 # Speculation probe: when the server has --pld/--no-pld (and the given flags
-# do not choose one), edit and prose are run again on a server booted with
+# do not choose one), code, edit and prose are run again on a server booted with
 # $SPEC_OFF_FLAGS and one with $SPEC_ON_FLAGS, and the decode ratio and the
 # acceptance the server reports are added. --url URL skips the boot and
 # probes any running OpenAI-compatible server (llama-server, vLLM, another
@@ -145,7 +145,7 @@ else
             if [ $side = on ]; then sf=$SPEC_ON_FLAGS; else sf=$SPEC_OFF_FLAGS; fi
             # shellcheck disable=SC2086
             boot "spec-$side" "${SERVER_FLAGS[@]+"${SERVER_FLAGS[@]}"}" $sf
-            probe "http://127.0.0.1:$PORT" "$tmp/spec-$side.json" "${flags:+$flags }$sf" --workloads edit,prose
+            probe "http://127.0.0.1:$PORT" "$tmp/spec-$side.json" "${flags:+$flags }$sf" --workloads code,edit,prose
             stop_server
         done
         SPEC_ARGS=(--spec-on "$tmp/spec-on.json" --spec-off "$tmp/spec-off.json")

@@ -52,10 +52,11 @@ static void fmt_stat(strbuf *b, json_t *st) {
 
 void bench_add_speculation(json_t *res, json_t *on, json_t *off) {
     json_t *sp = json_object(), *rows = json_array();
-    static const char *names[] = {"edit", "prose"};
+    static const char *names[] = {"code", "edit", "prose"};
+    const int n_names = 3;
     if (on && off) {
         json_object_set_new(sp, "mode", json_string("on vs off (server flags)"));
-        for (int i = 0; i < 2; i++) {
+        for (int i = 0; i < n_names; i++) {
             json_t *a = find_named(json_object_get(on, "workloads"), names[i]);
             json_t *b = find_named(json_object_get(off, "workloads"), names[i]);
             if (!a || !b) continue;
@@ -80,7 +81,7 @@ void bench_add_speculation(json_t *res, json_t *on, json_t *off) {
         json_object_set_new(sp, "mode", json_string("as served (no on/off comparison in this run)"));
         json_object_set_new(sp, "supported", json_true());
         json_object_set_new(sp, "note", json_string("acceptance from the server's usage"));
-        for (int i = 0; i < 2; i++) {
+        for (int i = 0; i < n_names; i++) {
             json_t *a = find_named(json_object_get(res, "workloads"), names[i]);
             json_t *s = a ? json_object_get(a, "speculation") : NULL;
             if (!s) continue;

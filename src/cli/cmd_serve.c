@@ -41,6 +41,7 @@ static void serve_usage(FILE *f) {
             "                         runs without speculation (default 0.02, prompts of 256+ tokens; 0 = off)\n"
             "  --device D             cpu, cuda or cuda:N (default: cuda when a GPU is present)\n"
             "  --max-body BYTES       request body limit (default 16 MiB)\n"
+            "  --log-requests         one line per finished request on stderr (tokens, cache, speculation)\n"
             "  --no-prefix-cache      do not keep KV of finished requests for reuse\n"
             "  --prefix-cache-entries N  most KV blocks (16 tokens each) the prefix cache keeps\n"
             "  --prefix-cache-mem SIZE   ... or at most this much KV memory (e.g. 512M, 2G)\n"
@@ -76,7 +77,7 @@ int cmd_serve(int argc, char **argv) {
     long port = 8080, ctx = 0, conc = 0, chunk = 0, threads = 0, max_body = 16 << 20, pld = 1, key_len = 3,
          draft_len = 5;
     double min_rep = -1;
-    long use_pc = 1, pc_entries = 0;
+    long use_pc = 1, pc_entries = 0, log_requests = 0;
     long long pc_mem = 0, kv_mem = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -91,6 +92,7 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--max-body")) { if (parse_long(a, v, 1024, 1L << 30, &max_body)) return 2; i++; }
         else if (!strcmp(a, "--device")) { if (!v) goto missing; device = v; i++; }
         else if (!strcmp(a, "--no-prefix-cache")) use_pc = 0;
+        else if (!strcmp(a, "--log-requests")) log_requests = 1;
         else if (!strcmp(a, "--prefix-cache-entries")) { if (parse_long(a, v, 1, 1L << 30, &pc_entries)) return 2; i++; }
         else if (!strcmp(a, "--kv-mem") || !strcmp(a, "--prefix-cache-mem")) {
             char *end;
@@ -157,7 +159,8 @@ int cmd_serve(int argc, char **argv) {
     if (!chunk) chunk = gpu ? 2048 : 512;
     engine_config ec = {.max_concurrent = (int)conc, .prefill_chunk = (int)chunk, .ctx_size = (int)ctx,
                         .pld = pld != 0, .pld_key_len = (int)key_len, .pld_draft_len = (int)draft_len,
-                        .spec_min_repetition = min_rep, .prefix_cache = use_pc != 0};
+                        .spec_min_repetition = min_rep, .prefix_cache = use_pc != 0,
+                        .log_requests = log_requests != 0};
     if (pc_entries > 0) ec.prefix_cache_blocks = (int)pc_entries;
     /* bytes of one 16-token block: K and V, every layer, f32 */
     long long per_block = 16LL * a.m->cfg.n_kv_heads * a.m->cfg.head_dim * 2 * a.m->cfg.n_layers * 4;

@@ -15,6 +15,7 @@
 #include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -56,10 +57,12 @@ typedef struct {
     bool stop_hit;          /* a stop string ended it: pend is final */
     /* speculation */
     bool spec;              /* drafting on for this sequence (gates may turn it off) */
+    bool pld;               /* prompt lookup among the draft sources */
     int32_t draft[ENGINE_MAX_DRAFT];
     int n_draft;            /* drafts fed in the current step */
     int n_drafted, n_accepted, n_verify;
     int n_prompt_cached;    /* prompt tokens served by the prefix cache at admission */
+    const char *spec_off_by; /* NULL, or which gate / failure turned drafting off */
 } seq_state;
 
 struct engine {
@@ -295,10 +298,14 @@ static seq_state *seq_new(engine *e, engine_req *r) {
     memcpy(s->ctx, r->prompt, (size_t)r->n_prompt * sizeof *s->ctx);
     s->n_ctx = r->n_prompt;
     sample_rng_seed(&s->rng, r->p.seed);
-    s->spec = r->p.spec < 0 ? e->cfg.pld : r->p.spec > 0;
+    /* drafting: prompt lookup when on (server default or per request), and
+     * any request's own prediction (a draft source of its own) */
+    s->pld = r->p.spec < 0 ? e->cfg.pld : r->p.spec > 0;
+    s->spec = s->pld || (r->p.spec != 0 && r->p.n_prediction > 0);
     if (s->spec && !r->p.n_prediction && r->n_prompt >= ENGINE_GATE_MIN_PROMPT &&
         pld_repetition_score(r->prompt, r->n_prompt) < e->cfg.spec_min_repetition) {
         s->spec = false; /* novel prompt: drafts would rarely be accepted */
+        s->spec_off_by = "prompt gate";
         atomic_fetch_add(&e->gate_prompt_off, 1);
     }
     return s;
@@ -379,6 +386,18 @@ static void finish_seq(engine *e, seq_state *s, engine_finish why) {
     ev.n_drafted = s->n_drafted;
     ev.n_accepted = s->n_accepted;
     ev.n_cached = s->n_prompt_cached;
+    if (e->cfg.log_requests) {
+        static const char *why_s[] = {"stop", "length", "context", "cancelled"};
+        double gen_s = ev.t_total - ev.t_first_token;
+        fprintf(stderr,
+                "kestrel: request done: prompt %d tokens (%d cached), %d generated, finish %s, ttft %.1f ms, "
+                "%.1f tok/s; speculation %s: %d drafted, %d accepted (%.0f%%)%s%s\n",
+                ev.n_prompt, ev.n_cached, ev.n_gen, why_s[why], ev.t_first_token * 1e3,
+                ev.n_gen > 1 && gen_s > 0 ? (ev.n_gen - 1) / gen_s : 0.0,
+                s->n_drafted || s->spec ? "on" : "off", ev.n_drafted, ev.n_accepted,
+                ev.n_drafted ? 100.0 * ev.n_accepted / ev.n_drafted : 0.0, s->spec_off_by ? ", off by " : "",
+                s->spec_off_by ? s->spec_off_by : "");
+    }
     /* counters first: a client that reads /metrics right after its answer sees them */
     atomic_fetch_add(&e->done, 1);
     atomic_fetch_add(&e->prompt_tokens, s->r->n_prompt);
@@ -502,6 +521,7 @@ static int seq_verify(engine *e, seq_state *s, float *rows, int n_cached_before)
         double tokens_per_step = 1.0 + (double)s->n_accepted / s->n_verify;
         if (tokens_per_step < e->verify_ratio) {
             s->spec = false;
+            s->spec_off_by = "runtime gate";
             atomic_fetch_add(&e->gate_runtime_off, 1);
         }
     }
@@ -649,10 +669,11 @@ static int step(engine *e) {
             if (ctx_room < k) k = ctx_room;
             if (k > 0)
                 s->n_draft = pld_propose(s->ctx, s->n_ctx, s->n_gen, s->r->p.prediction, s->r->p.n_prediction,
-                                         e->cfg.pld_key_len, k, s->draft);
+                                         e->cfg.pld_key_len, k, s->pld, s->draft);
             if (s->n_draft < 0) { /* the proposer failed: plain decoding from here on */
                 s->n_draft = 0;
                 s->spec = false;
+                s->spec_off_by = "proposer failure";
             }
             want += s->n_draft;
         }
@@ -791,6 +812,8 @@ int engine_start(engine **out, model *m, const tokenizer *tok, const engine_conf
     if (e->cfg.prefill_chunk < 16) e->cfg.prefill_chunk = 16;
     if (e->cfg.ctx_size < 16) e->cfg.ctx_size = 16;
     if (e->cfg.kv_tokens <= 0) e->cfg.kv_tokens = e->cfg.ctx_size * e->cfg.max_concurrent;
+    const char *lg = getenv("KESTREL_LOG");
+    if (lg && !strcmp(lg, "debug")) e->cfg.log_requests = true;
     if (e->cfg.pld_key_len < 1) e->cfg.pld_key_len = 3;
     if (e->cfg.pld_draft_len < 1) e->cfg.pld_draft_len = 5;
     if (e->cfg.pld_draft_len > ENGINE_MAX_DRAFT) e->cfg.pld_draft_len = ENGINE_MAX_DRAFT;

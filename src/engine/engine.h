@@ -84,6 +84,7 @@ typedef struct {
     int pld_draft_len;       /* draft tokens per verify step (default 5, at most ENGINE_MAX_DRAFT) */
     double spec_min_repetition; /* prompt gate: 3-gram repetition score below which a request
                                    runs without speculation (< 0: default) */
+    bool log_requests;       /* one debug line per finished request on stderr (also KESTREL_LOG=debug) */
     bool prefix_cache;       /* keep full KV blocks for later requests (kv/prefix_cache.h) */
     int prefix_cache_blocks; /* most blocks kept (0: the whole pool) */
 } engine_config;

@@ -1,11 +1,12 @@
 /* pld.h — prompt lookup decoding (PLD), the model-agnostic draft source: the
  * most recent earlier occurrence of the sequence's last `key_len` tokens is
  * found and the tokens that followed it are proposed. Sources are searched in
- * order: an optional prediction (OpenAI predicted outputs) first, then the
- * sequence's own prompt + output. */
+ * order: an optional prediction (OpenAI predicted outputs) first, then (when
+ * search_ctx: prompt lookup proper) the sequence's own prompt + output. */
 #ifndef KS_PLD_H
 #define KS_PLD_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 /* Writes up to max_draft tokens into out; returns how many (0: no match,
@@ -14,7 +15,7 @@
  * While the output (the last n_gen tokens of ctx) is a prefix of the
  * prediction, the prediction's next tokens are proposed. */
 int pld_propose(const int32_t *ctx, int n_ctx, int n_gen, const int32_t *pred, int n_pred, int key_len,
-                int max_draft, int32_t *out);
+                int max_draft, bool search_ctx, int32_t *out);
 
 /* Test hook: the proposer fails (returns -1) once, after `calls` more
  * successful calls; -1 disarms it. */

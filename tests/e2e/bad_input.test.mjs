@@ -59,6 +59,10 @@ test('OpenAI chat completions: bad input', async (t) => {
   await bad(t, 'openai', 'field the server does not use, wrong type (user: 123)', P, { ...ok, user: 123 }, 400);
   await bad(t, 'openai', 'stream_options is a string', P, { ...ok, stream: true, stream_options: 'usage' }, 400);
   await bad(t, 'openai', 'response_format of an unknown type', P, { ...ok, response_format: { type: 'yaml' } }, 400);
+  await bad(t, 'openai', 'prediction is a string', P, { ...ok, prediction: 'def f():' }, 400);
+  await bad(t, 'openai', 'prediction of an unknown type', P, { ...ok, prediction: { type: 'tokens', content: 'x' } }, 400);
+  await bad(t, 'openai', 'prediction with a non-text part', P, { ...ok, prediction: { type: 'content', content: [{ type: 'image_url', image_url: { url: 'x' } }] } }, 400);
+  await bad(t, 'openai', 'prediction content is a number', P, { ...ok, prediction: { type: 'content', content: 5 } }, 400);
   await bad(t, 'openai', 'prompt longer than the context', P, { ...ok, messages: msg(LONG) }, 400);
   await bad(t, 'openai', 'unknown model', P, { ...ok, model: 'no-such-model' }, 404);
 });

@@ -277,3 +277,26 @@ test('client errors: unknown model -> NotFoundError (404)', async () => {
   await assert.rejects(client.completions.create({ model: 'no-such-model', prompt: 'x', max_tokens: 2 }), (e) => e.status === 404);
   await L.health();
 });
+
+test('chat completions: prediction (predicted outputs) leaves the text unchanged and reports accepted tokens', async () => {
+  const client = L.openai();
+  const model = await L.model();
+  const messages = [{ role: 'user', content: 'Rename `x` to `total` in this code:\n```python\ndef add(x, y):\n    return x + y\n```' }];
+  const plain = await client.chat.completions.create({ model, messages, max_tokens: 48, temperature: 0 });
+  const text = plain.choices[0].message.content;
+  assert.ok(text.length > 0);
+  const pred = await client.chat.completions.create({
+    model, messages, max_tokens: 48, temperature: 0, prediction: { type: 'content', content: text },
+  });
+  assert.equal(pred.choices[0].message.content, text);
+  const d = pred.usage.completion_tokens_details;
+  assert.ok(d.accepted_prediction_tokens > 0, JSON.stringify(d));
+  assert.equal(typeof d.rejected_prediction_tokens, 'number');
+  // streaming with a prediction: the same text
+  const stream = await client.chat.completions.create({
+    model, messages, max_tokens: 48, temperature: 0, stream: true, prediction: { type: 'content', content: text },
+  });
+  let streamed = '';
+  for await (const c of stream) streamed += c.choices[0]?.delta?.content ?? '';
+  assert.equal(streamed, text);
+});
