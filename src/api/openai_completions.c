@@ -66,9 +66,11 @@ static void on_piece(api_gen *g, const out_piece *pc, strbuf *out) {
 static void on_done(api_gen *g, const engine_event *ev, strbuf *out) {
     cmpl_state *s = g->surf;
     const char *fr = openai_finish_reason(ev->finish, false);
-    json_t *usage = json_pack("{s:i, s:i, s:i, s:{s:i}}", "prompt_tokens", ev->n_prompt, "completion_tokens",
-                              ev->n_gen, "total_tokens", ev->n_prompt + ev->n_gen, "prompt_tokens_details",
-                              "cached_tokens", ev->n_cached);
+    json_t *usage = json_pack("{s:i, s:i, s:i, s:{s:i}, s:{s:i, s:i}}", "prompt_tokens", ev->n_prompt,
+                              "completion_tokens", ev->n_gen, "total_tokens", ev->n_prompt + ev->n_gen,
+                              "prompt_tokens_details", "cached_tokens", ev->n_cached, "completion_tokens_details",
+                              "accepted_prediction_tokens", ev->n_accepted, "rejected_prediction_tokens",
+                              ev->n_drafted - ev->n_accepted);
     if (s->stream) {
         json_t *last = cmpl_obj(s, g->a, "", 0, fr);
         json_object_set_new(last, "usage", usage);

@@ -664,12 +664,14 @@ static int step(engine *e) {
         } else if (want == 1 && s->spec) {
             int room = s->r->p.max_tokens - s->n_gen - 1; /* the bonus token counts too */
             int ctx_room = (e->cfg.ctx_size < s->cap ? e->cfg.ctx_size : s->cap) - s->n_ctx - 1;
-            int k = e->cfg.pld_draft_len;
+            /* predictions are followed in long runs (15 + 1 tokens: still a
+             * graph-sized verify step), lookups in the sequence in short ones */
+            int k = s->r->p.n_prediction ? ENGINE_MAX_DRAFT - 1 : e->cfg.pld_draft_len;
             if (room < k) k = room;
             if (ctx_room < k) k = ctx_room;
             if (k > 0)
                 s->n_draft = pld_propose(s->ctx, s->n_ctx, s->n_gen, s->r->p.prediction, s->r->p.n_prediction,
-                                         e->cfg.pld_key_len, k, s->pld, s->draft);
+                                         e->cfg.pld_key_len, k, e->cfg.pld_draft_len, s->pld, s->draft);
             if (s->n_draft < 0) { /* the proposer failed: plain decoding from here on */
                 s->n_draft = 0;
                 s->spec = false;

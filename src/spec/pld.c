@@ -18,7 +18,7 @@ static _Atomic int fail_after = -1; /* test hook, see pld.h */
 void pld_test_fail_after(int calls) { fail_after = calls; }
 
 int pld_propose(const int32_t *ctx, int n_ctx, int n_gen, const int32_t *pred, int n_pred, int key_len,
-                int max_draft, bool search_ctx, int32_t *out) {
+                int max_draft, int max_ctx_draft, bool search_ctx, int32_t *out) {
     if (max_draft <= 0) return 0;
     if (fail_after >= 0 && fail_after-- == 0) return -1;
     /* the output so far is a prefix of the prediction: propose what follows */
@@ -43,7 +43,8 @@ int pld_propose(const int32_t *ctx, int n_ctx, int n_gen, const int32_t *pred, i
         /* in ctx the match must end before the key itself */
         int i = search_ctx ? find_last(ctx, n_ctx - 1, n_ctx - k, key, k) : -1;
         if (i >= 0) {
-            int start = i + k, n = n_ctx - start < max_draft ? n_ctx - start : max_draft;
+            int lim = max_ctx_draft < max_draft ? max_ctx_draft : max_draft;
+            int start = i + k, n = n_ctx - start < lim ? n_ctx - start : lim;
             if (n > 0) {
                 memcpy(out, ctx + start, (size_t)n * sizeof *out);
                 return n;

@@ -9,13 +9,14 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* Writes up to max_draft tokens into out; returns how many (0: no match,
+/* Writes up to max_draft tokens into out (drafts found in ctx: at most
+ * max_ctx_draft — a prediction is trusted for longer runs); returns how many (0: no match,
  * negative: the proposer failed — the engine then decodes without drafts).
  * ctx[0..n_ctx) is prompt + output so far; pred (may be NULL) the prediction.
  * While the output (the last n_gen tokens of ctx) is a prefix of the
  * prediction, the prediction's next tokens are proposed. */
 int pld_propose(const int32_t *ctx, int n_ctx, int n_gen, const int32_t *pred, int n_pred, int key_len,
-                int max_draft, bool search_ctx, int32_t *out);
+                int max_draft, int max_ctx_draft, bool search_ctx, int32_t *out);
 
 /* Test hook: the proposer fails (returns -1) once, after `calls` more
  * successful calls; -1 disarms it. */

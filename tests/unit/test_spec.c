@@ -26,22 +26,25 @@ TEST(test_spec_pld_lookup_and_repetition_score) {
     int32_t ctx[] = {1, 2, 3, 4, 5, 6, 7, 1, 2, 3};
     int32_t out[8];
     /* last 3 tokens 1 2 3 occurred at 0: propose what followed */
-    CHECK_EQ_INT(pld_propose(ctx, 10, 3, NULL, 0, 3, 4, true, out), 4);
+    CHECK_EQ_INT(pld_propose(ctx, 10, 3, NULL, 0, 3, 4, 4, true, out), 4);
     CHECK(out[0] == 4 && out[1] == 5 && out[2] == 6 && out[3] == 7);
     /* no earlier occurrence of a 3- or 2-gram: no draft */
     int32_t novel[] = {9, 8, 7, 6, 5, 4};
-    CHECK_EQ_INT(pld_propose(novel, 6, 2, NULL, 0, 3, 4, true, out), 0);
+    CHECK_EQ_INT(pld_propose(novel, 6, 2, NULL, 0, 3, 4, 4, true, out), 0);
     /* a prediction is searched first; at the start its prefix is proposed */
     int32_t pred[] = {40, 41, 42, 43, 44};
-    CHECK_EQ_INT(pld_propose(novel, 6, 0, pred, 5, 3, 3, true, out), 3);
+    CHECK_EQ_INT(pld_propose(novel, 6, 0, pred, 5, 3, 3, 3, true, out), 3);
     CHECK(out[0] == 40 && out[2] == 42);
     int32_t ctx2[] = {9, 8, 41, 42};
-    CHECK_EQ_INT(pld_propose(ctx2, 4, 2, pred, 5, 3, 5, true, out), 2);
+    CHECK_EQ_INT(pld_propose(ctx2, 4, 2, pred, 5, 3, 5, 5, true, out), 2);
     CHECK(out[0] == 43 && out[1] == 44);
+    /* drafts from the sequence itself are capped separately from predictions */
+    CHECK_EQ_INT(pld_propose(ctx, 10, 3, NULL, 0, 3, 4, 2, true, out), 2);
+    CHECK_EQ_INT(pld_propose(novel, 6, 0, pred, 5, 3, 4, 1, true, out), 4);
     /* without prompt lookup only the prediction is a source */
-    CHECK_EQ_INT(pld_propose(ctx, 10, 3, NULL, 0, 3, 4, false, out), 0);
+    CHECK_EQ_INT(pld_propose(ctx, 10, 3, NULL, 0, 3, 4, 4, false, out), 0);
     /* the draft never runs past max_draft */
-    CHECK_EQ_INT(pld_propose(ctx, 10, 3, NULL, 0, 3, 2, true, out), 2);
+    CHECK_EQ_INT(pld_propose(ctx, 10, 3, NULL, 0, 3, 2, 2, true, out), 2);
     /* repetition score */
     CHECK_NEAR(pld_repetition_score(novel, 6), 0.0, 1e-12);
     int32_t rep[] = {1, 2, 3, 1, 2, 3, 1, 2, 3};
