@@ -651,7 +651,12 @@ static int step(engine *e) {
     }
     /* plan: every decoding sequence feeds its last token (plus its drafts when
      * speculating); prefilling ones share the prefill budget */
-    int budget = e->cfg.prefill_chunk, na = e->n_active;
+    /* while sequences are decoding, prompts are prefilled in quarter-size
+     * chunks: a long prompt then delays running streams by a bounded step */
+    int na = e->n_active, decoding = 0;
+    for (int i = 0; i < na; i++) decoding |= e->active[i]->n_ctx - e->active[i]->n_cached == 1;
+    int budget = decoding ? e->cfg.prefill_chunk / 4 : e->cfg.prefill_chunk;
+    if (budget < 16) budget = 16;
     int feed[na];
     for (int i = 0; i < na; i++) {
         seq_state *s = e->active[i];
