@@ -12,7 +12,9 @@ int cmd_bench(int argc, char **argv);
  * pointers are borrowed; params->max_tokens caps each reply. Returns the
  * exit status (0 at /exit or end of input). */
 #include <stdbool.h>
+#include "backend/backend.h"
 #include "chat/chat_template.h"
+#include "model/model.h"
 #include "engine/engine.h"
 typedef struct {
     engine *eng;
@@ -24,5 +26,11 @@ typedef struct {
     const char *hw;               /* e.g. "cpu AVX2, 2 threads", for the speed line */
 } chat_repl_config;
 int chat_repl(const chat_repl_config *cfg);
+
+/* drafter_load.c: the draft model for serve/run (NULL in *out when there is
+ * none or it is disabled). Nonzero with err_msg() when a drafter was asked
+ * for or found but cannot serve this model. */
+int cli_load_drafter(const char *model_dir, const char *drafter_dir, int disabled, backend *be, const model *target,
+                     model **out);
 
 #endif

@@ -41,6 +41,8 @@ static void run_usage(FILE *f) {
             "  --device D             cpu, cuda or cuda:N (default: cuda when a GPU is present)\n"
             "  --ctx-size N           KV cache size in tokens (default: min(max_position_embeddings, 8192))\n"
             "  --ignore-eos           do not stop at end-of-sequence tokens\n"
+            "  --drafter DIR          draft model (default: DIR/drafter when present); --no-drafter\n"
+            "  --draft-block-size N   drafter tokens per verify step (default 4)\n"
             "  --pld / --no-pld       prompt lookup decoding (speculative, exact; default on)\n"
             "  --pld-key-len N        n-gram length looked up (default 3)\n"
             "  --pld-draft-len N      draft tokens per verify step (default 5, at most 16)\n"
@@ -98,7 +100,9 @@ int cmd_run(int argc, char **argv) {
     const char *dir = NULL, *prompt = NULL, *device = "auto";
     long n_gen = -1, threads = 0, ctx_size = 0, seed = -1;
     int ignore_eos = 0;
-    long pld = 1, key_len = 3, draft_len = 5;
+    long pld = 1, key_len = 3, draft_len = 5, no_drafter = 0, draft_block = 4;
+    const char *drafter_dir = NULL;
+    model *dm = NULL;
     float min_rep = -1;
     float temp = -1, top_p = -1, min_p = -1, rep = -1, pres = 0, freq = 0;
     long top_k = -1;
@@ -125,6 +129,9 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "--ctx-size") || !strcmp(a, "-c")) { NEED_VALUE(); if (parse_int(a, v, 16, 1 << 22, &ctx_size)) return 2; }
         else if (!strcmp(a, "--ignore-eos")) ignore_eos = 1;
         else if (!strcmp(a, "--device")) { NEED_VALUE(); device = v; }
+        else if (!strcmp(a, "--drafter")) { NEED_VALUE(); drafter_dir = v; }
+        else if (!strcmp(a, "--no-drafter")) no_drafter = 1;
+        else if (!strcmp(a, "--draft-block-size")) { NEED_VALUE(); if (parse_int(a, v, 1, ENGINE_MAX_DRAFT, &draft_block)) return 2; }
         else if (!strcmp(a, "--pld")) pld = 1;
         else if (!strcmp(a, "--no-pld")) pld = 0;
         else if (!strcmp(a, "--pld-key-len")) { NEED_VALUE(); if (parse_int(a, v, 1, 8, &key_len)) return 2; }
@@ -188,8 +195,10 @@ int cmd_run(int argc, char **argv) {
         if (ctx_size > 8192) ctx_size = 8192;
         if (!chat && ctx_size < n_ids + n_gen + 1) ctx_size = n_ids + n_gen + 1;
     }
+    if ((rc = cli_load_drafter(dir, drafter_dir, (int)no_drafter, be, m, &dm))) goto fail;
     engine_config ec = {.max_concurrent = 1, .prefill_chunk = 512, .ctx_size = (int)ctx_size, .pld = pld != 0,
-                        .pld_key_len = (int)key_len, .pld_draft_len = (int)draft_len, .spec_min_repetition = min_rep};
+                        .pld_key_len = (int)key_len, .pld_draft_len = (int)draft_len, .spec_min_repetition = min_rep,
+                        .drafter = dm, .drafter_len = (int)draft_block};
     if ((rc = engine_start(&eng, m, tk, &ec))) goto fail;
 
     engine_params ep;
@@ -268,6 +277,7 @@ done:
     engine_req_release(req);
     engine_stop(eng);
     free(ids);
+    model_free(dm);
     model_free(m);
     backend_free(be);
     tok_free(tk);

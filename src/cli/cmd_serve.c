@@ -34,6 +34,8 @@ static void serve_usage(FILE *f) {
             "  --kv-mem SIZE          KV pool size (e.g. 4G; default: ctx-size x max-concurrent tokens);\n"
             "                         requests that do not fit wait in the queue\n"
             "  --threads N            CPU threads (default: all cores)\n"
+            "  --drafter DIR          draft model (default: DIR/drafter when present); --no-drafter\n"
+            "  --draft-block-size N   drafter tokens per verify step (default 4)\n"
             "  --pld / --no-pld       prompt lookup decoding (speculative, exact; default on)\n"
             "  --pld-key-len N        n-gram length looked up (default 3)\n"
             "  --pld-draft-len N      draft tokens per verify step (default 5, at most 16)\n"
@@ -77,7 +79,9 @@ int cmd_serve(int argc, char **argv) {
     long port = 8080, ctx = 0, conc = 0, chunk = 0, threads = 0, max_body = 16 << 20, pld = 1, key_len = 3,
          draft_len = 5;
     double min_rep = -1;
-    long use_pc = 1, pc_entries = 0, log_requests = 0;
+    long use_pc = 1, pc_entries = 0, log_requests = 0, no_drafter = 0, draft_block = 4;
+    const char *drafter_dir = NULL;
+    model *dm = NULL;
     long long pc_mem = 0, kv_mem = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -93,6 +97,9 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--device")) { if (!v) goto missing; device = v; i++; }
         else if (!strcmp(a, "--no-prefix-cache")) use_pc = 0;
         else if (!strcmp(a, "--log-requests")) log_requests = 1;
+        else if (!strcmp(a, "--drafter")) { if (!v) goto missing; drafter_dir = v; i++; }
+        else if (!strcmp(a, "--no-drafter")) no_drafter = 1;
+        else if (!strcmp(a, "--draft-block-size")) { if (parse_long(a, v, 1, ENGINE_MAX_DRAFT, &draft_block)) return 2; i++; }
         else if (!strcmp(a, "--prefix-cache-entries")) { if (parse_long(a, v, 1, 1L << 30, &pc_entries)) return 2; i++; }
         else if (!strcmp(a, "--kv-mem") || !strcmp(a, "--prefix-cache-mem")) {
             char *end;
@@ -154,13 +161,14 @@ int cmd_serve(int argc, char **argv) {
         ctx = a.m->cfg.max_position_embeddings > 0 ? a.m->cfg.max_position_embeddings : 8192;
         if (ctx > 8192) ctx = 8192;
     }
+    if ((rc = cli_load_drafter(dir, drafter_dir, (int)no_drafter, be, a.m, &dm))) goto fail;
     bool gpu = strcmp(be->ops->name, "cpu") != 0;
     if (!conc) conc = gpu ? 16 : 4;
     if (!chunk) chunk = gpu ? 2048 : 512;
     engine_config ec = {.max_concurrent = (int)conc, .prefill_chunk = (int)chunk, .ctx_size = (int)ctx,
                         .pld = pld != 0, .pld_key_len = (int)key_len, .pld_draft_len = (int)draft_len,
                         .spec_min_repetition = min_rep, .prefix_cache = use_pc != 0,
-                        .log_requests = log_requests != 0};
+                        .log_requests = log_requests != 0, .drafter = dm, .drafter_len = (int)draft_block};
     if (pc_entries > 0) ec.prefix_cache_blocks = (int)pc_entries;
     /* bytes of one 16-token block: K and V, every layer, f32 */
     long long per_block = 16LL * a.m->cfg.n_kv_heads * a.m->cfg.head_dim * 2 * a.m->cfg.n_layers * 4;
@@ -207,6 +215,7 @@ done:
     http_stop(srv);     /* no new requests; connection threads end */
     engine_stop(a.eng); /* cancels what is left */
     chat_template_free(a.tmpl);
+    model_free(dm);
     model_free(a.m);
     backend_free(be);
     tok_free(tk);

@@ -22,6 +22,7 @@
 
 #include "base/err.h"
 #include "kv/prefix_cache.h"
+#include "spec/drafter.h"
 #include "spec/pld.h"
 
 struct engine_req {
@@ -63,6 +64,11 @@ typedef struct {
     int n_drafted, n_accepted, n_verify;
     int n_prompt_cached;    /* prompt tokens served by the prefix cache at admission */
     const char *spec_off_by; /* NULL, or which gate / failure turned drafting off */
+    /* the draft model, used when prompt lookup finds nothing */
+    drafter_seq dseq;
+    bool use_drafter;
+    int draft_src;          /* source of the current drafts: 0 lookup/prediction, 1 drafter */
+    int dr_steps, dr_accepted;
 } seq_state;
 
 struct engine {
@@ -93,6 +99,9 @@ struct engine {
     atomic_llong prefix_lookup, prefix_hit;
     atomic_int stat_cached_blocks;
     prefix_cache *pc;       /* NULL when disabled */
+    drafter *dr;            /* NULL without a draft model */
+    double dr_ratio;        /* drafter forward / target decode step */
+    atomic_llong dr_drafted, dr_accepted;
     double verify_ratio;    /* measured cost of a (draft_len + 1)-token step over a 1-token step */
     atomic_int stat_active;
     atomic_int stat_kv_free;
@@ -270,6 +279,7 @@ static void cache_blocks(engine *e, seq_state *s) {
 static void seq_free(engine *e, seq_state *s) {
     cache_blocks(e, s);
     kv_seq_release(&e->kv, &s->kv);
+    if (e->dr) drafter_seq_release(e->dr, &s->dseq);
     sampler_free(s->smp);
     tok_stream_free(s->ts);
     free(s->ctx);
@@ -301,7 +311,8 @@ static seq_state *seq_new(engine *e, engine_req *r) {
     /* drafting: prompt lookup when on (server default or per request), and
      * any request's own prediction (a draft source of its own) */
     s->pld = r->p.spec < 0 ? e->cfg.pld : r->p.spec > 0;
-    s->spec = s->pld || (r->p.spec != 0 && r->p.n_prediction > 0);
+    s->use_drafter = e->dr && r->p.spec != 0;
+    s->spec = s->pld || s->use_drafter || (r->p.spec != 0 && r->p.n_prediction > 0);
     if (s->spec && !r->p.n_prediction && r->n_prompt >= ENGINE_GATE_MIN_PROMPT &&
         pld_repetition_score(r->prompt, r->n_prompt) < e->cfg.spec_min_repetition) {
         s->spec = false; /* novel prompt: drafts would rarely be accepted */
@@ -511,6 +522,21 @@ static int seq_verify(engine *e, seq_state *s, float *rows, int n_cached_before)
     }
     s->n_verify++;
     atomic_fetch_add(&e->spec_verify, 1);
+    if (s->draft_src == 1) {
+        /* the drafter saw ctx before the step plus d1..d(k-1): keep what matched */
+        int n_ctx_before = n_cached_before + 1;
+        drafter_rewind(e->dr, &s->dseq, n_ctx_before + (accepted < k - 1 ? accepted : k - 1));
+        s->dr_steps++;
+        s->dr_accepted += accepted;
+        atomic_fetch_add(&e->dr_drafted, k);
+        atomic_fetch_add(&e->dr_accepted, accepted);
+        /* the drafter's own gate: its step costs a verify plus k drafter forwards */
+        if (s->dr_steps >= 8 &&
+            1.0 + (double)s->dr_accepted / s->dr_steps < e->verify_ratio + e->cfg.drafter_len * e->dr_ratio) {
+            s->use_drafter = false;
+            atomic_fetch_add(&e->gate_runtime_off, 1);
+        }
+    }
     /* KV holds [.. last token, d1..dk]; keep the last token and the accepted drafts */
     s->n_cached = n_cached_before + 1 + accepted;
     kv_seq_truncate(&e->kv, &s->kv, s->n_cached);
@@ -543,6 +569,7 @@ static void preempt_last(engine *e) {
     atomic_fetch_add(&e->preemptions, 1);
     cache_blocks(e, s); /* the recompute may find its own blocks again */
     kv_seq_truncate(&e->kv, &s->kv, 0);
+    if (e->dr) drafter_seq_release(e->dr, &s->dseq);
     s->n_cached = 0;
     remove_active(e, li);
     memmove(&e->preempted[1], &e->preempted[0], (size_t)e->n_preempted * sizeof *e->preempted);
@@ -677,6 +704,16 @@ static int step(engine *e) {
             if (k > 0)
                 s->n_draft = pld_propose(s->ctx, s->n_ctx, s->n_gen, s->r->p.prediction, s->r->p.n_prediction,
                                          e->cfg.pld_key_len, k, e->cfg.pld_draft_len, s->pld, s->draft);
+            s->draft_src = 0;
+            if (s->n_draft == 0 && s->use_drafter && k > 0) {
+                int kd = e->cfg.drafter_len < k ? e->cfg.drafter_len : k;
+                s->n_draft = drafter_propose(e->dr, &s->dseq, s->ctx, s->n_ctx, kd, s->draft);
+                s->draft_src = 1;
+                if (s->n_draft < 0) { /* the drafter failed: keep prompt lookup only */
+                    s->n_draft = 0;
+                    s->use_drafter = false;
+                }
+            }
             if (s->n_draft < 0) { /* the proposer failed: plain decoding from here on */
                 s->n_draft = 0;
                 s->spec = false;
@@ -795,6 +832,32 @@ static double measure_verify_ratio(engine *e) {
     return r < 1.0 ? 1.0 : r;
 }
 
+/* A drafter forward (1 token) relative to a target decode step. */
+static double measure_drafter_ratio(engine *e) {
+    double t[2] = {1e9, 1e9};
+    model *ms[2] = {e->m, e->cfg.drafter};
+    for (int v = 0; v < 2; v++) {
+        kv_cache kv;
+        if (model_kv_init(ms[v], &kv, 64) != 0) return 0.5;
+        kv_seq s = {0};
+        kv_seq *seqs[1] = {&s};
+        int32_t tok = 0, pos = 0, seq = 0, row = 0;
+        float *logits = malloc((size_t)ms[v]->cfg.vocab_size * sizeof(float));
+        if (logits && kv_seq_reserve(&kv, &s, 1) == 0)
+            for (int rep = 0; rep < 4; rep++) {
+                model_batch b = {1, &tok, &pos, &seq, 1, seqs, 1, &row};
+                double t0 = now_s();
+                if (model_forward(ms[v], &kv, &b, logits) != 0) break;
+                double dt = now_s() - t0;
+                if (rep > 0 && dt < t[v]) t[v] = dt;
+            }
+        free(logits);
+        kv_seq_release(&kv, &s);
+        kv_cache_free(&kv);
+    }
+    return t[0] < 1e9 && t[1] < 1e9 && t[0] > 0 ? t[1] / t[0] : 0.5;
+}
+
 static void *engine_main(void *v) {
     engine *e = v;
     for (;;) {
@@ -828,6 +891,12 @@ int engine_start(engine **out, model *m, const tokenizer *tok, const engine_conf
     int rc = model_kv_init(m, &e->kv, e->cfg.kv_tokens);
     if (rc) { free(e); return rc; }
     e->verify_ratio = measure_verify_ratio(e);
+    if (e->cfg.drafter) {
+        if (e->cfg.drafter_len < 1) e->cfg.drafter_len = 4;
+        if (e->cfg.drafter_len > ENGINE_MAX_DRAFT) e->cfg.drafter_len = ENGINE_MAX_DRAFT;
+        if (drafter_new(&e->dr, e->cfg.drafter, e->cfg.kv_tokens) == KS_OK)
+            e->dr_ratio = measure_drafter_ratio(e);
+    }
     if (e->cfg.prefix_cache) {
         int maxb = e->cfg.prefix_cache_blocks > 0 ? e->cfg.prefix_cache_blocks : e->kv.n_blocks;
         e->pc = prefix_cache_new(e->kv.n_blocks, e->kv.block_size, maxb);
@@ -874,6 +943,7 @@ void engine_stop(engine *e) {
         engine_req_release(r);
     }
     prefix_cache_free(e->pc);
+    drafter_free(e->dr);
     kv_cache_free(&e->kv);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv);
@@ -904,4 +974,7 @@ void engine_get_stats(engine *e, engine_stats *s) {
     s->prefix_lookup_tokens = atomic_load(&e->prefix_lookup);
     s->prefix_hit_tokens = atomic_load(&e->prefix_hit);
     s->prefix_cached_blocks = atomic_load(&e->stat_cached_blocks);
+    s->drafter_drafted = atomic_load(&e->dr_drafted);
+    s->drafter_accepted = atomic_load(&e->dr_accepted);
+    s->drafter_cost_ratio = e->dr_ratio;
 }

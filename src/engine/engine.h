@@ -85,6 +85,8 @@ typedef struct {
     double spec_min_repetition; /* prompt gate: 3-gram repetition score below which a request
                                    runs without speculation (< 0: default) */
     bool log_requests;       /* one debug line per finished request on stderr (also KESTREL_LOG=debug) */
+    model *drafter;          /* draft model (borrowed; NULL: none), drafts when PLD finds nothing */
+    int drafter_len;         /* drafter tokens per verify step (default 4) */
     bool prefix_cache;       /* keep full KV blocks for later requests (kv/prefix_cache.h) */
     int prefix_cache_blocks; /* most blocks kept (0: the whole pool) */
 } engine_config;
@@ -124,6 +126,8 @@ typedef struct {
     int kv_blocks_free, kv_blocks_total;
     long long requests_done, prompt_tokens, generated_tokens, preemptions;
     long long spec_drafted, spec_accepted, spec_verify_steps;
+    long long drafter_drafted, drafter_accepted; /* the drafter's share of the above */
+    double drafter_cost_ratio;                   /* drafter forward / target decode step */
     long long gate_prompt_off, gate_runtime_off; /* requests the gates turned speculation off for */
     double verify_cost_ratio;                    /* measured cost of a k+1-token step / 1-token step */
     long long prefix_lookup_tokens, prefix_hit_tokens; /* prompt tokens looked up / served from the cache */

@@ -85,6 +85,10 @@ char *metrics_render(metrics *m, engine *e) {
               "kestrel_spec_gate_off_total{gate=\"prompt\"} %lld\nkestrel_spec_gate_off_total{gate=\"runtime\"} %lld\n"
               "# HELP kestrel_spec_verify_cost_ratio Measured cost of a verify step over a decode step.\n"
               "# TYPE kestrel_spec_verify_cost_ratio gauge\nkestrel_spec_verify_cost_ratio %.3f\n"
+              "# HELP kestrel_spec_drafter_draft_tokens_total Draft tokens proposed by the draft model.\n"
+              "# TYPE kestrel_spec_drafter_draft_tokens_total counter\nkestrel_spec_drafter_draft_tokens_total %lld\n"
+              "# HELP kestrel_spec_drafter_accepted_tokens_total Draft-model tokens accepted.\n"
+              "# TYPE kestrel_spec_drafter_accepted_tokens_total counter\nkestrel_spec_drafter_accepted_tokens_total %lld\n"
               "# HELP kestrel_prefix_cache_lookup_tokens_total Prompt tokens looked up in the prefix cache.\n"
               "# TYPE kestrel_prefix_cache_lookup_tokens_total counter\nkestrel_prefix_cache_lookup_tokens_total %lld\n"
               "# HELP kestrel_prefix_cache_hit_tokens_total Prompt tokens whose KV came from the prefix cache.\n"
@@ -96,7 +100,7 @@ char *metrics_render(metrics *m, engine *e) {
               st.prompt_tokens, st.generated_tokens, st.queued, st.active, st.kv_blocks_free, st.kv_blocks_total,
               st.preemptions, st.spec_drafted, st.spec_accepted, st.spec_verify_steps,
               st.spec_drafted ? (double)st.spec_accepted / st.spec_drafted : 0.0, st.gate_prompt_off,
-              st.gate_runtime_off, st.verify_cost_ratio, st.prefix_lookup_tokens, st.prefix_hit_tokens,
+              st.gate_runtime_off, st.verify_cost_ratio, st.drafter_drafted, st.drafter_accepted, st.prefix_lookup_tokens, st.prefix_hit_tokens,
               st.prefix_lookup_tokens ? (double)st.prefix_hit_tokens / st.prefix_lookup_tokens : 0.0,
               st.prefix_cached_blocks);
     hist(&b, "kestrel_time_to_first_token_seconds", "Time from request to first generated token.", m->ttft, ttft_le,

@@ -171,12 +171,19 @@ static engine_params params(int n, int spec) {
     return p;
 }
 
-static void greedy_identical(const char *device) {
+/* with_drafter: the draft model (tinycoder/drafter) as the only proposer */
+static void greedy_identical(const char *device, bool with_drafter) {
     fx f;
     if (!fx_open_on(&f, device)) return;
+    model *dm = NULL;
+    if (with_drafter) {
+        CHECK(model_load(&dm, test_shared_path("models/tinycoder/drafter"), f.be) == 0);
+        if (!dm) { fx_close(&f); return; }
+    }
     engine *e = NULL;
-    engine_config ec = {.max_concurrent = 4, .prefill_chunk = 256, .ctx_size = 1024, .pld = true,
-                        .spec_min_repetition = 0.0 /* gate open: verify drafts everywhere */};
+    engine_config ec = {.max_concurrent = 4, .prefill_chunk = 256, .ctx_size = 1024, .pld = !with_drafter,
+                        .spec_min_repetition = 0.0 /* gate open: verify drafts everywhere */,
+                        .drafter = dm, .drafter_len = 4};
     CHECK(engine_start(&e, f.m, f.tk, &ec) == 0);
     const char *files[3] = {"models/tinycoder/prompts/edit.jsonl", "models/tinycoder/prompts/chat.jsonl",
                             "models/tinycoder/prompts/completion.jsonl"};
@@ -213,18 +220,25 @@ static void greedy_identical(const char *device) {
     CHECK(compared >= 50);
     CHECK(accepted > 100); /* drafts were really verified and accepted */
     engine_stop(e);
+    model_free(dm);
     fx_close(&f);
 }
 
 TEST(test_spec_greedy_is_byte_identical_on_workloads) {
     if (!test_shared_path("models/tinycoder")) SKIP("../shared/models/tinycoder not found");
-    greedy_identical("cpu");
+    greedy_identical("cpu", false);
+}
+
+TEST(test_spec_drafter_greedy_is_byte_identical_on_workloads) {
+    if (!test_shared_path("models/tinycoder/drafter")) SKIP("../shared/models/tinycoder/drafter not found");
+    greedy_identical("cpu", true);
 }
 
 TEST(test_cuda_spec_greedy_is_byte_identical_on_workloads) {
     if (!test_shared_path("models/tinycoder")) SKIP("../shared/models/tinycoder not found");
     if (!backend_cuda_available()) SKIP("no CUDA GPU");
-    greedy_identical("cuda");
+    greedy_identical("cuda", false);
+    greedy_identical("cuda", true);
 }
 
 /* two-sample chi-square over bins with >= 5 expected; returns statistic, *df */
