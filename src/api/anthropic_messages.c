@@ -614,12 +614,7 @@ void anthropic_messages(app *a, const http_req *req, http_resp *resp) {
         resp->content_type = "text/event-stream";
         resp->stream = (stream_source){g, am_stream_next, am_stream_free};
     } else {
-        strbuf tmp = {0};
-        api_gen_run(g, &tmp);
-        sb_free(&tmp);
-        http_json(resp, s->status ? s->status : 500, s->body);
-        s->body = NULL;
-        api_gen_free(g);
+        api_gen_answer_json(g, resp, &s->body, &s->status);
     }
     goto out;
 bad:

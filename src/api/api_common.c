@@ -180,3 +180,18 @@ stream_source api_gen_stream(api_gen *g) {
     stream_source s = {g, stream_next, stream_free};
     return s;
 }
+
+void api_gen_answer_json(api_gen *g, http_resp *resp, char **body, const int *status) {
+    strbuf sink = {0}; /* the surface builds its body in its own state */
+    api_gen_run(g, &sink);
+    sb_free(&sink);
+    http_json(resp, *status ? *status : 500, *body);
+    *body = NULL; /* now the response's */
+    api_gen_free(g);
+}
+
+void api_gen_answer_stream(api_gen *g, http_resp *resp, const char *content_type) {
+    resp->status = 200;
+    resp->content_type = content_type;
+    resp->stream = api_gen_stream(g);
+}

@@ -68,5 +68,10 @@ void api_gen_run(api_gen *g, strbuf *out);
 void api_gen_free(api_gen *g);
 /* Wraps g as the HTTP layer's stream (the stream owns g). */
 stream_source api_gen_stream(api_gen *g);
+/* Non-streaming answer: runs g to the end (its surface fills *body and
+ * *status from on_done/on_error), hands *body to resp and frees g. */
+void api_gen_answer_json(api_gen *g, http_resp *resp, char **body, const int *status);
+/* Streaming answer: status 200, the content type, g as the stream. */
+void api_gen_answer_stream(api_gen *g, http_resp *resp, const char *content_type);
 
 #endif

@@ -337,18 +337,8 @@ static void run_gen(app *a, http_resp *resp, const int32_t *ids, int n, engine_p
         http_error(resp, API_OLLAMA, status, NULL, NULL, "%s", errbuf);
         return;
     }
-    if (stream) {
-        resp->status = 200;
-        resp->content_type = "application/x-ndjson";
-        resp->stream = api_gen_stream(g);
-    } else {
-        strbuf tmp = {0};
-        api_gen_run(g, &tmp);
-        sb_free(&tmp);
-        http_json(resp, s->status ? s->status : 500, s->body);
-        s->body = NULL;
-        api_gen_free(g);
-    }
+    if (stream) api_gen_answer_stream(g, resp, "application/x-ndjson");
+    else api_gen_answer_json(g, resp, &s->body, &s->status);
 }
 
 static void not_found(http_resp *resp, const char *name) {

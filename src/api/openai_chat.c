@@ -407,18 +407,8 @@ void openai_chat_completions(app *a, const http_req *req, http_resp *resp) {
         http_error(resp, API_OPENAI, status, status == 400 ? "invalid_request_error" : "server_error", NULL, "%s", errbuf);
         goto out;
     }
-    if (stream) {
-        resp->status = 200;
-        resp->content_type = "text/event-stream";
-        resp->stream = api_gen_stream(g);
-    } else {
-        strbuf tmp = {0};
-        api_gen_run(g, &tmp);
-        sb_free(&tmp);
-        http_json(resp, s->status ? s->status : 500, s->body);
-        s->body = NULL;
-        api_gen_free(g);
-    }
+    if (stream) api_gen_answer_stream(g, resp, "text/event-stream");
+    else api_gen_answer_json(g, resp, &s->body, &s->status);
     goto out;
 bad:
     http_error(resp, API_OPENAI, 400, "invalid_request_error", e.param, "%s", e.msg);

@@ -766,13 +766,8 @@ void openai_responses_create(app *a, const http_req *req, http_resp *resp) {
         resp->content_type = "text/event-stream";
         resp->stream = (stream_source){rs, rs_next, rs_free};
     } else {
-        strbuf tmp = {0};
-        api_gen_run(g, &tmp);
-        sb_free(&tmp);
         resp_state *gs = g->surf;
-        http_json(resp, gs->status ? gs->status : 500, gs->body);
-        gs->body = NULL;
-        api_gen_free(g);
+        api_gen_answer_json(g, resp, &gs->body, &gs->status);
     }
     goto out;
 bad:

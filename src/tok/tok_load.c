@@ -102,23 +102,36 @@ static const char *get_type(json_t *o) {
 
 /* ---- normalizers --------------------------------------------------------------- */
 
+/* Every component node: an object with a "type" string. */
+static int node_type(loader *ld, json_t *o, const char *where, const char **type) {
+    if (!json_is_object(o)) return err_set(KS_EFORMAT, "%s: %s: expected object", ld->file, where);
+    *type = get_type(o);
+    if (!*type) return err_set(KS_EFORMAT, "%s: %s.type: missing", ld->file, where);
+    return KS_OK;
+}
+
+typedef int (*node_parser)(loader *ld, json_t *o, const char *where, int depth);
+
+/* {"type": "Sequence", key: [...]}: each element through fn, in order. */
+static int parse_sequence(loader *ld, json_t *o, const char *where, int depth, const char *key, node_parser fn) {
+    json_t *arr = json_object_get(o, key);
+    if (!json_is_array(arr)) return err_set(KS_EFORMAT, "%s: %s.%s: expected array", ld->file, where, key);
+    if (depth > 8) return err_set(KS_EFORMAT, "%s: %s: Sequence nested too deeply", ld->file, where);
+    for (size_t i = 0; i < json_array_size(arr); i++) {
+        char w[256];
+        snprintf(w, sizeof w, "%s.%s[%zu]", where, key, i);
+        int rc = fn(ld, json_array_get(arr, i), w, depth + 1);
+        if (rc < 0) return rc;
+    }
+    return KS_OK;
+}
+
 static int parse_normalizer(loader *ld, json_t *o, const char *where, int depth) {
     tokenizer *t = ld->t;
     int rc;
-    if (!json_is_object(o)) return err_set(KS_EFORMAT, "%s: %s: expected object", ld->file, where);
-    const char *type = get_type(o);
-    if (!type) return err_set(KS_EFORMAT, "%s: %s.type: missing", ld->file, where);
-    if (!strcmp(type, "Sequence")) {
-        json_t *arr = json_object_get(o, "normalizers");
-        if (!json_is_array(arr)) return err_set(KS_EFORMAT, "%s: %s.normalizers: expected array", ld->file, where);
-        if (depth > 8) return err_set(KS_EFORMAT, "%s: %s: Sequence nested too deeply", ld->file, where);
-        for (size_t i = 0; i < json_array_size(arr); i++) {
-            char w[256];
-            snprintf(w, sizeof w, "%s.normalizers[%zu]", where, i);
-            if ((rc = parse_normalizer(ld, json_array_get(arr, i), w, depth + 1)) < 0) return rc;
-        }
-        return KS_OK;
-    }
+    const char *type;
+    if ((rc = node_type(ld, o, where, &type)) < 0) return rc;
+    if (!strcmp(type, "Sequence")) return parse_sequence(ld, o, where, depth, "normalizers", parse_normalizer);
     if (t->n_norm >= MAX_CHAIN) return err_set(KS_EFORMAT, "%s: %s: too many normalizers", ld->file, where);
     tok_normalizer *n = &t->norm[t->n_norm];
     memset(n, 0, sizeof *n);
@@ -214,20 +227,9 @@ static int regex_into(loader *ld, tok_pretok *p, const char *where, const char *
 static int parse_pretok(loader *ld, json_t *o, const char *where, int depth) {
     tokenizer *t = ld->t;
     int rc;
-    if (!json_is_object(o)) return err_set(KS_EFORMAT, "%s: %s: expected object", ld->file, where);
-    const char *type = get_type(o);
-    if (!type) return err_set(KS_EFORMAT, "%s: %s.type: missing", ld->file, where);
-    if (!strcmp(type, "Sequence")) {
-        json_t *arr = json_object_get(o, "pretokenizers");
-        if (!json_is_array(arr)) return err_set(KS_EFORMAT, "%s: %s.pretokenizers: expected array", ld->file, where);
-        if (depth > 8) return err_set(KS_EFORMAT, "%s: %s: Sequence nested too deeply", ld->file, where);
-        for (size_t i = 0; i < json_array_size(arr); i++) {
-            char w[256];
-            snprintf(w, sizeof w, "%s.pretokenizers[%zu]", where, i);
-            if ((rc = parse_pretok(ld, json_array_get(arr, i), w, depth + 1)) < 0) return rc;
-        }
-        return KS_OK;
-    }
+    const char *type;
+    if ((rc = node_type(ld, o, where, &type)) < 0) return rc;
+    if (!strcmp(type, "Sequence")) return parse_sequence(ld, o, where, depth, "pretokenizers", parse_pretok);
     if (t->n_pretok >= MAX_CHAIN) return err_set(KS_EFORMAT, "%s: %s: too many pre-tokenizers", ld->file, where);
     tok_pretok *p = &t->pretok[t->n_pretok++]; // owned from here, freed by tok_free
     memset(p, 0, sizeof *p);
@@ -279,20 +281,9 @@ static int parse_pretok(loader *ld, json_t *o, const char *where, int depth) {
 static int parse_decoder(loader *ld, json_t *o, const char *where, int depth) {
     tokenizer *t = ld->t;
     int rc;
-    if (!json_is_object(o)) return err_set(KS_EFORMAT, "%s: %s: expected object", ld->file, where);
-    const char *type = get_type(o);
-    if (!type) return err_set(KS_EFORMAT, "%s: %s.type: missing", ld->file, where);
-    if (!strcmp(type, "Sequence")) {
-        json_t *arr = json_object_get(o, "decoders");
-        if (!json_is_array(arr)) return err_set(KS_EFORMAT, "%s: %s.decoders: expected array", ld->file, where);
-        if (depth > 8) return err_set(KS_EFORMAT, "%s: %s: Sequence nested too deeply", ld->file, where);
-        for (size_t i = 0; i < json_array_size(arr); i++) {
-            char w[256];
-            snprintf(w, sizeof w, "%s.decoders[%zu]", where, i);
-            if ((rc = parse_decoder(ld, json_array_get(arr, i), w, depth + 1)) < 0) return rc;
-        }
-        return KS_OK;
-    }
+    const char *type;
+    if ((rc = node_type(ld, o, where, &type)) < 0) return rc;
+    if (!strcmp(type, "Sequence")) return parse_sequence(ld, o, where, depth, "decoders", parse_decoder);
     if (t->n_dec >= MAX_CHAIN) return err_set(KS_EFORMAT, "%s: %s: too many decoders", ld->file, where);
     tok_decoder *d = &t->dec[t->n_dec++]; // owned from here
     memset(d, 0, sizeof *d);
@@ -368,20 +359,9 @@ static int roberta_tok(loader *ld, json_t *o, const char *where, const char *key
 static int parse_post(loader *ld, json_t *o, const char *where, int depth) {
     tokenizer *t = ld->t;
     int rc;
-    if (!json_is_object(o)) return err_set(KS_EFORMAT, "%s: %s: expected object", ld->file, where);
-    const char *type = get_type(o);
-    if (!type) return err_set(KS_EFORMAT, "%s: %s.type: missing", ld->file, where);
-    if (!strcmp(type, "Sequence")) {
-        json_t *arr = json_object_get(o, "processors");
-        if (!json_is_array(arr)) return err_set(KS_EFORMAT, "%s: %s.processors: expected array", ld->file, where);
-        if (depth > 8) return err_set(KS_EFORMAT, "%s: %s: Sequence nested too deeply", ld->file, where);
-        for (size_t i = 0; i < json_array_size(arr); i++) {
-            char w[256];
-            snprintf(w, sizeof w, "%s.processors[%zu]", where, i);
-            if ((rc = parse_post(ld, json_array_get(arr, i), w, depth + 1)) < 0) return rc;
-        }
-        return KS_OK;
-    }
+    const char *type;
+    if ((rc = node_type(ld, o, where, &type)) < 0) return rc;
+    if (!strcmp(type, "Sequence")) return parse_sequence(ld, o, where, depth, "processors", parse_post);
     if (t->n_post >= MAX_CHAIN) return err_set(KS_EFORMAT, "%s: %s: too many post-processors", ld->file, where);
     tok_post *p = &t->post[t->n_post++];
     memset(p, 0, sizeof *p);
