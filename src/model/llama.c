@@ -50,14 +50,13 @@ static int load_one(model *m, bk_weight *w, const char *name, int64_t d0, int64_
     return load_weight(m, w, 1, &name, &d0, d1);
 }
 
-static int load_layer(model *m, int l) {
+int model_load_layer(model *m, model_layer *L, const char *prefix) {
     const model_config *c = &m->cfg;
-    model_layer *L = &m->layers[l];
     int64_t H = c->hidden_size, hd = c->head_dim, qd = (int64_t)c->n_heads * hd, kvd = (int64_t)c->n_kv_heads * hd;
     char n0[160], n1[160], n2[160];
     const char *names[3] = {n0, n1, n2};
     int rc;
-#define NAME(buf, suffix) snprintf(buf, sizeof buf, "model.layers.%d.%s", l, suffix)
+#define NAME(buf, suffix) snprintf(buf, sizeof buf, "%s.%s", prefix, suffix)
     NAME(n0, "input_layernorm.weight");
     if ((rc = load_one(m, &L->attn_norm, n0, H, 0))) return rc;
     NAME(n0, "self_attn.q_proj.weight");
@@ -112,8 +111,12 @@ int model_load(model **out, const char *dir, backend *be) {
     }
     m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
     if (!m->layers) { rc = err_set(KS_ENOMEM, "model: out of memory"); goto fail; }
-    for (int l = 0; l < c->n_layers; l++)
-        if ((rc = load_layer(m, l))) goto fail;
+    for (int l = 0; l < c->n_layers; l++) {
+        char prefix[64];
+        snprintf(prefix, sizeof prefix, "model.layers.%d", l);
+        if ((rc = model_load_layer(m, &m->layers[l], prefix))) goto fail;
+    }
+    if ((rc = model_mtp_load(m))) goto fail;
     float *f = malloc((size_t)(c->head_dim / 2) * sizeof(float));
     m->inv_freq = be->ops->buf_alloc(be, (size_t)(c->head_dim / 2) * sizeof(float));
     if (!f || !m->inv_freq) { free(f); rc = err_set(KS_ENOMEM, "model: out of memory"); goto fail; }
@@ -136,12 +139,14 @@ static void free_graphs(model *m) {
 static void free_acts(model *m) {
     backend *be = m->be;
     free_graphs(m);
-    void *bufs[] = {m->x, m->xn, m->qkv, m->attn, m->gu, m->act, m->logits_dev,
-                    m->d_tokens, m->d_pos, m->d_seq, m->d_slots, m->d_rows, m->d_tables};
+    void *bufs[] = {m->x,       m->xn,       m->qkv,     m->attn,    m->gu,      m->act,    m->logits_dev,
+                    m->d_tokens, m->d_pos,   m->d_seq,   m->d_slots, m->d_rows,  m->d_tables, m->hid,
+                    m->mtp_hid, m->mtp_in,   m->mtp_src, m->d_hid_idx};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) be->ops->buf_free(be, bufs[i]);
     m->x = m->xn = m->qkv = m->attn = m->gu = m->act = m->logits_dev = NULL;
-    m->d_tokens = m->d_pos = m->d_seq = m->d_slots = m->d_rows = m->d_tables = NULL;
+    m->d_tokens = m->d_pos = m->d_seq = m->d_slots = m->d_rows = m->d_tables = m->d_hid_idx = NULL;
+    m->hid = m->mtp_hid = m->mtp_in = m->mtp_src = NULL;
     m->cap_tokens = 0;
     m->cap_tables = 0;
 }
@@ -161,6 +166,7 @@ void model_free(model *m) {
                     if (lw[i].n_parts) m->be->ops->weight_release(m->be, &lw[i]);
             }
     }
+    if (m->be) model_mtp_free(m);
     free(m->layers);
     st_close(&m->st);
     free(m);
@@ -193,6 +199,17 @@ static int ensure_acts(model *m, int n, int table_entries) {
         m->d_seq = be->ops->buf_alloc(be, cap * 4);
         m->d_slots = be->ops->buf_alloc(be, cap * 4);
         m->d_rows = be->ops->buf_alloc(be, cap * 4);
+        if (m->mtp) {
+            m->hid = be->ops->buf_alloc(be, cap * H * 4);
+            m->mtp_hid = be->ops->buf_alloc(be, cap * H * 4);
+            m->mtp_in = be->ops->buf_alloc(be, cap * 2 * H * 4);
+            m->mtp_src = be->ops->buf_alloc(be, cap * H * 4);
+            m->d_hid_idx = be->ops->buf_alloc(be, cap * 4);
+            if (!m->hid || !m->mtp_hid || !m->mtp_in || !m->mtp_src || !m->d_hid_idx) {
+                free_acts(m);
+                return err_set(KS_ENOMEM, "model: out of memory for MTP activations of %d tokens", n);
+            }
+        }
         m->cap_tokens = cap;
         if (!m->x || !m->xn || !m->qkv || !m->attn || !m->gu || !m->act || !m->logits_dev || !m->d_tokens ||
             !m->d_pos || !m->d_seq || !m->d_slots || !m->d_rows) {
@@ -211,37 +228,52 @@ static int ensure_acts(model *m, int n, int table_entries) {
     return KS_OK;
 }
 
-/* The op sequence of one forward (everything after the uploads). */
-static void run_layers(model *m, kv_cache *kv, const bk_attn_batch *ab, int n, int n_logits) {
+/* One decoder layer over the n rows of m->x (in place), with the KV cache
+ * (k_cache, v_cache) of that layer. Shared by the target and the MTP head. */
+void model_layer_forward(model *m, const model_layer *L, float *k_cache, float *v_cache, const bk_attn_batch *ab,
+                         int n) {
     backend *be = m->be;
     const backend_ops *op = be->ops;
     const model_config *c = &m->cfg;
     int H = c->hidden_size, hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
     int qkv_dim = (nh + 2 * nkv) * hd, kv_dim = nkv * hd, I = c->intermediate_size;
     float scale = 1.0f / sqrtf((float)hd);
-    op->embed(be, m->x, &m->embed, m->d_tokens, n);
-    for (int l = 0; l < c->n_layers; l++) {
-        model_layer *L = &m->layers[l];
-        op->rmsnorm(be, m->xn, H, m->x, H, &L->attn_norm, n, 1, H, c->rms_norm_eps);
-        op->matmul(be, m->qkv, m->xn, &L->wqkv, c->attention_bias ? &L->bqkv : NULL, n);
-        float *q = m->qkv, *k = m->qkv + nh * hd, *v = k + kv_dim;
-        if (c->qk_norm) {
-            op->rmsnorm(be, q, qkv_dim, q, qkv_dim, &L->q_norm, n, nh, hd, c->rms_norm_eps);
-            op->rmsnorm(be, k, qkv_dim, k, qkv_dim, &L->k_norm, n, nkv, hd, c->rms_norm_eps);
-        }
-        op->rope(be, q, qkv_dim, n, nh, hd, m->d_pos, m->inv_freq);
-        op->rope(be, k, qkv_dim, n, nkv, hd, m->d_pos, m->inv_freq);
-        op->kv_store(be, kv->k[l], kv->v[l], k, v, qkv_dim, ab, kv_dim);
-        op->attention(be, m->attn, q, qkv_dim, kv->k[l], kv->v[l], ab, nh, nkv, hd, scale);
-        op->matmul(be, m->xn, m->attn, &L->wo, NULL, n);
-        op->add(be, m->x, m->xn, (size_t)n * H);
-        op->rmsnorm(be, m->xn, H, m->x, H, &L->ffn_norm, n, 1, H, c->rms_norm_eps);
-        op->matmul(be, m->gu, m->xn, &L->w_gate_up, NULL, n);
-        op->silu_mul(be, m->act, m->gu, n, I);
-        op->matmul(be, m->xn, m->act, &L->w_down, NULL, n);
-        op->add(be, m->x, m->xn, (size_t)n * H);
+    op->rmsnorm(be, m->xn, H, m->x, H, &L->attn_norm, n, 1, H, c->rms_norm_eps);
+    op->matmul(be, m->qkv, m->xn, &L->wqkv, c->attention_bias ? &L->bqkv : NULL, n);
+    float *q = m->qkv, *k = m->qkv + nh * hd, *v = k + kv_dim;
+    if (c->qk_norm) {
+        op->rmsnorm(be, q, qkv_dim, q, qkv_dim, &L->q_norm, n, nh, hd, c->rms_norm_eps);
+        op->rmsnorm(be, k, qkv_dim, k, qkv_dim, &L->k_norm, n, nkv, hd, c->rms_norm_eps);
     }
-    if (n_logits > 0) {
+    op->rope(be, q, qkv_dim, n, nh, hd, m->d_pos, m->inv_freq);
+    op->rope(be, k, qkv_dim, n, nkv, hd, m->d_pos, m->inv_freq);
+    op->kv_store(be, k_cache, v_cache, k, v, qkv_dim, ab, kv_dim);
+    op->attention(be, m->attn, q, qkv_dim, k_cache, v_cache, ab, nh, nkv, hd, scale);
+    op->matmul(be, m->xn, m->attn, &L->wo, NULL, n);
+    op->add(be, m->x, m->xn, (size_t)n * H);
+    op->rmsnorm(be, m->xn, H, m->x, H, &L->ffn_norm, n, 1, H, c->rms_norm_eps);
+    op->matmul(be, m->gu, m->xn, &L->w_gate_up, NULL, n);
+    op->silu_mul(be, m->act, m->gu, n, I);
+    op->matmul(be, m->xn, m->act, &L->w_down, NULL, n);
+    op->add(be, m->x, m->xn, (size_t)n * H);
+}
+
+/* The op sequence of one forward (everything after the uploads). With an MTP
+ * head the final norm runs on every row into m->hid (its input later). */
+static void run_layers(model *m, kv_cache *kv, const bk_attn_batch *ab, int n, int n_logits) {
+    backend *be = m->be;
+    const backend_ops *op = be->ops;
+    const model_config *c = &m->cfg;
+    int H = c->hidden_size;
+    op->embed(be, m->x, &m->embed, m->d_tokens, n);
+    for (int l = 0; l < c->n_layers; l++) model_layer_forward(m, &m->layers[l], kv->k[l], kv->v[l], ab, n);
+    if (m->mtp) {
+        op->rmsnorm(be, m->hid, H, m->x, H, &m->final_norm, n, 1, H, c->rms_norm_eps);
+        if (n_logits > 0) {
+            op->gather_rows(be, m->xn, m->hid, m->d_rows, n_logits, H);
+            op->matmul(be, m->logits_dev, m->xn, &m->lm_head, NULL, n_logits);
+        }
+    } else if (n_logits > 0) {
         op->gather_rows(be, m->xn, m->x, m->d_rows, n_logits, H);
         op->rmsnorm(be, m->xn, H, m->xn, H, &m->final_norm, n_logits, 1, H, c->rms_norm_eps);
         op->matmul(be, m->logits_dev, m->xn, &m->lm_head, NULL, n_logits);
@@ -270,7 +302,10 @@ static int graphs_enabled(void) {
     return !e || strcmp(e, "0") != 0;
 }
 
-int model_forward(model *m, kv_cache *kv, const model_batch *b, float *logits) {
+/* Validates a batch, sizes the buffers and uploads tokens, positions,
+ * slots, block tables and logit rows; fills *ab. graph: fixed launch shapes
+ * (the block table spans the whole pool). */
+int model_prepare_batch(model *m, kv_cache *kv, const model_batch *b, bool graph, bk_attn_batch *ab) {
     backend *be = m->be;
     const backend_ops *op = be->ops;
     const model_config *c = &m->cfg;
@@ -280,8 +315,6 @@ int model_forward(model *m, kv_cache *kv, const model_batch *b, float *logits) {
     int max_blocks = 1, max_pos = 0;
     for (int s = 0; s < b->n_seqs; s++)
         if (b->seqs[s]->n_blocks > max_blocks) max_blocks = b->seqs[s]->n_blocks;
-    /* graph replays need fixed launch shapes: the block table spans the pool */
-    bool graph = op->graph_begin && n <= MODEL_GRAPH_MAX_TOKENS && graphs_enabled();
     if (graph) max_blocks = kv->n_blocks;
     int rc = ensure_acts(m, n, b->n_seqs * max_blocks);
     if (rc) return rc;
@@ -319,8 +352,22 @@ int model_forward(model *m, kv_cache *kv, const model_batch *b, float *logits) {
     free(slots);
     free(tables);
 
-    bk_attn_batch ab = {n, m->d_pos, m->d_seq, m->d_slots, m->d_tables, max_blocks, kv->block_size, max_pos,
-                        kv->n_blocks * kv->block_size};
+    bk_attn_batch a = {n, m->d_pos, m->d_seq, m->d_slots, m->d_tables, max_blocks, kv->block_size, max_pos,
+                       kv->n_blocks * kv->block_size};
+    *ab = a;
+    return KS_OK;
+}
+
+int model_forward(model *m, kv_cache *kv, const model_batch *b, float *logits) {
+    backend *be = m->be;
+    const backend_ops *op = be->ops;
+    const model_config *c = &m->cfg;
+    int n = b->n_tokens;
+    /* graph replays need fixed launch shapes: the block table spans the pool */
+    bool graph = op->graph_begin && n <= MODEL_GRAPH_MAX_TOKENS && graphs_enabled();
+    bk_attn_batch ab;
+    int rc = model_prepare_batch(m, kv, b, graph, &ab);
+    if (rc) return rc;
     int slot = graph ? find_graph(m, kv, n, b->n_logits, b->n_seqs) : -1;
     if (slot >= 0 && m->graphs[slot].exec) {
         rc = op->graph_launch(be, m->graphs[slot].exec);

@@ -12,6 +12,7 @@
 #ifndef KS_MODEL_H
 #define KS_MODEL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "backend/backend.h"
@@ -34,6 +35,18 @@ typedef struct {
     bk_weight w_down;     /* (hidden, inter) */
 } model_layer;
 
+/* The native multi-token-prediction head (Qwen3-Next naming, mtp.*): to
+ * draft token q+1 from token q and the target's final hidden state h(q-1):
+ *   x = fc([RMSNorm_e(embed(t_q)) ; RMSNorm_h(h(q-1))]); x = layer(x) at
+ *   position q over the head's own KV; logits = lm_head(norm(x)). */
+typedef struct {
+    bk_weight pre_e;      /* (hidden) pre_fc_norm_embedding */
+    bk_weight pre_h;      /* (hidden) pre_fc_norm_hidden */
+    bk_weight fc;         /* (hidden, 2*hidden) */
+    bk_weight norm;       /* (hidden) */
+    model_layer layer;
+} model_mtp;
+
 typedef struct model {
     model_config cfg;
     backend *be;          /* borrowed */
@@ -48,6 +61,13 @@ typedef struct model {
     float *x, *xn, *qkv, *attn, *gu, *act, *logits_dev;
     int32_t *d_tokens, *d_pos, *d_seq, *d_slots, *d_rows, *d_tables;
     int cap_tables;       /* int32 entries in d_tables */
+    /* MTP head (NULL without one) and its buffers (backend, cap_tokens rows) */
+    model_mtp *mtp;
+    float *hid;           /* (cap, hidden) target's final-normed hidden states of the last forward */
+    float *mtp_hid;       /* (cap, hidden) the head's output (after its norm) of its last forward */
+    float *mtp_in;        /* (cap, 2*hidden) [norm_e(embed) ; norm_h(h)] */
+    float *mtp_src;       /* (cap, hidden) hidden rows gathered for the head */
+    int32_t *d_hid_idx;   /* (cap) */
     /* replayable forward graphs of small batches (backends with graph_begin),
      * keyed by batch shape; dropped when the activation buffers move */
     struct {
@@ -75,6 +95,26 @@ void model_free(model *m);
 /* Creates a KV cache sized for n_ctx_tokens tokens in total. */
 int model_kv_init(const model *m, kv_cache *kv, int n_ctx_tokens);
 int model_forward(model *m, kv_cache *kv, const model_batch *b, float *logits);
+
+/* Internal to model/: one decoder layer over m->x; batch validation and
+ * uploads (fills ab). */
+void model_layer_forward(model *m, const model_layer *L, float *k_cache, float *v_cache, const bk_attn_batch *ab,
+                         int n);
+int model_prepare_batch(model *m, kv_cache *kv, const model_batch *b, bool graph, bk_attn_batch *ab);
+int model_load_layer(model *m, model_layer *L, const char *prefix);
+
+/* MTP head (model/mtp.c). Loaded by model_load when config.json has
+ * mtp_num_hidden_layers and the checkpoint has mtp.* tensors. */
+int model_mtp_load(model *m);
+void model_mtp_free(model *m);
+/* A one-layer KV cache for the head. */
+int model_mtp_kv_init(const model *m, kv_cache *kv, int n_ctx_tokens);
+typedef enum { MTP_SRC_TARGET = 0, MTP_SRC_MTP } mtp_src;
+/* Head entries for a varlen batch: b->tokens[i] = t_q at b->pos[i] = q;
+ * h(q-1) is row hid_idx[i] of the target's last forward (MTP_SRC_TARGET) or
+ * of the head's last output (MTP_SRC_MTP). Logits for b->logit_rows. */
+int model_mtp_forward(model *m, kv_cache *mkv, const model_batch *b, const int32_t *hid_idx, mtp_src src,
+                      float *logits);
 
 /* inv_freq (head_dim/2) for the config's rope (theta, llama3 scaling). */
 void rope_inv_freq(const model_config *c, float *inv_freq);

@@ -1,0 +1,78 @@
+/* mtp.c — the native MTP head (see model.h): loading the mtp.* tensors and
+ * the head's forward over a varlen batch of entries, on the same backend ops
+ * and decoder-layer code as the target (model_layer_forward). The head's KV
+ * cache has one layer; its positions are the target's. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "model/model.h"
+
+static int load_vec(model *m, bk_weight *w, const char *name, int64_t d0, int64_t d1) {
+    const st_tensor *t = st_find(&m->st, name);
+    if (!t) return err_set(KS_EFORMAT, "checkpoint: missing tensor \"%s\"", name);
+    if (t->n_dims != (d1 ? 2 : 1) || t->shape[0] != d0 || (d1 && t->shape[1] != d1))
+        return err_set(KS_EFORMAT, "%s: tensor \"%s\": unexpected shape", m->st.paths[t->file_index], name);
+    const st_tensor *parts[1] = {t};
+    return m->be->ops->weight_init(m->be, w, parts, 1);
+}
+
+int model_mtp_load(model *m) {
+    if (m->cfg.mtp_num_hidden_layers < 1 || !st_find(&m->st, "mtp.fc.weight")) return KS_OK; /* no head */
+    int64_t H = m->cfg.hidden_size;
+    m->mtp = calloc(1, sizeof *m->mtp);
+    if (!m->mtp) return err_set(KS_ENOMEM, "model: out of memory");
+    int rc;
+    if ((rc = load_vec(m, &m->mtp->pre_e, "mtp.pre_fc_norm_embedding.weight", H, 0)) ||
+        (rc = load_vec(m, &m->mtp->pre_h, "mtp.pre_fc_norm_hidden.weight", H, 0)) ||
+        (rc = load_vec(m, &m->mtp->fc, "mtp.fc.weight", H, 2 * H)) ||
+        (rc = load_vec(m, &m->mtp->norm, "mtp.norm.weight", H, 0)) ||
+        (rc = model_load_layer(m, &m->mtp->layer, "mtp.layers.0")))
+        return err_wrap(rc, "MTP head");
+    return KS_OK;
+}
+
+void model_mtp_free(model *m) {
+    if (!m->mtp) return;
+    bk_weight *ws = (bk_weight *)m->mtp;
+    for (size_t i = 0; i < sizeof(model_mtp) / sizeof(bk_weight); i++)
+        if (ws[i].n_parts) m->be->ops->weight_release(m->be, &ws[i]);
+    free(m->mtp);
+    m->mtp = NULL;
+}
+
+int model_mtp_kv_init(const model *m, kv_cache *kv, int n_ctx_tokens) {
+    int blocks = (n_ctx_tokens + KV_BLOCK_SIZE - 1) / KV_BLOCK_SIZE;
+    return kv_cache_init(kv, m->be, 1, m->cfg.n_kv_heads * m->cfg.head_dim, KV_BLOCK_SIZE, blocks < 1 ? 1 : blocks);
+}
+
+int model_mtp_forward(model *m, kv_cache *mkv, const model_batch *b, const int32_t *hid_idx, mtp_src src,
+                      float *logits) {
+    if (!m->mtp) return err_set(KS_EUNSUPPORTED, "this model has no MTP head");
+    backend *be = m->be;
+    const backend_ops *op = be->ops;
+    const model_config *c = &m->cfg;
+    int n = b->n_tokens, H = c->hidden_size;
+    /* the hidden rows must outlive the (possible) buffer growth below */
+    if (n > m->cap_tokens || !m->hid)
+        return err_set(KS_EINVAL, "MTP: %d entries, more than the last forward's %d rows", n, m->cap_tokens);
+    for (int i = 0; i < n; i++)
+        if (hid_idx[i] < 0 || hid_idx[i] >= m->cap_tokens) return err_set(KS_EINVAL, "MTP: hidden row out of range");
+    op->buf_upload(be, m->d_hid_idx, hid_idx, (size_t)n * 4);
+    op->gather_rows(be, m->mtp_src, src == MTP_SRC_MTP ? m->mtp_hid : m->hid, m->d_hid_idx, n, H);
+    bk_attn_batch ab;
+    int rc = model_prepare_batch(m, mkv, b, false, &ab);
+    if (rc) return rc;
+    /* [norm_e(embed(t_q)) ; norm_h(h(q-1))] -> fc -> the head's layer -> norm */
+    op->embed(be, m->x, &m->embed, m->d_tokens, n);
+    op->rmsnorm(be, m->mtp_in, 2 * H, m->x, H, &m->mtp->pre_e, n, 1, H, c->rms_norm_eps);
+    op->rmsnorm(be, m->mtp_in + H, 2 * H, m->mtp_src, H, &m->mtp->pre_h, n, 1, H, c->rms_norm_eps);
+    op->matmul(be, m->x, m->mtp_in, &m->mtp->fc, NULL, n);
+    model_layer_forward(m, &m->mtp->layer, mkv->k[0], mkv->v[0], &ab, n);
+    op->rmsnorm(be, m->mtp_hid, H, m->x, H, &m->mtp->norm, n, 1, H, c->rms_norm_eps);
+    if (b->n_logits <= 0) return op->buf_download(be, NULL, m->d_rows, 0);
+    op->gather_rows(be, m->xn, m->mtp_hid, m->d_rows, b->n_logits, H);
+    op->matmul(be, m->logits_dev, m->xn, &m->lm_head, NULL, b->n_logits);
+    return op->buf_download(be, logits, m->logits_dev, (size_t)b->n_logits * c->vocab_size * 4);
+}

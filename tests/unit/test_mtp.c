@@ -1,0 +1,104 @@
+/* test_mtp.c — tinycoder's native MTP head against an independent reference
+ * (tests/fixtures/tinycoder_mtp_reference.json, tools/make_mtp_reference.py:
+ * torch + transformers, float32, on the H200): teacher-forced drafts at every
+ * prompt position, the top-5 logits of the draft for t+2, and the depth-2
+ * draft that feeds the head's own output back. */
+#include <jansson.h>
+#include <stdlib.h>
+
+#include "backend/backend.h"
+#include "model/model.h"
+#include "test.h"
+
+static void check_mtp(const char *device) {
+    json_t *ref = json_load_file("tests/fixtures/tinycoder_mtp_reference.json", 0, NULL);
+    CHECK(ref != NULL);
+    backend *be = NULL;
+    model *m = NULL;
+    CHECK(backend_new(&be, device, 2) == 0);
+    if (be) CHECK(model_load(&m, test_shared_path("models/tinycoder"), be) == 0);
+    if (!ref || !m) {
+        json_decref(ref);
+        model_free(m);
+        backend_free(be);
+        return;
+    }
+    CHECK(m->mtp != NULL);
+    json_t *pj = json_object_get(ref, "prompt_ids");
+    int n = (int)json_array_size(pj), V = m->cfg.vocab_size;
+    int32_t *ids = malloc((n + 2) * 4), *pos = malloc((n + 2) * 4), *seq = calloc(n + 2, 4), *rows = malloc((n + 2) * 4);
+    for (int i = 0; i < n; i++) {
+        ids[i] = (int32_t)json_integer_value(json_array_get(pj, i));
+        pos[i] = rows[i] = i;
+    }
+    float *logits = malloc((size_t)(n + 2) * V * 4);
+    kv_cache kv, mkv;
+    CHECK(model_kv_init(m, &kv, 256) == 0);
+    CHECK(model_mtp_kv_init(m, &mkv, 256) == 0);
+    kv_seq s = {0}, ms = {0};
+    kv_seq *seqs[1] = {&s}, *mseqs[1] = {&ms};
+    CHECK(kv_seq_reserve(&kv, &s, n) == 0);
+    int32_t last = n - 1;
+    model_batch b = {n, ids, pos, seq, 1, seqs, 1, &last};
+    CHECK(model_forward(m, &kv, &b, logits) == 0);
+    int t_n = 0;
+    for (int v = 1; v < V; v++)
+        if (logits[v] > logits[t_n]) t_n = v;
+    CHECK_EQ_INT(t_n, json_integer_value(json_object_get(ref, "next_token")));
+    /* entries at positions 1..n: token t_q, hidden h(q-1) = row q-1 */
+    int32_t *toks = malloc((n + 1) * 4), *mpos = malloc((n + 1) * 4), *hidx = malloc((n + 1) * 4);
+    for (int q = 1; q <= n; q++) {
+        toks[q - 1] = q < n ? ids[q] : t_n;
+        mpos[q - 1] = q;
+        hidx[q - 1] = q - 1;
+    }
+    CHECK(kv_seq_reserve(&mkv, &ms, n + 2) == 0);
+    model_batch mb = {n, toks, mpos, seq, 1, mseqs, n, rows};
+    CHECK(model_mtp_forward(m, &mkv, &mb, hidx, MTP_SRC_TARGET, logits) == 0);
+    json_t *every = json_object_get(ref, "draft1_top1_every_position");
+    int agree = 0;
+    for (int i = 0; i < n; i++) {
+        const float *l = logits + (size_t)i * V;
+        int best = 0;
+        for (int v = 1; v < V; v++)
+            if (l[v] > l[best]) best = v;
+        agree += best == json_integer_value(json_array_get(every, i));
+    }
+    printf("    [%s] MTP teacher-forced top-1 equals the reference at %d of %d positions\n", device, agree, n);
+    CHECK_EQ_INT(agree, n);
+    const float *l = logits + (size_t)(n - 1) * V;
+    json_t *tids = json_object_get(ref, "draft1_top5_ids"), *tv = json_object_get(ref, "draft1_top5_logits");
+    for (int k = 0; k < 5; k++) {
+        int id = (int)json_integer_value(json_array_get(tids, k));
+        double want = json_number_value(json_array_get(tv, k));
+        CHECK_MSG(fabs(l[id] - want) <= 1e-3 * fabs(want), "draft for t+2: logit of %d is %g, reference %g", id, l[id], want);
+    }
+    int d1 = (int)json_integer_value(json_array_get(tids, 0));
+    /* depth 2: the head's output at position n (row n-1 of its last pass) with d1 at n+1 */
+    int32_t tok2 = d1, pos2 = n + 1, hid2 = n - 1, row0 = 0;
+    model_batch mb2 = {1, &tok2, &pos2, seq, 1, mseqs, 1, &row0};
+    CHECK(model_mtp_forward(m, &mkv, &mb2, &hid2, MTP_SRC_MTP, logits) == 0);
+    int d2 = 0;
+    for (int v = 1; v < V; v++)
+        if (logits[v] > logits[d2]) d2 = v;
+    CHECK_EQ_INT(d2, json_integer_value(json_object_get(ref, "draft2_top1")));
+    kv_seq_release(&kv, &s);
+    kv_seq_release(&mkv, &ms);
+    kv_cache_free(&kv);
+    kv_cache_free(&mkv);
+    free(ids); free(pos); free(seq); free(rows); free(logits); free(toks); free(mpos); free(hidx);
+    model_free(m);
+    backend_free(be);
+    json_decref(ref);
+}
+
+TEST(test_mtp_head_matches_reference) {
+    if (!test_shared_path("models/tinycoder")) SKIP("../shared/models/tinycoder not found");
+    check_mtp("cpu");
+}
+
+TEST(test_cuda_mtp_head_matches_reference) {
+    if (!test_shared_path("models/tinycoder")) SKIP("../shared/models/tinycoder not found");
+    if (!backend_cuda_available()) SKIP("no CUDA GPU");
+    check_mtp("cuda");
+}
