@@ -141,11 +141,11 @@ static void free_acts(model *m) {
     free_graphs(m);
     void *bufs[] = {m->x,       m->xn,       m->qkv,     m->attn,    m->gu,      m->act,    m->logits_dev,
                     m->d_tokens, m->d_pos,   m->d_seq,   m->d_slots, m->d_rows,  m->d_tables, m->hid,
-                    m->mtp_hid, m->mtp_in,   m->mtp_src, m->d_hid_idx};
+                    m->mtp_hid, m->mtp_in,   m->mtp_src, m->d_hid_idx, m->d_mtp_pos};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) be->ops->buf_free(be, bufs[i]);
     m->x = m->xn = m->qkv = m->attn = m->gu = m->act = m->logits_dev = NULL;
-    m->d_tokens = m->d_pos = m->d_seq = m->d_slots = m->d_rows = m->d_tables = m->d_hid_idx = NULL;
+    m->d_tokens = m->d_pos = m->d_seq = m->d_slots = m->d_rows = m->d_tables = m->d_hid_idx = m->d_mtp_pos = NULL;
     m->hid = m->mtp_hid = m->mtp_in = m->mtp_src = NULL;
     m->cap_tokens = 0;
     m->cap_tables = 0;
@@ -205,7 +205,8 @@ static int ensure_acts(model *m, int n, int table_entries) {
             m->mtp_in = be->ops->buf_alloc(be, cap * 2 * H * 4);
             m->mtp_src = be->ops->buf_alloc(be, cap * H * 4);
             m->d_hid_idx = be->ops->buf_alloc(be, cap * 4);
-            if (!m->hid || !m->mtp_hid || !m->mtp_in || !m->mtp_src || !m->d_hid_idx) {
+            m->d_mtp_pos = be->ops->buf_alloc(be, cap * 4);
+            if (!m->hid || !m->mtp_hid || !m->mtp_in || !m->mtp_src || !m->d_hid_idx || !m->d_mtp_pos) {
                 free_acts(m);
                 return err_set(KS_ENOMEM, "model: out of memory for MTP activations of %d tokens", n);
             }
@@ -231,7 +232,7 @@ static int ensure_acts(model *m, int n, int table_entries) {
 /* One decoder layer over the n rows of m->x (in place), with the KV cache
  * (k_cache, v_cache) of that layer. Shared by the target and the MTP head. */
 void model_layer_forward(model *m, const model_layer *L, float *k_cache, float *v_cache, const bk_attn_batch *ab,
-                         int n) {
+                         const int32_t *rope_pos, int n) {
     backend *be = m->be;
     const backend_ops *op = be->ops;
     const model_config *c = &m->cfg;
@@ -245,8 +246,8 @@ void model_layer_forward(model *m, const model_layer *L, float *k_cache, float *
         op->rmsnorm(be, q, qkv_dim, q, qkv_dim, &L->q_norm, n, nh, hd, c->rms_norm_eps);
         op->rmsnorm(be, k, qkv_dim, k, qkv_dim, &L->k_norm, n, nkv, hd, c->rms_norm_eps);
     }
-    op->rope(be, q, qkv_dim, n, nh, hd, m->d_pos, m->inv_freq);
-    op->rope(be, k, qkv_dim, n, nkv, hd, m->d_pos, m->inv_freq);
+    op->rope(be, q, qkv_dim, n, nh, hd, rope_pos, m->inv_freq);
+    op->rope(be, k, qkv_dim, n, nkv, hd, rope_pos, m->inv_freq);
     op->kv_store(be, k_cache, v_cache, k, v, qkv_dim, ab, kv_dim);
     op->attention(be, m->attn, q, qkv_dim, k_cache, v_cache, ab, nh, nkv, hd, scale);
     op->matmul(be, m->xn, m->attn, &L->wo, NULL, n);
@@ -266,7 +267,7 @@ static void run_layers(model *m, kv_cache *kv, const bk_attn_batch *ab, int n, i
     const model_config *c = &m->cfg;
     int H = c->hidden_size;
     op->embed(be, m->x, &m->embed, m->d_tokens, n);
-    for (int l = 0; l < c->n_layers; l++) model_layer_forward(m, &m->layers[l], kv->k[l], kv->v[l], ab, n);
+    for (int l = 0; l < c->n_layers; l++) model_layer_forward(m, &m->layers[l], kv->k[l], kv->v[l], ab, m->d_pos, n);
     if (m->mtp) {
         op->rmsnorm(be, m->hid, H, m->x, H, &m->final_norm, n, 1, H, c->rms_norm_eps);
         if (n_logits > 0) {

@@ -68,6 +68,7 @@ typedef struct model {
     float *mtp_in;        /* (cap, 2*hidden) [norm_e(embed) ; norm_h(h)] */
     float *mtp_src;       /* (cap, hidden) hidden rows gathered for the head */
     int32_t *d_hid_idx;   /* (cap) */
+    int32_t *d_mtp_pos;   /* (cap) the head's RoPE positions (its KV index is one less) */
     /* replayable forward graphs of small batches (backends with graph_begin),
      * keyed by batch shape; dropped when the activation buffers move */
     struct {
@@ -99,7 +100,7 @@ int model_forward(model *m, kv_cache *kv, const model_batch *b, float *logits);
 /* Internal to model/: one decoder layer over m->x; batch validation and
  * uploads (fills ab). */
 void model_layer_forward(model *m, const model_layer *L, float *k_cache, float *v_cache, const bk_attn_batch *ab,
-                         int n);
+                         const int32_t *rope_pos, int n);
 int model_prepare_batch(model *m, kv_cache *kv, const model_batch *b, bool graph, bk_attn_batch *ab);
 int model_load_layer(model *m, model_layer *L, const char *prefix);
 
@@ -110,7 +111,9 @@ void model_mtp_free(model *m);
 /* A one-layer KV cache for the head. */
 int model_mtp_kv_init(const model *m, kv_cache *kv, int n_ctx_tokens);
 typedef enum { MTP_SRC_TARGET = 0, MTP_SRC_MTP } mtp_src;
-/* Head entries for a varlen batch: b->tokens[i] = t_q at b->pos[i] = q;
+/* Head entries for a varlen batch: b->tokens[i] = t_q at b->pos[i] = q
+ * (q >= 1; entry q is stored at index q-1 of the head's KV sequence, so the
+ * head attends over its entries only, as the reference does);
  * h(q-1) is row hid_idx[i] of the target's last forward (MTP_SRC_TARGET) or
  * of the head's last output (MTP_SRC_MTP). Logits for b->logit_rows. */
 int model_mtp_forward(model *m, kv_cache *mkv, const model_batch *b, const int32_t *hid_idx, mtp_src src,

@@ -59,17 +59,30 @@ int model_mtp_forward(model *m, kv_cache *mkv, const model_batch *b, const int32
         return err_set(KS_EINVAL, "MTP: %d entries, more than the last forward's %d rows", n, m->cap_tokens);
     for (int i = 0; i < n; i++)
         if (hid_idx[i] < 0 || hid_idx[i] >= m->cap_tokens) return err_set(KS_EINVAL, "MTP: hidden row out of range");
+    int32_t *kv_pos = malloc((size_t)n * sizeof *kv_pos);
+    if (!kv_pos) return err_set(KS_ENOMEM, "MTP: out of memory");
+    for (int i = 0; i < n; i++) {
+        if (b->pos[i] < 1) {
+            free(kv_pos);
+            return err_set(KS_EINVAL, "MTP: entry position %d (must be >= 1)", b->pos[i]);
+        }
+        kv_pos[i] = b->pos[i] - 1;
+    }
     op->buf_upload(be, m->d_hid_idx, hid_idx, (size_t)n * 4);
     op->gather_rows(be, m->mtp_src, src == MTP_SRC_MTP ? m->mtp_hid : m->hid, m->d_hid_idx, n, H);
+    model_batch kb = *b;
+    kb.pos = kv_pos;
     bk_attn_batch ab;
-    int rc = model_prepare_batch(m, mkv, b, false, &ab);
+    int rc = model_prepare_batch(m, mkv, &kb, false, &ab);
+    if (!rc) rc = op->buf_upload(be, m->d_mtp_pos, b->pos, (size_t)n * 4);
+    free(kv_pos);
     if (rc) return rc;
     /* [norm_e(embed(t_q)) ; norm_h(h(q-1))] -> fc -> the head's layer -> norm */
     op->embed(be, m->x, &m->embed, m->d_tokens, n);
     op->rmsnorm(be, m->mtp_in, 2 * H, m->x, H, &m->mtp->pre_e, n, 1, H, c->rms_norm_eps);
     op->rmsnorm(be, m->mtp_in + H, 2 * H, m->mtp_src, H, &m->mtp->pre_h, n, 1, H, c->rms_norm_eps);
     op->matmul(be, m->x, m->mtp_in, &m->mtp->fc, NULL, n);
-    model_layer_forward(m, &m->mtp->layer, mkv->k[0], mkv->v[0], &ab, n);
+    model_layer_forward(m, &m->mtp->layer, mkv->k[0], mkv->v[0], &ab, m->d_mtp_pos, n);
     op->rmsnorm(be, m->mtp_hid, H, m->x, H, &m->mtp->norm, n, 1, H, c->rms_norm_eps);
     if (b->n_logits <= 0) return op->buf_download(be, NULL, m->d_rows, 0);
     op->gather_rows(be, m->xn, m->mtp_hid, m->d_rows, b->n_logits, H);
