@@ -111,13 +111,15 @@ void model_mtp_free(model *m);
 /* A one-layer KV cache for the head. */
 int model_mtp_kv_init(const model *m, kv_cache *kv, int n_ctx_tokens);
 typedef enum { MTP_SRC_TARGET = 0, MTP_SRC_MTP } mtp_src;
-/* Head entries for a varlen batch: b->tokens[i] = t_q at b->pos[i] = q
- * (q >= 1; entry q is stored at index q-1 of the head's KV sequence, so the
- * head attends over its entries only, as the reference does);
- * h(q-1) is row hid_idx[i] of the target's last forward (MTP_SRC_TARGET) or
- * of the head's last output (MTP_SRC_MTP). Logits for b->logit_rows. */
-int model_mtp_forward(model *m, kv_cache *mkv, const model_batch *b, const int32_t *hid_idx, mtp_src src,
-                      float *logits);
+/* Head entries for a varlen batch: entry i is token t_q (b->tokens[i]) at
+ * RoPE position q (rope_pos[i]), stored at index b->pos[i] of the head's own
+ * KV sequence (its entries only, densely: the head attends over entries, not
+ * over target positions); h(q-1) is row hid_idx[i] of the target's last
+ * forward (MTP_SRC_TARGET) or of the head's last output (MTP_SRC_MTP).
+ * Logits for b->logit_rows. At most as many entries as the target's last
+ * forward had rows. */
+int model_mtp_forward(model *m, kv_cache *mkv, const model_batch *b, const int32_t *rope_pos, const int32_t *hid_idx,
+                      mtp_src src, float *logits);
 
 /* inv_freq (head_dim/2) for the config's rope (theta, llama3 scaling). */
 void rope_inv_freq(const model_config *c, float *inv_freq);

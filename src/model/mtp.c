@@ -47,8 +47,8 @@ int model_mtp_kv_init(const model *m, kv_cache *kv, int n_ctx_tokens) {
     return kv_cache_init(kv, m->be, 1, m->cfg.n_kv_heads * m->cfg.head_dim, KV_BLOCK_SIZE, blocks < 1 ? 1 : blocks);
 }
 
-int model_mtp_forward(model *m, kv_cache *mkv, const model_batch *b, const int32_t *hid_idx, mtp_src src,
-                      float *logits) {
+int model_mtp_forward(model *m, kv_cache *mkv, const model_batch *b, const int32_t *rope_pos, const int32_t *hid_idx,
+                      mtp_src src, float *logits) {
     if (!m->mtp) return err_set(KS_EUNSUPPORTED, "this model has no MTP head");
     backend *be = m->be;
     const backend_ops *op = be->ops;
@@ -59,23 +59,11 @@ int model_mtp_forward(model *m, kv_cache *mkv, const model_batch *b, const int32
         return err_set(KS_EINVAL, "MTP: %d entries, more than the last forward's %d rows", n, m->cap_tokens);
     for (int i = 0; i < n; i++)
         if (hid_idx[i] < 0 || hid_idx[i] >= m->cap_tokens) return err_set(KS_EINVAL, "MTP: hidden row out of range");
-    int32_t *kv_pos = malloc((size_t)n * sizeof *kv_pos);
-    if (!kv_pos) return err_set(KS_ENOMEM, "MTP: out of memory");
-    for (int i = 0; i < n; i++) {
-        if (b->pos[i] < 1) {
-            free(kv_pos);
-            return err_set(KS_EINVAL, "MTP: entry position %d (must be >= 1)", b->pos[i]);
-        }
-        kv_pos[i] = b->pos[i] - 1;
-    }
     op->buf_upload(be, m->d_hid_idx, hid_idx, (size_t)n * 4);
     op->gather_rows(be, m->mtp_src, src == MTP_SRC_MTP ? m->mtp_hid : m->hid, m->d_hid_idx, n, H);
-    model_batch kb = *b;
-    kb.pos = kv_pos;
     bk_attn_batch ab;
-    int rc = model_prepare_batch(m, mkv, &kb, false, &ab);
-    if (!rc) rc = op->buf_upload(be, m->d_mtp_pos, b->pos, (size_t)n * 4);
-    free(kv_pos);
+    int rc = model_prepare_batch(m, mkv, b, false, &ab);
+    if (!rc) rc = op->buf_upload(be, m->d_mtp_pos, rope_pos, (size_t)n * 4);
     if (rc) return rc;
     /* [norm_e(embed(t_q)) ; norm_h(h(q-1))] -> fc -> the head's layer -> norm */
     op->embed(be, m->x, &m->embed, m->d_tokens, n);

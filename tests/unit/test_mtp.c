@@ -46,15 +46,17 @@ static void check_mtp(const char *device) {
         if (logits[v] > logits[t_n]) t_n = v;
     CHECK_EQ_INT(t_n, json_integer_value(json_object_get(ref, "next_token")));
     /* entries at positions 1..n: token t_q, hidden h(q-1) = row q-1 */
-    int32_t *toks = malloc((n + 1) * 4), *mpos = malloc((n + 1) * 4), *hidx = malloc((n + 1) * 4);
+    int32_t *toks = malloc((n + 1) * 4), *mpos = malloc((n + 1) * 4), *hidx = malloc((n + 1) * 4),
+            *kidx = malloc((n + 1) * 4);
     for (int q = 1; q <= n; q++) {
         toks[q - 1] = q < n ? ids[q] : t_n;
         mpos[q - 1] = q;
+        kidx[q - 1] = q - 1; /* entries stored densely from index 0 */
         hidx[q - 1] = q - 1;
     }
     CHECK(kv_seq_reserve(&mkv, &ms, n + 2) == 0);
-    model_batch mb = {n, toks, mpos, seq, 1, mseqs, n, rows};
-    CHECK(model_mtp_forward(m, &mkv, &mb, hidx, MTP_SRC_TARGET, logits) == 0);
+    model_batch mb = {n, toks, kidx, seq, 1, mseqs, n, rows};
+    CHECK(model_mtp_forward(m, &mkv, &mb, mpos, hidx, MTP_SRC_TARGET, logits) == 0);
     json_t *every = json_object_get(ref, "draft1_top1_every_position");
     int agree = 0;
     for (int i = 0; i < n; i++) {
@@ -75,9 +77,9 @@ static void check_mtp(const char *device) {
     }
     int d1 = (int)json_integer_value(json_array_get(tids, 0));
     /* depth 2: the head's output at position n (row n-1 of its last pass) with d1 at n+1 */
-    int32_t tok2 = d1, pos2 = n + 1, hid2 = n - 1, row0 = 0;
-    model_batch mb2 = {1, &tok2, &pos2, seq, 1, mseqs, 1, &row0};
-    CHECK(model_mtp_forward(m, &mkv, &mb2, &hid2, MTP_SRC_MTP, logits) == 0);
+    int32_t tok2 = d1, pos2 = n + 1, idx2 = n, hid2 = n - 1, row0 = 0;
+    model_batch mb2 = {1, &tok2, &idx2, seq, 1, mseqs, 1, &row0};
+    CHECK(model_mtp_forward(m, &mkv, &mb2, &pos2, &hid2, MTP_SRC_MTP, logits) == 0);
     int d2 = 0;
     for (int v = 1; v < V; v++)
         if (logits[v] > logits[d2]) d2 = v;
@@ -86,7 +88,7 @@ static void check_mtp(const char *device) {
     kv_seq_release(&mkv, &ms);
     kv_cache_free(&kv);
     kv_cache_free(&mkv);
-    free(ids); free(pos); free(seq); free(rows); free(logits); free(toks); free(mpos); free(hidx);
+    free(ids); free(pos); free(seq); free(rows); free(logits); free(toks); free(mpos); free(hidx); free(kidx);
     model_free(m);
     backend_free(be);
     json_decref(ref);
