@@ -119,6 +119,11 @@ int api_get_sampling(json_t *o, engine_params *p, bool ollama, api_err *e) {
     if ((r = api_get_int(o, "seed", -(1LL << 62), 1LL << 62, &x, e)) < 0) return -1;
     if (r) p->seed = (uint64_t)x;
     if (api_get_stop(o, "stop", p, e) < 0) return -1;
+    bool b;
+    if ((r = api_get_bool(o, "enable_mtp", &b, e)) < 0) return -1; /* kestrel extension */
+    if (r) p->mtp = b;
+    if ((r = api_get_bool(o, "speculative", &b, e)) < 0) return -1; /* kestrel extension */
+    if (r) p->spec = b;
     return 0;
 }
 

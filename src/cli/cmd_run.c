@@ -43,6 +43,8 @@ static void run_usage(FILE *f) {
             "  --ignore-eos           do not stop at end-of-sequence tokens\n"
             "  --drafter DIR          draft model (default: DIR/drafter when present); --no-drafter\n"
             "  --draft-block-size N   drafter tokens per verify step (default 4)\n"
+            "  --mtp / --no-mtp       draft with the model's own MTP head when it has one (default on)\n"
+            "  --mtp-depth N          most MTP drafts per step (default 3; a controller picks 1..N)\n"
             "  --pld / --no-pld       prompt lookup decoding (speculative, exact; default on)\n"
             "  --pld-key-len N        n-gram length looked up (default 3)\n"
             "  --pld-draft-len N      draft tokens per verify step (default 5, at most 16)\n"
@@ -100,7 +102,7 @@ int cmd_run(int argc, char **argv) {
     const char *dir = NULL, *prompt = NULL, *device = "auto";
     long n_gen = -1, threads = 0, ctx_size = 0, seed = -1;
     int ignore_eos = 0;
-    long pld = 1, key_len = 3, draft_len = 5, no_drafter = 0, draft_block = 4;
+    long pld = 1, key_len = 3, draft_len = 5, no_drafter = 0, draft_block = 4, use_mtp = 1, mtp_depth = 3;
     const char *drafter_dir = NULL;
     model *dm = NULL;
     float min_rep = -1;
@@ -131,6 +133,9 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "--device")) { NEED_VALUE(); device = v; }
         else if (!strcmp(a, "--drafter")) { NEED_VALUE(); drafter_dir = v; }
         else if (!strcmp(a, "--no-drafter")) no_drafter = 1;
+        else if (!strcmp(a, "--mtp")) use_mtp = 1;
+        else if (!strcmp(a, "--no-mtp")) use_mtp = 0;
+        else if (!strcmp(a, "--mtp-depth")) { NEED_VALUE(); if (parse_int(a, v, 1, ENGINE_MAX_DRAFT, &mtp_depth)) return 2; }
         else if (!strcmp(a, "--draft-block-size")) { NEED_VALUE(); if (parse_int(a, v, 1, ENGINE_MAX_DRAFT, &draft_block)) return 2; }
         else if (!strcmp(a, "--pld")) pld = 1;
         else if (!strcmp(a, "--no-pld")) pld = 0;
@@ -198,12 +203,14 @@ int cmd_run(int argc, char **argv) {
     if ((rc = cli_load_drafter(dir, drafter_dir, (int)no_drafter, be, m, &dm))) goto fail;
     engine_config ec = {.max_concurrent = 1, .prefill_chunk = 512, .ctx_size = (int)ctx_size, .pld = pld != 0,
                         .pld_key_len = (int)key_len, .pld_draft_len = (int)draft_len, .spec_min_repetition = min_rep,
-                        .drafter = dm, .drafter_len = (int)draft_block};
+                        .drafter = dm, .drafter_len = (int)draft_block, .mtp = use_mtp != 0,
+                        .mtp_depth = (int)mtp_depth};
     if ((rc = engine_start(&eng, m, tk, &ec))) goto fail;
 
     engine_params ep;
     memset(&ep, 0, sizeof ep);
     ep.spec = -1; /* the engine default (--pld/--no-pld); the gates decide */
+    ep.mtp = -1;
     ep.max_tokens = n_gen > 0 ? (int)n_gen : chat ? (int)ctx_size : 1;
     sample_params_default(&ep.sp);
     ep.sp.temperature = gc.do_sample ? gc.temperature : 0.0f;

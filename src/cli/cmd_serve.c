@@ -36,6 +36,9 @@ static void serve_usage(FILE *f) {
             "  --threads N            CPU threads (default: all cores)\n"
             "  --drafter DIR          draft model (default: DIR/drafter when present); --no-drafter\n"
             "  --draft-block-size N   drafter tokens per verify step (default 4)\n"
+            "  --mtp / --no-mtp       draft with the model's own MTP head when it has one (default on;\n"
+            "                         per request: \"enable_mtp\": true|false)\n"
+            "  --mtp-depth N          most MTP drafts per step (default 3; a controller picks 1..N)\n"
             "  --pld / --no-pld       prompt lookup decoding (speculative, exact; default on)\n"
             "  --pld-key-len N        n-gram length looked up (default 3)\n"
             "  --pld-draft-len N      draft tokens per verify step (default 5, at most 16)\n"
@@ -79,7 +82,7 @@ int cmd_serve(int argc, char **argv) {
     long port = 8080, ctx = 0, conc = 0, chunk = 0, threads = 0, max_body = 16 << 20, pld = 1, key_len = 3,
          draft_len = 5;
     double min_rep = -1;
-    long use_pc = 1, pc_entries = 0, log_requests = 0, no_drafter = 0, draft_block = 4;
+    long use_pc = 1, pc_entries = 0, log_requests = 0, no_drafter = 0, draft_block = 4, use_mtp = 1, mtp_depth = 3;
     const char *drafter_dir = NULL;
     model *dm = NULL;
     long long pc_mem = 0, kv_mem = 0;
@@ -99,6 +102,9 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--log-requests")) log_requests = 1;
         else if (!strcmp(a, "--drafter")) { if (!v) goto missing; drafter_dir = v; i++; }
         else if (!strcmp(a, "--no-drafter")) no_drafter = 1;
+        else if (!strcmp(a, "--mtp")) use_mtp = 1;
+        else if (!strcmp(a, "--no-mtp")) use_mtp = 0;
+        else if (!strcmp(a, "--mtp-depth")) { if (parse_long(a, v, 1, ENGINE_MAX_DRAFT, &mtp_depth)) return 2; i++; }
         else if (!strcmp(a, "--draft-block-size")) { if (parse_long(a, v, 1, ENGINE_MAX_DRAFT, &draft_block)) return 2; i++; }
         else if (!strcmp(a, "--prefix-cache-entries")) { if (parse_long(a, v, 1, 1L << 30, &pc_entries)) return 2; i++; }
         else if (!strcmp(a, "--kv-mem") || !strcmp(a, "--prefix-cache-mem")) {
@@ -168,7 +174,8 @@ int cmd_serve(int argc, char **argv) {
     engine_config ec = {.max_concurrent = (int)conc, .prefill_chunk = (int)chunk, .ctx_size = (int)ctx,
                         .pld = pld != 0, .pld_key_len = (int)key_len, .pld_draft_len = (int)draft_len,
                         .spec_min_repetition = min_rep, .prefix_cache = use_pc != 0,
-                        .log_requests = log_requests != 0, .drafter = dm, .drafter_len = (int)draft_block};
+                        .log_requests = log_requests != 0, .drafter = dm, .drafter_len = (int)draft_block,
+                        .mtp = use_mtp != 0, .mtp_depth = (int)mtp_depth};
     if (pc_entries > 0) ec.prefix_cache_blocks = (int)pc_entries;
     /* bytes of one 16-token block: K and V, every layer, f32 */
     long long per_block = 16LL * a.m->cfg.n_kv_heads * a.m->cfg.head_dim * 2 * a.m->cfg.n_layers * 4;

@@ -67,8 +67,17 @@ typedef struct {
     /* the draft model, used when prompt lookup finds nothing */
     drafter_seq dseq;
     bool use_drafter;
-    int draft_src;          /* source of the current drafts: 0 lookup/prediction, 1 drafter */
+    int draft_src;          /* source of the current drafts: 0 lookup/prediction, 1 drafter, 2 MTP */
     int dr_steps, dr_accepted;
+    int pld_drafted, pld_accepted;
+    /* the model's MTP head: entries for positions [mtp_q0, mtp_next) at dense
+     * indices of mkv, built from the target's hidden states after each step;
+     * drafts for the next step computed right after (recursively, depth) */
+    bool use_mtp;
+    kv_seq mkv;
+    int mtp_q0, mtp_next;
+    int32_t mtp_draft[ENGINE_MAX_DRAFT];
+    int n_mtp_draft, mtp_depth, mtp_steps, mtp_drafted, mtp_accepted;
 } seq_state;
 
 struct engine {
@@ -100,6 +109,12 @@ struct engine {
     atomic_int stat_cached_blocks;
     prefix_cache *pc;       /* NULL when disabled */
     drafter *dr;            /* NULL without a draft model */
+    kv_cache mtp_kv;        /* the MTP head's entries (n_blocks 0: no head in use) */
+    double mtp_ratio;
+    atomic_llong mtp_drafted_n, mtp_accepted_n;
+    int32_t *mtp_tok, *mtp_idx, *mtp_pos, *mtp_hid, *mtp_seq, *mtp_rows; /* scratch, (cap) */
+    int mtp_cap;
+    float *mtp_logits;      /* (max_concurrent, vocab) */
     double dr_ratio;        /* drafter forward / target decode step */
     atomic_llong dr_drafted, dr_accepted;
     double verify_ratio;    /* measured cost of a (draft_len + 1)-token step over a 1-token step */
@@ -280,6 +295,7 @@ static void seq_free(engine *e, seq_state *s) {
     cache_blocks(e, s);
     kv_seq_release(&e->kv, &s->kv);
     if (e->dr) drafter_seq_release(e->dr, &s->dseq);
+    if (e->mtp_kv.n_blocks) kv_seq_release(&e->mtp_kv, &s->mkv);
     sampler_free(s->smp);
     tok_stream_free(s->ts);
     free(s->ctx);
@@ -312,7 +328,10 @@ static seq_state *seq_new(engine *e, engine_req *r) {
      * any request's own prediction (a draft source of its own) */
     s->pld = r->p.spec < 0 ? e->cfg.pld : r->p.spec > 0;
     s->use_drafter = e->dr && r->p.spec != 0;
-    s->spec = s->pld || s->use_drafter || (r->p.spec != 0 && r->p.n_prediction > 0);
+    s->use_mtp = e->mtp_kv.n_blocks > 0 && r->p.spec != 0 && (r->p.mtp < 0 ? e->cfg.mtp : r->p.mtp > 0);
+    s->mtp_q0 = -1;
+    s->mtp_depth = e->cfg.mtp_depth;
+    s->spec = s->pld || s->use_drafter || s->use_mtp || (r->p.spec != 0 && r->p.n_prediction > 0);
     if (s->spec && !r->p.n_prediction && r->n_prompt >= ENGINE_GATE_MIN_PROMPT &&
         pld_repetition_score(r->prompt, r->n_prompt) < e->cfg.spec_min_repetition) {
         s->spec = false; /* novel prompt: drafts would rarely be accepted */
@@ -496,6 +515,12 @@ static int seq_sample(engine *e, seq_state *s, float *logits) {
     return seq_commit(e, s, tok, e->raw);
 }
 
+/* Cost of verifying k drafts, in plain decode steps: linear between 1 (no
+ * draft) and the measured cost of a pld_draft_len + 1 token step. */
+static double verify_cost(const engine *e, double k) {
+    return 1.0 + (e->verify_ratio - 1.0) * k / e->cfg.pld_draft_len;
+}
+
 /* Verify step: rows for [last token, d1..dk]; accepts the drafts the target
  * agrees with, commits them and the target's own next token, drops the KV of
  * rejected positions. Returns 1 when the sequence finished. */
@@ -522,6 +547,27 @@ static int seq_verify(engine *e, seq_state *s, float *rows, int n_cached_before)
     }
     s->n_verify++;
     atomic_fetch_add(&e->spec_verify, 1);
+    if (s->draft_src == 0) {
+        s->pld_drafted += k;
+        s->pld_accepted += accepted;
+    } else if (s->draft_src == 2) {
+        s->mtp_steps++;
+        s->mtp_drafted += k;
+        s->mtp_accepted += accepted;
+        atomic_fetch_add(&e->mtp_drafted_n, k);
+        atomic_fetch_add(&e->mtp_accepted_n, accepted);
+        /* depth controller: deeper after a fully accepted run, shallower when
+         * two or more drafts of the run were wasted */
+        if (accepted == k && s->mtp_depth < e->cfg.mtp_depth) s->mtp_depth++;
+        else if (accepted + 1 < k && s->mtp_depth > 1) s->mtp_depth--;
+        /* the head's gate: a step costs a verify plus one head pass per depth */
+        double kbar = (double)s->mtp_drafted / s->mtp_steps; /* one head pass per draft */
+        if (s->mtp_steps >= 8 && 1.0 + (double)s->mtp_accepted / s->mtp_steps < verify_cost(e, kbar) + kbar * e->mtp_ratio) {
+            s->use_mtp = false;
+            s->n_mtp_draft = 0;
+            atomic_fetch_add(&e->gate_runtime_off, 1);
+        }
+    }
     if (s->draft_src == 1) {
         /* the drafter saw ctx before the step plus d1..d(k-1): keep what matched */
         int n_ctx_before = n_cached_before + 1;
@@ -531,8 +577,8 @@ static int seq_verify(engine *e, seq_state *s, float *rows, int n_cached_before)
         atomic_fetch_add(&e->dr_drafted, k);
         atomic_fetch_add(&e->dr_accepted, accepted);
         /* the drafter's own gate: its step costs a verify plus k drafter forwards */
-        if (s->dr_steps >= 8 &&
-            1.0 + (double)s->dr_accepted / s->dr_steps < e->verify_ratio + e->cfg.drafter_len * e->dr_ratio) {
+        if (s->dr_steps >= 8 && 1.0 + (double)s->dr_accepted / s->dr_steps <
+                                    verify_cost(e, e->cfg.drafter_len) + e->cfg.drafter_len * e->dr_ratio) {
             s->use_drafter = false;
             atomic_fetch_add(&e->gate_runtime_off, 1);
         }
@@ -545,7 +591,7 @@ static int seq_verify(engine *e, seq_state *s, float *rows, int n_cached_before)
      * yields fewer tokens than it costs in plain decode steps (sticky) */
     if (s->n_verify >= 8) {
         double tokens_per_step = 1.0 + (double)s->n_accepted / s->n_verify;
-        if (tokens_per_step < e->verify_ratio) {
+        if (tokens_per_step < verify_cost(e, (double)s->n_drafted / s->n_verify)) {
             s->spec = false;
             s->spec_off_by = "runtime gate";
             atomic_fetch_add(&e->gate_runtime_off, 1);
@@ -570,6 +616,10 @@ static void preempt_last(engine *e) {
     cache_blocks(e, s); /* the recompute may find its own blocks again */
     kv_seq_truncate(&e->kv, &s->kv, 0);
     if (e->dr) drafter_seq_release(e->dr, &s->dseq);
+    if (e->mtp_kv.n_blocks) kv_seq_release(&e->mtp_kv, &s->mkv);
+    s->mtp_q0 = -1;
+    s->mtp_next = 0;
+    s->n_mtp_draft = 0;
     s->n_cached = 0;
     remove_active(e, li);
     memmove(&e->preempted[1], &e->preempted[0], (size_t)e->n_preempted * sizeof *e->preempted);
@@ -656,6 +706,105 @@ static int ensure_batch(engine *e, int n) {
     return 0;
 }
 
+/* ---- MTP head ---------------------------------------------------------- */
+
+static int mtp_scratch(engine *e, int n) {
+    if (n <= e->mtp_cap) return 0;
+    int cap = n * 2;
+    int32_t **arrs[6] = {&e->mtp_tok, &e->mtp_idx, &e->mtp_pos, &e->mtp_hid, &e->mtp_seq, &e->mtp_rows};
+    for (int i = 0; i < 6; i++) {
+        int32_t *p = realloc(*arrs[i], (size_t)cap * sizeof *p);
+        if (!p) return -1;
+        *arrs[i] = p;
+    }
+    e->mtp_cap = cap;
+    return 0;
+}
+
+/* After a target forward: enter the positions whose hidden states it just
+ * produced into each sequence's head (dropping the recursive draft entries of
+ * the last step), then draft the next step's tokens: the entry of the newest
+ * token gives d1, and d2.. feed the head's own output back. Sequences whose
+ * head falls behind (hidden states already gone, e.g. after a cached prefix)
+ * restart their entries from here. Errors turn the head off for the step's
+ * sequences; output never depends on it. */
+static void mtp_update(engine *e, int na, const int *feed, const int *tstart, const int *pstart, const int *done) {
+    int V = e->m->cfg.vocab_size, n = 0, n_rows = 0;
+    int row_of[na], depth_of[na];
+    kv_seq *seqs[na];
+    for (int i = 0; i < na; i++) {
+        seq_state *s = e->active[i];
+        row_of[i] = -1;
+        depth_of[i] = 0;
+        seqs[i] = &s->mkv;
+        if (done[i] || !s->use_mtp || !feed[i]) continue;
+        s->n_mtp_draft = 0;
+        int p0 = pstart[i], p_end = s->n_cached - 1; /* valid hidden rows: positions p0..p_end */
+        if (s->mtp_q0 < 0 || s->mtp_next < p0 + 1) { /* (re)start the entries here */
+            kv_seq_truncate(&e->mtp_kv, &s->mkv, 0);
+            s->mtp_q0 = s->mtp_next = p0 + 1;
+        }
+        kv_seq_truncate(&e->mtp_kv, &s->mkv, s->mtp_next - s->mtp_q0); /* drop last step's recursion */
+        int q_end = p_end + 2 < s->n_ctx ? p_end + 2 : s->n_ctx; /* entries q < q_end */
+        if (q_end <= s->mtp_next) continue;
+        if (kv_seq_reserve(&e->mtp_kv, &s->mkv, q_end - s->mtp_q0 + e->cfg.mtp_depth) != 0 ||
+            mtp_scratch(e, n + (q_end - s->mtp_next)) != 0) {
+            s->use_mtp = false;
+            continue;
+        }
+        for (int q = s->mtp_next; q < q_end; q++, n++) {
+            e->mtp_tok[n] = s->ctx[q];
+            e->mtp_pos[n] = q;
+            e->mtp_idx[n] = q - s->mtp_q0;
+            e->mtp_hid[n] = tstart[i] + (q - 1 - p0);
+            e->mtp_seq[n] = i;
+        }
+        s->mtp_next = q_end;
+        if (q_end == s->n_ctx) { /* the newest token's entry drafts the next one */
+            row_of[i] = n_rows;
+            e->mtp_rows[n_rows++] = n - 1;
+        }
+    }
+    if (!n) return;
+    model_batch b = {n, e->mtp_tok, e->mtp_idx, e->mtp_seq, na, seqs, n_rows, e->mtp_rows};
+    if (model_mtp_forward(e->m, &e->mtp_kv, &b, e->mtp_pos, e->mtp_hid, MTP_SRC_TARGET, e->mtp_logits) != 0) {
+        for (int i = 0; i < na; i++) e->active[i]->use_mtp = false;
+        return;
+    }
+    for (int i = 0; i < na; i++)
+        if (row_of[i] >= 0) {
+            seq_state *s = e->active[i];
+            s->mtp_draft[0] = sample_argmax(e->mtp_logits + (size_t)row_of[i] * V, V);
+            s->n_mtp_draft = depth_of[i] = 1;
+            row_of[i] = e->mtp_rows[row_of[i]]; /* the entry's row in the head's output */
+        }
+    /* deeper drafts: one head pass per depth over every sequence still going */
+    for (int d = 1; d < e->cfg.mtp_depth; d++) {
+        int m = 0;
+        for (int i = 0; i < na; i++) {
+            seq_state *s = e->active[i];
+            if (depth_of[i] != d || s->mtp_depth <= d) continue;
+            int q = s->n_ctx + d - 1;
+            e->mtp_tok[m] = s->mtp_draft[d - 1];
+            e->mtp_pos[m] = q;
+            e->mtp_idx[m] = q - s->mtp_q0;
+            e->mtp_hid[m] = row_of[i];
+            e->mtp_seq[m] = i;
+            e->mtp_rows[m] = m;
+            row_of[i] = m++;
+        }
+        if (!m) break;
+        model_batch bd = {m, e->mtp_tok, e->mtp_idx, e->mtp_seq, na, seqs, m, e->mtp_rows};
+        if (model_mtp_forward(e->m, &e->mtp_kv, &bd, e->mtp_pos, e->mtp_hid, MTP_SRC_MTP, e->mtp_logits) != 0) break;
+        for (int i = 0; i < na; i++)
+            if (depth_of[i] == d && e->active[i]->mtp_depth > d) {
+                seq_state *s = e->active[i];
+                s->mtp_draft[d] = sample_argmax(e->mtp_logits + (size_t)row_of[i] * V, V);
+                s->n_mtp_draft = depth_of[i] = d + 1;
+            }
+    }
+}
+
 /* One scheduler step. Returns 0 when there was nothing to do. */
 static int step(engine *e) {
     atomic_store(&e->stat_kv_free, kv_free_blocks(&e->kv));
@@ -705,6 +854,21 @@ static int step(engine *e) {
                 s->n_draft = pld_propose(s->ctx, s->n_ctx, s->n_gen, s->r->p.prediction, s->r->p.n_prediction,
                                          e->cfg.pld_key_len, k, e->cfg.pld_draft_len, s->pld, s->draft);
             s->draft_src = 0;
+            if (s->use_mtp && s->n_mtp_draft > 0 && k > 0) {
+                /* expected accepted tokens, from each source's acceptance so far
+                 * (priors: the head 0.7, lookup 0.5); both cost nothing now */
+                double r_mtp = (s->mtp_accepted + 7.0) / (s->mtp_drafted + 10.0);
+                double r_pld = (s->pld_accepted + 5.0) / (s->pld_drafted + 10.0);
+                int n_mtp = s->n_mtp_draft < k ? s->n_mtp_draft : k;
+                double e_mtp = 0, e_pld = 0, pm = 1, pp = 1;
+                for (int j = 0; j < n_mtp; j++) e_mtp += (pm *= r_mtp);
+                for (int j = 0; j < s->n_draft; j++) e_pld += (pp *= r_pld);
+                if (e_mtp > e_pld && !s->r->p.n_prediction) {
+                    memcpy(s->draft, s->mtp_draft, (size_t)n_mtp * sizeof *s->draft);
+                    s->n_draft = n_mtp;
+                    s->draft_src = 2;
+                }
+            }
             if (s->n_draft == 0 && s->use_drafter && k > 0) {
                 int kd = e->cfg.drafter_len < k ? e->cfg.drafter_len : k;
                 s->n_draft = drafter_propose(e->dr, &s->dseq, s->ctx, s->n_ctx, kd, s->draft);
@@ -747,12 +911,14 @@ static int step(engine *e) {
     if (n == 0) return 1;
     if (ensure_batch(e, n) != 0) return 1;
     kv_seq *seqs[na];
-    int first_row[na], rows_of[na];
+    int first_row[na], rows_of[na], tstart[na], pstart[na];
     for (int i = 0, t = 0; i < na; i++) {
         seq_state *s = e->active[i];
         seqs[i] = &s->kv;
         first_row[i] = n_rows;
         rows_of[i] = 0;
+        tstart[i] = t;
+        pstart[i] = s->n_cached;
         for (int j = 0; j < feed[i]; j++, t++) {
             int p = s->n_cached + j;
             e->b_tok[t] = p < s->n_ctx ? s->ctx[p] : s->draft[p - s->n_ctx];
@@ -792,6 +958,7 @@ static int step(engine *e) {
         s->kv.n_tokens = s->n_cached;
         if (rows_of[i]) done[i] = seq_sample(e, s, rows);
     }
+    if (e->mtp_kv.n_blocks) mtp_update(e, na, feed, tstart, pstart, done);
     for (int i = na - 1; i >= 0; i--)
         if (done[i]) {
             seq_state *s = e->active[i];
@@ -830,6 +997,33 @@ static double measure_verify_ratio(engine *e) {
     kv_seq_release(&e->kv, &s);
     double r = best[0] < 1e9 && best[1] < 1e9 && best[0] > 0 ? best[1] / best[0] : 1.5;
     return r < 1.0 ? 1.0 : r;
+}
+
+/* One MTP head entry (a pass of one token) relative to a target decode step. */
+static double measure_mtp_ratio(engine *e) {
+    kv_seq s = {0}, ms = {0};
+    kv_seq *seqs[1] = {&s}, *mseqs[1] = {&ms};
+    int32_t tok[2] = {0, 0}, pos[2] = {0, 1}, seq[2] = {0, 0}, row = 0, q = 1, idx = 0, hid = 0;
+    float *logits = malloc((size_t)e->m->cfg.vocab_size * sizeof(float));
+    double t[2] = {1e9, 1e9};
+    if (logits && kv_seq_reserve(&e->kv, &s, 2) == 0 && kv_seq_reserve(&e->mtp_kv, &ms, 2) == 0)
+        for (int rep = 0; rep < 4; rep++) {
+            model_batch b = {1, tok, pos, seq, 1, seqs, 1, &row};
+            double t0 = now_s();
+            if (model_forward(e->m, &e->kv, &b, logits) != 0) break;
+            double t1 = now_s();
+            model_batch mb = {1, tok, &idx, seq, 1, mseqs, 1, &row};
+            if (model_mtp_forward(e->m, &e->mtp_kv, &mb, &q, &hid, MTP_SRC_TARGET, logits) != 0) break;
+            double t2 = now_s();
+            if (rep > 0) {
+                if (t1 - t0 < t[0]) t[0] = t1 - t0;
+                if (t2 - t1 < t[1]) t[1] = t2 - t1;
+            }
+        }
+    free(logits);
+    kv_seq_release(&e->kv, &s);
+    kv_seq_release(&e->mtp_kv, &ms);
+    return t[0] < 1e9 && t[1] < 1e9 && t[0] > 0 ? t[1] / t[0] : 0.3;
 }
 
 /* A drafter forward (1 token) relative to a target decode step. */
@@ -891,6 +1085,13 @@ int engine_start(engine **out, model *m, const tokenizer *tok, const engine_conf
     int rc = model_kv_init(m, &e->kv, e->cfg.kv_tokens);
     if (rc) { free(e); return rc; }
     e->verify_ratio = measure_verify_ratio(e);
+    if (e->cfg.mtp && m->mtp) {
+        if (e->cfg.mtp_depth < 1) e->cfg.mtp_depth = 3;
+        if (e->cfg.mtp_depth > ENGINE_MAX_DRAFT) e->cfg.mtp_depth = ENGINE_MAX_DRAFT;
+        e->mtp_logits = malloc((size_t)e->cfg.max_concurrent * m->cfg.vocab_size * sizeof(float));
+        if (e->mtp_logits && model_mtp_kv_init(m, &e->mtp_kv, e->cfg.kv_tokens) == KS_OK)
+            e->mtp_ratio = measure_mtp_ratio(e);
+    }
     if (e->cfg.drafter) {
         if (e->cfg.drafter_len < 1) e->cfg.drafter_len = 4;
         if (e->cfg.drafter_len > ENGINE_MAX_DRAFT) e->cfg.drafter_len = ENGINE_MAX_DRAFT;
@@ -944,6 +1145,9 @@ void engine_stop(engine *e) {
     }
     prefix_cache_free(e->pc);
     drafter_free(e->dr);
+    if (e->mtp_kv.n_blocks) kv_cache_free(&e->mtp_kv);
+    free(e->mtp_logits);
+    free(e->mtp_tok); free(e->mtp_idx); free(e->mtp_pos); free(e->mtp_hid); free(e->mtp_seq); free(e->mtp_rows);
     kv_cache_free(&e->kv);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv);
@@ -977,4 +1181,7 @@ void engine_get_stats(engine *e, engine_stats *s) {
     s->drafter_drafted = atomic_load(&e->dr_drafted);
     s->drafter_accepted = atomic_load(&e->dr_accepted);
     s->drafter_cost_ratio = e->dr_ratio;
+    s->mtp_drafted = atomic_load(&e->mtp_drafted_n);
+    s->mtp_accepted = atomic_load(&e->mtp_accepted_n);
+    s->mtp_cost_ratio = e->mtp_ratio;
 }

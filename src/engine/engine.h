@@ -39,6 +39,7 @@ typedef struct {
     bool logprobs;                 /* per-token logprob of the chosen token */
     int top_logprobs;              /* 0..ENGINE_MAX_TOP_LOGPROBS alternatives */
     int spec;                      /* speculation: -1 server default, 0 off, 1 on (gates still apply) */
+    int mtp;                       /* the model's MTP head: -1 server default, 0 off, 1 on */
     const int32_t *prediction;     /* draft source (OpenAI predicted outputs); copied at submit */
     int n_prediction;
 } engine_params;
@@ -85,6 +86,8 @@ typedef struct {
     double spec_min_repetition; /* prompt gate: 3-gram repetition score below which a request
                                    runs without speculation (< 0: default) */
     bool log_requests;       /* one debug line per finished request on stderr (also KESTREL_LOG=debug) */
+    bool mtp;                /* draft with the model's native MTP head when it has one */
+    int mtp_depth;           /* most MTP drafts per step (default 3); a controller picks 1..this */
     model *drafter;          /* draft model (borrowed; NULL: none), drafts when PLD finds nothing */
     int drafter_len;         /* drafter tokens per verify step (default 4) */
     bool prefix_cache;       /* keep full KV blocks for later requests (kv/prefix_cache.h) */
@@ -127,6 +130,8 @@ typedef struct {
     long long requests_done, prompt_tokens, generated_tokens, preemptions;
     long long spec_drafted, spec_accepted, spec_verify_steps;
     long long drafter_drafted, drafter_accepted; /* the drafter's share of the above */
+    long long mtp_drafted, mtp_accepted;         /* the MTP head's share */
+    double mtp_cost_ratio;                       /* one MTP entry forward / target decode step */
     double drafter_cost_ratio;                   /* drafter forward / target decode step */
     long long gate_prompt_off, gate_runtime_off; /* requests the gates turned speculation off for */
     double verify_cost_ratio;                    /* measured cost of a k+1-token step / 1-token step */

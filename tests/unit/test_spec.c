@@ -171,8 +171,12 @@ static engine_params params(int n, int spec) {
     return p;
 }
 
-/* with_drafter: the draft model (tinycoder/drafter) as the only proposer */
-static void greedy_identical(const char *device, bool with_drafter) {
+/* the only proposer in a run: prompt lookup, the draft model
+ * (tinycoder/drafter) or the model's MTP head */
+typedef enum { SRC_PLD, SRC_DRAFTER, SRC_MTP } spec_src;
+
+static void greedy_identical(const char *device, spec_src src) {
+    bool with_drafter = src == SRC_DRAFTER;
     fx f;
     if (!fx_open_on(&f, device)) return;
     model *dm = NULL;
@@ -181,9 +185,9 @@ static void greedy_identical(const char *device, bool with_drafter) {
         if (!dm) { fx_close(&f); return; }
     }
     engine *e = NULL;
-    engine_config ec = {.max_concurrent = 4, .prefill_chunk = 256, .ctx_size = 1024, .pld = !with_drafter,
+    engine_config ec = {.max_concurrent = 4, .prefill_chunk = 256, .ctx_size = 1024, .pld = src == SRC_PLD,
                         .spec_min_repetition = 0.0 /* gate open: verify drafts everywhere */,
-                        .drafter = dm, .drafter_len = 4};
+                        .drafter = dm, .drafter_len = 4, .mtp = src == SRC_MTP, .mtp_depth = 3};
     CHECK(engine_start(&e, f.m, f.tk, &ec) == 0);
     const char *files[3] = {"models/tinycoder/prompts/edit.jsonl", "models/tinycoder/prompts/chat.jsonl",
                             "models/tinycoder/prompts/completion.jsonl"};
@@ -198,6 +202,7 @@ static void greedy_identical(const char *device, bool with_drafter) {
                 ids[i] = workload_prompt(&f, files[fi], base + i, &n[i], NULL);
                 if (!ids[i] || n[i] + 130 > 1024) continue;
                 engine_params pon = params(128, 1), poff = params(128, 0);
+                pon.mtp = 1;
                 on[i] = engine_submit(e, ids[i], n[i], &pon);
                 off[i] = engine_submit(e, ids[i], n[i], &poff);
             }
@@ -226,19 +231,25 @@ static void greedy_identical(const char *device, bool with_drafter) {
 
 TEST(test_spec_greedy_is_byte_identical_on_workloads) {
     if (!test_shared_path("models/tinycoder")) SKIP("../shared/models/tinycoder not found");
-    greedy_identical("cpu", false);
+    greedy_identical("cpu", SRC_PLD);
 }
 
 TEST(test_spec_drafter_greedy_is_byte_identical_on_workloads) {
     if (!test_shared_path("models/tinycoder/drafter")) SKIP("../shared/models/tinycoder/drafter not found");
-    greedy_identical("cpu", true);
+    greedy_identical("cpu", SRC_DRAFTER);
+}
+
+TEST(test_spec_mtp_greedy_is_byte_identical_on_workloads) {
+    if (!test_shared_path("models/tinycoder")) SKIP("../shared/models/tinycoder not found");
+    greedy_identical("cpu", SRC_MTP);
 }
 
 TEST(test_cuda_spec_greedy_is_byte_identical_on_workloads) {
     if (!test_shared_path("models/tinycoder")) SKIP("../shared/models/tinycoder not found");
     if (!backend_cuda_available()) SKIP("no CUDA GPU");
-    greedy_identical("cuda", false);
-    greedy_identical("cuda", true);
+    greedy_identical("cuda", SRC_PLD);
+    greedy_identical("cuda", SRC_DRAFTER);
+    greedy_identical("cuda", SRC_MTP);
 }
 
 /* two-sample chi-square over bins with >= 5 expected; returns statistic, *df */
@@ -272,12 +283,17 @@ static double chi2_crit(int df) {
     return df * pow(1 - h + z * sqrt(h), 3);
 }
 
-TEST(test_spec_sampling_distribution_matches_plain) {
+/* Sampling at temperature 1 with drafts from `src` (SRC_PLD here means a
+ * fixed prediction: the greedy continuation) against plain sampling. */
+static void sampling_matches_plain(spec_src src, int N) {
     fx f;
-    if (!fx_open(&f)) SKIP("../shared/models/tinycoder not found");
+    if (!fx_open(&f)) return;
+    model *dm = NULL;
+    if (src == SRC_DRAFTER) CHECK(model_load(&dm, test_shared_path("models/tinycoder/drafter"), f.be) == 0);
     engine *e = NULL;
-    engine_config ec = {.max_concurrent = 16, .prefill_chunk = 512, .ctx_size = 64, .pld = true,
-                        .spec_min_repetition = 0.0};
+    engine_config ec = {.max_concurrent = 16, .prefill_chunk = 512, .ctx_size = 64, .pld = src == SRC_PLD,
+                        .spec_min_repetition = 0.0, .drafter = dm, .drafter_len = 3, .mtp = src == SRC_MTP,
+                        .mtp_depth = 2};
     CHECK(engine_start(&e, f.m, f.tk, &ec) == 0);
     const char *prompt = "def add(a, b):\n";
     int32_t *ids;
@@ -296,7 +312,7 @@ TEST(test_spec_sampling_distribution_matches_plain) {
         c_plain[pos] = calloc((size_t)V, sizeof(int));
         c_spec[pos] = calloc((size_t)V, sizeof(int));
     }
-    const int N = 2000, B = 16;
+    const int B = 16;
     long long accepted = 0;
     for (int arm = 0; arm < 2; arm++)
         for (int i0 = 0; i0 < N; i0 += B) {
@@ -307,7 +323,8 @@ TEST(test_spec_sampling_distribution_matches_plain) {
                 p.sp.top_k = 0;
                 p.sp.top_p = 1.0f;
                 p.seed = 1000003ull * (uint64_t)(i0 + i) + 17 + (uint64_t)arm * 7919;
-                if (arm) {
+                p.mtp = arm;
+                if (arm && src == SRC_PLD) {
                     p.prediction = pred;
                     p.n_prediction = n_pred;
                 }
@@ -330,13 +347,26 @@ TEST(test_spec_sampling_distribution_matches_plain) {
         free(c_plain[pos]);
         free(c_spec[pos]);
     }
-    printf("    %lld prediction tokens accepted over %d sampled requests\n", accepted, N);
-    CHECK(accepted > 100); /* the draft path was really exercised */
-    CHECK(accepted < 2 * N); /* ...and rejections happened too */
+    static const char *names[] = {"prediction", "drafter", "MTP"};
+    printf("    %s: %lld draft tokens accepted over %d sampled requests\n", names[src], accepted, N);
+    CHECK(accepted > N / 20); /* the draft path was really exercised */
+    CHECK(accepted < 2 * N);  /* ...and rejections happened too */
     free(ids);
     free(pred);
     engine_stop(e);
+    model_free(dm);
     fx_close(&f);
+}
+
+TEST(test_spec_sampling_distribution_matches_plain) {
+    if (!test_shared_path("models/tinycoder")) SKIP("../shared/models/tinycoder not found");
+    sampling_matches_plain(SRC_PLD, 2000);
+}
+
+TEST(test_spec_mtp_and_drafter_sampling_distribution_matches_plain) {
+    if (!test_shared_path("models/tinycoder/drafter")) SKIP("../shared/models/tinycoder not found");
+    sampling_matches_plain(SRC_MTP, 1000);
+    sampling_matches_plain(SRC_DRAFTER, 1000);
 }
 
 TEST(test_spec_prediction_and_proposer_failure) {
