@@ -492,19 +492,25 @@ static int seq_commit(engine *e, seq_state *s, int tok, const float *raw) {
     return 0;
 }
 
-/* Chooses the token for one logits row. With a draft token d (or -1): at
- * temperature 0 the greedy token (the caller compares it with d); above it
- * the Leviathan/Chen rule for a one-token draft distribution q = 1{d}:
- * accept d with probability p(d), else draw from p with d removed. Either way
- * the token follows the target's distribution exactly. */
+/* Chooses the token for one logits row exactly as plain decoding would: the
+ * greedy token at temperature 0, else one draw from the target's
+ * distribution (one uniform from the request's stream per committed token).
+ * A draft d is accepted iff the chosen token equals it. All drafts here are
+ * deterministic (q = 1{d}: lookup, prediction, greedy drafter, greedy MTP),
+ * for which this accepts d with probability p(d) — exactly the
+ * Leviathan/Chen rule's min(1, p(d)/q(d)) — and the emitted token is always
+ * a sample of p. Because every committed token consumes one draw in order,
+ * a seeded request gives the same text with speculation on or off. (The
+ * general rule for sampled drafts is sample_spec_accept.) */
 static int seq_choose(engine *e, seq_state *s, float *row, int d) {
+    (void)d;
     const sample_params *sp = &s->r->p.sp;
     sample_apply_penalties(s->smp, sp, row, s->ctx, s->n_ctx, s->r->n_prompt);
     if (sp->temperature <= 0.0f) return sample_argmax(row, e->m->cfg.vocab_size);
     const int32_t *ids;
     const float *probs;
     int n = sample_dist(s->smp, sp, row, &ids, &probs);
-    return d >= 0 ? sample_spec_accept(ids, probs, n, d, &s->rng) : sample_draw(ids, probs, n, -1, &s->rng);
+    return sample_draw(ids, probs, n, -1, &s->rng);
 }
 
 /* Plain step: one row. Returns 1 when the sequence finished. */
