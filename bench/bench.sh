@@ -140,7 +140,7 @@ else
     probe "http://127.0.0.1:$PORT" "$tmp/main.json" "${flags:-(defaults)}"
     stop_server
     # speculation on/off: only where the server has the switch and the user did not pick a side
-    if "$KESTREL" serve --help 2>/dev/null | grep -q -- "$SPEC_OFF_FLAGS" && [[ " $flags " != *" $SPEC_ON_FLAGS "* && " $flags " != *" $SPEC_OFF_FLAGS "* ]]; then
+    if "$KESTREL" serve --help 2>/dev/null | grep -q -- "${SPEC_OFF_FLAGS%% *}" && [[ " $flags " != *" $SPEC_ON_FLAGS "* && " $flags " != *" $SPEC_OFF_FLAGS "* ]]; then
         for side in off on; do
             if [ $side = on ]; then sf=$SPEC_ON_FLAGS; else sf=$SPEC_OFF_FLAGS; fi
             # shellcheck disable=SC2086

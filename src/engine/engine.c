@@ -562,10 +562,6 @@ static int seq_verify(engine *e, seq_state *s, float *rows, int n_cached_before)
         s->mtp_accepted += accepted;
         atomic_fetch_add(&e->mtp_drafted_n, k);
         atomic_fetch_add(&e->mtp_accepted_n, accepted);
-        /* depth controller: deeper after a fully accepted run, shallower when
-         * two or more drafts of the run were wasted */
-        if (accepted == k && s->mtp_depth < e->cfg.mtp_depth) s->mtp_depth++;
-        else if (accepted + 1 < k && s->mtp_depth > 1) s->mtp_depth--;
         /* the head's gate: a step costs a verify plus one head pass per depth */
         double kbar = (double)s->mtp_drafted / s->mtp_steps; /* one head pass per draft */
         if (s->mtp_steps >= 8 && 1.0 + (double)s->mtp_accepted / s->mtp_steps < verify_cost(e, kbar) + kbar * e->mtp_ratio) {
@@ -727,6 +723,24 @@ static int mtp_scratch(engine *e, int n) {
     return 0;
 }
 
+/* Depth controller: the depth d in 1..--mtp-depth with the most expected
+ * tokens per unit of cost, from this sequence's acceptance so far (prior
+ * 0.7): tokens(d) = 1 + r + r^2 + .. + r^d, cost(d) = verify of d drafts + d
+ * head passes. 0 when no depth beats plain decoding. */
+static int mtp_best_depth(const engine *e, const seq_state *s) {
+    double r = (s->mtp_accepted + 7.0) / (s->mtp_drafted + 10.0), best = 1.0, tok = 1.0, pr = 1.0;
+    int bd = 0;
+    for (int d = 1; d <= e->cfg.mtp_depth; d++) {
+        tok += (pr *= r);
+        double v = tok / (verify_cost(e, d) + d * e->mtp_ratio);
+        if (v > best) {
+            best = v;
+            bd = d;
+        }
+    }
+    return bd;
+}
+
 /* After a target forward: enter the positions whose hidden states it just
  * produced into each sequence's head (dropping the recursive draft entries of
  * the last step), then draft the next step's tokens: the entry of the newest
@@ -745,6 +759,12 @@ static void mtp_update(engine *e, int na, const int *feed, const int *tstart, co
         seqs[i] = &s->mkv;
         if (done[i] || !s->use_mtp || !feed[i]) continue;
         s->n_mtp_draft = 0;
+        s->mtp_depth = mtp_best_depth(e, s);
+        if (!s->mtp_depth) { /* the head does not pay here: stop keeping it */
+            s->use_mtp = false;
+            atomic_fetch_add(&e->gate_runtime_off, 1);
+            continue;
+        }
         int p0 = pstart[i], p_end = s->n_cached - 1; /* valid hidden rows: positions p0..p_end */
         if (s->mtp_q0 < 0 || s->mtp_next < p0 + 1) { /* (re)start the entries here */
             kv_seq_truncate(&e->mtp_kv, &s->mkv, 0);
