@@ -91,6 +91,7 @@ int model_load_layer(model *m, model_layer *L, const char *prefix) {
 }
 
 int model_load(model **out, const char *dir, backend *be) {
+    if (!dir || !be) return err_set(KS_EINVAL, "model_load: no model directory or backend");
     model *m = calloc(1, sizeof *m);
     if (!m) return err_set(KS_ENOMEM, "model: out of memory");
     m->be = be;
