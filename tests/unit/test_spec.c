@@ -236,22 +236,23 @@ static void greedy_identical(const char *device, spec_src src) {
 }
 
 TEST(test_spec_greedy_is_byte_identical_on_workloads) {
-    if (!test_shared_path("models/tinycoder")) SKIP("../shared/models/tinycoder not found");
+    if (!test_shared_path("models/tinycoder/prompts/edit.jsonl")) SKIP("../shared/models/tinycoder/prompts not found");
     greedy_identical("cpu", SRC_PLD);
 }
 
 TEST(test_spec_drafter_greedy_is_byte_identical_on_workloads) {
     if (!test_shared_path("models/tinycoder/drafter")) SKIP("../shared/models/tinycoder/drafter not found");
+    if (!test_shared_path("models/tinycoder/prompts/edit.jsonl")) SKIP("../shared/models/tinycoder/prompts not found");
     greedy_identical("cpu", SRC_DRAFTER);
 }
 
 TEST(test_spec_mtp_greedy_is_byte_identical_on_workloads) {
-    if (!test_shared_path("models/tinycoder")) SKIP("../shared/models/tinycoder not found");
+    if (!test_shared_path("models/tinycoder/prompts/edit.jsonl")) SKIP("../shared/models/tinycoder/prompts not found");
     greedy_identical("cpu", SRC_MTP);
 }
 
 TEST(test_cuda_spec_greedy_is_byte_identical_on_workloads) {
-    if (!test_shared_path("models/tinycoder")) SKIP("../shared/models/tinycoder not found");
+    if (!test_shared_path("models/tinycoder/prompts/edit.jsonl")) SKIP("../shared/models/tinycoder/prompts not found");
     if (!backend_cuda_available()) SKIP("no CUDA GPU");
     greedy_identical("cuda", SRC_PLD);
     greedy_identical("cuda", SRC_DRAFTER);
