@@ -1,0 +1,137 @@
+/* engine_internal.h — what the engine's files share (engine.c: requests,
+ * events, thread, start/stop; engine_seq.c: sequences, sampling, stop
+ * strings, verification; engine_sched.c: admission, preemption and the step
+ * scheduler; engine_mtp.c: the MTP head's entries and drafts). Not part of
+ * the engine's interface (engine.h). */
+#ifndef KS_ENGINE_INTERNAL_H
+#define KS_ENGINE_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <time.h>
+
+#include "engine/engine.h"
+#include "kv/prefix_cache.h"
+#include "spec/drafter.h"
+
+struct engine_req {
+    atomic_int refs;
+    atomic_int cancelled;
+    int32_t *prompt;
+    int n_prompt;
+    engine_params p;
+    char *stop_copy[ENGINE_MAX_STOP];
+    int32_t *prediction;    /* owned copy of p.prediction */
+    double t_submit;
+    /* event queue, guarded by mu */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    engine_event *evs;
+    int ev_head, ev_n, ev_cap;
+    bool ended;             /* DONE/ERROR queued */
+    struct engine_req *next;/* waiting list link (engine mutex) */
+};
+
+typedef struct {
+    engine_req *r;
+    kv_seq kv;
+    int32_t *ctx;
+    int n_ctx, cap, n_cached, n_gen;
+    sampler *smp;
+    sample_rng rng;
+    tok_stream *ts;
+    char *pend;             /* text held back while it may start a stop string */
+    size_t pend_len, pend_cap;
+    double t_first;
+    long long admit_order;
+    bool stop_hit;          /* a stop string ended it: pend is final */
+    /* speculation */
+    bool spec;              /* drafting on for this sequence (gates may turn it off) */
+    bool pld;               /* prompt lookup among the draft sources */
+    int32_t draft[ENGINE_MAX_DRAFT];
+    int n_draft;            /* drafts fed in the current step */
+    int n_drafted, n_accepted, n_verify;
+    int n_prompt_cached;    /* prompt tokens served by the prefix cache at admission */
+    const char *spec_off_by; /* NULL, or which gate / failure turned drafting off */
+    /* the draft model, used when prompt lookup finds nothing */
+    drafter_seq dseq;
+    bool use_drafter;
+    int draft_src;          /* source of the current drafts: 0 lookup/prediction, 1 drafter, 2 MTP */
+    int dr_steps, dr_accepted;
+    int pld_drafted, pld_accepted;
+    /* the model's MTP head: entries for positions [mtp_q0, mtp_next) at dense
+     * indices of mkv, built from the target's hidden states after each step;
+     * drafts for the next step computed right after (recursively, depth) */
+    bool use_mtp;
+    kv_seq mkv;
+    int mtp_q0, mtp_next;
+    int32_t mtp_draft[ENGINE_MAX_DRAFT];
+    int n_mtp_draft, mtp_depth, mtp_steps, mtp_drafted, mtp_accepted;
+} seq_state;
+
+struct engine {
+    model *m;
+    const tokenizer *tok;
+    engine_config cfg;
+    kv_cache kv;
+    pthread_t th;
+    pthread_mutex_t mu;     /* guards waiting list, stop flag */
+    pthread_cond_t cv;
+    engine_req *wait_head, *wait_tail;
+    int n_waiting;
+    bool stopping;
+    /* engine-thread only */
+    seq_state **active;
+    int n_active;
+    seq_state **preempted;  /* FIFO of sequences to recompute */
+    int n_preempted;
+    long long admit_counter;
+    float *logits;          /* (max rows, vocab) */
+    int logits_rows;
+    int32_t *b_tok, *b_pos, *b_seq, *b_rows;
+    int b_cap;
+    float *raw;             /* vocab scratch for logprobs */
+    /* stats */
+    atomic_llong done, prompt_tokens, gen_tokens, preemptions;
+    atomic_llong spec_drafted, spec_accepted, spec_verify, gate_prompt_off, gate_runtime_off;
+    atomic_llong prefix_lookup, prefix_hit;
+    atomic_int stat_cached_blocks;
+    prefix_cache *pc;       /* NULL when disabled */
+    drafter *dr;            /* NULL without a draft model */
+    kv_cache mtp_kv;        /* the MTP head's entries (n_blocks 0: no head in use) */
+    double mtp_ratio;
+    atomic_llong mtp_drafted_n, mtp_accepted_n;
+    int32_t *mtp_tok, *mtp_idx, *mtp_pos, *mtp_hid, *mtp_seq, *mtp_rows; /* scratch, (cap) */
+    int mtp_cap;
+    float *mtp_logits;      /* (max_concurrent, vocab) */
+    double dr_ratio;        /* drafter forward / target decode step */
+    atomic_llong dr_drafted, dr_accepted;
+    double verify_ratio;    /* measured cost of a (draft_len + 1)-token step over a 1-token step */
+    atomic_int stat_active;
+    atomic_int stat_kv_free;
+};
+
+static inline double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* engine.c */
+void engine_push_event(engine_req *r, engine_event *ev); /* takes ev->text */
+void engine_push_error(engine_req *r, const char *msg);
+/* engine_seq.c */
+seq_state *engine_seq_new(engine *e, engine_req *r);
+void engine_seq_free(engine *e, seq_state *s);
+void engine_seq_finish(engine *e, seq_state *s, engine_finish why);
+void engine_cache_blocks(engine *e, seq_state *s);
+int engine_seq_sample(engine *e, seq_state *s, float *logits);
+int engine_seq_verify(engine *e, seq_state *s, float *rows, int n_cached_before);
+double engine_verify_cost(const engine *e, double k);
+/* engine_sched.c */
+int engine_step(engine *e);
+/* engine_mtp.c */
+void engine_mtp_update(engine *e, int na, const int *feed, const int *tstart, const int *pstart, const int *done);
+
+#endif

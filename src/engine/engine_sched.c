@@ -1,0 +1,284 @@
+/* engine_sched.c — the step scheduler: admission (with prefix-cache hits),
+ * preemption, and one step = plan the varlen batch (decode tokens, drafts,
+ * prefill chunks), run the forward, sample/verify, update the MTP head. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "engine/engine_internal.h"
+#include "spec/pld.h"
+
+/* ---- scheduler --------------------------------------------------------- */
+
+static void remove_active(engine *e, int i) {
+    memmove(&e->active[i], &e->active[i + 1], (size_t)(e->n_active - i - 1) * sizeof *e->active);
+    e->n_active--;
+}
+
+static void preempt_last(engine *e) {
+    int li = 0;
+    for (int i = 1; i < e->n_active; i++)
+        if (e->active[i]->admit_order > e->active[li]->admit_order) li = i;
+    seq_state *s = e->active[li];
+    atomic_fetch_add(&e->preemptions, 1);
+    engine_cache_blocks(e, s); /* the recompute may find its own blocks again */
+    kv_seq_truncate(&e->kv, &s->kv, 0);
+    if (e->dr) drafter_seq_release(e->dr, &s->dseq);
+    if (e->mtp_kv.n_blocks) kv_seq_release(&e->mtp_kv, &s->mkv);
+    s->mtp_q0 = -1;
+    s->mtp_next = 0;
+    s->n_mtp_draft = 0;
+    s->n_cached = 0;
+    remove_active(e, li);
+    memmove(&e->preempted[1], &e->preempted[0], (size_t)e->n_preempted * sizeof *e->preempted);
+    e->preempted[0] = s;
+    e->n_preempted++;
+}
+
+static int blocks_for(const engine *e, int tokens) { return (tokens + e->kv.block_size - 1) / e->kv.block_size; }
+
+/* Free blocks plus cached blocks nobody uses (evicted on demand). */
+static int blocks_available(const engine *e) {
+    return kv_free_blocks(&e->kv) + (e->pc ? prefix_cache_idle(e->pc, &e->kv) : 0);
+}
+
+/* A sequence without KV starts on the longest cached prefix of its tokens:
+ * full blocks strictly before its last token (that one is always computed,
+ * so its logits exist and shared blocks are never written). */
+static void attach_prefix(engine *e, seq_state *s, bool first) {
+    if (!e->pc || s->n_cached || s->kv.n_blocks) return;
+    int bs = e->kv.block_size, n_full = (s->n_ctx - 1) / bs;
+    if (first) atomic_fetch_add(&e->prefix_lookup, s->n_ctx);
+    if (n_full <= 0) return;
+    int32_t *blocks = malloc((size_t)n_full * sizeof *blocks);
+    if (!blocks) return;
+    int found = prefix_cache_lookup(e->pc, &e->kv, s->ctx, n_full, blocks);
+    if (found > 0 && kv_seq_share(&e->kv, &s->kv, blocks, found, found * bs) == KS_OK) {
+        s->n_cached = found * bs;
+        if (first) {
+            s->n_prompt_cached = s->n_cached;
+            atomic_fetch_add(&e->prefix_hit, s->n_cached);
+        }
+    }
+    free(blocks);
+}
+
+/* Admits preempted sequences first, then waiting requests, while there is
+ * room in the batch and enough KV blocks for their uncached tokens. */
+static void admit(engine *e) {
+    while (e->n_active < e->cfg.max_concurrent && e->n_preempted > 0) {
+        seq_state *s = e->preempted[0];
+        if (blocks_for(e, s->n_ctx + 1) > blocks_available(e) && e->n_active > 0) return;
+        memmove(&e->preempted[0], &e->preempted[1], (size_t)(e->n_preempted - 1) * sizeof *e->preempted);
+        e->n_preempted--;
+        attach_prefix(e, s, false);
+        e->active[e->n_active++] = s;
+    }
+    pthread_mutex_lock(&e->mu);
+    while (e->n_active < e->cfg.max_concurrent && e->wait_head) {
+        engine_req *r = e->wait_head;
+        if (!atomic_load(&r->cancelled) && blocks_for(e, r->n_prompt + 1) > blocks_available(e) && e->n_active > 0)
+            break;
+        e->wait_head = r->next;
+        if (!e->wait_head) e->wait_tail = NULL;
+        e->n_waiting--;
+        r->next = NULL;
+        pthread_mutex_unlock(&e->mu);
+        seq_state *s = engine_seq_new(e, r);
+        if (!s) {
+            engine_push_error(r, "out of memory");
+            engine_req_release(r);
+        } else {
+            s->admit_order = e->admit_counter++;
+            attach_prefix(e, s, true);
+            e->active[e->n_active++] = s;
+        }
+        pthread_mutex_lock(&e->mu);
+    }
+    pthread_mutex_unlock(&e->mu);
+}
+
+static int ensure_batch(engine *e, int n) {
+    if (n <= e->b_cap) return 0;
+    int cap = n * 2;
+    int32_t *a = realloc(e->b_tok, (size_t)cap * 4), *b, *c, *d;
+    if (!a) return -1;
+    e->b_tok = a;
+    if (!(b = realloc(e->b_pos, (size_t)cap * 4))) return -1;
+    e->b_pos = b;
+    if (!(c = realloc(e->b_seq, (size_t)cap * 4))) return -1;
+    e->b_seq = c;
+    if (!(d = realloc(e->b_rows, (size_t)cap * 4))) return -1;
+    e->b_rows = d;
+    e->b_cap = cap;
+    return 0;
+}
+
+
+int engine_step(engine *e) {
+    atomic_store(&e->stat_kv_free, kv_free_blocks(&e->kv));
+    /* drop cancelled sequences */
+    for (int i = 0; i < e->n_active;) {
+        seq_state *s = e->active[i];
+        if (atomic_load(&s->r->cancelled)) {
+            engine_seq_finish(e, s, ENGINE_FINISH_CANCELLED);
+            remove_active(e, i);
+            engine_seq_free(e, s);
+        } else {
+            i++;
+        }
+    }
+    admit(e);
+    atomic_store(&e->stat_active, e->n_active);
+    if (e->n_active == 0) {
+        atomic_store(&e->stat_kv_free, kv_free_blocks(&e->kv));
+        return 0;
+    }
+    /* plan: every decoding sequence feeds its last token (plus its drafts when
+     * speculating); prefilling ones share the prefill budget */
+    /* while sequences are decoding, prompts are prefilled in quarter-size
+     * chunks: a long prompt then delays running streams by a bounded step */
+    int na = e->n_active, decoding = 0;
+    for (int i = 0; i < na; i++) decoding |= e->active[i]->n_ctx - e->active[i]->n_cached == 1;
+    int budget = decoding ? e->cfg.prefill_chunk / 4 : e->cfg.prefill_chunk;
+    if (budget < 16) budget = 16;
+    int feed[na];
+    for (int i = 0; i < na; i++) {
+        seq_state *s = e->active[i];
+        int want = s->n_ctx - s->n_cached;
+        s->n_draft = 0;
+        if (want > 1) {
+            want = want < budget ? want : budget;
+            if (want < 1) want = 0;
+            budget -= want;
+        } else if (want == 1 && s->spec) {
+            int room = s->r->p.max_tokens - s->n_gen - 1; /* the bonus token counts too */
+            int ctx_room = (e->cfg.ctx_size < s->cap ? e->cfg.ctx_size : s->cap) - s->n_ctx - 1;
+            /* predictions are followed in long runs (15 + 1 tokens: still a
+             * graph-sized verify step), lookups in the sequence in short ones */
+            int k = s->r->p.n_prediction ? ENGINE_MAX_DRAFT - 1 : e->cfg.pld_draft_len;
+            if (room < k) k = room;
+            if (ctx_room < k) k = ctx_room;
+            if (k > 0)
+                s->n_draft = pld_propose(s->ctx, s->n_ctx, s->n_gen, s->r->p.prediction, s->r->p.n_prediction,
+                                         e->cfg.pld_key_len, k, e->cfg.pld_draft_len, s->pld, s->draft);
+            s->draft_src = 0;
+            if (s->use_mtp && s->n_mtp_draft > 0 && k > 0) {
+                /* expected accepted tokens, from each source's acceptance so far
+                 * (priors: the head 0.7, lookup 0.5); both cost nothing now */
+                double r_mtp = (s->mtp_accepted + 7.0) / (s->mtp_drafted + 10.0);
+                double r_pld = (s->pld_accepted + 5.0) / (s->pld_drafted + 10.0);
+                int n_mtp = s->n_mtp_draft < k ? s->n_mtp_draft : k;
+                double e_mtp = 0, e_pld = 0, pm = 1, pp = 1;
+                for (int j = 0; j < n_mtp; j++) e_mtp += (pm *= r_mtp);
+                for (int j = 0; j < s->n_draft; j++) e_pld += (pp *= r_pld);
+                if (e_mtp > e_pld && !s->r->p.n_prediction) {
+                    memcpy(s->draft, s->mtp_draft, (size_t)n_mtp * sizeof *s->draft);
+                    s->n_draft = n_mtp;
+                    s->draft_src = 2;
+                }
+            }
+            if (s->n_draft == 0 && s->use_drafter && k > 0) {
+                int kd = e->cfg.drafter_len < k ? e->cfg.drafter_len : k;
+                s->n_draft = drafter_propose(e->dr, &s->dseq, s->ctx, s->n_ctx, kd, s->draft);
+                s->draft_src = 1;
+                if (s->n_draft < 0) { /* the drafter failed: keep prompt lookup only */
+                    s->n_draft = 0;
+                    s->use_drafter = false;
+                }
+            }
+            if (s->n_draft < 0) { /* the proposer failed: plain decoding from here on */
+                s->n_draft = 0;
+                s->spec = false;
+                s->spec_off_by = "proposer failure";
+            }
+            want += s->n_draft;
+        }
+        feed[i] = want;
+    }
+    for (int i = 0; i < na; i++) {
+        if (!feed[i]) continue;
+        seq_state *s = e->active[i];
+        while (kv_seq_reserve(&e->kv, &s->kv, s->n_cached + feed[i]) != 0) {
+            if (s->n_draft) { /* no room for drafts: plain decode this step */
+                feed[i] -= s->n_draft;
+                s->n_draft = 0;
+                continue;
+            }
+            if (e->n_active == 1) { /* alone and still no room: the pool is smaller than its context */
+                engine_seq_finish(e, s, ENGINE_FINISH_CONTEXT);
+                remove_active(e, 0);
+                engine_seq_free(e, s);
+                return 1;
+            }
+            preempt_last(e); /* indices shift: plan the step again */
+            return 1;
+        }
+    }
+    int n = 0, n_rows = 0;
+    for (int i = 0; i < na; i++) n += feed[i];
+    if (n == 0) return 1;
+    if (ensure_batch(e, n) != 0) return 1;
+    kv_seq *seqs[na];
+    int first_row[na], rows_of[na], tstart[na], pstart[na];
+    for (int i = 0, t = 0; i < na; i++) {
+        seq_state *s = e->active[i];
+        seqs[i] = &s->kv;
+        first_row[i] = n_rows;
+        rows_of[i] = 0;
+        tstart[i] = t;
+        pstart[i] = s->n_cached;
+        for (int j = 0; j < feed[i]; j++, t++) {
+            int p = s->n_cached + j;
+            e->b_tok[t] = p < s->n_ctx ? s->ctx[p] : s->draft[p - s->n_ctx];
+            e->b_pos[t] = p;
+            e->b_seq[t] = i;
+            if (s->n_draft && j >= feed[i] - 1 - s->n_draft) e->b_rows[n_rows++] = t; /* every verified position */
+        }
+        if (!s->n_draft && feed[i] && s->n_cached + feed[i] == s->n_ctx) e->b_rows[n_rows++] = t - 1;
+        rows_of[i] = n_rows - first_row[i];
+    }
+    if (n_rows > e->logits_rows) {
+        float *l = realloc(e->logits, (size_t)n_rows * e->m->cfg.vocab_size * sizeof(float));
+        if (!l) return 1;
+        e->logits = l;
+        e->logits_rows = n_rows;
+    }
+    model_batch b = {n, e->b_tok, e->b_pos, e->b_seq, na, seqs, n_rows, e->b_rows};
+    if (model_forward(e->m, &e->kv, &b, e->logits) != 0) {
+        const char *msg = err_msg();
+        for (int i = na - 1; i >= 0; i--) {
+            engine_push_error(e->active[i]->r, msg);
+            engine_seq_free(e, e->active[i]);
+        }
+        e->n_active = 0;
+        return 1;
+    }
+    int done[na];
+    memset(done, 0, sizeof done);
+    for (int i = 0; i < na; i++) {
+        seq_state *s = e->active[i];
+        float *rows = e->logits + (size_t)first_row[i] * e->m->cfg.vocab_size;
+        if (s->n_draft) {
+            done[i] = engine_seq_verify(e, s, rows, s->n_cached);
+            continue;
+        }
+        s->n_cached += feed[i];
+        s->kv.n_tokens = s->n_cached;
+        if (rows_of[i]) done[i] = engine_seq_sample(e, s, rows);
+    }
+    if (e->mtp_kv.n_blocks) engine_mtp_update(e, na, feed, tstart, pstart, done);
+    for (int i = na - 1; i >= 0; i--)
+        if (done[i]) {
+            seq_state *s = e->active[i];
+            remove_active(e, i);
+            engine_seq_free(e, s);
+        }
+    atomic_store(&e->stat_active, e->n_active);
+    atomic_store(&e->stat_kv_free, kv_free_blocks(&e->kv));
+    atomic_store(&e->stat_cached_blocks, prefix_cache_size(e->pc));
+    return 1;
+}
+

@@ -1,0 +1,334 @@
+/* engine_seq.c — one sequence inside the engine: creation, the prefix cache
+ * offer, detokenized text with stop strings held back, logprobs, choosing and
+ * committing tokens, and the speculative verify step. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "engine/engine_internal.h"
+#include "sample/sample.h"
+#include "spec/pld.h"
+
+/* ---- sequences --------------------------------------------------------- */
+
+/* Offers the sequence's full blocks of valid KV to the prefix cache. */
+void engine_cache_blocks(engine *e, seq_state *s) {
+    if (!e->pc) return;
+    int full = s->n_cached / e->kv.block_size;
+    if (full > s->kv.n_blocks) full = s->kv.n_blocks;
+    if (full > 0) prefix_cache_insert(e->pc, &e->kv, s->ctx, full, s->kv.blocks);
+}
+
+void engine_seq_free(engine *e, seq_state *s) {
+    engine_cache_blocks(e, s);
+    kv_seq_release(&e->kv, &s->kv);
+    if (e->dr) drafter_seq_release(e->dr, &s->dseq);
+    if (e->mtp_kv.n_blocks) kv_seq_release(&e->mtp_kv, &s->mkv);
+    sampler_free(s->smp);
+    tok_stream_free(s->ts);
+    free(s->ctx);
+    free(s->pend);
+    engine_req_release(s->r);
+    free(s);
+}
+
+seq_state *engine_seq_new(engine *e, engine_req *r) {
+    seq_state *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->r = r;
+    s->cap = r->n_prompt + (r->p.max_tokens < e->cfg.ctx_size ? r->p.max_tokens : e->cfg.ctx_size) + 1;
+    s->ctx = malloc((size_t)s->cap * sizeof *s->ctx);
+    s->smp = sampler_new(e->m->cfg.vocab_size);
+    s->ts = tok_stream_new(e->tok, true);
+    if (!s->ctx || !s->smp || !s->ts) {
+        s->r = NULL;
+        kv_seq_release(&e->kv, &s->kv);
+        sampler_free(s->smp);
+        tok_stream_free(s->ts);
+        free(s->ctx);
+        free(s);
+        return NULL;
+    }
+    memcpy(s->ctx, r->prompt, (size_t)r->n_prompt * sizeof *s->ctx);
+    s->n_ctx = r->n_prompt;
+    sample_rng_seed(&s->rng, r->p.seed);
+    /* drafting: prompt lookup when on (server default or per request), and
+     * any request's own prediction (a draft source of its own) */
+    s->pld = r->p.spec < 0 ? e->cfg.pld : r->p.spec > 0;
+    s->use_drafter = e->dr && r->p.spec != 0;
+    s->use_mtp = e->mtp_kv.n_blocks > 0 && r->p.spec != 0 && (r->p.mtp < 0 ? e->cfg.mtp : r->p.mtp > 0);
+    s->mtp_q0 = -1;
+    s->mtp_depth = e->cfg.mtp_depth;
+    s->spec = s->pld || s->use_drafter || s->use_mtp || (r->p.spec != 0 && r->p.n_prediction > 0);
+    if (s->spec && !r->p.n_prediction && r->n_prompt >= ENGINE_GATE_MIN_PROMPT &&
+        pld_repetition_score(r->prompt, r->n_prompt) < e->cfg.spec_min_repetition) {
+        s->spec = false; /* novel prompt: drafts would rarely be accepted */
+        s->spec_off_by = "prompt gate";
+        atomic_fetch_add(&e->gate_prompt_off, 1);
+    }
+    return s;
+}
+
+static int pend_append(seq_state *s, const char *t, size_t n) {
+    if (s->pend_len + n + 1 > s->pend_cap) {
+        size_t cap = s->pend_cap ? s->pend_cap * 2 : 256;
+        while (cap < s->pend_len + n + 1) cap *= 2;
+        char *np = realloc(s->pend, cap);
+        if (!np) return -1;
+        s->pend = np;
+        s->pend_cap = cap;
+    }
+    memcpy(s->pend + s->pend_len, t, n);
+    s->pend_len += n;
+    s->pend[s->pend_len] = 0;
+    return 0;
+}
+
+/* Splits pending text into what can be emitted now. Returns 1 when a stop
+ * string was found (pend then holds only the text before it). *emit_len is
+ * the length of the prefix of pend safe to emit. */
+static int stop_scan(seq_state *s, size_t *emit_len) {
+    const engine_params *p = &s->r->p;
+    size_t best = s->pend_len;
+    int found = 0;
+    for (int i = 0; i < p->n_stop; i++) {
+        const char *hit = memmem(s->pend, s->pend_len, p->stop[i], strlen(p->stop[i]));
+        if (hit && (size_t)(hit - s->pend) < best) {
+            best = (size_t)(hit - s->pend);
+            found = 1;
+        }
+    }
+    if (found) {
+        s->pend_len = best;
+        s->pend[best] = 0;
+        *emit_len = best;
+        return 1;
+    }
+    /* hold back the longest suffix that is a proper prefix of a stop string */
+    size_t hold = 0;
+    for (int i = 0; i < p->n_stop; i++) {
+        size_t sl = strlen(p->stop[i]);
+        for (size_t k = sl - 1 < s->pend_len ? sl - 1 : s->pend_len; k > hold; k--)
+            if (!memcmp(s->pend + s->pend_len - k, p->stop[i], k)) { hold = k; break; }
+    }
+    *emit_len = s->pend_len - hold;
+    return 0;
+}
+
+static char *take_pending(seq_state *s, size_t n, size_t *len) {
+    char *t = malloc(n + 1);
+    if (!t) { *len = 0; return NULL; }
+    memcpy(t, s->pend, n);
+    t[n] = 0;
+    memmove(s->pend, s->pend + n, s->pend_len - n);
+    s->pend_len -= n;
+    *len = n;
+    return t;
+}
+
+void engine_seq_finish(engine *e, seq_state *s, engine_finish why) {
+    if (!s->stop_hit) { /* after a stop string nothing more is emitted */
+        size_t len, emit;
+        const char *tail = tok_stream_flush(s->ts, &len);
+        if (tail && len) pend_append(s, tail, len);
+        if (s->r->p.n_stop && stop_scan(s, &emit)) why = ENGINE_FINISH_STOP;
+    }
+    engine_event ev = {0};
+    ev.type = ENGINE_EV_DONE;
+    ev.text = take_pending(s, s->pend_len, &ev.len);
+    ev.finish = why;
+    ev.n_prompt = s->r->n_prompt;
+    ev.n_gen = s->n_gen;
+    ev.t_first_token = s->t_first > 0 ? s->t_first - s->r->t_submit : 0;
+    ev.t_total = now_s() - s->r->t_submit;
+    ev.n_drafted = s->n_drafted;
+    ev.n_accepted = s->n_accepted;
+    ev.n_cached = s->n_prompt_cached;
+    if (e->cfg.log_requests) {
+        static const char *why_s[] = {"stop", "length", "context", "cancelled"};
+        double gen_s = ev.t_total - ev.t_first_token;
+        fprintf(stderr,
+                "kestrel: request done: prompt %d tokens (%d cached), %d generated, finish %s, ttft %.1f ms, "
+                "%.1f tok/s; speculation %s: %d drafted, %d accepted (%.0f%%)%s%s\n",
+                ev.n_prompt, ev.n_cached, ev.n_gen, why_s[why], ev.t_first_token * 1e3,
+                ev.n_gen > 1 && gen_s > 0 ? (ev.n_gen - 1) / gen_s : 0.0,
+                s->n_drafted || s->spec ? "on" : "off", ev.n_drafted, ev.n_accepted,
+                ev.n_drafted ? 100.0 * ev.n_accepted / ev.n_drafted : 0.0, s->spec_off_by ? ", off by " : "",
+                s->spec_off_by ? s->spec_off_by : "");
+    }
+    /* counters first: a client that reads /metrics right after its answer sees them */
+    atomic_fetch_add(&e->done, 1);
+    atomic_fetch_add(&e->prompt_tokens, s->r->n_prompt);
+    atomic_fetch_add(&e->gen_tokens, s->n_gen);
+    engine_push_event(s->r, &ev);
+}
+
+static void fill_logprobs(engine *e, const float *logits, int tok, engine_event *ev, int top) {
+    int V = e->m->cfg.vocab_size;
+    float mx = -INFINITY;
+    for (int i = 0; i < V; i++) mx = logits[i] > mx ? logits[i] : mx;
+    double z = 0;
+    for (int i = 0; i < V; i++) z += exp((double)(logits[i] - mx));
+    float lz = mx + (float)log(z);
+    ev->logprob = logits[tok] - lz;
+    ev->n_top = 0;
+    for (int k = 0; k < top; k++) { /* k-th best by repeated scan: top <= 20 */
+        int best = -1;
+        for (int i = 0; i < V; i++) {
+            int taken = 0;
+            for (int j = 0; j < ev->n_top; j++) taken |= ev->top_ids[j] == i;
+            if (!taken && (best < 0 || logits[i] > logits[best])) best = i;
+        }
+        if (best < 0) break;
+        ev->top_ids[ev->n_top] = best;
+        ev->top_logprobs[ev->n_top] = logits[best] - lz;
+        ev->n_top++;
+    }
+}
+
+/* Appends a chosen token: events, stop strings, limits. `raw` is the row's
+ * logits before processing (for logprobs). Returns 1 when the sequence
+ * finished. */
+static int seq_commit(engine *e, seq_state *s, int tok, const float *raw) {
+    engine_req *r = s->r;
+    if (s->n_gen == 0) s->t_first = now_s();
+    for (int i = 0; i < r->p.n_eos; i++)
+        if (tok == r->p.eos[i]) {
+            engine_seq_finish(e, s, ENGINE_FINISH_STOP);
+            return 1;
+        }
+    engine_event ev = {0};
+    ev.type = ENGINE_EV_TOKEN;
+    s->ctx[s->n_ctx++] = tok;
+    s->n_gen++;
+    ev.token = tok;
+    if (r->p.logprobs || r->p.top_logprobs > 0) fill_logprobs(e, raw, tok, &ev, r->p.top_logprobs);
+    size_t len;
+    const char *t = tok_stream_push(s->ts, tok, &len);
+    if (t && len) pend_append(s, t, len);
+    size_t emit = s->pend_len;
+    int stopped = r->p.n_stop ? stop_scan(s, &emit) : 0;
+    ev.text = take_pending(s, emit, &ev.len);
+    engine_push_event(r, &ev);
+    if (stopped) {
+        s->stop_hit = true;
+        engine_seq_finish(e, s, ENGINE_FINISH_STOP);
+        return 1;
+    }
+    if (s->n_gen >= r->p.max_tokens) { engine_seq_finish(e, s, ENGINE_FINISH_LENGTH); return 1; }
+    if (s->n_ctx >= e->cfg.ctx_size || s->n_ctx >= s->cap) { engine_seq_finish(e, s, ENGINE_FINISH_CONTEXT); return 1; }
+    return 0;
+}
+
+/* Chooses the token for one logits row exactly as plain decoding would: the
+ * greedy token at temperature 0, else one draw from the target's
+ * distribution (one uniform from the request's stream per committed token).
+ * A draft d is accepted iff the chosen token equals it. All drafts here are
+ * deterministic (q = 1{d}: lookup, prediction, greedy drafter, greedy MTP),
+ * for which this accepts d with probability p(d) — exactly the
+ * Leviathan/Chen rule's min(1, p(d)/q(d)) — and the emitted token is always
+ * a sample of p. Because every committed token consumes one draw in order,
+ * a seeded request gives the same text with speculation on or off. (The
+ * general rule for sampled drafts is sample_spec_accept.) */
+static int seq_choose(engine *e, seq_state *s, float *row, int d) {
+    (void)d;
+    const sample_params *sp = &s->r->p.sp;
+    sample_apply_penalties(s->smp, sp, row, s->ctx, s->n_ctx, s->r->n_prompt);
+    if (sp->temperature <= 0.0f) return sample_argmax(row, e->m->cfg.vocab_size);
+    const int32_t *ids;
+    const float *probs;
+    int n = sample_dist(s->smp, sp, row, &ids, &probs);
+    return sample_draw(ids, probs, n, -1, &s->rng);
+}
+
+/* Plain step: one row. Returns 1 when the sequence finished. */
+int engine_seq_sample(engine *e, seq_state *s, float *logits) {
+    engine_req *r = s->r;
+    if (r->p.logprobs || r->p.top_logprobs > 0) memcpy(e->raw, logits, (size_t)e->m->cfg.vocab_size * sizeof(float));
+    int tok = seq_choose(e, s, logits, -1);
+    return seq_commit(e, s, tok, e->raw);
+}
+
+/* Cost of verifying k drafts, in plain decode steps: linear between 1 (no
+ * draft) and the measured cost of a pld_draft_len + 1 token step. */
+double engine_verify_cost(const engine *e, double k) {
+    return 1.0 + (e->verify_ratio - 1.0) * k / e->cfg.pld_draft_len;
+}
+
+/* Verify step: rows for [last token, d1..dk]; accepts the drafts the target
+ * agrees with, commits them and the target's own next token, drops the KV of
+ * rejected positions. Returns 1 when the sequence finished. */
+int engine_seq_verify(engine *e, seq_state *s, float *rows, int n_cached_before) {
+    int V = e->m->cfg.vocab_size, k = s->n_draft, accepted = 0;
+    engine_req *r = s->r;
+    /* counted before committing: a commit may finish the sequence (its DONE
+     * event reports these counts) */
+    s->n_drafted += k;
+    atomic_fetch_add(&e->spec_drafted, k);
+    for (int i = 0; i <= k; i++) {
+        float *row = rows + (size_t)i * V;
+        if (r->p.logprobs || r->p.top_logprobs > 0) memcpy(e->raw, row, (size_t)V * sizeof(float));
+        int d = i < k ? s->draft[i] : -1;
+        int tok = seq_choose(e, s, row, d);
+        bool hit = d >= 0 && tok == d;
+        if (hit) {
+            accepted++;
+            s->n_accepted++;
+            atomic_fetch_add(&e->spec_accepted, 1);
+        }
+        if (seq_commit(e, s, tok, e->raw)) return 1;
+        if (!hit) break;
+    }
+    s->n_verify++;
+    atomic_fetch_add(&e->spec_verify, 1);
+    if (s->draft_src == 0) {
+        s->pld_drafted += k;
+        s->pld_accepted += accepted;
+    } else if (s->draft_src == 2) {
+        s->mtp_steps++;
+        s->mtp_drafted += k;
+        s->mtp_accepted += accepted;
+        atomic_fetch_add(&e->mtp_drafted_n, k);
+        atomic_fetch_add(&e->mtp_accepted_n, accepted);
+        /* the head's gate: a step costs a verify plus one head pass per depth */
+        double kbar = (double)s->mtp_drafted / s->mtp_steps; /* one head pass per draft */
+        if (s->mtp_steps >= 8 && 1.0 + (double)s->mtp_accepted / s->mtp_steps < engine_verify_cost(e, kbar) + kbar * e->mtp_ratio) {
+            s->use_mtp = false;
+            s->n_mtp_draft = 0;
+            atomic_fetch_add(&e->gate_runtime_off, 1);
+        }
+    }
+    if (s->draft_src == 1) {
+        /* the drafter saw ctx before the step plus d1..d(k-1): keep what matched */
+        int n_ctx_before = n_cached_before + 1;
+        drafter_rewind(e->dr, &s->dseq, n_ctx_before + (accepted < k - 1 ? accepted : k - 1));
+        s->dr_steps++;
+        s->dr_accepted += accepted;
+        atomic_fetch_add(&e->dr_drafted, k);
+        atomic_fetch_add(&e->dr_accepted, accepted);
+        /* the drafter's own gate: its step costs a verify plus k drafter forwards */
+        if (s->dr_steps >= 8 && 1.0 + (double)s->dr_accepted / s->dr_steps <
+                                    engine_verify_cost(e, e->cfg.drafter_len) + e->cfg.drafter_len * e->dr_ratio) {
+            s->use_drafter = false;
+            atomic_fetch_add(&e->gate_runtime_off, 1);
+        }
+    }
+    /* KV holds [.. last token, d1..dk]; keep the last token and the accepted drafts */
+    s->n_cached = n_cached_before + 1 + accepted;
+    kv_seq_truncate(&e->kv, &s->kv, s->n_cached);
+    s->kv.n_tokens = s->n_cached;
+    /* runtime gate: after 8 verify steps, stop drafting when a verify step
+     * yields fewer tokens than it costs in plain decode steps (sticky) */
+    if (s->n_verify >= 8) {
+        double tokens_per_step = 1.0 + (double)s->n_accepted / s->n_verify;
+        if (tokens_per_step < engine_verify_cost(e, (double)s->n_drafted / s->n_verify)) {
+            s->spec = false;
+            s->spec_off_by = "runtime gate";
+            atomic_fetch_add(&e->gate_runtime_off, 1);
+        }
+    }
+    return 0;
+}
+
