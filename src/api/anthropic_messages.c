@@ -583,13 +583,11 @@ void anthropic_messages(app *a, const http_req *req, http_resp *resp) {
     }
     bool use_tools = false;
     if (build_prompt(a, body, &ids, &n, &use_tools, resp)) goto out;
-    int room = engine_ctx_size(a->eng) - n;
-    if (room < 1) {
+    if (!api_fit_output(a, n, max_tokens, &p.max_tokens)) {
         http_error(resp, API_ANTHROPIC, 400, "invalid_request_error", NULL,
                    "prompt is too long: %d tokens > %d maximum", n, engine_ctx_size(a->eng) - 1);
         goto out;
     }
-    p.max_tokens = max_tokens < room ? (int)max_tokens : room;
     if (!(s = calloc(1, sizeof *s)) || !(s->content = json_array())) {
         am_free(s);
         http_error(resp, API_ANTHROPIC, 500, "api_error", NULL, "out of memory");

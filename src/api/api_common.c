@@ -62,6 +62,13 @@ int api_render_chat(app *a, json_t *messages, json_t *tools, json_t *extra, bool
     return 0;
 }
 
+bool api_fit_output(const app *a, int n_prompt, long long requested, int *max_tokens) {
+    int room = engine_ctx_size(a->eng) - n_prompt;
+    if (room < 1) return false;
+    *max_tokens = requested > 0 && requested < room ? (int)requested : room;
+    return true;
+}
+
 char *api_token_str(const app *a, int32_t id) {
     char *s = NULL;
     size_t len;

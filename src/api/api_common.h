@@ -24,6 +24,10 @@ bool api_model_known(const app *a, const char *name);
  * Returns 0, or an HTTP status (400/500) with a message in err. */
 int api_render_chat(app *a, json_t *messages, json_t *tools, json_t *extra, bool add_generation_prompt, int32_t **ids,
                     int *n, char **prompt_text, char *err, size_t errlen);
+/* The output budget of a prompt of n tokens: false when the prompt leaves no
+ * room in the context (the caller answers 400 in its surface's words); else
+ * *max_tokens = the requested count (> 0) capped by the room left. */
+bool api_fit_output(const app *a, int n_prompt, long long requested, int *max_tokens);
 /* Text of one token as the client should see it (malloc'd). */
 char *api_token_str(const app *a, int32_t id);
 /* "prefix-<24 random hex>" into buf. */

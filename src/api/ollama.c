@@ -310,13 +310,11 @@ static void load_response(app *a, http_resp *resp, bool chat) {
 /* Submits ids and answers (stream or one object). Takes nothing. */
 static void run_gen(app *a, http_resp *resp, const int32_t *ids, int n, engine_params *p, long long num_predict,
                     bool stream, bool chat, bool tools, double t0) {
-    int room = engine_ctx_size(a->eng) - n;
-    if (room < 1) {
+    if (!api_fit_output(a, n, num_predict, &p->max_tokens)) {
         http_error(resp, API_OLLAMA, 400, NULL, NULL,
                    "the input length (%d tokens) exceeds the context length (%d tokens)", n, engine_ctx_size(a->eng));
         return;
     }
-    p->max_tokens = num_predict > 0 && num_predict < room ? (int)num_predict : room;
     ol_state *s = calloc(1, sizeof *s);
     if (!s || !(s->tool_calls = json_array())) {
         ol_free(s);

@@ -13,6 +13,9 @@ void openai_models(app *a, const http_req *req, http_resp *resp);
 /* logprobs.content entry for one token event (new reference). */
 json_t *openai_logprob_entry(const app *a, const engine_event *ev);
 const char *openai_finish_reason(engine_finish f, bool tool_calls);
+/* A generation that failed: an error event and [DONE] when streaming, else a
+ * 500 body (Chat Completions and Completions). */
+void openai_gen_error(const char *msg, bool stream, strbuf *out, char **body, int *status);
 /* Validates an OpenAI tools array: 0 absent, 1 ok, -1 bad (e filled). */
 int openai_check_tools(json_t *tools, api_err *e);
 

@@ -188,16 +188,20 @@ static void on_done(api_gen *g, const engine_event *ev, strbuf *out) {
     s->status = 200;
 }
 
-static void on_error(api_gen *g, const char *msg, strbuf *out) {
-    chat_state *s = g->surf;
+void openai_gen_error(const char *msg, bool stream, strbuf *out, char **body, int *status) {
     json_t *e = json_pack("{s:{s:s, s:s, s:n, s:n}}", "error", "message", msg, "type", "server_error", "param", "code");
-    if (s->stream) {
+    if (stream) {
         api_sse(out, NULL, e);
         sb_puts(out, "data: [DONE]\n\n");
     } else {
-        s->body = api_dump(e);
-        s->status = 500;
+        *body = api_dump(e);
+        *status = 500;
     }
+}
+
+static void on_error(api_gen *g, const char *msg, strbuf *out) {
+    chat_state *s = g->surf;
+    openai_gen_error(msg, s->stream, out, &s->body, &s->status);
 }
 
 static const api_gen_ops chat_ops = {on_piece, on_token, on_done, on_error, chat_free};
@@ -378,14 +382,12 @@ void openai_chat_completions(app *a, const http_req *req, http_resp *resp) {
         http_error(resp, API_OPENAI, st, "invalid_request_error", "messages", "%s", errbuf);
         goto out;
     }
-    int room = engine_ctx_size(a->eng) - n;
-    if (room < 1) {
+    if (!api_fit_output(a, n, max_tokens, &p.max_tokens)) {
         http_error(resp, API_OPENAI, 400, "invalid_request_error", "messages",
                    "This model's maximum context length is %d tokens. However, your messages resulted in %d tokens.",
                    engine_ctx_size(a->eng), n);
         goto out;
     }
-    p.max_tokens = max_tokens > 0 && max_tokens < room ? (int)max_tokens : room;
     p.logprobs = logprobs;
     p.top_logprobs = logprobs ? (int)top_lp : 0;
     chat_state *s = calloc(1, sizeof *s);

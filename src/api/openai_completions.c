@@ -86,14 +86,7 @@ static void on_done(api_gen *g, const engine_event *ev, strbuf *out) {
 
 static void on_error(api_gen *g, const char *msg, strbuf *out) {
     cmpl_state *s = g->surf;
-    json_t *e = json_pack("{s:{s:s, s:s, s:n, s:n}}", "error", "message", msg, "type", "server_error", "param", "code");
-    if (s->stream) {
-        api_sse(out, NULL, e);
-        sb_puts(out, "data: [DONE]\n\n");
-    } else {
-        s->body = api_dump(e);
-        s->status = 500;
-    }
+    openai_gen_error(msg, s->stream, out, &s->body, &s->status);
 }
 
 static const api_gen_ops cmpl_ops = {on_piece, on_token, on_done, on_error, cmpl_free};
@@ -154,14 +147,12 @@ void openai_completions(app *a, const http_req *req, http_resp *resp) {
                                              {"logit_bias", API_T_OBJ}, {"echo", API_T_BOOL},
                                              {"suffix", API_T_STR},     {"best_of", API_T_NUM}};
     if (api_check_fields(body, extra_fields, sizeof extra_fields / sizeof extra_fields[0], &e) < 0) goto bad;
-    int room = engine_ctx_size(a->eng) - n;
-    if (room < 1) {
+    if (!api_fit_output(a, n, max_tokens, &p.max_tokens)) {
         http_error(resp, API_OPENAI, 400, "invalid_request_error", "prompt",
                    "This model's maximum context length is %d tokens, however you requested %d tokens in the prompt.",
                    engine_ctx_size(a->eng), n);
         goto out;
     }
-    p.max_tokens = max_tokens < room ? (int)max_tokens : room;
     p.logprobs = lp >= 0;
     p.top_logprobs = lp > 0 ? (int)lp : 0;
     cmpl_state *s = calloc(1, sizeof *s);

@@ -711,14 +711,12 @@ void openai_responses_create(app *a, const http_req *req, http_resp *resp) {
         http_error(resp, API_OPENAI, st, st == 400 ? "invalid_request_error" : "server_error", "input", "%s", errbuf);
         goto out;
     }
-    int room = engine_ctx_size(a->eng) - n;
-    if (room < 1) {
+    if (!api_fit_output(a, n, max_out, &p.max_tokens)) {
         http_error(resp, API_OPENAI, 400, "invalid_request_error", "input",
                    "This model's maximum context length is %d tokens. However, your input resulted in %d tokens.",
                    engine_ctx_size(a->eng), n);
         goto out;
     }
-    p.max_tokens = max_out > 0 && max_out < room ? (int)max_out : room;
 
     if (!(s = calloc(1, sizeof *s))) {
         http_error(resp, API_OPENAI, 500, "server_error", NULL, "out of memory");
