@@ -169,6 +169,8 @@ void model_free(model *m) {
     }
     if (m->be) model_mtp_free(m);
     free(m->layers);
+    free(m->h_slots);
+    free(m->h_tables);
     st_close(&m->st);
     free(m);
 }
@@ -320,18 +322,25 @@ int model_prepare_batch(model *m, kv_cache *kv, const model_batch *b, bool graph
     if (graph) max_blocks = kv->n_blocks;
     int rc = ensure_acts(m, n, b->n_seqs * max_blocks);
     if (rc) return rc;
-    int32_t *slots = malloc((size_t)n * 4), *tables = calloc((size_t)b->n_seqs * max_blocks, 4);
-    if (!slots || !tables) {
-        free(slots);
-        free(tables);
-        return err_set(KS_ENOMEM, "forward: out of memory");
+    /* host staging, kept between calls (no allocation per decode step); table
+     * entries past a sequence's blocks are never read */
+    size_t need_slots = (size_t)n, need_tables = (size_t)b->n_seqs * max_blocks;
+    if (need_slots > m->h_cap_slots || need_tables > m->h_cap_tables) {
+        size_t cs = need_slots > m->h_cap_slots ? need_slots * 2 : m->h_cap_slots;
+        size_t ct = need_tables > m->h_cap_tables ? need_tables * 2 : m->h_cap_tables;
+        int32_t *ns = realloc(m->h_slots, cs * 4), *nt;
+        if (!ns) return err_set(KS_ENOMEM, "forward: out of memory");
+        m->h_slots = ns;
+        m->h_cap_slots = cs;
+        if (!(nt = realloc(m->h_tables, ct * 4))) return err_set(KS_ENOMEM, "forward: out of memory");
+        m->h_tables = nt;
+        m->h_cap_tables = ct;
     }
+    int32_t *slots = m->h_slots, *tables = m->h_tables;
     for (int i = 0; i < n; i++) {
         int s = b->seq[i], p = b->pos[i];
         if (s < 0 || s >= b->n_seqs || p < 0 || p / kv->block_size >= b->seqs[s]->n_blocks ||
             b->tokens[i] < 0 || b->tokens[i] >= c->vocab_size) {
-            free(slots);
-            free(tables);
             return err_set(KS_EINVAL, "forward: token %d (id %d, seq %d, pos %d) out of range", i, b->tokens[i], s, p);
         }
         slots[i] = b->seqs[s]->blocks[p / kv->block_size] * kv->block_size + p % kv->block_size;
@@ -339,8 +348,6 @@ int model_prepare_batch(model *m, kv_cache *kv, const model_batch *b, bool graph
     }
     for (int r = 0; r < b->n_logits; r++)
         if (b->logit_rows[r] < 0 || b->logit_rows[r] >= n) {
-            free(slots);
-            free(tables);
             return err_set(KS_EINVAL, "forward: logit row %d out of range", b->logit_rows[r]);
         }
     for (int s = 0; s < b->n_seqs; s++)
@@ -351,8 +358,6 @@ int model_prepare_batch(model *m, kv_cache *kv, const model_batch *b, bool graph
     op->buf_upload(be, m->d_slots, slots, (size_t)n * 4);
     op->buf_upload(be, m->d_tables, tables, (size_t)b->n_seqs * max_blocks * 4);
     op->buf_upload(be, m->d_rows, b->logit_rows, (size_t)b->n_logits * 4);
-    free(slots);
-    free(tables);
 
     bk_attn_batch a = {n, m->d_pos, m->d_seq, m->d_slots, m->d_tables, max_blocks, kv->block_size, max_pos,
                        kv->n_blocks * kv->block_size};

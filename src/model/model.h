@@ -61,6 +61,8 @@ typedef struct model {
     float *x, *xn, *qkv, *attn, *gu, *act, *logits_dev;
     int32_t *d_tokens, *d_pos, *d_seq, *d_slots, *d_rows, *d_tables;
     int cap_tables;       /* int32 entries in d_tables */
+    int32_t *h_slots, *h_tables; /* host staging of the same (owned) */
+    size_t h_cap_slots, h_cap_tables;
     /* MTP head (NULL without one) and its buffers (backend, cap_tokens rows) */
     model_mtp *mtp;
     float *hid;           /* (cap, hidden) target's final-normed hidden states of the last forward */
