@@ -85,6 +85,7 @@ typedef struct {
     int pld_draft_len;       /* draft tokens per verify step (default 5, at most ENGINE_MAX_DRAFT) */
     double spec_min_repetition; /* prompt gate: 3-gram repetition score below which a request
                                    runs without speculation (< 0: default) */
+    bool no_runtime_gates;   /* draft whatever the measured costs say (tests: timing-independent) */
     bool log_requests;       /* one debug line per finished request on stderr (also KESTREL_LOG=debug) */
     bool mtp;                /* draft with the model's native MTP head when it has one */
     int mtp_depth;           /* most MTP drafts per step (default 3); a controller picks 1..this */

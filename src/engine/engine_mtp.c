@@ -29,6 +29,7 @@ static int mtp_scratch(engine *e, int n) {
  * 0.7): tokens(d) = 1 + r + r^2 + .. + r^d, cost(d) = verify of d drafts + d
  * head passes. 0 when no depth beats plain decoding. */
 static int mtp_best_depth(const engine *e, const seq_state *s) {
+    if (e->cfg.no_runtime_gates) return e->cfg.mtp_depth;
     double r = (s->mtp_accepted + 7.0) / (s->mtp_drafted + 10.0), best = 1.0, tok = 1.0, pr = 1.0;
     int bd = 0;
     for (int d = 1; d <= e->cfg.mtp_depth; d++) {

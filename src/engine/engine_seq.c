@@ -257,6 +257,13 @@ double engine_verify_cost(const engine *e, double k) {
     return 1.0 + (e->verify_ratio - 1.0) * k / e->cfg.pld_draft_len;
 }
 
+/* The runtime gates' one rule: after 8 verify steps a proposer whose steps
+ * yield fewer tokens (1 + accepted per step) than they cost, in plain decode
+ * steps, is turned off for the rest of the request. */
+static bool gate_says_off(const engine *e, int steps, int accepted, double cost) {
+    return !e->cfg.no_runtime_gates && steps >= 8 && 1.0 + (double)accepted / steps < cost;
+}
+
 /* Verify step: rows for [last token, d1..dk]; accepts the drafts the target
  * agrees with, commits them and the target's own next token, drops the KV of
  * rejected positions. Returns 1 when the sequence finished. */
@@ -294,7 +301,7 @@ int engine_seq_verify(engine *e, seq_state *s, float *rows, int n_cached_before)
         atomic_fetch_add(&e->mtp_accepted_n, accepted);
         /* the head's gate: a step costs a verify plus one head pass per depth */
         double kbar = (double)s->mtp_drafted / s->mtp_steps; /* one head pass per draft */
-        if (s->mtp_steps >= 8 && 1.0 + (double)s->mtp_accepted / s->mtp_steps < engine_verify_cost(e, kbar) + kbar * e->mtp_ratio) {
+        if (gate_says_off(e, s->mtp_steps, s->mtp_accepted, engine_verify_cost(e, kbar) + kbar * e->mtp_ratio)) {
             s->use_mtp = false;
             s->n_mtp_draft = 0;
             atomic_fetch_add(&e->gate_runtime_off, 1);
@@ -309,8 +316,8 @@ int engine_seq_verify(engine *e, seq_state *s, float *rows, int n_cached_before)
         atomic_fetch_add(&e->dr_drafted, k);
         atomic_fetch_add(&e->dr_accepted, accepted);
         /* the drafter's own gate: its step costs a verify plus k drafter forwards */
-        if (s->dr_steps >= 8 && 1.0 + (double)s->dr_accepted / s->dr_steps <
-                                    engine_verify_cost(e, e->cfg.drafter_len) + e->cfg.drafter_len * e->dr_ratio) {
+        if (gate_says_off(e, s->dr_steps, s->dr_accepted,
+                          engine_verify_cost(e, e->cfg.drafter_len) + e->cfg.drafter_len * e->dr_ratio)) {
             s->use_drafter = false;
             atomic_fetch_add(&e->gate_runtime_off, 1);
         }
@@ -319,15 +326,12 @@ int engine_seq_verify(engine *e, seq_state *s, float *rows, int n_cached_before)
     s->n_cached = n_cached_before + 1 + accepted;
     kv_seq_truncate(&e->kv, &s->kv, s->n_cached);
     s->kv.n_tokens = s->n_cached;
-    /* runtime gate: after 8 verify steps, stop drafting when a verify step
-     * yields fewer tokens than it costs in plain decode steps (sticky) */
-    if (s->n_verify >= 8) {
-        double tokens_per_step = 1.0 + (double)s->n_accepted / s->n_verify;
-        if (tokens_per_step < engine_verify_cost(e, (double)s->n_drafted / s->n_verify)) {
-            s->spec = false;
-            s->spec_off_by = "runtime gate";
-            atomic_fetch_add(&e->gate_runtime_off, 1);
-        }
+    /* the gate over all of this request's drafting (sticky) */
+    if (s->n_verify &&
+        gate_says_off(e, s->n_verify, s->n_accepted, engine_verify_cost(e, (double)s->n_drafted / s->n_verify))) {
+        s->spec = false;
+        s->spec_off_by = "runtime gate";
+        atomic_fetch_add(&e->gate_runtime_off, 1);
     }
     return 0;
 }

@@ -351,7 +351,8 @@ int model_prepare_batch(model *m, kv_cache *kv, const model_batch *b, bool graph
             return err_set(KS_EINVAL, "forward: logit row %d out of range", b->logit_rows[r]);
         }
     for (int s = 0; s < b->n_seqs; s++)
-        memcpy(tables + (size_t)s * max_blocks, b->seqs[s]->blocks, (size_t)b->seqs[s]->n_blocks * 4);
+        if (b->seqs[s]->n_blocks) /* a sequence in the batch may hold no blocks (no tokens here) */
+            memcpy(tables + (size_t)s * max_blocks, b->seqs[s]->blocks, (size_t)b->seqs[s]->n_blocks * 4);
     op->buf_upload(be, m->d_tokens, b->tokens, (size_t)n * 4);
     op->buf_upload(be, m->d_pos, b->pos, (size_t)n * 4);
     op->buf_upload(be, m->d_seq, b->seq, (size_t)n * 4);

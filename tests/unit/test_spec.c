@@ -192,7 +192,8 @@ static void greedy_identical(const char *device, spec_src src) {
     }
     engine *e = NULL;
     engine_config ec = {.max_concurrent = 4, .prefill_chunk = 256, .ctx_size = 1024, .pld = src == SRC_PLD,
-                        .spec_min_repetition = 0.0 /* gate open: verify drafts everywhere */,
+                        .spec_min_repetition = 0.0 /* gates open: verify drafts everywhere */,
+                        .no_runtime_gates = true,
                         .drafter = dm, .drafter_len = 4, .mtp = src == SRC_MTP, .mtp_depth = 3};
     CHECK(engine_start(&e, f.m, f.tk, &ec) == 0);
     const char *files[3] = {"models/tinycoder/prompts/edit.jsonl", "models/tinycoder/prompts/chat.jsonl",
@@ -299,7 +300,7 @@ static void sampling_matches_plain(spec_src src, int N) {
     if (src == SRC_DRAFTER) CHECK(model_load(&dm, test_shared_path("models/tinycoder/drafter"), f.be) == 0);
     engine *e = NULL;
     engine_config ec = {.max_concurrent = 16, .prefill_chunk = 512, .ctx_size = 64, .pld = src == SRC_PLD,
-                        .spec_min_repetition = 0.0, .drafter = dm, .drafter_len = 3, .mtp = src == SRC_MTP,
+                        .spec_min_repetition = 0.0, .no_runtime_gates = true, .drafter = dm, .drafter_len = 3, .mtp = src == SRC_MTP,
                         .mtp_depth = 2};
     CHECK(engine_start(&e, f.m, f.tk, &ec) == 0);
     const char *prompt = "def add(a, b):\n";
@@ -381,7 +382,7 @@ TEST(test_spec_prediction_and_proposer_failure) {
     if (!fx_open(&f)) SKIP("../shared/models/tinycoder not found");
     engine *e = NULL;
     engine_config ec = {.max_concurrent = 2, .prefill_chunk = 512, .ctx_size = 1024, .pld = true,
-                        .spec_min_repetition = 0.0};
+                        .spec_min_repetition = 0.0, .no_runtime_gates = true};
     CHECK(engine_start(&e, f.m, f.tk, &ec) == 0);
     char *ref = NULL;
     int n;
@@ -431,7 +432,7 @@ TEST(test_spec_seeded_sampling_identical_on_and_off) {
     if (!fx_open(&f)) SKIP("../shared/models/tinycoder not found");
     engine *e = NULL;
     engine_config ec = {.max_concurrent = 4, .prefill_chunk = 512, .ctx_size = 1024, .pld = true,
-                        .spec_min_repetition = 0.0, .mtp = true, .mtp_depth = 3};
+                        .spec_min_repetition = 0.0, .no_runtime_gates = true, .mtp = true, .mtp_depth = 3};
     CHECK(engine_start(&e, f.m, f.tk, &ec) == 0);
     int n;
     int32_t *ids = workload_prompt(&f, "models/tinycoder/prompts/edit.jsonl", 2, &n, NULL);

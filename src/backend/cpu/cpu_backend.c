@@ -31,7 +31,7 @@ static void *cpu_buf_alloc(backend *be, size_t bytes) {
 static void cpu_buf_free(backend *be, void *p) { (void)be; free(p); }
 static int cpu_buf_copy(backend *be, void *dst, const void *src, size_t bytes) {
     (void)be;
-    memmove(dst, src, bytes);
+    if (bytes) memmove(dst, src, bytes); /* empty copies may come with NULL pointers */
     return KS_OK;
 }
 
