@@ -3,7 +3,6 @@
  * only the generated text to stdout; prompt and decode speed go to stderr.
  * Without -p it is an interactive chat through the model's chat template
  * (chat_repl.c). */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +14,7 @@
 #include "base/file.h"
 #include "chat/chat_template.h"
 #include "cli/cli.h"
+#include "cli/cli_opts.h"
 #include "engine/engine.h"
 #include "io/config.h"
 #include "model/model.h"
@@ -37,41 +37,19 @@ static void run_usage(FILE *f) {
             "  --top-p P  --top-k K  --min-p P\n"
             "  --repeat-penalty R  --presence-penalty P  --frequency-penalty F\n"
             "  --seed S               random seed (default: time)\n"
-            "  --threads N            CPU threads (default: all cores)\n"
-            "  --device D             cpu, cuda or cuda:N (default: cuda when a GPU is present)\n"
             "  --ctx-size N           KV cache size in tokens (default: min(max_position_embeddings, 8192))\n"
             "  --ignore-eos           do not stop at end-of-sequence tokens\n"
-            "  --drafter DIR          draft model (default: DIR/drafter when present); --no-drafter\n"
-            "  --draft-block-size N   drafter tokens per verify step (default 4)\n"
-            "  --mtp / --no-mtp       draft with the model's own MTP head when it has one (default on)\n"
-            "  --mtp-depth N          most MTP drafts per step (default 3; a controller picks 1..N)\n"
-            "  --pld / --no-pld       prompt lookup decoding (speculative, exact; default on)\n"
-            "  --pld-key-len N        n-gram length looked up (default 3)\n"
-            "  --pld-draft-len N      draft tokens per verify step (default 5, at most 16)\n"
-            "  --pld-min-repetition X prompt gate: 3-gram repetition score below which a request\n"
-            "                         runs without speculation (default 0.02, prompts of 256+ tokens; 0 = off)\n");
+            "%s",
+            cli_model_opts_help);
 }
 
 static int parse_int(const char *opt, const char *v, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long x = strtol(v, &end, 10);
-    if (errno || *end || end == v || x < lo || x > hi) {
-        fprintf(stderr, "kestrel run: %s: expected an integer in [%ld, %ld], got '%s'\n", opt, lo, hi, v);
-        return -1;
-    }
-    *out = x;
-    return 0;
+    return cli_parse_long("run", opt, v, lo, hi, out);
 }
 
 static int parse_float(const char *opt, const char *v, double lo, double hi, float *out) {
-    char *end;
-    errno = 0;
-    double x = strtod(v, &end);
-    if (errno || *end || end == v || !(x >= lo && x <= hi)) {
-        fprintf(stderr, "kestrel run: %s: expected a number in [%g, %g], got '%s'\n", opt, lo, hi, v);
-        return -1;
-    }
+    double x;
+    if (cli_parse_double("run", opt, v, lo, hi, &x)) return -1;
     *out = (float)x;
     return 0;
 }
@@ -99,13 +77,12 @@ static double now_s(void) {
 }
 
 int cmd_run(int argc, char **argv) {
-    const char *dir = NULL, *prompt = NULL, *device = "auto";
-    long n_gen = -1, threads = 0, ctx_size = 0, seed = -1;
+    const char *dir = NULL, *prompt = NULL;
+    long n_gen = -1, ctx_size = 0, seed = -1;
     int ignore_eos = 0;
-    long pld = 1, key_len = 3, draft_len = 5, no_drafter = 0, draft_block = 4, use_mtp = 1, mtp_depth = 3;
-    const char *drafter_dir = NULL;
+    cli_model_opts mo;
+    cli_model_opts_default(&mo);
     model *dm = NULL;
-    float min_rep = -1;
     float temp = -1, top_p = -1, min_p = -1, rep = -1, pres = 0, freq = 0;
     long top_k = -1;
     for (int i = 1; i < argc; i++) {
@@ -116,6 +93,9 @@ int cmd_run(int argc, char **argv) {
         if (!v) { fprintf(stderr, "kestrel run: %s needs a value\n", a); return 2; } \
         i++;                                                                      \
     } while (0)
+        int taken = cli_model_opt("run", argc, argv, &i, &mo);
+        if (taken < 0) return 2;
+        if (taken) continue;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { run_usage(stdout); return 0; }
         else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) { NEED_VALUE(); prompt = v; }
         else if (!strcmp(a, "-n") || !strcmp(a, "--max-tokens")) { NEED_VALUE(); if (parse_int(a, v, 0, 1 << 24, &n_gen)) return 2; }
@@ -127,21 +107,8 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "--presence-penalty")) { NEED_VALUE(); if (parse_float(a, v, -2, 2, &pres)) return 2; }
         else if (!strcmp(a, "--frequency-penalty")) { NEED_VALUE(); if (parse_float(a, v, -2, 2, &freq)) return 2; }
         else if (!strcmp(a, "--seed")) { NEED_VALUE(); if (parse_int(a, v, 0, 0x7fffffffL, &seed)) return 2; }
-        else if (!strcmp(a, "--threads") || !strcmp(a, "-t")) { NEED_VALUE(); if (parse_int(a, v, 1, 1024, &threads)) return 2; }
         else if (!strcmp(a, "--ctx-size") || !strcmp(a, "-c")) { NEED_VALUE(); if (parse_int(a, v, 16, 1 << 22, &ctx_size)) return 2; }
         else if (!strcmp(a, "--ignore-eos")) ignore_eos = 1;
-        else if (!strcmp(a, "--device")) { NEED_VALUE(); device = v; }
-        else if (!strcmp(a, "--drafter")) { NEED_VALUE(); drafter_dir = v; }
-        else if (!strcmp(a, "--no-drafter")) no_drafter = 1;
-        else if (!strcmp(a, "--mtp")) use_mtp = 1;
-        else if (!strcmp(a, "--no-mtp")) use_mtp = 0;
-        else if (!strcmp(a, "--mtp-depth")) { NEED_VALUE(); if (parse_int(a, v, 1, ENGINE_MAX_DRAFT, &mtp_depth)) return 2; }
-        else if (!strcmp(a, "--draft-block-size")) { NEED_VALUE(); if (parse_int(a, v, 1, ENGINE_MAX_DRAFT, &draft_block)) return 2; }
-        else if (!strcmp(a, "--pld")) pld = 1;
-        else if (!strcmp(a, "--no-pld")) pld = 0;
-        else if (!strcmp(a, "--pld-key-len")) { NEED_VALUE(); if (parse_int(a, v, 1, 8, &key_len)) return 2; }
-        else if (!strcmp(a, "--pld-draft-len")) { NEED_VALUE(); if (parse_int(a, v, 1, ENGINE_MAX_DRAFT, &draft_len)) return 2; }
-        else if (!strcmp(a, "--pld-min-repetition")) { NEED_VALUE(); if (parse_float(a, v, 0, 1, &min_rep)) return 2; }
         else if (a[0] == '-' && a[1]) { fprintf(stderr, "kestrel run: unknown option '%s'\n", a); return 2; }
         else if (!dir) dir = a;
         else { fprintf(stderr, "kestrel run: unexpected argument '%s'\n", a); return 2; }
@@ -189,7 +156,7 @@ int cmd_run(int argc, char **argv) {
                 err_msg());
         goto done;
     }
-    if ((rc = backend_new(&be, device, (int)threads))) goto fail;
+    if ((rc = backend_new(&be, mo.device, (int)mo.threads))) goto fail;
     if ((rc = model_load(&m, dir, be))) goto fail;
     if (!chat) {
         if ((rc = tok_encode(tk, prompt, strlen(prompt), true, &ids, &n_ids))) goto fail;
@@ -200,11 +167,9 @@ int cmd_run(int argc, char **argv) {
         if (ctx_size > 8192) ctx_size = 8192;
         if (!chat && ctx_size < n_ids + n_gen + 1) ctx_size = n_ids + n_gen + 1;
     }
-    if ((rc = cli_load_drafter(dir, drafter_dir, (int)no_drafter, be, m, &dm))) goto fail;
-    engine_config ec = {.max_concurrent = 1, .prefill_chunk = 512, .ctx_size = (int)ctx_size, .pld = pld != 0,
-                        .pld_key_len = (int)key_len, .pld_draft_len = (int)draft_len, .spec_min_repetition = min_rep,
-                        .drafter = dm, .drafter_len = (int)draft_block, .mtp = use_mtp != 0,
-                        .mtp_depth = (int)mtp_depth};
+    if ((rc = cli_load_drafter(dir, mo.drafter_dir, (int)mo.no_drafter, be, m, &dm))) goto fail;
+    engine_config ec = {.max_concurrent = 1, .prefill_chunk = 512, .ctx_size = (int)ctx_size, .drafter = dm};
+    cli_model_opts_apply(&mo, &ec);
     if ((rc = engine_start(&eng, m, tk, &ec))) goto fail;
 
     engine_params ep;
@@ -234,7 +199,7 @@ int cmd_run(int argc, char **argv) {
     if (chat) {
         char hw[256];
         snprintf(hw, sizeof hw, "%s %s, %d threads", be->ops->name, backend_describe(be),
-                 threads > 0 ? (int)threads : (int)sysconf(_SC_NPROCESSORS_ONLN));
+                 mo.threads > 0 ? (int)mo.threads : (int)sysconf(_SC_NPROCESSORS_ONLN));
         chat_repl_config cc = {eng, tk, tmpl, &ep, engine_ctx_size(eng),
                                tok_piece_id(tk, "<think>") >= 0 && tok_piece_id(tk, "</think>") >= 0, hw};
         status = chat_repl(&cc);
@@ -275,7 +240,7 @@ int cmd_run(int argc, char **argv) {
             "rss peak %.1f MiB (anon %.1f, file-mapped %.1f); speculation: %d drafted, %d accepted\n",
             n_ids, t_first > t0 ? n_ids / (t_first - t0) : 0.0, n_out,
             n_out > 1 && t_last > t_first ? (n_out - 1) / (t_last - t_first) : 0.0, be->ops->name, backend_describe(be),
-            threads > 0 ? (int)threads : (int)sysconf(_SC_NPROCESSORS_ONLN), peak, anon, file, drafted, accepted);
+            mo.threads > 0 ? (int)mo.threads : (int)sysconf(_SC_NPROCESSORS_ONLN), peak, anon, file, drafted, accepted);
     status = 0;
     goto done;
 fail:

@@ -2,7 +2,6 @@
  * chat template, starts the engine thread and the HTTP server on one port
  * (all four API surfaces), and runs until SIGINT/SIGTERM, then shuts down
  * gracefully (stops accepting, cancels generations, frees everything). */
-#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,6 +12,7 @@
 #include "backend/backend.h"
 #include "base/err.h"
 #include "cli/cli.h"
+#include "cli/cli_opts.h"
 #include "server/app.h"
 #include "server/http.h"
 
@@ -33,36 +33,18 @@ static void serve_usage(FILE *f) {
             "  --prefill-chunk N      prompt tokens per scheduler step (default 512 on the CPU, 2048 on CUDA)\n"
             "  --kv-mem SIZE          KV pool size (e.g. 4G; default: ctx-size x max-concurrent tokens);\n"
             "                         requests that do not fit wait in the queue\n"
-            "  --threads N            CPU threads (default: all cores)\n"
-            "  --drafter DIR          draft model (default: DIR/drafter when present); --no-drafter\n"
-            "  --draft-block-size N   drafter tokens per verify step (default 4)\n"
-            "  --mtp / --no-mtp       draft with the model's own MTP head when it has one (default on;\n"
-            "                         per request: \"enable_mtp\": true|false)\n"
-            "  --mtp-depth N          most MTP drafts per step (default 3; a controller picks 1..N)\n"
-            "  --pld / --no-pld       prompt lookup decoding (speculative, exact; default on)\n"
-            "  --pld-key-len N        n-gram length looked up (default 3)\n"
-            "  --pld-draft-len N      draft tokens per verify step (default 5, at most 16)\n"
-            "  --pld-min-repetition X prompt gate: 3-gram repetition score below which a request\n"
-            "                         runs without speculation (default 0.02, prompts of 256+ tokens; 0 = off)\n"
-            "  --device D             cpu, cuda or cuda:N (default: cuda when a GPU is present)\n"
             "  --max-body BYTES       request body limit (default 16 MiB)\n"
             "  --log-requests         one line per finished request on stderr (tokens, cache, speculation)\n"
             "  --no-prefix-cache      do not keep KV of finished requests for reuse\n"
             "  --prefix-cache-entries N  most KV blocks (16 tokens each) the prefix cache keeps\n"
             "  --prefix-cache-mem SIZE   ... or at most this much KV memory (e.g. 512M, 2G)\n"
-            "  --served-model-name S  model id reported by the APIs (default: the directory name)\n");
+            "  --served-model-name S  model id reported by the APIs (default: the directory name)\n"
+            "%s",
+            cli_model_opts_help);
 }
 
 static int parse_long(const char *opt, const char *v, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long x = v ? strtol(v, &end, 10) : 0;
-    if (!v || errno || *end || end == v || x < lo || x > hi) {
-        fprintf(stderr, "kestrel serve: %s: expected an integer in [%ld, %ld]\n", opt, lo, hi);
-        return -1;
-    }
-    *out = x;
-    return 0;
+    return cli_parse_long("serve", opt, v, lo, hi, out);
 }
 
 static char *dir_basename(const char *dir) {
@@ -78,16 +60,18 @@ static char *dir_basename(const char *dir) {
 }
 
 int cmd_serve(int argc, char **argv) {
-    const char *dir = NULL, *host = "127.0.0.1", *api_key = NULL, *name = NULL, *device = "auto";
-    long port = 8080, ctx = 0, conc = 0, chunk = 0, threads = 0, max_body = 16 << 20, pld = 1, key_len = 3,
-         draft_len = 5;
-    double min_rep = -1;
-    long use_pc = 1, pc_entries = 0, log_requests = 0, no_drafter = 0, draft_block = 4, use_mtp = 1, mtp_depth = 3;
-    const char *drafter_dir = NULL;
+    const char *dir = NULL, *host = "127.0.0.1", *api_key = NULL, *name = NULL;
+    long port = 8080, ctx = 0, conc = 0, chunk = 0, max_body = 16 << 20;
+    long use_pc = 1, pc_entries = 0, log_requests = 0;
+    cli_model_opts mo;
+    cli_model_opts_default(&mo);
     model *dm = NULL;
     long long pc_mem = 0, kv_mem = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+        int taken = cli_model_opt("serve", argc, argv, &i, &mo);
+        if (taken < 0) return 2;
+        if (taken) continue;
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { serve_usage(stdout); return 0; }
         else if (!strcmp(a, "--host")) { if (!v) goto missing; host = v; i++; }
         else if (!strcmp(a, "--port")) { if (parse_long(a, v, 0, 65535, &port)) return 2; i++; }
@@ -95,45 +79,12 @@ int cmd_serve(int argc, char **argv) {
         else if (!strcmp(a, "--ctx-size") || !strcmp(a, "-c")) { if (parse_long(a, v, 64, 1 << 22, &ctx)) return 2; i++; }
         else if (!strcmp(a, "--max-concurrent")) { if (parse_long(a, v, 1, 1024, &conc)) return 2; i++; }
         else if (!strcmp(a, "--prefill-chunk")) { if (parse_long(a, v, 16, 1 << 20, &chunk)) return 2; i++; }
-        else if (!strcmp(a, "--threads") || !strcmp(a, "-t")) { if (parse_long(a, v, 1, 1024, &threads)) return 2; i++; }
         else if (!strcmp(a, "--max-body")) { if (parse_long(a, v, 1024, 1L << 30, &max_body)) return 2; i++; }
-        else if (!strcmp(a, "--device")) { if (!v) goto missing; device = v; i++; }
         else if (!strcmp(a, "--no-prefix-cache")) use_pc = 0;
         else if (!strcmp(a, "--log-requests")) log_requests = 1;
-        else if (!strcmp(a, "--drafter")) { if (!v) goto missing; drafter_dir = v; i++; }
-        else if (!strcmp(a, "--no-drafter")) no_drafter = 1;
-        else if (!strcmp(a, "--mtp")) use_mtp = 1;
-        else if (!strcmp(a, "--no-mtp")) use_mtp = 0;
-        else if (!strcmp(a, "--mtp-depth")) { if (parse_long(a, v, 1, ENGINE_MAX_DRAFT, &mtp_depth)) return 2; i++; }
-        else if (!strcmp(a, "--draft-block-size")) { if (parse_long(a, v, 1, ENGINE_MAX_DRAFT, &draft_block)) return 2; i++; }
         else if (!strcmp(a, "--prefix-cache-entries")) { if (parse_long(a, v, 1, 1L << 30, &pc_entries)) return 2; i++; }
-        else if (!strcmp(a, "--kv-mem") || !strcmp(a, "--prefix-cache-mem")) {
-            char *end;
-            double x = v ? strtod(v, &end) : -1;
-            if (v && (*end == 'k' || *end == 'K')) { x *= 1024; end++; }
-            else if (v && (*end == 'm' || *end == 'M')) { x *= 1024 * 1024; end++; }
-            else if (v && (*end == 'g' || *end == 'G')) { x *= 1024.0 * 1024 * 1024; end++; }
-            if (!v || *end || !(x >= 1)) {
-                fprintf(stderr, "kestrel serve: %s: expected a size like 512M or 2G\n", a);
-                return 2;
-            }
-            if (!strcmp(a, "--kv-mem")) kv_mem = (long long)x;
-            else pc_mem = (long long)x;
-            i++;
-        }
-        else if (!strcmp(a, "--pld")) pld = 1;
-        else if (!strcmp(a, "--no-pld")) pld = 0;
-        else if (!strcmp(a, "--pld-key-len")) { if (parse_long(a, v, 1, 8, &key_len)) return 2; i++; }
-        else if (!strcmp(a, "--pld-draft-len")) { if (parse_long(a, v, 1, ENGINE_MAX_DRAFT, &draft_len)) return 2; i++; }
-        else if (!strcmp(a, "--pld-min-repetition")) {
-            char *end;
-            min_rep = v ? strtod(v, &end) : -1;
-            if (!v || *end || !(min_rep >= 0 && min_rep <= 1)) {
-                fprintf(stderr, "kestrel serve: --pld-min-repetition: expected a number in [0, 1]\n");
-                return 2;
-            }
-            i++;
-        }
+        else if (!strcmp(a, "--kv-mem")) { if (cli_parse_size("serve", a, v, &kv_mem)) return 2; i++; }
+        else if (!strcmp(a, "--prefix-cache-mem")) { if (cli_parse_size("serve", a, v, &pc_mem)) return 2; i++; }
         else if (!strcmp(a, "--served-model-name")) { if (!v) goto missing; name = v; i++; }
         else if (a[0] == '-') { fprintf(stderr, "kestrel serve: unknown option '%s'\n", a); return 2; }
         else if (!dir) dir = a;
@@ -156,7 +107,7 @@ int cmd_serve(int argc, char **argv) {
     if ((rc = tok_load(&tk, dir))) goto fail;
     a.tok = tk;
     if ((rc = gen_config_load(&a.gen, dir))) goto fail;
-    if ((rc = backend_new(&be, device, (int)threads))) goto fail;
+    if ((rc = backend_new(&be, mo.device, (int)mo.threads))) goto fail;
     if ((rc = model_load(&a.m, dir, be))) goto fail;
     if (chat_template_load(&a.tmpl, dir) != 0) {
         fprintf(stderr, "kestrel: warning: %s (chat endpoints will answer 400)\n", err_msg());
@@ -167,15 +118,13 @@ int cmd_serve(int argc, char **argv) {
         ctx = a.m->cfg.max_position_embeddings > 0 ? a.m->cfg.max_position_embeddings : 8192;
         if (ctx > 8192) ctx = 8192;
     }
-    if ((rc = cli_load_drafter(dir, drafter_dir, (int)no_drafter, be, a.m, &dm))) goto fail;
+    if ((rc = cli_load_drafter(dir, mo.drafter_dir, (int)mo.no_drafter, be, a.m, &dm))) goto fail;
     bool gpu = strcmp(be->ops->name, "cpu") != 0;
     if (!conc) conc = gpu ? 16 : 4;
     if (!chunk) chunk = gpu ? 2048 : 512;
     engine_config ec = {.max_concurrent = (int)conc, .prefill_chunk = (int)chunk, .ctx_size = (int)ctx,
-                        .pld = pld != 0, .pld_key_len = (int)key_len, .pld_draft_len = (int)draft_len,
-                        .spec_min_repetition = min_rep, .prefix_cache = use_pc != 0,
-                        .log_requests = log_requests != 0, .drafter = dm, .drafter_len = (int)draft_block,
-                        .mtp = use_mtp != 0, .mtp_depth = (int)mtp_depth};
+                        .prefix_cache = use_pc != 0, .log_requests = log_requests != 0, .drafter = dm};
+    cli_model_opts_apply(&mo, &ec);
     if (pc_entries > 0) ec.prefix_cache_blocks = (int)pc_entries;
     /* bytes of one 16-token block: K and V, every layer, f32 */
     long long per_block = 16LL * a.m->cfg.n_kv_heads * a.m->cfg.head_dim * 2 * a.m->cfg.n_layers * 4;
