@@ -25,15 +25,26 @@ AVX512_FLAGS := -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx512bf16 -mfma -m
 
 NVCC    ?= $(shell command -v nvcc 2>/dev/null || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 CU_SRCS := $(wildcard src/backend/cuda/*.cu)
+# The toolkit's root, following symlinks (nvcc may be linked from /usr/local/bin).
+CUDA_HOME := $(patsubst %/bin/nvcc,%,$(realpath $(NVCC)))
+# static cudart: the binary starts on machines without a GPU or driver (CI).
+# Toolkit layouts differ (lib64, lib, targets/<arch>/lib, Debian's multiarch
+# dir), so look for the archive instead of guessing one path.
+CUDART_STATIC := $(if $(strip $(NVCC)),$(firstword $(wildcard \
+    $(foreach d,$(CUDA_HOME) $(patsubst %/bin/nvcc,%,$(NVCC)) /usr/local/cuda /usr,\
+      $(d)/lib64/libcudart_static.a $(d)/lib/libcudart_static.a \
+      $(d)/targets/x86_64-linux/lib/libcudart_static.a $(d)/lib/x86_64-linux-gnu/libcudart_static.a))))
 ifneq ($(strip $(NVCC)),)
 ifneq ($(strip $(CU_SRCS)),)
+ifneq ($(strip $(CUDART_STATIC)),)
 HAVE_CUDA := 1
-CUDA_HOME := $(patsubst %/bin/nvcc,%,$(NVCC))
 CFLAGS_BASE += -DKS_HAVE_CUDA
 NVCCFLAGS ?= -O3 -std=c++17 -Isrc -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_80,code=sm_80 \
              -Xcompiler -fPIC -DKS_HAVE_CUDA
-# static cudart: the binary starts on machines without a GPU or driver (CI)
-LDLIBS  += -L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/targets/x86_64-linux/lib -lcudart_static -ldl -lrt -lstdc++
+LDLIBS  += $(CUDART_STATIC) -ldl -lrt -lstdc++
+else
+$(warning nvcc found at $(NVCC) but no libcudart_static.a beside it: building CPU-only)
+endif
 endif
 endif
 
