@@ -58,7 +58,12 @@ static int parse_arch(const char *path, const json_t *root, model_config *c, int
             return err_set(KS_EFORMAT, "%s: field \"architectures\": expected a non-empty array of strings",
                            path);
         name = json_string_value(json_array_get(archs, 0));
-    } else {
+    }
+    if (name && strcmp(name, "DFlashDraftModel") == 0) { /* a block drafter: its layers follow model_type */
+        c->dflash = true;
+        name = NULL;
+    }
+    if (!name) {
         int rc = ju_get_str(x, root, "model_type", false, &name);
         if (rc < 0) return rc;
         if (!name)
@@ -117,6 +122,39 @@ static int parse_rope_scaling(const char *path, const json_t *root, model_config
     if (!(c->rope_high_freq_factor > c->rope_low_freq_factor))
         return err_set(KS_EFORMAT, "%s: field \"%s.high_freq_factor\": %g must exceed low_freq_factor %g",
                        path, oname, c->rope_high_freq_factor, c->rope_low_freq_factor);
+    return KS_OK;
+}
+
+/* dflash_config of a DFlash drafter; the optional scales may also sit at the
+ * top level. Sliding-window layers are refused (not implemented). */
+static int parse_dflash(const char *path, const json_t *root, model_config *c) {
+    json_t *d = json_object_get(root, "dflash_config");
+    if (!d || !json_is_object(d))
+        return err_set(KS_EFORMAT, "%s: field \"dflash_config\": expected an object (DFlashDraftModel)", path);
+    ju_ctx x = {path, "dflash_config"}, xt = {path, NULL};
+    int rc;
+    if ((rc = get_i(x, d, "block_size", true, 0, 2, 64, &c->dflash_block_size)) < 0 ||
+        (rc = get_i(x, d, "mask_token_id", true, 0, 0, c->vocab_size - 1, &c->dflash_mask_token_id)) < 0 ||
+        (rc = ju_get_int_list(x, d, "target_layer_ids", 0, CFG_MAX_LAYERS, c->dflash_target_layers,
+                              CONFIG_MAX_DFLASH_LAYERS, &c->dflash_n_target_layers)) < 0)
+        return rc;
+    if (c->dflash_n_target_layers < 1)
+        return err_set(KS_EFORMAT, "%s: field \"dflash_config.target_layer_ids\": expected at least one layer", path);
+    static const char *scales[3] = {"input_embedding_scale", "output_multiplier", "final_logit_softcapping"};
+    float *outs[3] = {&c->dflash_embed_scale, &c->dflash_out_mult, &c->dflash_softcap};
+    for (int i = 0; i < 3; i++) {
+        const json_t *o = json_object_get(d, scales[i]) ? d : root;
+        if ((rc = get_f(o == d ? x : xt, o, scales[i], false, i == 2 ? 0.0 : 1.0, i == 2 ? 0.0 : 1e-6, 1e6,
+                        outs[i])) < 0)
+            return rc;
+    }
+    json_t *lt = json_object_get(root, "layer_types");
+    for (size_t i = 0; lt && json_is_array(lt) && i < json_array_size(lt); i++) {
+        const char *t = json_string_value(json_array_get(lt, i));
+        if (!t || strcmp(t, "full_attention") != 0)
+            return err_set(KS_EUNSUPPORTED, "%s: field \"layer_types[%zu]\": \"%.60s\" not supported in a DFlash "
+                           "drafter (only full_attention layers)", path, i, t ? t : "(not a string)");
+    }
     return KS_OK;
 }
 
@@ -181,6 +219,7 @@ static int parse_config(const char *path, const json_t *root, model_config *c) {
         return rc;
     /* Qwen2 always has q/k/v bias (its config has no attention_bias field). */
     if (c->arch == ARCH_QWEN2) c->attention_bias = true;
+    if (c->dflash && (rc = parse_dflash(path, root, c)) < 0) return rc;
     return KS_OK;
 }
 

@@ -2,7 +2,8 @@
  * (sampling defaults) of a Hugging Face model directory.
  *
  * Supported architectures: Qwen3 (QK-norm), Qwen2 (q/k/v bias), Llama
- * (including Llama 3 rope_scaling). rope_theta is read at the top level or
+ * (including Llama 3 rope_scaling), and DFlash block drafters whose layers
+ * are one of those. rope_theta is read at the top level or
  * from transformers-5's rope_parameters. Missing required fields, wrong
  * types and out-of-range values are errors naming the file and JSON field. */
 #ifndef KS_CONFIG_H
@@ -11,6 +12,7 @@
 #include <stdbool.h>
 
 #define CONFIG_MAX_EOS 8
+#define CONFIG_MAX_DFLASH_LAYERS 8
 
 typedef enum { ARCH_LLAMA = 0, ARCH_QWEN2, ARCH_QWEN3 } model_arch;
 typedef enum { ROPE_SCALING_NONE = 0, ROPE_SCALING_LLAMA3 } rope_scaling_type;
@@ -40,6 +42,18 @@ typedef struct {
     int eos_ids[CONFIG_MAX_EOS];
     int n_eos;
     int mtp_num_hidden_layers;  /* 0 when absent */
+    /* DFlash block drafter (architectures ["DFlashDraftModel"]; its layers
+     * follow model_type): dflash_config.{block_size, mask_token_id,
+     * target_layer_ids}, optional input_embedding_scale, output_multiplier,
+     * final_logit_softcapping (in dflash_config or at the top level) */
+    bool dflash;
+    int dflash_block_size;
+    int dflash_mask_token_id;
+    int dflash_target_layers[CONFIG_MAX_DFLASH_LAYERS];
+    int dflash_n_target_layers;
+    float dflash_embed_scale;   /* 1 when absent */
+    float dflash_out_mult;      /* 1 when absent */
+    float dflash_softcap;       /* 0 (off) when absent */
 } model_config;
 
 typedef struct {

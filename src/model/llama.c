@@ -142,12 +142,13 @@ static void free_acts(model *m) {
     free_graphs(m);
     void *bufs[] = {m->x,       m->xn,       m->qkv,     m->attn,    m->gu,      m->act,    m->logits_dev,
                     m->d_tokens, m->d_pos,   m->d_seq,   m->d_slots, m->d_rows,  m->d_tables, m->hid,
-                    m->mtp_hid, m->mtp_in,   m->mtp_src, m->d_hid_idx, m->d_mtp_pos};
+                    m->mtp_hid, m->mtp_in,   m->mtp_src, m->d_hid_idx, m->d_mtp_pos, m->feat, m->d_iota};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) be->ops->buf_free(be, bufs[i]);
     m->x = m->xn = m->qkv = m->attn = m->gu = m->act = m->logits_dev = NULL;
     m->d_tokens = m->d_pos = m->d_seq = m->d_slots = m->d_rows = m->d_tables = m->d_hid_idx = m->d_mtp_pos = NULL;
-    m->hid = m->mtp_hid = m->mtp_in = m->mtp_src = NULL;
+    m->hid = m->mtp_hid = m->mtp_in = m->mtp_src = m->feat = NULL;
+    m->d_iota = NULL;
     m->cap_tokens = 0;
     m->cap_tables = 0;
 }
@@ -157,8 +158,8 @@ void model_free(model *m) {
     if (m->be) {
         free_acts(m);
         if (m->inv_freq) m->be->ops->buf_free(m->be, m->inv_freq);
-        bk_weight *ws[] = {&m->embed, &m->lm_head, &m->final_norm};
-        for (int i = 0; i < 3; i++)
+        bk_weight *ws[] = {&m->final_norm, &m->embed, &m->lm_head};
+        for (int i = 0; i < (m->borrowed_io ? 1 : 3); i++)
             if (ws[i]->n_parts) m->be->ops->weight_release(m->be, ws[i]);
         if (m->layers)
             for (int l = 0; l < m->cfg.n_layers; l++) {
@@ -213,6 +214,19 @@ static int ensure_acts(model *m, int n, int table_entries) {
                 free_acts(m);
                 return err_set(KS_ENOMEM, "model: out of memory for MTP activations of %d tokens", n);
             }
+        }
+        if (m->n_feat) {
+            m->feat = be->ops->buf_alloc(be, cap * (size_t)m->n_feat * H * 4);
+            m->d_iota = be->ops->buf_alloc(be, cap * 4);
+            int32_t *iota = malloc(cap * 4);
+            if (!m->feat || !m->d_iota || !iota) {
+                free(iota);
+                free_acts(m);
+                return err_set(KS_ENOMEM, "model: out of memory for drafter features of %d tokens", n);
+            }
+            for (int i = 0; i < cap; i++) iota[i] = i;
+            be->ops->buf_upload(be, m->d_iota, iota, cap * 4);
+            free(iota);
         }
         m->cap_tokens = cap;
         if (!m->x || !m->xn || !m->qkv || !m->attn || !m->gu || !m->act || !m->logits_dev || !m->d_tokens ||
@@ -270,7 +284,12 @@ static void run_layers(model *m, kv_cache *kv, const bk_attn_batch *ab, int n, i
     const model_config *c = &m->cfg;
     int H = c->hidden_size;
     op->embed(be, m->x, &m->embed, m->d_tokens, n);
-    for (int l = 0; l < c->n_layers; l++) model_layer_forward(m, &m->layers[l], kv->k[l], kv->v[l], ab, m->d_pos, n);
+    for (int l = 0; l < c->n_layers; l++) {
+        model_layer_forward(m, &m->layers[l], kv->k[l], kv->v[l], ab, m->d_pos, n);
+        for (int j = 0; j < m->n_feat; j++)
+            if (m->feat_layer[j] == l)
+                op->gather_rows(be, m->feat + (size_t)j * m->cap_tokens * H, m->x, m->d_iota, n, H);
+    }
     if (m->mtp) {
         op->rmsnorm(be, m->hid, H, m->x, H, &m->final_norm, n, 1, H, c->rms_norm_eps);
         if (n_logits > 0) {
@@ -282,6 +301,18 @@ static void run_layers(model *m, kv_cache *kv, const bk_attn_batch *ab, int n, i
         op->rmsnorm(be, m->xn, H, m->xn, H, &m->final_norm, n_logits, 1, H, c->rms_norm_eps);
         op->matmul(be, m->logits_dev, m->xn, &m->lm_head, NULL, n_logits);
     }
+}
+
+int model_capture_layers(model *m, const int *layers, int n) {
+    if (n < 0 || n > CONFIG_MAX_DFLASH_LAYERS) return err_set(KS_EINVAL, "model: %d feature layers", n);
+    for (int j = 0; j < n; j++)
+        if (layers[j] < 0 || layers[j] >= m->cfg.n_layers)
+            return err_set(KS_EINVAL, "model: feature layer %d outside the model's %d layers", layers[j],
+                           m->cfg.n_layers);
+    free_acts(m); /* the next forward allocates the feature buffers (and records new graphs) */
+    m->n_feat = n;
+    if (n) memcpy(m->feat_layer, layers, (size_t)n * sizeof *layers);
+    return KS_OK;
 }
 
 static int find_graph(model *m, const kv_cache *kv, int n, int n_logits, int n_seqs) {

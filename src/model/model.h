@@ -71,6 +71,13 @@ typedef struct model {
     float *mtp_src;       /* (cap, hidden) hidden rows gathered for the head */
     int32_t *d_hid_idx;   /* (cap) */
     int32_t *d_mtp_pos;   /* (cap) the head's RoPE positions (its KV index is one less) */
+    /* features for a DFlash drafter (model_capture_layers): the residual
+     * stream after each listed layer, for every row of the last forward */
+    int n_feat;
+    int feat_layer[CONFIG_MAX_DFLASH_LAYERS];
+    float *feat;          /* (n_feat, cap, hidden): feature j of row t at (j*cap + t)*hidden */
+    int32_t *d_iota;      /* (cap) 0..cap-1 (row copies through gather_rows) */
+    bool borrowed_io;     /* embed and lm_head are views of another model's (DFlash drafters) */
     /* replayable forward graphs of small batches (backends with graph_begin),
      * keyed by batch shape; dropped when the activation buffers move */
     struct {
@@ -122,6 +129,10 @@ typedef enum { MTP_SRC_TARGET = 0, MTP_SRC_MTP } mtp_src;
  * forward had rows. */
 int model_mtp_forward(model *m, kv_cache *mkv, const model_batch *b, const int32_t *rope_pos, const int32_t *hid_idx,
                       mtp_src src, float *logits);
+
+/* Makes every later forward keep the residual stream after the listed
+ * layers (m->feat), for a DFlash drafter. */
+int model_capture_layers(model *m, const int *layers, int n);
 
 /* inv_freq (head_dim/2) for the config's rope (theta, llama3 scaling). */
 void rope_inv_freq(const model_config *c, float *inv_freq);
