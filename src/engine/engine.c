@@ -1,6 +1,6 @@
 /* engine.c — the engine's requests, events and thread: submit, event
  * queues, start/stop, stats (see engine.h). The scheduler is engine_sched.c,
- * sequences engine_seq.c, the MTP head engine_mtp.c.
+ * sequences engine_seq.c, the MTP head engine_mtp.c, DFlash engine_dflash.c.
  *
  * A sequence's state is its token list ctx (prompt + generated) and n_cached,
  * the tokens whose KV is stored. Every step feeds ctx[n_cached .. n_ctx) (all
@@ -302,6 +302,12 @@ int engine_start(engine **out, model *m, const tokenizer *tok, const engine_conf
         if (drafter_new(&e->dr, e->cfg.drafter, e->cfg.kv_tokens) == KS_OK)
             e->dr_ratio = measure_drafter_ratio(e);
     }
+    if (e->cfg.dflash && (rc = engine_dflash_start(e))) {
+        engine_dflash_stop(e);
+        kv_cache_free(&e->kv);
+        free(e);
+        return rc;
+    }
     if (e->cfg.prefix_cache) {
         int maxb = e->cfg.prefix_cache_blocks > 0 ? e->cfg.prefix_cache_blocks : e->kv.n_blocks;
         e->pc = prefix_cache_new(e->kv.n_blocks, e->kv.block_size, maxb);
@@ -350,6 +356,7 @@ void engine_stop(engine *e) {
     prefix_cache_free(e->pc);
     drafter_free(e->dr);
     if (e->mtp_kv.n_blocks) kv_cache_free(&e->mtp_kv);
+    engine_dflash_stop(e);
     free(e->mtp_logits);
     free(e->mtp_tok); free(e->mtp_idx); free(e->mtp_pos); free(e->mtp_hid); free(e->mtp_seq); free(e->mtp_rows);
     kv_cache_free(&e->kv);
@@ -388,5 +395,8 @@ void engine_get_stats(engine *e, engine_stats *s) {
     s->mtp_drafted = atomic_load(&e->mtp_drafted_n);
     s->mtp_accepted = atomic_load(&e->mtp_accepted_n);
     s->mtp_cost_ratio = e->mtp_ratio;
+    s->dflash_drafted = atomic_load(&e->fl_drafted_n);
+    s->dflash_accepted = atomic_load(&e->fl_accepted_n);
+    s->dflash_cost_ratio = e->fl_ratio;
 }
 

@@ -20,6 +20,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "model/dflash.h"
 #include "model/model.h"
 #include "sample/sample.h"
 #include "tok/tok.h"
@@ -91,6 +92,8 @@ typedef struct {
     int mtp_depth;           /* most MTP drafts per step (default 3); a controller picks 1..this */
     model *drafter;          /* draft model (borrowed; NULL: none), drafts when PLD finds nothing */
     int drafter_len;         /* drafter tokens per verify step (default 4) */
+    dflash *dflash;          /* DFlash block drafter (borrowed; NULL: none) */
+    int dflash_block;        /* its block size (0: the checkpoint's; at most ENGINE_MAX_DRAFT) */
     bool prefix_cache;       /* keep full KV blocks for later requests (kv/prefix_cache.h) */
     int prefix_cache_blocks; /* most blocks kept (0: the whole pool) */
 } engine_config;
@@ -134,6 +137,8 @@ typedef struct {
     long long mtp_drafted, mtp_accepted;         /* the MTP head's share */
     double mtp_cost_ratio;                       /* one MTP entry forward / target decode step */
     double drafter_cost_ratio;                   /* drafter forward / target decode step */
+    long long dflash_drafted, dflash_accepted;   /* the DFlash drafter's share */
+    double dflash_cost_ratio;                    /* DFlash pass (context entry + block) / target decode step */
     long long gate_prompt_off, gate_runtime_off; /* requests the gates turned speculation off for */
     double verify_cost_ratio;                    /* measured cost of a k+1-token step / 1-token step */
     long long prefix_lookup_tokens, prefix_hit_tokens; /* prompt tokens looked up / served from the cache */

@@ -1,7 +1,8 @@
 /* engine_internal.h — what the engine's files share (engine.c: requests,
  * events, thread, start/stop; engine_seq.c: sequences, sampling, stop
  * strings, verification; engine_sched.c: admission, preemption and the step
- * scheduler; engine_mtp.c: the MTP head's entries and drafts). Not part of
+ * scheduler; engine_mtp.c: the MTP head's entries and drafts;
+ * engine_dflash.c: the DFlash drafter's context and blocks). Not part of
  * the engine's interface (engine.h). */
 #ifndef KS_ENGINE_INTERNAL_H
 #define KS_ENGINE_INTERNAL_H
@@ -57,7 +58,7 @@ typedef struct {
     /* the draft model, used when prompt lookup finds nothing */
     drafter_seq dseq;
     bool use_drafter;
-    int draft_src;          /* source of the current drafts: 0 lookup/prediction, 1 drafter, 2 MTP */
+    int draft_src;          /* source of the current drafts: DRAFT_SRC_* */
     int dr_steps, dr_accepted;
     int pld_drafted, pld_accepted;
     /* the model's MTP head: entries for positions [mtp_q0, mtp_next) at dense
@@ -68,7 +69,18 @@ typedef struct {
     int mtp_q0, mtp_next;
     int32_t mtp_draft[ENGINE_MAX_DRAFT];
     int n_mtp_draft, mtp_depth, mtp_steps, mtp_drafted, mtp_accepted;
+    int mtp_rejects, pld_rejects, mtp_lost;
+    /* the DFlash drafter: context entries for positions [fl_q0, fl_next)
+     * at entry index position - fl_q0; the next step's block drafted right
+     * after each forward */
+    bool use_dflash;
+    kv_seq fkv;
+    int fl_q0, fl_next;
+    int32_t fl_draft[ENGINE_MAX_DRAFT];
+    int n_fl_draft, fl_steps, fl_drafted, fl_accepted, fl_rejects, fl_lost;
 } seq_state;
+
+enum { DRAFT_SRC_LOOKUP = 0, DRAFT_SRC_DRAFTER, DRAFT_SRC_MTP, DRAFT_SRC_DFLASH };
 
 struct engine {
     model *m;
@@ -108,6 +120,12 @@ struct engine {
     double dr_ratio;        /* drafter forward / target decode step */
     atomic_llong dr_drafted, dr_accepted;
     double verify_ratio;    /* measured cost of a (draft_len + 1)-token step over a 1-token step */
+    kv_cache fl_kv;         /* the DFlash drafter's entries (n_blocks 0: none in use) */
+    int fl_block;           /* block size drafted */
+    double fl_ratio;        /* a DFlash pass / target decode step */
+    atomic_llong fl_drafted_n, fl_accepted_n;
+    int32_t *fl_idx, *fl_pos, *fl_seq, *fl_row, *fl_last, *fl_rope0, *fl_entry0, *fl_of, *fl_drafts; /* scratch */
+    int fl_cap;
     atomic_int stat_active;
     atomic_int stat_kv_free;
 };
@@ -133,5 +151,11 @@ double engine_verify_cost(const engine *e, double k);
 int engine_step(engine *e);
 /* engine_mtp.c */
 void engine_mtp_update(engine *e, int na, const int *feed, const int *tstart, const int *pstart, const int *done);
+void engine_mtp_reset(engine *e, seq_state *s);
+/* engine_dflash.c */
+int engine_dflash_start(engine *e);
+void engine_dflash_stop(engine *e);
+void engine_dflash_update(engine *e, int na, const int *feed, const int *tstart, const int *pstart, const int *done);
+void engine_dflash_reset(engine *e, seq_state *s);
 
 #endif

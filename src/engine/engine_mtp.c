@@ -24,6 +24,14 @@ static int mtp_scratch(engine *e, int n) {
     return 0;
 }
 
+/* Drops a sequence's head entries (preemption, end). */
+void engine_mtp_reset(engine *e, seq_state *s) {
+    if (e->mtp_kv.n_blocks) kv_seq_release(&e->mtp_kv, &s->mkv);
+    s->mtp_q0 = -1;
+    s->mtp_next = 0;
+    s->n_mtp_draft = 0;
+}
+
 /* Depth controller: the depth d in 1..--mtp-depth with the most expected
  * tokens per unit of cost, from this sequence's acceptance so far (prior
  * 0.7): tokens(d) = 1 + r + r^2 + .. + r^d, cost(d) = verify of d drafts + d

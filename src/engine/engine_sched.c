@@ -26,10 +26,8 @@ static void preempt_last(engine *e) {
     engine_cache_blocks(e, s); /* the recompute may find its own blocks again */
     kv_seq_truncate(&e->kv, &s->kv, 0);
     if (e->dr) drafter_seq_release(e->dr, &s->dseq);
-    if (e->mtp_kv.n_blocks) kv_seq_release(&e->mtp_kv, &s->mkv);
-    s->mtp_q0 = -1;
-    s->mtp_next = 0;
-    s->n_mtp_draft = 0;
+    engine_mtp_reset(e, s);
+    engine_dflash_reset(e, s);
     s->n_cached = 0;
     remove_active(e, li);
     memmove(&e->preempted[1], &e->preempted[0], (size_t)e->n_preempted * sizeof *e->preempted);
@@ -116,6 +114,73 @@ static int ensure_batch(engine *e, int n) {
     return 0;
 }
 
+/* Expected tokens per unit of verify cost of verifying the first j of n
+ * drafts whose acceptance chain continues with probability r, at the best j
+ * (written to *best_j): (1 + r + .. + r^j) / cost(j). With the runtime
+ * gates off (tests) j is always n, so nothing depends on timing. */
+static double draft_value(const engine *e, double r, int n, int *best_j) {
+    double tok = 1.0, pr = 1.0, best = 1.0 / engine_verify_cost(e, 0);
+    *best_j = 0;
+    for (int j = 1; j <= n; j++) {
+        tok += (pr *= r);
+        double v = tok / engine_verify_cost(e, j);
+        if (v > best || (e->cfg.no_runtime_gates && j == n)) {
+            best = v;
+            *best_j = j;
+        }
+    }
+    return best;
+}
+
+/* Among the drafts ready for this step — prompt lookup's (s->draft), the
+ * MTP head's and the DFlash drafter's (both computed after the last step,
+ * so their cost is already paid) — takes the source, and how many of its
+ * drafts, with the most expected tokens per unit of verify cost. Each
+ * source's chance that the next draft is accepted given the previous one was
+ * is learned per request (accepted / (accepted + rejections), priors 0.5
+ * lookup, 0.7 MTP and DFlash). A precomputed source that loses 16 steps in a
+ * row stops being computed for the request. */
+static void choose_drafts(engine *e, seq_state *s, int k) {
+    int j, best_j = s->n_draft;
+    double best = s->n_draft ? draft_value(e, (s->pld_accepted + 5.0) / (s->pld_accepted + s->pld_rejects + 10.0),
+                                           s->n_draft, &j)
+                             : 0.0;
+    const int32_t *src = NULL;
+    int n_mtp = s->use_mtp && s->n_mtp_draft > 0 ? (s->n_mtp_draft < k ? s->n_mtp_draft : k) : 0;
+    int n_fl = s->use_dflash && s->n_fl_draft > 0 ? (s->n_fl_draft < k ? s->n_fl_draft : k) : 0;
+    if (n_mtp) {
+        double v = draft_value(e, (s->mtp_accepted + 7.0) / (s->mtp_accepted + s->mtp_rejects + 10.0), n_mtp, &j);
+        if (v > best && j > 0) {
+            best = v;
+            best_j = n_mtp; /* the depth controller already chose the head's length */
+            src = s->mtp_draft;
+            s->draft_src = DRAFT_SRC_MTP;
+        }
+    }
+    if (n_fl) {
+        double v = draft_value(e, (s->fl_accepted + 7.0) / (s->fl_accepted + s->fl_rejects + 10.0), n_fl, &j);
+        if (v > best && j > 0) {
+            best = v;
+            best_j = j;
+            src = s->fl_draft;
+            s->draft_src = DRAFT_SRC_DFLASH;
+        }
+    }
+    if (src) {
+        memcpy(s->draft, src, (size_t)best_j * sizeof *s->draft);
+        s->n_draft = best_j;
+    }
+    /* precomputed sources that keep losing stop costing passes */
+    if (n_mtp && (s->mtp_lost = s->draft_src == DRAFT_SRC_MTP ? 0 : s->mtp_lost + 1) >= 16 && !e->cfg.no_runtime_gates) {
+        s->use_mtp = false;
+        s->n_mtp_draft = 0;
+    }
+    if (n_fl && (s->fl_lost = s->draft_src == DRAFT_SRC_DFLASH ? 0 : s->fl_lost + 1) >= 16 &&
+        !e->cfg.no_runtime_gates) {
+        s->use_dflash = false;
+        engine_dflash_reset(e, s);
+    }
+}
 
 int engine_step(engine *e) {
     atomic_store(&e->stat_kv_free, kv_free_blocks(&e->kv));
@@ -156,34 +221,22 @@ int engine_step(engine *e) {
         } else if (want == 1 && s->spec) {
             int room = s->r->p.max_tokens - s->n_gen - 1; /* the bonus token counts too */
             int ctx_room = (e->cfg.ctx_size < s->cap ? e->cfg.ctx_size : s->cap) - s->n_ctx - 1;
-            /* predictions are followed in long runs (15 + 1 tokens: still a
-             * graph-sized verify step), lookups in the sequence in short ones */
-            int k = s->r->p.n_prediction ? ENGINE_MAX_DRAFT - 1 : e->cfg.pld_draft_len;
+            /* predictions and model drafts are followed in long runs (15 + 1
+             * tokens: still a graph-sized verify step), lookups in the
+             * sequence in short ones */
+            int k = ENGINE_MAX_DRAFT - 1;
             if (room < k) k = room;
             if (ctx_room < k) k = ctx_room;
+            int k_pld = s->r->p.n_prediction || k < e->cfg.pld_draft_len ? k : e->cfg.pld_draft_len;
             if (k > 0)
                 s->n_draft = pld_propose(s->ctx, s->n_ctx, s->n_gen, s->r->p.prediction, s->r->p.n_prediction,
-                                         e->cfg.pld_key_len, k, e->cfg.pld_draft_len, s->pld, s->draft);
-            s->draft_src = 0;
-            if (s->use_mtp && s->n_mtp_draft > 0 && k > 0) {
-                /* expected accepted tokens, from each source's acceptance so far
-                 * (priors: the head 0.7, lookup 0.5); both cost nothing now */
-                double r_mtp = (s->mtp_accepted + 7.0) / (s->mtp_drafted + 10.0);
-                double r_pld = (s->pld_accepted + 5.0) / (s->pld_drafted + 10.0);
-                int n_mtp = s->n_mtp_draft < k ? s->n_mtp_draft : k;
-                double e_mtp = 0, e_pld = 0, pm = 1, pp = 1;
-                for (int j = 0; j < n_mtp; j++) e_mtp += (pm *= r_mtp);
-                for (int j = 0; j < s->n_draft; j++) e_pld += (pp *= r_pld);
-                if (e_mtp > e_pld && !s->r->p.n_prediction) {
-                    memcpy(s->draft, s->mtp_draft, (size_t)n_mtp * sizeof *s->draft);
-                    s->n_draft = n_mtp;
-                    s->draft_src = 2;
-                }
-            }
+                                         e->cfg.pld_key_len, k_pld, e->cfg.pld_draft_len, s->pld, s->draft);
+            s->draft_src = DRAFT_SRC_LOOKUP;
+            if (k > 0 && !s->r->p.n_prediction && s->n_draft >= 0) choose_drafts(e, s, k);
             if (s->n_draft == 0 && s->use_drafter && k > 0) {
                 int kd = e->cfg.drafter_len < k ? e->cfg.drafter_len : k;
                 s->n_draft = drafter_propose(e->dr, &s->dseq, s->ctx, s->n_ctx, kd, s->draft);
-                s->draft_src = 1;
+                s->draft_src = DRAFT_SRC_DRAFTER;
                 if (s->n_draft < 0) { /* the drafter failed: keep prompt lookup only */
                     s->n_draft = 0;
                     s->use_drafter = false;
@@ -270,6 +323,7 @@ int engine_step(engine *e) {
         if (rows_of[i]) done[i] = engine_seq_sample(e, s, rows);
     }
     if (e->mtp_kv.n_blocks) engine_mtp_update(e, na, feed, tstart, pstart, done);
+    if (e->fl_kv.n_blocks) engine_dflash_update(e, na, feed, tstart, pstart, done);
     for (int i = na - 1; i >= 0; i--)
         if (done[i]) {
             seq_state *s = e->active[i];

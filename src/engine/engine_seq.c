@@ -25,7 +25,8 @@ void engine_seq_free(engine *e, seq_state *s) {
     engine_cache_blocks(e, s);
     kv_seq_release(&e->kv, &s->kv);
     if (e->dr) drafter_seq_release(e->dr, &s->dseq);
-    if (e->mtp_kv.n_blocks) kv_seq_release(&e->mtp_kv, &s->mkv);
+    engine_mtp_reset(e, s);
+    engine_dflash_reset(e, s);
     sampler_free(s->smp);
     tok_stream_free(s->ts);
     free(s->ctx);
@@ -61,7 +62,9 @@ seq_state *engine_seq_new(engine *e, engine_req *r) {
     s->use_mtp = e->mtp_kv.n_blocks > 0 && r->p.spec != 0 && (r->p.mtp < 0 ? e->cfg.mtp : r->p.mtp > 0);
     s->mtp_q0 = -1;
     s->mtp_depth = e->cfg.mtp_depth;
-    s->spec = s->pld || s->use_drafter || s->use_mtp || (r->p.spec != 0 && r->p.n_prediction > 0);
+    s->use_dflash = e->fl_kv.n_blocks > 0 && r->p.spec != 0;
+    s->fl_q0 = -1;
+    s->spec = s->pld || s->use_drafter || s->use_mtp || s->use_dflash || (r->p.spec != 0 && r->p.n_prediction > 0);
     if (s->spec && !r->p.n_prediction && r->n_prompt >= ENGINE_GATE_MIN_PROMPT &&
         pld_repetition_score(r->prompt, r->n_prompt) < e->cfg.spec_min_repetition) {
         s->spec = false; /* novel prompt: drafts would rarely be accepted */
@@ -274,7 +277,14 @@ int engine_seq_verify(engine *e, seq_state *s, float *rows, int n_cached_before)
      * event reports these counts) */
     s->n_drafted += k;
     atomic_fetch_add(&e->spec_drafted, k);
-    for (int i = 0; i <= k; i++) {
+    atomic_fetch_add(&e->spec_verify, 1);
+    atomic_llong *src_accepted = s->draft_src == DRAFT_SRC_DFLASH ? &e->fl_accepted_n
+                                 : s->draft_src == DRAFT_SRC_MTP ? &e->mtp_accepted_n
+                                 : s->draft_src == DRAFT_SRC_DRAFTER ? &e->dr_accepted : NULL;
+    if (src_accepted) atomic_fetch_add(s->draft_src == DRAFT_SRC_DFLASH ? &e->fl_drafted_n
+                                       : s->draft_src == DRAFT_SRC_MTP ? &e->mtp_drafted_n : &e->dr_drafted, k);
+    int finished = 0;
+    for (int i = 0; i <= k && !finished; i++) {
         float *row = rows + (size_t)i * V;
         if (r->p.logprobs || r->p.top_logprobs > 0) memcpy(e->raw, row, (size_t)V * sizeof(float));
         int d = i < k ? s->draft[i] : -1;
@@ -284,21 +294,36 @@ int engine_seq_verify(engine *e, seq_state *s, float *rows, int n_cached_before)
             accepted++;
             s->n_accepted++;
             atomic_fetch_add(&e->spec_accepted, 1);
+            if (src_accepted) atomic_fetch_add(src_accepted, 1);
         }
-        if (seq_commit(e, s, tok, e->raw)) return 1;
+        finished = seq_commit(e, s, tok, e->raw);
         if (!hit) break;
     }
+    /* the per-source statistics below are kept even when the step finished
+     * the sequence (the shared counters were updated before any commit: a
+     * client reading /metrics right after its answer sees them) */
     s->n_verify++;
-    atomic_fetch_add(&e->spec_verify, 1);
-    if (s->draft_src == 0) {
+    if (s->draft_src == DRAFT_SRC_LOOKUP) {
         s->pld_drafted += k;
         s->pld_accepted += accepted;
-    } else if (s->draft_src == 2) {
+        s->pld_rejects += accepted < k;
+    } else if (s->draft_src == DRAFT_SRC_DFLASH) {
+        s->fl_steps++;
+        s->fl_drafted += k;
+        s->fl_accepted += accepted;
+        s->fl_rejects += accepted < k;
+        /* DFlash's gate: a step costs a verify plus one drafter pass */
+        if (gate_says_off(e, s->fl_steps, s->fl_accepted,
+                          engine_verify_cost(e, (double)s->fl_drafted / s->fl_steps) + e->fl_ratio)) {
+            s->use_dflash = false;
+            engine_dflash_reset(e, s);
+            atomic_fetch_add(&e->gate_runtime_off, 1);
+        }
+    } else if (s->draft_src == DRAFT_SRC_MTP) {
         s->mtp_steps++;
         s->mtp_drafted += k;
         s->mtp_accepted += accepted;
-        atomic_fetch_add(&e->mtp_drafted_n, k);
-        atomic_fetch_add(&e->mtp_accepted_n, accepted);
+        s->mtp_rejects += accepted < k;
         /* the head's gate: a step costs a verify plus one head pass per depth */
         double kbar = (double)s->mtp_drafted / s->mtp_steps; /* one head pass per draft */
         if (gate_says_off(e, s->mtp_steps, s->mtp_accepted, engine_verify_cost(e, kbar) + kbar * e->mtp_ratio)) {
@@ -307,14 +332,12 @@ int engine_seq_verify(engine *e, seq_state *s, float *rows, int n_cached_before)
             atomic_fetch_add(&e->gate_runtime_off, 1);
         }
     }
-    if (s->draft_src == 1) {
+    if (s->draft_src == DRAFT_SRC_DRAFTER) {
         /* the drafter saw ctx before the step plus d1..d(k-1): keep what matched */
         int n_ctx_before = n_cached_before + 1;
         drafter_rewind(e->dr, &s->dseq, n_ctx_before + (accepted < k - 1 ? accepted : k - 1));
         s->dr_steps++;
         s->dr_accepted += accepted;
-        atomic_fetch_add(&e->dr_drafted, k);
-        atomic_fetch_add(&e->dr_accepted, accepted);
         /* the drafter's own gate: its step costs a verify plus k drafter forwards */
         if (gate_says_off(e, s->dr_steps, s->dr_accepted,
                           engine_verify_cost(e, e->cfg.drafter_len) + e->cfg.drafter_len * e->dr_ratio)) {
@@ -322,6 +345,7 @@ int engine_seq_verify(engine *e, seq_state *s, float *rows, int n_cached_before)
             atomic_fetch_add(&e->gate_runtime_off, 1);
         }
     }
+    if (finished) return 1;
     /* KV holds [.. last token, d1..dk]; keep the last token and the accepted drafts */
     s->n_cached = n_cached_before + 1 + accepted;
     kv_seq_truncate(&e->kv, &s->kv, s->n_cached);

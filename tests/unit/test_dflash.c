@@ -9,9 +9,11 @@
 
 #include "backend/backend.h"
 #include "base/err.h"
+#include "engine/engine.h"
 #include "model/dflash.h"
 #include "model/model.h"
 #include "sample/sample.h"
+#include "tok/tok.h"
 #include "test.h"
 
 static void check_first_blocks(const char *device) {
@@ -136,4 +138,159 @@ TEST(test_dflash_refuses_drafters_that_do_not_fit) {
     CHECK(system(cmd) == 0);
     model_free(m);
     backend_free(be);
+}
+
+/* Through the engine (DFlash the only proposer, gates open): greedy output
+ * equals greedy_64 for the 3 prompts, and the drafts are really accepted
+ * (tokens per verify step printed: the reference gets 2.91 at block 16). */
+static void check_greedy_64(const char *device) {
+    json_t *rep = json_load_file(test_shared_path("models/tinycoder/dflash/dflash_report.json"), 0, NULL);
+    backend *be = NULL;
+    model *m = NULL;
+    tokenizer *tk = NULL;
+    dflash *d = NULL;
+    CHECK(backend_new(&be, device, 2) == 0);
+    if (be) CHECK(model_load(&m, test_shared_path("models/tinycoder"), be) == 0);
+    if (m) CHECK(tok_load(&tk, test_shared_path("models/tinycoder")) == 0);
+    if (m) CHECK(dflash_load(&d, test_shared_path("models/tinycoder/dflash"), m) == 0);
+    engine *e = NULL;
+    engine_config ec = {.max_concurrent = 3, .prefill_chunk = 512, .ctx_size = 512, .spec_min_repetition = 0.0,
+                        .no_runtime_gates = true, .dflash = d};
+    if (rep && d && tk) CHECK(engine_start(&e, m, tk, &ec) == 0);
+    if (e) {
+        json_t *ev = json_object_get(rep, "eval");
+        engine_req *rs[3] = {0};
+        for (size_t i = 0; i < 3 && i < json_array_size(ev); i++) {
+            json_t *it = json_object_get(json_array_get(ev, i), "prompt_ids");
+            int n = (int)json_array_size(it);
+            int32_t ids[1024];
+            for (int j = 0; j < n && j < 1024; j++) ids[j] = (int32_t)json_integer_value(json_array_get(it, j));
+            engine_params p;
+            memset(&p, 0, sizeof p);
+            p.max_tokens = 64;
+            sample_params_default(&p.sp);
+            p.sp.temperature = 0;
+            p.spec = -1; /* the server's proposers: DFlash only */
+            rs[i] = engine_submit(e, ids, n, &p);
+            CHECK(rs[i] != NULL);
+        }
+        long long drafted = 0, accepted = 0, steps_tokens = 0;
+        for (size_t i = 0; i < 3; i++) {
+            if (!rs[i]) continue;
+            json_t *want = json_object_get(json_array_get(ev, i), "greedy_64");
+            int got[64], n = 0, equal = 1;
+            engine_event x;
+            for (;;) {
+                CHECK(engine_next_event(rs[i], &x, -1) == 1);
+                if (x.type == ENGINE_EV_TOKEN && n < 64) got[n++] = x.token;
+                if (x.type == ENGINE_EV_DONE) {
+                    drafted += x.n_drafted;
+                    accepted += x.n_accepted;
+                    steps_tokens += x.n_gen;
+                }
+                CHECK(x.type != ENGINE_EV_ERROR);
+                int end = x.type != ENGINE_EV_TOKEN;
+                engine_event_clear(&x);
+                if (end) break;
+            }
+            engine_req_release(rs[i]);
+            CHECK_EQ_INT(n, 64);
+            for (int j = 0; j < n; j++) equal &= got[j] == json_integer_value(json_array_get(want, j));
+            CHECK_MSG(equal, "[%s] prompt %zu: greedy output with DFlash differs from greedy_64", device, i);
+        }
+        engine_stats st;
+        engine_get_stats(e, &st);
+        printf("    [%s] greedy_64 reproduced; DFlash drafted %lld, accepted %lld; %.2f tokens per verify step\n",
+               device, st.dflash_drafted, st.dflash_accepted,
+               st.spec_verify_steps ? (double)(st.spec_verify_steps + st.dflash_accepted) / st.spec_verify_steps : 0.0);
+        CHECK_EQ_INT(st.dflash_drafted, drafted);
+        CHECK(st.dflash_accepted > 64); /* over 3 x 64 tokens: drafts really accepted */
+        engine_stop(e);
+    }
+    dflash_free(d);
+    tok_free(tk);
+    model_free(m);
+    backend_free(be);
+    json_decref(rep);
+}
+
+TEST(test_dflash_engine_reproduces_greedy_64) {
+    if (!test_shared_path("models/tinycoder/dflash")) SKIP("../shared/models/tinycoder/dflash not found");
+    check_greedy_64("cpu");
+}
+
+TEST(test_cuda_dflash_engine_reproduces_greedy_64) {
+    if (!test_shared_path("models/tinycoder/dflash")) SKIP("../shared/models/tinycoder/dflash not found");
+    if (!backend_cuda_available()) SKIP("no CUDA GPU");
+    check_greedy_64("cuda");
+}
+
+/* Context appended step by step (a block drafted and discarded in between,
+ * as the engine does) gives the same block as the whole context at once:
+ * the incremental path computes what the reference computes. */
+TEST(test_dflash_incremental_context_equals_fresh) {
+    if (!test_shared_path("models/tinycoder/dflash")) SKIP("../shared/models/tinycoder/dflash not found");
+    json_t *rep = json_load_file(test_shared_path("models/tinycoder/dflash/dflash_report.json"), 0, NULL);
+    backend *be = NULL;
+    model *m = NULL;
+    dflash *d = NULL;
+    CHECK(backend_new(&be, "cpu", 2) == 0);
+    if (be) CHECK(model_load(&m, test_shared_path("models/tinycoder"), be) == 0);
+    if (m) CHECK(dflash_load(&d, test_shared_path("models/tinycoder/dflash"), m) == 0);
+    if (!rep || !d) { json_decref(rep); dflash_free(d); model_free(m); backend_free(be); return; }
+    json_t *it = json_object_get(json_array_get(json_object_get(rep, "eval"), 0), "prompt_ids");
+    json_t *g = json_object_get(json_array_get(json_object_get(rep, "eval"), 0), "greedy_64");
+    int P = (int)json_array_size(it), M = 11, V = m->cfg.vocab_size;
+    int32_t ids[512], pos[512], seq[512] = {0};
+    for (int i = 0; i < P + M + 1; i++) {
+        ids[i] = (int32_t)json_integer_value(i < P ? json_array_get(it, i) : json_array_get(g, i - P));
+        pos[i] = i;
+    }
+    float *logits = malloc((size_t)V * 4);
+    int32_t drafts[2][15];
+    for (int path = 0; path < 2; path++) {
+        kv_cache kv, fkv;
+        CHECK(model_kv_init(m, &kv, 512) == 0);
+        CHECK(dflash_kv_init(d, &fkv, 512) == 0);
+        kv_seq s = {0}, fs = {0};
+        kv_seq *seqs[1] = {&s}, *fseqs[1] = {&fs};
+        CHECK(kv_seq_reserve(&kv, &s, P + M) == 0);
+        CHECK(kv_seq_reserve(&fkv, &fs, P + M + 16) == 0);
+        int32_t row = 0, rope0, last;
+        if (path == 0) { /* fresh: everything in one forward */
+            model_batch b = {P + M, ids, pos, seq, 1, seqs, 1, &row};
+            CHECK(model_forward(m, &kv, &b, logits) == 0);
+            CHECK(dflash_add_context(d, &fkv, P + M, pos, pos, seq, pos, 1, fseqs) == 0);
+        } else { /* prompt, a discarded block, then the output in two verify-sized steps */
+            model_batch b = {P, ids, pos, seq, 1, seqs, 1, &row};
+            CHECK(model_forward(m, &kv, &b, logits) == 0);
+            CHECK(dflash_add_context(d, &fkv, P, pos, pos, seq, pos, 1, fseqs) == 0);
+            last = ids[P];
+            rope0 = P;
+            CHECK(dflash_draft(d, &fkv, 1, fseqs, &last, &rope0, &rope0, 16, drafts[1]) == 0);
+            for (int from = P, step = 0; step < 2; step++) {
+                int cnt = step ? P + M - from : 5;
+                kv_seq_truncate(&fkv, &fs, from);
+                CHECK(kv_seq_reserve(&fkv, &fs, from + cnt) == 0);
+                model_batch vb = {cnt, ids + from, pos + from, seq, 1, seqs, 1, &row};
+                CHECK(model_forward(m, &kv, &vb, logits) == 0);
+                CHECK(dflash_add_context(d, &fkv, cnt, pos + from, pos + from, seq, pos, 1, fseqs) == 0);
+                from += cnt;
+            }
+        }
+        last = ids[P + M];
+        rope0 = P + M;
+        CHECK(kv_seq_reserve(&fkv, &fs, P + M + 16) == 0);
+        CHECK(dflash_draft(d, &fkv, 1, fseqs, &last, &rope0, &rope0, 16, drafts[path]) == 0);
+        kv_seq_release(&kv, &s);
+        kv_seq_release(&fkv, &fs);
+        kv_cache_free(&kv);
+        kv_cache_free(&fkv);
+    }
+    CHECK(!memcmp(drafts[0], drafts[1], sizeof drafts[0]));
+    free(logits);
+    dflash_free(d);
+    model_free(m);
+    backend_free(be);
+    json_decref(rep);
 }

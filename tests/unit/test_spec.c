@@ -173,7 +173,14 @@ static engine_params params(int n, int spec) {
 
 /* the only proposer in a run: prompt lookup, the draft model
  * (tinycoder/drafter) or the model's MTP head */
-typedef enum { SRC_PLD, SRC_DRAFTER, SRC_MTP } spec_src;
+typedef enum { SRC_PLD, SRC_DRAFTER, SRC_MTP, SRC_DFLASH } spec_src;
+
+/* tinycoder's DFlash drafter when src asks for it (NULL otherwise) */
+static dflash *open_dflash(spec_src src, model *m) {
+    dflash *d = NULL;
+    if (src == SRC_DFLASH) CHECK(dflash_load(&d, test_shared_path("models/tinycoder/dflash"), m) == 0);
+    return d;
+}
 
 static void greedy_identical(const char *device, spec_src src) {
     bool with_drafter = src == SRC_DRAFTER;
@@ -190,11 +197,12 @@ static void greedy_identical(const char *device, spec_src src) {
         CHECK(model_load(&dm, ddir, f.be) == 0);
         if (!dm) { fx_close(&f); return; }
     }
+    dflash *fl = open_dflash(src, f.m);
     engine *e = NULL;
     engine_config ec = {.max_concurrent = 4, .prefill_chunk = 256, .ctx_size = 1024, .pld = src == SRC_PLD,
                         .spec_min_repetition = 0.0 /* gates open: verify drafts everywhere */,
                         .no_runtime_gates = true,
-                        .drafter = dm, .drafter_len = 4, .mtp = src == SRC_MTP, .mtp_depth = 3};
+                        .drafter = dm, .drafter_len = 4, .mtp = src == SRC_MTP, .mtp_depth = 3, .dflash = fl};
     CHECK(engine_start(&e, f.m, f.tk, &ec) == 0);
     const char *files[3] = {"models/tinycoder/prompts/edit.jsonl", "models/tinycoder/prompts/chat.jsonl",
                             "models/tinycoder/prompts/completion.jsonl"};
@@ -232,6 +240,7 @@ static void greedy_identical(const char *device, spec_src src) {
     CHECK(compared >= 50);
     CHECK(accepted > 100); /* drafts were really verified and accepted */
     engine_stop(e);
+    dflash_free(fl);
     model_free(dm);
     fx_close(&f);
 }
@@ -252,12 +261,19 @@ TEST(test_spec_mtp_greedy_is_byte_identical_on_workloads) {
     greedy_identical("cpu", SRC_MTP);
 }
 
+TEST(test_spec_dflash_greedy_is_byte_identical_on_workloads) {
+    if (!test_shared_path("models/tinycoder/dflash")) SKIP("../shared/models/tinycoder/dflash not found");
+    if (!test_shared_path("models/tinycoder/prompts/edit.jsonl")) SKIP("../shared/models/tinycoder/prompts not found");
+    greedy_identical("cpu", SRC_DFLASH);
+}
+
 TEST(test_cuda_spec_greedy_is_byte_identical_on_workloads) {
     if (!test_shared_path("models/tinycoder/prompts/edit.jsonl")) SKIP("../shared/models/tinycoder/prompts not found");
     if (!backend_cuda_available()) SKIP("no CUDA GPU");
     greedy_identical("cuda", SRC_PLD);
     greedy_identical("cuda", SRC_DRAFTER);
     greedy_identical("cuda", SRC_MTP);
+    if (test_shared_path("models/tinycoder/dflash")) greedy_identical("cuda", SRC_DFLASH);
 }
 
 /* two-sample chi-square over bins with >= 5 expected; returns statistic, *df */
@@ -298,10 +314,11 @@ static void sampling_matches_plain(spec_src src, int N) {
     if (!fx_open(&f)) return;
     model *dm = NULL;
     if (src == SRC_DRAFTER) CHECK(model_load(&dm, test_shared_path("models/tinycoder/drafter"), f.be) == 0);
+    dflash *fl = open_dflash(src, f.m);
     engine *e = NULL;
     engine_config ec = {.max_concurrent = 16, .prefill_chunk = 512, .ctx_size = 64, .pld = src == SRC_PLD,
                         .spec_min_repetition = 0.0, .no_runtime_gates = true, .drafter = dm, .drafter_len = 3, .mtp = src == SRC_MTP,
-                        .mtp_depth = 2};
+                        .mtp_depth = 2, .dflash = fl};
     CHECK(engine_start(&e, f.m, f.tk, &ec) == 0);
     const char *prompt = "def add(a, b):\n";
     int32_t *ids;
@@ -355,13 +372,14 @@ static void sampling_matches_plain(spec_src src, int N) {
         free(c_plain[pos]);
         free(c_spec[pos]);
     }
-    static const char *names[] = {"prediction", "drafter", "MTP"};
+    static const char *names[] = {"prediction", "drafter", "MTP", "DFlash"};
     printf("    %s: %lld draft tokens accepted over %d sampled requests\n", names[src], accepted, N);
     CHECK(accepted > N / 20); /* the draft path was really exercised */
     CHECK(accepted < 2 * N);  /* ...and rejections happened too */
     free(ids);
     free(pred);
     engine_stop(e);
+    dflash_free(fl);
     model_free(dm);
     fx_close(&f);
 }
@@ -375,6 +393,11 @@ TEST(test_spec_mtp_and_drafter_sampling_distribution_matches_plain) {
     if (!test_shared_path("models/tinycoder/drafter")) SKIP("../shared/models/tinycoder not found");
     sampling_matches_plain(SRC_MTP, 1000);
     sampling_matches_plain(SRC_DRAFTER, 1000);
+}
+
+TEST(test_spec_dflash_sampling_distribution_matches_plain) {
+    if (!test_shared_path("models/tinycoder/dflash")) SKIP("../shared/models/tinycoder/dflash not found");
+    sampling_matches_plain(SRC_DFLASH, 1000);
 }
 
 TEST(test_spec_prediction_and_proposer_failure) {

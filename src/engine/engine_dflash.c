@@ -1,0 +1,164 @@
+/* engine_dflash.c — the DFlash block drafter as a proposer: after every
+ * target forward, the positions it settled become context entries (their
+ * features were captured by that forward, so no second pass), then one
+ * block forward drafts the next step for every decoding sequence at once.
+ * Errors turn DFlash off for the step's sequences; output never depends on
+ * it (the verifier decides every token). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/err.h"
+#include "engine/engine_internal.h"
+
+static int scratch(engine *e, int n) {
+    if (n <= e->fl_cap) return 0;
+    int cap = n * 2;
+    int32_t **arrs[8] = {&e->fl_idx, &e->fl_pos, &e->fl_seq, &e->fl_row, &e->fl_last, &e->fl_rope0, &e->fl_entry0,
+                         &e->fl_of};
+    for (int i = 0; i < 8; i++) {
+        int32_t *p = realloc(*arrs[i], (size_t)cap * sizeof *p);
+        if (!p) return -1;
+        *arrs[i] = p;
+    }
+    int32_t *d = realloc(e->fl_drafts, (size_t)cap * ENGINE_MAX_DRAFT * sizeof *d);
+    if (!d) return -1;
+    e->fl_drafts = d;
+    e->fl_cap = cap;
+    return 0;
+}
+
+/* Cost of one DFlash pass (a context entry and a block) relative to a
+ * target decode step, best of 3 after a warm-up, on scratch sequences. */
+static double measure_ratio(engine *e) {
+    kv_seq s = {0}, fs = {0};
+    kv_seq *seqs[1] = {&s}, *fseqs[1] = {&fs};
+    int32_t tok = 0, pos = 0, seq = 0, row = 0, one = 1;
+    int32_t drafts[ENGINE_MAX_DRAFT];
+    float *logits = malloc((size_t)e->m->cfg.vocab_size * sizeof(float));
+    double t[2] = {1e9, 1e9};
+    if (logits && kv_seq_reserve(&e->kv, &s, 1) == 0 && kv_seq_reserve(&e->fl_kv, &fs, 1 + e->fl_block) == 0)
+        for (int rep = 0; rep < 4; rep++) {
+            model_batch b = {1, &tok, &pos, &seq, 1, seqs, 1, &row};
+            double t0 = now_s();
+            if (model_forward(e->m, &e->kv, &b, logits) != 0) break;
+            double t1 = now_s();
+            if (dflash_add_context(e->cfg.dflash, &e->fl_kv, 1, &pos, &pos, &seq, &row, 1, fseqs) != 0 ||
+                dflash_draft(e->cfg.dflash, &e->fl_kv, 1, fseqs, &tok, &one, &one, e->fl_block, drafts) != 0)
+                break;
+            double t2 = now_s();
+            if (rep > 0) {
+                if (t1 - t0 < t[0]) t[0] = t1 - t0;
+                if (t2 - t1 < t[1]) t[1] = t2 - t1;
+            }
+        }
+    free(logits);
+    kv_seq_release(&e->kv, &s);
+    kv_seq_release(&e->fl_kv, &fs);
+    return t[0] < 1e9 && t[1] < 1e9 && t[0] > 0 ? t[1] / t[0] : 0.5;
+}
+
+int engine_dflash_start(engine *e) {
+    dflash *d = e->cfg.dflash;
+    if (!d) return KS_OK;
+    int b = e->cfg.dflash_block > 0 ? e->cfg.dflash_block : dflash_block_size(d);
+    if (b > dflash_block_size(d)) b = dflash_block_size(d);
+    if (b > ENGINE_MAX_DRAFT) b = ENGINE_MAX_DRAFT;
+    if (b < 2) b = 2;
+    e->fl_block = b;
+    int rc = dflash_kv_init(d, &e->fl_kv, e->cfg.kv_tokens + e->cfg.max_concurrent * b);
+    if (rc) return rc;
+    e->fl_ratio = measure_ratio(e);
+    return KS_OK;
+}
+
+void engine_dflash_stop(engine *e) {
+    if (e->fl_kv.n_blocks) kv_cache_free(&e->fl_kv);
+    int32_t *arrs[9] = {e->fl_idx, e->fl_pos, e->fl_seq, e->fl_row, e->fl_last, e->fl_rope0, e->fl_entry0, e->fl_of,
+                        e->fl_drafts};
+    for (int i = 0; i < 9; i++) free(arrs[i]);
+}
+
+/* Drops a sequence's entries (preemption, end): they restart with its next forward. */
+void engine_dflash_reset(engine *e, seq_state *s) {
+    if (e->fl_kv.n_blocks) kv_seq_release(&e->fl_kv, &s->fkv);
+    s->fl_q0 = -1;
+    s->fl_next = 0;
+    s->n_fl_draft = 0;
+}
+
+/* After a target forward (and its sampling/verification): positions
+ * pstart[i] .. n_cached-1 of sequence i are settled and their features are
+ * rows tstart[i].. of that forward. Sequences whose entries fall behind
+ * (features already gone, e.g. after a prefix-cache hit) restart their
+ * context here: drafts are then conditioned on less, never wrong. */
+void engine_dflash_update(engine *e, int na, const int *feed, const int *tstart, const int *pstart, const int *done) {
+    dflash *d = e->cfg.dflash;
+    int B = e->fl_block, n = 0, nb = 0;
+    kv_seq *seqs[na];
+    bool draft[na];
+    for (int i = 0; i < na; i++) {
+        seq_state *s = e->active[i];
+        seqs[i] = &s->fkv;
+        draft[i] = false;
+        if (done[i] || !s->use_dflash || !feed[i]) continue;
+        s->n_fl_draft = 0;
+        if (!s->spec) { /* a gate turned speculation off: stop keeping the context */
+            s->use_dflash = false;
+            engine_dflash_reset(e, s);
+            continue;
+        }
+        int p0 = pstart[i];
+        if (s->fl_q0 < 0 || s->fl_next < p0) {
+            kv_seq_truncate(&e->fl_kv, &s->fkv, 0);
+            s->fl_q0 = s->fl_next = p0;
+        }
+        kv_seq_truncate(&e->fl_kv, &s->fkv, s->fl_next - s->fl_q0); /* drop the last block's entries */
+        bool decoding = s->n_ctx == s->n_cached + 1;
+        if (kv_seq_reserve(&e->fl_kv, &s->fkv, s->n_cached - s->fl_q0 + (decoding ? B : 0)) != 0 ||
+            scratch(e, n + (s->n_cached - s->fl_next) + na) != 0) {
+            s->use_dflash = false; /* no room: plain decoding or other proposers */
+            engine_dflash_reset(e, s);
+            continue;
+        }
+        for (int p = s->fl_next; p < s->n_cached; p++, n++) {
+            e->fl_idx[n] = p - s->fl_q0;
+            e->fl_pos[n] = p;
+            e->fl_seq[n] = i;
+            e->fl_row[n] = tstart[i] + (p - p0);
+        }
+        s->fl_next = s->n_cached;
+        draft[i] = decoding;
+    }
+    if (n && dflash_add_context(d, &e->fl_kv, n, e->fl_idx, e->fl_pos, e->fl_seq, e->fl_row, na, seqs) != 0) {
+        for (int i = 0; i < na; i++)
+            if (draft[i] || (!done[i] && e->active[i]->use_dflash && feed[i])) {
+                e->active[i]->use_dflash = false;
+                engine_dflash_reset(e, e->active[i]);
+            }
+        return;
+    }
+    kv_seq *bseqs[na];
+    for (int i = 0; i < na; i++)
+        if (draft[i]) {
+            seq_state *s = e->active[i];
+            bseqs[nb] = &s->fkv;
+            e->fl_last[nb] = s->ctx[s->n_ctx - 1];
+            e->fl_rope0[nb] = s->n_cached;
+            e->fl_entry0[nb] = s->n_cached - s->fl_q0;
+            e->fl_of[nb++] = i;
+        }
+    if (!nb) return;
+    if (dflash_draft(d, &e->fl_kv, nb, bseqs, e->fl_last, e->fl_rope0, e->fl_entry0, B, e->fl_drafts) != 0) {
+        for (int j = 0; j < nb; j++) {
+            e->active[e->fl_of[j]]->use_dflash = false;
+            engine_dflash_reset(e, e->active[e->fl_of[j]]);
+        }
+        return;
+    }
+    for (int j = 0; j < nb; j++) {
+        seq_state *s = e->active[e->fl_of[j]];
+        memcpy(s->fl_draft, e->fl_drafts + (size_t)j * (B - 1), (size_t)(B - 1) * sizeof *s->fl_draft);
+        s->n_fl_draft = B - 1;
+    }
+}
