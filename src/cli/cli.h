@@ -14,6 +14,7 @@ int cmd_bench(int argc, char **argv);
 #include <stdbool.h>
 #include "backend/backend.h"
 #include "chat/chat_template.h"
+#include "model/dflash.h"
 #include "model/model.h"
 #include "engine/engine.h"
 typedef struct {
@@ -27,10 +28,11 @@ typedef struct {
 } chat_repl_config;
 int chat_repl(const chat_repl_config *cfg);
 
-/* drafter_load.c: the draft model for serve/run (NULL in *out when there is
- * none or it is disabled). Nonzero with err_msg() when a drafter was asked
- * for or found but cannot serve this model. */
-int cli_load_drafter(const char *model_dir, const char *drafter_dir, int disabled, backend *be, const model *target,
-                     model **out);
+/* drafter_load.c: the draft model and the DFlash drafter for serve/run
+ * (NULL where there is none or they are disabled; the caller frees the
+ * DFlash drafter before the target). Nonzero with err_msg() when a drafter
+ * was asked for or found but cannot serve this model. */
+int cli_load_drafters(const char *model_dir, const char *drafter_dir, int disabled, backend *be, model *target,
+                      model **dm, dflash **fl);
 
 #endif

@@ -55,7 +55,7 @@ int cli_parse_size(const char *cmd, const char *opt, const char *v, long long *o
 
 void cli_model_opts_default(cli_model_opts *o) {
     *o = (cli_model_opts){.device = "auto", .pld = 1, .pld_key_len = 3, .pld_draft_len = 5,
-                          .pld_min_repetition = -1, .mtp = 1, .mtp_depth = 3, .draft_block = 4};
+                          .pld_min_repetition = -1, .mtp = 1, .mtp_depth = 3, .draft_block = 0};
 }
 
 int cli_model_opt(const char *cmd, int argc, char **argv, int *i, cli_model_opts *o) {
@@ -66,6 +66,7 @@ int cli_model_opt(const char *cmd, int argc, char **argv, int *i, cli_model_opts
     else if (!strcmp(a, "--mtp")) o->mtp = 1;
     else if (!strcmp(a, "--no-mtp")) o->mtp = 0;
     else if (!strcmp(a, "--no-drafter")) o->no_drafter = 1;
+    else if (!strcmp(a, "--no-spec-gates")) o->no_gates = 1;
     else {
         int bad = 0;
         if (!strcmp(a, "--device") || !strcmp(a, "--drafter")) {
@@ -89,16 +90,23 @@ void cli_model_opts_apply(const cli_model_opts *o, engine_config *ec) {
     ec->pld_key_len = (int)o->pld_key_len;
     ec->pld_draft_len = (int)o->pld_draft_len;
     ec->spec_min_repetition = o->pld_min_repetition;
-    ec->drafter_len = (int)o->draft_block;
+    ec->drafter_len = (int)o->draft_block;   /* 0: the engine's defaults (4; the */
+    ec->dflash_block = (int)o->draft_block;  /* DFlash checkpoint's block size) */
     ec->mtp = o->mtp != 0;
     ec->mtp_depth = (int)o->mtp_depth;
+    if (o->no_gates) {
+        ec->no_runtime_gates = true;
+        ec->spec_min_repetition = 0;
+    }
 }
 
 const char cli_model_opts_help[] =
     "  --threads N            CPU threads (default: all cores)\n"
     "  --device D             cpu, cuda or cuda:N (default: cuda when a GPU is present)\n"
-    "  --drafter DIR          draft model (default: DIR/drafter when present); --no-drafter\n"
-    "  --draft-block-size N   drafter tokens per verify step (default 4)\n"
+    "  --drafter DIR          draft model or DFlash block drafter (default: MODEL/drafter and\n"
+    "                         MODEL/dflash when present); --no-drafter: neither\n"
+    "  --draft-block-size N   drafter tokens per verify step (default 4), DFlash block size\n"
+    "                         (default: the checkpoint's; a controller verifies 1..N-1 drafts)\n"
     "  --mtp / --no-mtp       draft with the model's own MTP head when it has one (default on;\n"
     "                         per request in serve: \"enable_mtp\": true|false)\n"
     "  --mtp-depth N          most MTP drafts per step (default 3; a controller picks 1..N)\n"
@@ -106,4 +114,6 @@ const char cli_model_opts_help[] =
     "  --pld-key-len N        n-gram length looked up (default 3)\n"
     "  --pld-draft-len N      draft tokens per verify step (default 5, at most 16)\n"
     "  --pld-min-repetition X prompt gate: 3-gram repetition score below which a request\n"
-    "                         runs without speculation (default 0.02, prompts of 256+ tokens; 0 = off)\n";
+    "                         runs without speculation (default 0.02, prompts of 256+ tokens; 0 = off)\n"
+    "  --no-spec-gates        verify every draft offered, whatever the measured costs (both gates\n"
+    "                         off: for measuring acceptance, not for speed)\n";

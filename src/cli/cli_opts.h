@@ -20,8 +20,9 @@ typedef struct {
     long pld, pld_key_len, pld_draft_len;
     double pld_min_repetition;  /* < 0: the engine's default */
     long mtp, mtp_depth;
-    const char *drafter_dir;    /* NULL: MODEL/drafter when present */
-    long no_drafter, draft_block;
+    const char *drafter_dir;    /* NULL: MODEL/drafter, MODEL/dflash when present */
+    long no_drafter, draft_block; /* draft_block 0: each drafter's default */
+    long no_gates;              /* --no-spec-gates */
 } cli_model_opts;
 
 void cli_model_opts_default(cli_model_opts *o);

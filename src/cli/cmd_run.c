@@ -83,6 +83,7 @@ int cmd_run(int argc, char **argv) {
     cli_model_opts mo;
     cli_model_opts_default(&mo);
     model *dm = NULL;
+    dflash *fl = NULL;
     float temp = -1, top_p = -1, min_p = -1, rep = -1, pres = 0, freq = 0;
     long top_k = -1;
     for (int i = 1; i < argc; i++) {
@@ -167,8 +168,8 @@ int cmd_run(int argc, char **argv) {
         if (ctx_size > 8192) ctx_size = 8192;
         if (!chat && ctx_size < n_ids + n_gen + 1) ctx_size = n_ids + n_gen + 1;
     }
-    if ((rc = cli_load_drafter(dir, mo.drafter_dir, (int)mo.no_drafter, be, m, &dm))) goto fail;
-    engine_config ec = {.max_concurrent = 1, .prefill_chunk = 512, .ctx_size = (int)ctx_size, .drafter = dm};
+    if ((rc = cli_load_drafters(dir, mo.drafter_dir, (int)mo.no_drafter, be, m, &dm, &fl))) goto fail;
+    engine_config ec = {.max_concurrent = 1, .prefill_chunk = 512, .ctx_size = (int)ctx_size, .drafter = dm, .dflash = fl};
     cli_model_opts_apply(&mo, &ec);
     if ((rc = engine_start(&eng, m, tk, &ec))) goto fail;
 
@@ -250,6 +251,7 @@ done:
     engine_stop(eng);
     free(ids);
     model_free(dm);
+    dflash_free(fl);
     model_free(m);
     backend_free(be);
     tok_free(tk);

@@ -66,6 +66,7 @@ int cmd_serve(int argc, char **argv) {
     cli_model_opts mo;
     cli_model_opts_default(&mo);
     model *dm = NULL;
+    dflash *fl = NULL;
     long long pc_mem = 0, kv_mem = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -118,12 +119,12 @@ int cmd_serve(int argc, char **argv) {
         ctx = a.m->cfg.max_position_embeddings > 0 ? a.m->cfg.max_position_embeddings : 8192;
         if (ctx > 8192) ctx = 8192;
     }
-    if ((rc = cli_load_drafter(dir, mo.drafter_dir, (int)mo.no_drafter, be, a.m, &dm))) goto fail;
+    if ((rc = cli_load_drafters(dir, mo.drafter_dir, (int)mo.no_drafter, be, a.m, &dm, &fl))) goto fail;
     bool gpu = strcmp(be->ops->name, "cpu") != 0;
     if (!conc) conc = gpu ? 16 : 4;
     if (!chunk) chunk = gpu ? 2048 : 512;
     engine_config ec = {.max_concurrent = (int)conc, .prefill_chunk = (int)chunk, .ctx_size = (int)ctx,
-                        .prefix_cache = use_pc != 0, .log_requests = log_requests != 0, .drafter = dm};
+                        .prefix_cache = use_pc != 0, .log_requests = log_requests != 0, .drafter = dm, .dflash = fl};
     cli_model_opts_apply(&mo, &ec);
     if (pc_entries > 0) ec.prefix_cache_blocks = (int)pc_entries;
     /* bytes of one 16-token block: K and V, every layer, f32 */
@@ -172,6 +173,7 @@ done:
     engine_stop(a.eng); /* cancels what is left */
     chat_template_free(a.tmpl);
     model_free(dm);
+    dflash_free(fl);
     model_free(a.m);
     backend_free(be);
     tok_free(tk);

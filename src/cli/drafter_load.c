@@ -1,7 +1,9 @@
-/* drafter_load.c — finds and loads the draft model for `serve` and `run`:
- * --drafter DIR, or a drafter/ folder inside the model directory (skipped
- * when it is a DFlash block drafter, which is a different proposer). Refuses
- * a drafter whose tokenizer differs from the model's. */
+/* drafter_load.c — finds and loads the draft models for `serve` and `run`:
+ * --drafter DIR (a draft model, or a DFlash block drafter when its config
+ * says DFlashDraftModel), else what the model directory ships: drafter/ (a
+ * draft model, or a DFlash drafter by its config) and dflash/. Refuses a
+ * draft model whose tokenizer differs from the model's, and a DFlash drafter
+ * that does not fit it (dflash_load). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,45 +22,51 @@ static int same_file(const char *a, const char *b) {
     return same;
 }
 
-int cli_load_drafter(const char *model_dir, const char *drafter_dir, int disabled, backend *be, const model *target,
-                     model **out) {
-    *out = NULL;
-    if (disabled) return 0;
-    char *auto_dir = NULL;
-    if (!drafter_dir) {
-        auto_dir = path_join(model_dir, "drafter");
-        char *cfg = auto_dir ? path_join(auto_dir, "config.json") : NULL;
-        char *text = NULL;
-        size_t n;
-        int usable = cfg && file_read(cfg, &text, &n) == 0 && !strstr(text, "DFlashDraftModel");
-        free(cfg);
-        free(text);
-        err_clear();
-        if (!usable) {
-            free(auto_dir);
-            return 0; /* no drafter: fine */
-        }
-        drafter_dir = auto_dir;
-    }
+/* 0: no config.json there, 1: a draft model, 2: a DFlash drafter */
+static int drafter_kind(const char *dir) {
+    char *cfg = path_join(dir, "config.json"), *text = NULL;
+    size_t n;
+    int kind = cfg && file_read(cfg, &text, &n) == 0 ? (strstr(text, "DFlashDraftModel") ? 2 : 1) : 0;
+    free(cfg);
+    free(text);
+    err_clear();
+    return kind;
+}
+
+static int load_draft_model(const char *model_dir, const char *dir, backend *be, const model *target, model **out) {
     int rc = 0;
-    char *tj = path_join(model_dir, "tokenizer.json"), *dj = path_join(drafter_dir, "tokenizer.json");
+    char *tj = path_join(model_dir, "tokenizer.json"), *dj = path_join(dir, "tokenizer.json");
     if (tj && dj && file_exists(dj) && !same_file(tj, dj)) {
         rc = err_set(KS_EINVAL, "%s: the drafter's tokenizer differs from the model's (%s)", dj, tj);
-        goto done;
-    }
-    model *dm = NULL;
-    if ((rc = model_load(&dm, drafter_dir, be))) {
+    } else if ((rc = model_load(out, dir, be))) {
         err_wrap(rc, "drafter");
-        goto done;
+    } else if ((rc = drafter_check(target, *out, dir))) {
+        model_free(*out);
+        *out = NULL;
     }
-    if ((rc = drafter_check(target, dm, drafter_dir))) {
-        model_free(dm);
-        goto done;
-    }
-    *out = dm;
-done:
     free(tj);
     free(dj);
-    free(auto_dir);
+    return rc;
+}
+
+int cli_load_drafters(const char *model_dir, const char *drafter_dir, int disabled, backend *be, model *target,
+                      model **dm, dflash **fl) {
+    *dm = NULL;
+    *fl = NULL;
+    if (disabled) return 0;
+    if (drafter_dir) { /* asked for: it must load */
+        if (drafter_kind(drafter_dir) == 2) return dflash_load(fl, drafter_dir, target);
+        return load_draft_model(model_dir, drafter_dir, be, target, dm);
+    }
+    char *d1 = path_join(model_dir, "drafter"), *d2 = path_join(model_dir, "dflash");
+    int rc = 0, k1 = d1 ? drafter_kind(d1) : 0, k2 = d2 ? drafter_kind(d2) : 0;
+    if (k1 == 1) rc = load_draft_model(model_dir, d1, be, target, dm);
+    if (!rc && (k2 == 2 || k1 == 2)) rc = dflash_load(fl, k2 == 2 ? d2 : d1, target);
+    if (rc) {
+        model_free(*dm);
+        *dm = NULL;
+    }
+    free(d1);
+    free(d2);
     return rc;
 }

@@ -72,7 +72,7 @@ char *metrics_render(metrics *m, engine *e) {
               "kestrel_kv_blocks_total %d\n"
               "# HELP kestrel_preemptions_total Sequences preempted for KV space.\n# TYPE kestrel_preemptions_total counter\n"
               "kestrel_preemptions_total %lld\n"
-              "# HELP kestrel_spec_draft_tokens_total Draft tokens verified (PLD, predicted outputs).\n"
+              "# HELP kestrel_spec_draft_tokens_total Draft tokens verified (every source).\n"
               "# TYPE kestrel_spec_draft_tokens_total counter\nkestrel_spec_draft_tokens_total %lld\n"
               "# HELP kestrel_spec_accepted_tokens_total Draft tokens accepted.\n"
               "# TYPE kestrel_spec_accepted_tokens_total counter\nkestrel_spec_accepted_tokens_total %lld\n"
@@ -85,10 +85,6 @@ char *metrics_render(metrics *m, engine *e) {
               "kestrel_spec_gate_off_total{gate=\"prompt\"} %lld\nkestrel_spec_gate_off_total{gate=\"runtime\"} %lld\n"
               "# HELP kestrel_spec_verify_cost_ratio Measured cost of a verify step over a decode step.\n"
               "# TYPE kestrel_spec_verify_cost_ratio gauge\nkestrel_spec_verify_cost_ratio %.3f\n"
-              "# HELP kestrel_spec_drafter_draft_tokens_total Draft tokens proposed by the draft model.\n"
-              "# TYPE kestrel_spec_drafter_draft_tokens_total counter\nkestrel_spec_drafter_draft_tokens_total %lld\n"
-              "# HELP kestrel_spec_drafter_accepted_tokens_total Draft-model tokens accepted.\n"
-              "# TYPE kestrel_spec_drafter_accepted_tokens_total counter\nkestrel_spec_drafter_accepted_tokens_total %lld\n"
               "# HELP kestrel_prefix_cache_lookup_tokens_total Prompt tokens looked up in the prefix cache.\n"
               "# TYPE kestrel_prefix_cache_lookup_tokens_total counter\nkestrel_prefix_cache_lookup_tokens_total %lld\n"
               "# HELP kestrel_prefix_cache_hit_tokens_total Prompt tokens whose KV came from the prefix cache.\n"
@@ -100,9 +96,25 @@ char *metrics_render(metrics *m, engine *e) {
               st.prompt_tokens, st.generated_tokens, st.queued, st.active, st.kv_blocks_free, st.kv_blocks_total,
               st.preemptions, st.spec_drafted, st.spec_accepted, st.spec_verify_steps,
               st.spec_drafted ? (double)st.spec_accepted / st.spec_drafted : 0.0, st.gate_prompt_off,
-              st.gate_runtime_off, st.verify_cost_ratio, st.drafter_drafted, st.drafter_accepted, st.prefix_lookup_tokens, st.prefix_hit_tokens,
+              st.gate_runtime_off, st.verify_cost_ratio, st.prefix_lookup_tokens, st.prefix_hit_tokens,
               st.prefix_lookup_tokens ? (double)st.prefix_hit_tokens / st.prefix_lookup_tokens : 0.0,
               st.prefix_cached_blocks);
+    sb_puts(&b, "# HELP kestrel_spec_proposer_draft_tokens_total Draft tokens verified, by model proposer.\n"
+                "# TYPE kestrel_spec_proposer_draft_tokens_total counter\n");
+    const char *prop[3] = {"drafter", "mtp", "dflash"};
+    long long pd[3] = {st.drafter_drafted, st.mtp_drafted, st.dflash_drafted};
+    long long pa[3] = {st.drafter_accepted, st.mtp_accepted, st.dflash_accepted};
+    double pr[3] = {st.drafter_cost_ratio, st.mtp_cost_ratio, st.dflash_cost_ratio};
+    for (int i = 0; i < 3; i++)
+        sb_printf(&b, "kestrel_spec_proposer_draft_tokens_total{proposer=\"%s\"} %lld\n", prop[i], pd[i]);
+    sb_puts(&b, "# HELP kestrel_spec_proposer_accepted_tokens_total Draft tokens accepted, by model proposer.\n"
+                "# TYPE kestrel_spec_proposer_accepted_tokens_total counter\n");
+    for (int i = 0; i < 3; i++)
+        sb_printf(&b, "kestrel_spec_proposer_accepted_tokens_total{proposer=\"%s\"} %lld\n", prop[i], pa[i]);
+    sb_puts(&b, "# HELP kestrel_spec_proposer_cost_ratio Measured cost of one proposer pass over a decode step "
+                "(0: not loaded).\n# TYPE kestrel_spec_proposer_cost_ratio gauge\n");
+    for (int i = 0; i < 3; i++)
+        sb_printf(&b, "kestrel_spec_proposer_cost_ratio{proposer=\"%s\"} %.3f\n", prop[i], pr[i]);
     hist(&b, "kestrel_time_to_first_token_seconds", "Time from request to first generated token.", m->ttft, ttft_le,
          atomic_load(&m->ttft_us_sum), atomic_load(&m->ttft_n));
     hist(&b, "kestrel_time_per_output_token_seconds", "Mean time per generated token after the first.", m->tpot,

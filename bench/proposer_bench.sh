@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# proposer_bench.sh [MODEL] [--full] [-- server flags] — speculation
+# proposers side by side: the same server booted once per configuration,
+#   plain    --no-pld --no-mtp --no-drafter
+#   pld      prompt lookup only
+#   mtp      the model's MTP head only
+#   drafter  MODEL/drafter only
+#   dflash   MODEL/dflash only (block: the checkpoint's)
+#   dflash8  MODEL/dflash with --draft-block-size 8
+#   auto     the defaults (every proposer the model has; the chooser decides)
+# each measured by the harness probe (`kestrel bench --quick --workloads
+# code,chat,edit,prose`; --full: 5 prompts x 128 tokens) and by /metrics
+# after the run (draft tokens, accepted, verify steps -> tokens per verify
+# step = 1 + accepted / steps). Configurations whose drafter the model lacks
+# are skipped. NOGATES=1 adds --no-spec-gates (every draft verified: the
+# acceptance the drafters really have, not a speed measurement).
+# Writes bench/results/<date>-<host>-proposers.json and prints markdown rows
+# (decode tok/s and the ratio to plain per workload).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+MODEL=${1:-../shared/models/tinycoder}
+[ $# -gt 0 ] && shift
+SIZE=--quick
+[ "${1:-}" = "--full" ] && { SIZE=""; shift; }
+[ "${1:-}" = "--" ] && shift
+KESTREL=${KESTREL:-build/kestrel}
+[ -x "$KESTREL" ] || make -s -j2 "$KESTREL"
+EXTRA=("$@")
+[ "${NOGATES:-0}" = 1 ] && EXTRA+=(--no-spec-gates)
+tmp=$(mktemp -d)
+pid=""
+trap '[ -n "$pid" ] && kill $pid 2>/dev/null; rm -rf "$tmp"' EXIT
+off=(--no-pld --no-mtp --no-drafter)
+declare -A FLAGS=(
+  [plain]="${off[*]}"
+  [pld]="--pld --no-mtp --no-drafter"
+  [mtp]="--no-pld --mtp --no-drafter"
+  [drafter]="--no-pld --no-mtp --drafter $MODEL/drafter"
+  [dflash]="--no-pld --no-mtp --drafter $MODEL/dflash"
+  [dflash8]="--no-pld --no-mtp --drafter $MODEL/dflash --draft-block-size 8"
+  [auto]=""
+)
+CONFIGS=${CONFIGS:-plain pld mtp drafter dflash dflash8 auto}
+for c in $CONFIGS; do
+    case $c in drafter) [ -d "$MODEL/drafter" ] || continue ;; dflash*) [ -d "$MODEL/dflash" ] || continue ;; esac
+    log=$tmp/$c.log
+    # shellcheck disable=SC2086
+    "$KESTREL" serve "$MODEL" --port 0 ${FLAGS[$c]} "${EXTRA[@]}" 2> "$log" &
+    pid=$!
+    for _ in $(seq 600); do grep -q "serving" "$log" && break; sleep 0.1; done
+    port=$(sed -nE 's/.*http:\/\/[0-9.]+:([0-9]+).*/\1/p' "$log" | head -1)
+    [ -n "$port" ] || { cat "$log"; exit 1; }
+    echo "proposer_bench: $c (${FLAGS[$c]} ${EXTRA[*]})" >&2
+    "$KESTREL" bench --url "http://127.0.0.1:$port" $SIZE --workloads code,chat,edit,prose --quiet \
+        --out "$tmp/$c.json" > /dev/null
+    exec 3<>"/dev/tcp/127.0.0.1/$port"
+    printf 'GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n' >&3
+    cat <&3 > "$tmp/$c.metrics"
+    exec 3<&-
+    kill $pid; wait $pid 2>/dev/null || true
+    pid=""
+done
+python3 - "$tmp" "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" "$(hostname)" "${EXTRA[*]}" "$CONFIGS" <<'PY'
+import json, sys, os, datetime, re
+tmp, commit, host, extra, configs = sys.argv[1:6]
+def metric(text, name):
+    m = re.search(r"^" + re.escape(name) + r" ([0-9.e+-]+)$", text, re.M)
+    return float(m.group(1)) if m else 0.0
+res = {"date": datetime.date.today().isoformat(), "commit": commit, "host": host, "server_flags": extra, "configs": {}}
+for c in configs.split():
+    if not os.path.exists(f"{tmp}/{c}.json"): continue
+    r = json.load(open(f"{tmp}/{c}.json"))
+    mt = open(f"{tmp}/{c}.metrics").read()
+    steps, acc = metric(mt, "kestrel_spec_verify_steps_total"), metric(mt, "kestrel_spec_accepted_tokens_total")
+    dec = {}
+    for w in r.get("workloads", []):
+        name = w.get("name") or w.get("workload")
+        d = w.get("decode_tok_s") or {}
+        dec[name] = d.get("median") if isinstance(d, dict) else d
+    res["configs"][c] = {"decode_tok_s": dec, "drafted": metric(mt, "kestrel_spec_draft_tokens_total"), "accepted": acc,
+                         "verify_steps": steps, "tokens_per_verify_step": 1 + acc / steps if steps else None}
+out = f"bench/results/{res['date']}-{host}-proposers.json"
+json.dump(res, open(out, "w"), indent=2)
+plain = res["configs"].get("plain", {}).get("decode_tok_s", {})
+print(f"(written {out})")
+for c, v in res["configs"].items():
+    cells = []
+    for w in ["code", "chat", "edit", "prose"]:
+        x, p = v["decode_tok_s"].get(w), plain.get(w)
+        if x: cells.append(f"{w} {x:.0f} tok/s" + (f" ({x / p:.2f}x)" if p and c != "plain" else ""))
+    tps = v["tokens_per_verify_step"]
+    print(f"| {res['date']} | {commit} | {host} | {c} {extra} | " + ", ".join(cells) +
+          (f"; {tps:.2f} tokens per verify step ({int(v['accepted'])} of {int(v['drafted'])} drafts accepted)" if tps else "") + " |")
+PY
