@@ -87,6 +87,23 @@ void engine_dflash_reset(engine *e, seq_state *s) {
     s->n_fl_draft = 0;
 }
 
+/* Does a block pass pay for this sequence? The best number j of its B - 1
+ * drafts to verify gives (1 + r + .. + r^j) tokens for a verify of j drafts
+ * plus the pass itself (measured costs, in decode steps), with r the chance
+ * that the next draft is accepted after the previous one was, learned per
+ * request (prior 0.7). When no j beats plain decoding (bar 1) the drafter
+ * is turned off for the request (on a CPU a block pass costs more than a
+ * decode step, so it rarely pays there; on a GPU it does); when none beats
+ * what prompt lookup offers next step (bar: its value) only this step's
+ * block is skipped. */
+static bool dflash_pays(const engine *e, const seq_state *s, double bar) {
+    if (e->cfg.no_runtime_gates) return true;
+    double r = engine_src_accept_rate(s, DRAFT_SRC_DFLASH);
+    for (int j = 1; j < e->fl_block; j++)
+        if (chain_value(e, r, j, e->fl_ratio) > bar) return true;
+    return false;
+}
+
 /* After a target forward (and its sampling/verification): positions
  * pstart[i] .. n_cached-1 of sequence i are settled and their features are
  * rows tstart[i].. of that forward. Sequences whose entries fall behind
@@ -103,7 +120,8 @@ void engine_dflash_update(engine *e, int na, const int *feed, const int *tstart,
         draft[i] = false;
         if (done[i] || !s->use_dflash || !feed[i]) continue;
         s->n_fl_draft = 0;
-        if (!s->spec) { /* a gate turned speculation off: stop keeping the context */
+        if (!s->spec || !dflash_pays(e, s, 1.0)) { /* a gate turned speculation off, or it does not pay */
+            if (s->spec) atomic_fetch_add(&e->gate_runtime_off, 1);
             s->use_dflash = false;
             engine_dflash_reset(e, s);
             continue;
@@ -114,7 +132,7 @@ void engine_dflash_update(engine *e, int na, const int *feed, const int *tstart,
             s->fl_q0 = s->fl_next = p0;
         }
         kv_seq_truncate(&e->fl_kv, &s->fkv, s->fl_next - s->fl_q0); /* drop the last block's entries */
-        bool decoding = s->n_ctx == s->n_cached + 1;
+        bool decoding = s->n_ctx == s->n_cached + 1 && dflash_pays(e, s, s->lookup_value);
         if (kv_seq_reserve(&e->fl_kv, &s->fkv, s->n_cached - s->fl_q0 + (decoding ? B : 0)) != 0 ||
             scratch(e, n + (s->n_cached - s->fl_next) + na) != 0) {
             s->use_dflash = false; /* no room: plain decoding or other proposers */

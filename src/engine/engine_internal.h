@@ -69,7 +69,15 @@ typedef struct {
     int mtp_q0, mtp_next;
     int32_t mtp_draft[ENGINE_MAX_DRAFT];
     int n_mtp_draft, mtp_depth, mtp_steps, mtp_drafted, mtp_accepted;
-    int mtp_rejects, pld_rejects, mtp_lost;
+    int mtp_lost;
+    /* per source (DRAFT_SRC_*): accepted drafts and rejections seen, from
+     * its own verify steps and from comparing the drafts it had ready but
+     * lost the choice with what was committed (so a source never chosen
+     * still learns); engine_src_accept_rate() */
+    int est_acc[4], est_rej[4];
+    int32_t lookup_shadow[ENGINE_MAX_DRAFT]; /* lookup's drafts when another source was chosen */
+    int n_shadow[4];        /* drafts each unchosen source had ready this step */
+    double lookup_value;    /* expected tokens per verify cost of next step's lookup drafts (0: none) */
     /* the DFlash drafter: context entries for positions [fl_q0, fl_next)
      * at entry index position - fl_q0; the next step's block drafted right
      * after each forward */
@@ -77,7 +85,7 @@ typedef struct {
     kv_seq fkv;
     int fl_q0, fl_next;
     int32_t fl_draft[ENGINE_MAX_DRAFT];
-    int n_fl_draft, fl_steps, fl_drafted, fl_accepted, fl_rejects, fl_lost;
+    int n_fl_draft, fl_steps, fl_drafted, fl_accepted, fl_lost;
 } seq_state;
 
 enum { DRAFT_SRC_LOOKUP = 0, DRAFT_SRC_DRAFTER, DRAFT_SRC_MTP, DRAFT_SRC_DFLASH };
@@ -149,6 +157,13 @@ int engine_seq_verify(engine *e, seq_state *s, float *rows, int n_cached_before)
 double engine_verify_cost(const engine *e, double k);
 /* engine_sched.c */
 int engine_step(engine *e);
+/* (1 + r + .. + r^n) / (verify cost of n drafts + pass_cost): expected tokens
+ * per unit of cost of verifying a chain of n drafts each accepted with
+ * probability r after the previous one */
+double chain_value(const engine *e, double r, int n, double pass_cost);
+/* engine_seq.c: the chance that src's next draft is accepted after the
+ * previous one was (priors: lookup 0.5, model proposers 0.7, weight 10) */
+double engine_src_accept_rate(const seq_state *s, int src);
 /* engine_mtp.c */
 void engine_mtp_update(engine *e, int na, const int *feed, const int *tstart, const int *pstart, const int *done);
 void engine_mtp_reset(engine *e, seq_state *s);

@@ -33,16 +33,16 @@ void engine_mtp_reset(engine *e, seq_state *s) {
 }
 
 /* Depth controller: the depth d in 1..--mtp-depth with the most expected
- * tokens per unit of cost, from this sequence's acceptance so far (prior
- * 0.7): tokens(d) = 1 + r + r^2 + .. + r^d, cost(d) = verify of d drafts + d
- * head passes. 0 when no depth beats plain decoding. */
-static int mtp_best_depth(const engine *e, const seq_state *s) {
+ * tokens per unit of cost, from this sequence's acceptance so far (chance
+ * that a draft is accepted after the previous one was, prior 0.7):
+ * tokens(d) = 1 + r + .. + r^d, cost(d) = verify of d drafts + d head
+ * passes. 0 when no depth beats `bar` (plain decoding: 1). */
+static int mtp_best_depth(const engine *e, const seq_state *s, double bar) {
     if (e->cfg.no_runtime_gates) return e->cfg.mtp_depth;
-    double r = (s->mtp_accepted + 7.0) / (s->mtp_drafted + 10.0), best = 1.0, tok = 1.0, pr = 1.0;
+    double r = engine_src_accept_rate(s, DRAFT_SRC_MTP), best = bar;
     int bd = 0;
     for (int d = 1; d <= e->cfg.mtp_depth; d++) {
-        tok += (pr *= r);
-        double v = tok / (engine_verify_cost(e, d) + d * e->mtp_ratio);
+        double v = chain_value(e, r, d, d * e->mtp_ratio);
         if (v > best) {
             best = v;
             bd = d;
@@ -69,12 +69,15 @@ void engine_mtp_update(engine *e, int na, const int *feed, const int *tstart, co
         seqs[i] = &s->mkv;
         if (done[i] || !s->use_mtp || !feed[i]) continue;
         s->n_mtp_draft = 0;
-        s->mtp_depth = mtp_best_depth(e, s);
+        s->mtp_depth = mtp_best_depth(e, s, 1.0);
         if (!s->mtp_depth) { /* the head does not pay here: stop keeping it */
             s->use_mtp = false;
             atomic_fetch_add(&e->gate_runtime_off, 1);
             continue;
         }
+        /* prompt lookup offers more next step: no recursive passes (the
+         * entries, and the draft they give, are needed anyway) */
+        if (s->lookup_value > 1.0 && !mtp_best_depth(e, s, s->lookup_value)) s->mtp_depth = 1;
         int p0 = pstart[i], p_end = s->n_cached - 1; /* valid hidden rows: positions p0..p_end */
         if (s->mtp_q0 < 0 || s->mtp_next < p0 + 1) { /* (re)start the entries here */
             kv_seq_truncate(&e->mtp_kv, &s->mkv, 0);

@@ -114,10 +114,37 @@ static int ensure_batch(engine *e, int n) {
     return 0;
 }
 
+/* The most drafts a decoding sequence can verify next step: predictions
+ * and model drafts are followed in long runs (15 + 1 tokens: still a
+ * graph-sized verify step), within max_tokens (the bonus token counts too)
+ * and the context. */
+static int draft_room(const engine *e, const seq_state *s) {
+    int room = s->r->p.max_tokens - s->n_gen - 1;
+    int ctx_room = (e->cfg.ctx_size < s->cap ? e->cfg.ctx_size : s->cap) - s->n_ctx - 1;
+    int k = ENGINE_MAX_DRAFT - 1;
+    if (room < k) k = room;
+    if (ctx_room < k) k = ctx_room;
+    return k;
+}
+
+/* Prompt lookup's (or the prediction's) drafts for the next step; lookups
+ * in the sequence run in short runs (pld_draft_len). */
+static int lookup_drafts(const engine *e, const seq_state *s, int k, int32_t *out) {
+    int k_pld = s->r->p.n_prediction || k < e->cfg.pld_draft_len ? k : e->cfg.pld_draft_len;
+    return pld_propose(s->ctx, s->n_ctx, s->n_gen, s->r->p.prediction, s->r->p.n_prediction, e->cfg.pld_key_len,
+                       k_pld, e->cfg.pld_draft_len, s->pld, out);
+}
+
 /* Expected tokens per unit of verify cost of verifying the first j of n
  * drafts whose acceptance chain continues with probability r, at the best j
  * (written to *best_j): (1 + r + .. + r^j) / cost(j). With the runtime
  * gates off (tests) j is always n, so nothing depends on timing. */
+double chain_value(const engine *e, double r, int n, double pass_cost) {
+    double tok = 1.0, pr = 1.0;
+    for (int j = 1; j <= n; j++) tok += (pr *= r);
+    return tok / (engine_verify_cost(e, n) + pass_cost);
+}
+
 static double draft_value(const engine *e, double r, int n, int *best_j) {
     double tok = 1.0, pr = 1.0, best = 1.0 / engine_verify_cost(e, 0);
     *best_j = 0;
@@ -137,19 +164,16 @@ static double draft_value(const engine *e, double r, int n, int *best_j) {
  * so their cost is already paid) — takes the source, and how many of its
  * drafts, with the most expected tokens per unit of verify cost. Each
  * source's chance that the next draft is accepted given the previous one was
- * is learned per request (accepted / (accepted + rejections), priors 0.5
- * lookup, 0.7 MTP and DFlash). A precomputed source that loses 16 steps in a
+ * is learned per request (engine_src_accept_rate). A precomputed source that loses 16 steps in a
  * row stops being computed for the request. */
 static void choose_drafts(engine *e, seq_state *s, int k) {
     int j, best_j = s->n_draft;
-    double best = s->n_draft ? draft_value(e, (s->pld_accepted + 5.0) / (s->pld_accepted + s->pld_rejects + 10.0),
-                                           s->n_draft, &j)
-                             : 0.0;
+    double best = s->n_draft ? draft_value(e, engine_src_accept_rate(s, DRAFT_SRC_LOOKUP), s->n_draft, &j) : 0.0;
     const int32_t *src = NULL;
     int n_mtp = s->use_mtp && s->n_mtp_draft > 0 ? (s->n_mtp_draft < k ? s->n_mtp_draft : k) : 0;
     int n_fl = s->use_dflash && s->n_fl_draft > 0 ? (s->n_fl_draft < k ? s->n_fl_draft : k) : 0;
     if (n_mtp) {
-        double v = draft_value(e, (s->mtp_accepted + 7.0) / (s->mtp_accepted + s->mtp_rejects + 10.0), n_mtp, &j);
+        double v = draft_value(e, engine_src_accept_rate(s, DRAFT_SRC_MTP), n_mtp, &j);
         if (v > best && j > 0) {
             best = v;
             best_j = n_mtp; /* the depth controller already chose the head's length */
@@ -158,7 +182,7 @@ static void choose_drafts(engine *e, seq_state *s, int k) {
         }
     }
     if (n_fl) {
-        double v = draft_value(e, (s->fl_accepted + 7.0) / (s->fl_accepted + s->fl_rejects + 10.0), n_fl, &j);
+        double v = draft_value(e, engine_src_accept_rate(s, DRAFT_SRC_DFLASH), n_fl, &j);
         if (v > best && j > 0) {
             best = v;
             best_j = j;
@@ -166,6 +190,11 @@ static void choose_drafts(engine *e, seq_state *s, int k) {
             s->draft_src = DRAFT_SRC_DFLASH;
         }
     }
+    /* the sources not chosen are compared with the outcome afterwards */
+    s->n_shadow[DRAFT_SRC_LOOKUP] = src ? s->n_draft : 0;
+    if (src) memcpy(s->lookup_shadow, s->draft, (size_t)s->n_draft * sizeof *s->draft);
+    s->n_shadow[DRAFT_SRC_MTP] = s->draft_src == DRAFT_SRC_MTP ? 0 : n_mtp;
+    s->n_shadow[DRAFT_SRC_DFLASH] = s->draft_src == DRAFT_SRC_DFLASH ? 0 : n_fl;
     if (src) {
         memcpy(s->draft, src, (size_t)best_j * sizeof *s->draft);
         s->n_draft = best_j;
@@ -219,18 +248,8 @@ int engine_step(engine *e) {
             if (want < 1) want = 0;
             budget -= want;
         } else if (want == 1 && s->spec) {
-            int room = s->r->p.max_tokens - s->n_gen - 1; /* the bonus token counts too */
-            int ctx_room = (e->cfg.ctx_size < s->cap ? e->cfg.ctx_size : s->cap) - s->n_ctx - 1;
-            /* predictions and model drafts are followed in long runs (15 + 1
-             * tokens: still a graph-sized verify step), lookups in the
-             * sequence in short ones */
-            int k = ENGINE_MAX_DRAFT - 1;
-            if (room < k) k = room;
-            if (ctx_room < k) k = ctx_room;
-            int k_pld = s->r->p.n_prediction || k < e->cfg.pld_draft_len ? k : e->cfg.pld_draft_len;
-            if (k > 0)
-                s->n_draft = pld_propose(s->ctx, s->n_ctx, s->n_gen, s->r->p.prediction, s->r->p.n_prediction,
-                                         e->cfg.pld_key_len, k_pld, e->cfg.pld_draft_len, s->pld, s->draft);
+            int k = draft_room(e, s);
+            if (k > 0) s->n_draft = lookup_drafts(e, s, k, s->draft);
             s->draft_src = DRAFT_SRC_LOOKUP;
             if (k > 0 && !s->r->p.n_prediction && s->n_draft >= 0) choose_drafts(e, s, k);
             if (s->n_draft == 0 && s->use_drafter && k > 0) {
@@ -321,6 +340,16 @@ int engine_step(engine *e) {
         s->n_cached += feed[i];
         s->kv.n_tokens = s->n_cached;
         if (rows_of[i]) done[i] = engine_seq_sample(e, s, rows);
+    }
+    /* what prompt lookup will offer next step (a model proposer's pass is
+     * skipped when lookup already offers more per unit of cost) */
+    for (int i = 0; i < na; i++) {
+        seq_state *s = e->active[i];
+        s->lookup_value = 0.0;
+        if (done[i] || !s->spec || s->n_ctx != s->n_cached + 1 || (!s->use_mtp && !s->use_dflash)) continue;
+        int32_t d[ENGINE_MAX_DRAFT];
+        int k = draft_room(e, s), nd = k > 0 ? lookup_drafts(e, s, k, d) : 0;
+        if (nd > 0) s->lookup_value = chain_value(e, engine_src_accept_rate(s, DRAFT_SRC_LOOKUP), nd, 0.0);
     }
     if (e->mtp_kv.n_blocks) engine_mtp_update(e, na, feed, tstart, pstart, done);
     if (e->fl_kv.n_blocks) engine_dflash_update(e, na, feed, tstart, pstart, done);

@@ -246,12 +246,41 @@ static int seq_choose(engine *e, seq_state *s, float *row, int d) {
     return sample_draw(ids, probs, n, -1, &s->rng);
 }
 
+double engine_src_accept_rate(const seq_state *s, int src) {
+    double prior = src == DRAFT_SRC_LOOKUP ? 0.5 : 0.7;
+    return (s->est_acc[src] + 10.0 * prior) / (s->est_acc[src] + s->est_rej[src] + 10.0);
+}
+
+/* After a verify step whose committed tokens start at ctx[base]: the chosen
+ * source's outcome, and each unchosen source's ready drafts compared with
+ * what was committed (a draft that matches would have been accepted: the
+ * committed token is the one plain decoding chose) — up to the committed
+ * tokens, past which nothing is known. */
+static void learn_sources(seq_state *s, int k, int accepted, int base) {
+    if (s->draft_src != DRAFT_SRC_DRAFTER) {
+        s->est_acc[s->draft_src] += accepted;
+        s->est_rej[s->draft_src] += accepted < k;
+    }
+    int committed = s->n_ctx - base;
+    for (int src = 0; src < 4; src++) {
+        int n = s->n_shadow[src], m = 0;
+        const int32_t *d = src == DRAFT_SRC_LOOKUP ? s->lookup_shadow : src == DRAFT_SRC_MTP ? s->mtp_draft : s->fl_draft;
+        if (n <= 0) continue;
+        while (m < n && m < committed && d[m] == s->ctx[base + m]) m++;
+        s->est_acc[src] += m;
+        s->est_rej[src] += m < n && m < committed;
+        s->n_shadow[src] = 0;
+    }
+}
+
 /* Plain step: one row. Returns 1 when the sequence finished. */
 int engine_seq_sample(engine *e, seq_state *s, float *logits) {
     engine_req *r = s->r;
     if (r->p.logprobs || r->p.top_logprobs > 0) memcpy(e->raw, logits, (size_t)e->m->cfg.vocab_size * sizeof(float));
-    int tok = seq_choose(e, s, logits, -1);
-    return seq_commit(e, s, tok, e->raw);
+    int tok = seq_choose(e, s, logits, -1), base = s->n_ctx;
+    int finished = seq_commit(e, s, tok, e->raw);
+    learn_sources(s, 0, 0, base); /* drafts ready but not worth verifying: still compared */
+    return finished;
 }
 
 /* Cost of verifying k drafts, in plain decode steps: linear between 1 (no
@@ -283,7 +312,7 @@ int engine_seq_verify(engine *e, seq_state *s, float *rows, int n_cached_before)
                                  : s->draft_src == DRAFT_SRC_DRAFTER ? &e->dr_accepted : NULL;
     if (src_accepted) atomic_fetch_add(s->draft_src == DRAFT_SRC_DFLASH ? &e->fl_drafted_n
                                        : s->draft_src == DRAFT_SRC_MTP ? &e->mtp_drafted_n : &e->dr_drafted, k);
-    int finished = 0;
+    int finished = 0, base = s->n_ctx;
     for (int i = 0; i <= k && !finished; i++) {
         float *row = rows + (size_t)i * V;
         if (r->p.logprobs || r->p.top_logprobs > 0) memcpy(e->raw, row, (size_t)V * sizeof(float));
@@ -303,15 +332,14 @@ int engine_seq_verify(engine *e, seq_state *s, float *rows, int n_cached_before)
      * the sequence (the shared counters were updated before any commit: a
      * client reading /metrics right after its answer sees them) */
     s->n_verify++;
+    learn_sources(s, k, accepted, base);
     if (s->draft_src == DRAFT_SRC_LOOKUP) {
         s->pld_drafted += k;
         s->pld_accepted += accepted;
-        s->pld_rejects += accepted < k;
     } else if (s->draft_src == DRAFT_SRC_DFLASH) {
         s->fl_steps++;
         s->fl_drafted += k;
         s->fl_accepted += accepted;
-        s->fl_rejects += accepted < k;
         /* DFlash's gate: a step costs a verify plus one drafter pass */
         if (gate_says_off(e, s->fl_steps, s->fl_accepted,
                           engine_verify_cost(e, (double)s->fl_drafted / s->fl_steps) + e->fl_ratio)) {
@@ -323,7 +351,6 @@ int engine_seq_verify(engine *e, seq_state *s, float *rows, int n_cached_before)
         s->mtp_steps++;
         s->mtp_drafted += k;
         s->mtp_accepted += accepted;
-        s->mtp_rejects += accepted < k;
         /* the head's gate: a step costs a verify plus one head pass per depth */
         double kbar = (double)s->mtp_drafted / s->mtp_steps; /* one head pass per draft */
         if (gate_says_off(e, s->mtp_steps, s->mtp_accepted, engine_verify_cost(e, kbar) + kbar * e->mtp_ratio)) {
