@@ -51,8 +51,10 @@ for c in $CONFIGS; do
     port=$(sed -nE 's/.*http:\/\/[0-9.]+:([0-9]+).*/\1/p' "$log" | head -1)
     [ -n "$port" ] || { cat "$log"; exit 1; }
     echo "proposer_bench: $c (${FLAGS[$c]} ${EXTRA[*]})" >&2
+    prompts=()
+    [ -d "$MODEL/prompts" ] && prompts=(--prompts "$MODEL/prompts")
     "$KESTREL" bench --url "http://127.0.0.1:$port" $SIZE --workloads code,chat,edit,prose --quiet \
-        --out "$tmp/$c.json" > /dev/null
+        "${prompts[@]}" --out "$tmp/$c.json" > /dev/null
     exec 3<>"/dev/tcp/127.0.0.1/$port"
     printf 'GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n' >&3
     cat <&3 > "$tmp/$c.metrics"
