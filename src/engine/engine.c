@@ -313,6 +313,10 @@ int engine_start(engine **out, model *m, const tokenizer *tok, const engine_conf
         e->pc = prefix_cache_new(e->kv.n_blocks, e->kv.block_size, maxb);
         e->kv.pc = e->pc; /* NULL on OOM: runs without */
     }
+    if (e->cfg.log_requests)
+        fprintf(stderr, "kestrel: measured costs in decode steps: verify of %d drafts %.2f, MTP head pass %.2f, "
+                "draft model pass %.2f, DFlash pass (block %d) %.2f\n", e->cfg.pld_draft_len, e->verify_ratio,
+                e->mtp_ratio, e->dr_ratio, e->fl_block, e->fl_ratio);
     e->active = calloc((size_t)e->cfg.max_concurrent, sizeof *e->active);
     e->preempted = calloc((size_t)e->cfg.max_concurrent, sizeof *e->preempted);
     e->raw = malloc((size_t)m->cfg.vocab_size * sizeof(float));

@@ -158,6 +158,7 @@ static int ensure(dflash *d, int n) {
     int nf = d->dm->cfg.dflash_n_target_layers, Ht = d->target->cfg.hidden_size, V = d->dm->cfg.vocab_size;
     if (n > d->cap) {
         int cap = n < 64 ? 64 : n * 2;
+        model_graphs_drop(d->dm); /* recorded passes read the old buffers */
         void *bufs[3] = {d->feat_in, d->d_fidx, d->d_apos};
         for (int i = 0; i < 3; i++)
             if (bufs[i]) be->ops->buf_free(be, bufs[i]);
@@ -189,15 +190,43 @@ static int ensure(dflash *d, int n) {
     return KS_OK;
 }
 
+typedef struct {
+    const dflash *d;
+    kv_cache *kv;
+    const bk_attn_batch *ab;
+    int n, nr;          /* rows; logits rows (block pass) */
+} pass_ctx;
+
+/* ctx = hidden_norm(fc([h_l1 ; h_l2 ; ..])); per layer: k|v of ctx, k_norm,
+ * RoPE on k (positions in m->d_pos), into the layer's cache */
+static void context_ops(model *m, const void *ctx) {
+    const pass_ctx *x = ctx;
+    const dflash *d = x->d;
+    backend *be = m->be;
+    const backend_ops *op = be->ops;
+    const model_config *c = &m->cfg;
+    int n = x->n, nf = c->dflash_n_target_layers, Ht = d->target->cfg.hidden_size, H = c->hidden_size;
+    int kvd = c->n_kv_heads * c->head_dim;
+    op->gather_rows(be, d->feat_in, d->target->feat, d->d_fidx, n * nf, Ht);
+    op->matmul(be, m->x, d->feat_in, &d->fc, NULL, n);
+    op->rmsnorm(be, m->xn, H, m->x, H, &d->hidden_norm, n, 1, H, c->rms_norm_eps);
+    for (int l = 0; l < c->n_layers; l++) {
+        op->matmul(be, m->qkv, m->xn, &d->wkv[l], NULL, n);
+        if (c->qk_norm)
+            op->rmsnorm(be, m->qkv, 2 * kvd, m->qkv, 2 * kvd, &m->layers[l].k_norm, n, c->n_kv_heads, c->head_dim,
+                        c->rms_norm_eps);
+        op->rope(be, m->qkv, 2 * kvd, n, c->n_kv_heads, c->head_dim, m->d_pos, m->inv_freq);
+        op->kv_store(be, x->kv->k[l], x->kv->v[l], m->qkv, m->qkv + kvd, 2 * kvd, x->ab, kvd);
+    }
+}
+
 int dflash_add_context(dflash *d, kv_cache *kv, int n, const int32_t *idx, const int32_t *rope_pos,
                        const int32_t *seq, const int32_t *row, int n_seqs, kv_seq *const *seqs) {
     if (n <= 0) return KS_OK;
     model *m = d->dm, *t = d->target;
     backend *be = m->be;
     const backend_ops *op = be->ops;
-    const model_config *c = &m->cfg;
-    int nf = c->dflash_n_target_layers, Ht = t->cfg.hidden_size, H = c->hidden_size;
-    int kvd = c->n_kv_heads * c->head_dim;
+    int nf = m->cfg.dflash_n_target_layers;
     if (!t->feat) return err_set(KS_EINVAL, "DFlash: the model kept no features");
     int rc = ensure(d, n);
     if (rc) return rc;
@@ -208,23 +237,29 @@ int dflash_add_context(dflash *d, kv_cache *kv, int n, const int32_t *idx, const
     }
     model_batch b = {n, d->h_tok, idx, seq, n_seqs, seqs, 0, NULL};
     bk_attn_batch ab;
-    if ((rc = model_prepare_batch(m, kv, &b, false, &ab))) return rc;
+    if ((rc = model_prepare_batch(m, kv, &b, model_graphs_on(m, n), &ab))) return rc;
     op->buf_upload(be, d->d_fidx, d->h_idx, (size_t)n * nf * 4);
     op->buf_upload(be, m->d_pos, rope_pos, (size_t)n * 4); /* kv_store writes by slot: pos is free for RoPE */
-    /* ctx = hidden_norm(fc([h_l1 ; h_l2 ; ..])) */
-    op->gather_rows(be, d->feat_in, t->feat, d->d_fidx, n * nf, Ht);
-    op->matmul(be, m->x, d->feat_in, &d->fc, NULL, n);
-    op->rmsnorm(be, m->xn, H, m->x, H, &d->hidden_norm, n, 1, H, c->rms_norm_eps);
-    /* per layer: k|v of ctx, k_norm, RoPE on k, into the layer's cache */
-    for (int l = 0; l < c->n_layers; l++) {
-        const model_layer *L = &m->layers[l];
-        op->matmul(be, m->qkv, m->xn, &d->wkv[l], NULL, n);
-        if (c->qk_norm) op->rmsnorm(be, m->qkv, 2 * kvd, m->qkv, 2 * kvd, &L->k_norm, n, c->n_kv_heads, c->head_dim,
-                                    c->rms_norm_eps);
-        op->rope(be, m->qkv, 2 * kvd, n, c->n_kv_heads, c->head_dim, m->d_pos, m->inv_freq);
-        op->kv_store(be, kv->k[l], kv->v[l], m->qkv, m->qkv + kvd, 2 * kvd, &ab, kvd);
-    }
+    pass_ctx x = {d, kv, &ab, n, 0};
+    /* the features' rows are indexed by the target's capacity: a key of their own */
+    model_graph_key k = {MODEL_GRAPH_DFLASH_CTX, n, t->cap_tokens, n_seqs, kv->k[0], kv->n_blocks, t->feat};
+    if ((rc = model_graph_run(m, &k, context_ops, &x))) return rc;
     return op->buf_download(be, NULL, m->d_pos, 0); /* completes the queued work's errors */
+}
+
+/* the block: embed, the layers (attention extents in ab), norm, lm_head rows */
+static void block_ops(model *m, const void *ctx) {
+    const pass_ctx *x = ctx;
+    backend *be = m->be;
+    const backend_ops *op = be->ops;
+    const model_config *c = &m->cfg;
+    int H = c->hidden_size;
+    op->embed(be, m->x, &m->embed, m->d_tokens, x->n);
+    for (int l = 0; l < c->n_layers; l++)
+        model_layer_forward(m, &m->layers[l], x->kv->k[l], x->kv->v[l], x->ab, m->d_pos, x->n);
+    op->gather_rows(be, m->xn, m->x, m->d_rows, x->nr, H);
+    op->rmsnorm(be, m->xn, H, m->xn, H, &m->final_norm, x->nr, 1, H, c->rms_norm_eps);
+    op->matmul(be, m->logits_dev, m->xn, &m->lm_head, NULL, x->nr);
 }
 
 int dflash_draft(dflash *d, kv_cache *kv, int n_seqs, kv_seq *const *seqs, const int32_t *last,
@@ -235,7 +270,7 @@ int dflash_draft(dflash *d, kv_cache *kv, int n_seqs, kv_seq *const *seqs, const
     backend *be = m->be;
     const backend_ops *op = be->ops;
     const model_config *c = &m->cfg;
-    int n = n_seqs * block, H = c->hidden_size, V = c->vocab_size, nr = n_seqs * (block - 1);
+    int n = n_seqs * block, V = c->vocab_size, nr = n_seqs * (block - 1);
     int rc = ensure(d, n);
     if (rc) return rc;
     int32_t *apos = d->h_apos;
@@ -248,20 +283,19 @@ int dflash_draft(dflash *d, kv_cache *kv, int n_seqs, kv_seq *const *seqs, const
         }
     model_batch b = {n, d->h_tok, d->h_pos, d->h_seq, n_seqs, seqs, nr, d->h_rows};
     bk_attn_batch ab;
-    if ((rc = model_prepare_batch(m, kv, &b, false, &ab))) return rc;
+    if ((rc = model_prepare_batch(m, kv, &b, model_graphs_on(m, n), &ab))) return rc;
     /* every block row sees the whole context and the whole block */
     for (int s = 0, i = 0; s < n_seqs; s++)
-        for (int j = 0; j < block; j++, i++) apos[i] = entry0[s] + block - 1;
+        for (int j = 0; j < block; j++, i++) {
+            apos[i] = entry0[s] + block - 1;
+            d->h_rope[i] = rope0[s] + j;
+        }
     op->buf_upload(be, d->d_apos, apos, (size_t)n * 4);
-    for (int s = 0, i = 0; s < n_seqs; s++)
-        for (int j = 0; j < block; j++, i++) d->h_rope[i] = rope0[s] + j;
-    op->buf_upload(be, m->d_pos, d->h_rope, (size_t)n * 4);
+    op->buf_upload(be, m->d_pos, d->h_rope, (size_t)n * 4); /* RoPE positions (kv_store writes by slot) */
     ab.pos = d->d_apos;
-    op->embed(be, m->x, &m->embed, m->d_tokens, n);
-    for (int l = 0; l < c->n_layers; l++) model_layer_forward(m, &m->layers[l], kv->k[l], kv->v[l], &ab, m->d_pos, n);
-    op->gather_rows(be, m->xn, m->x, m->d_rows, nr, H);
-    op->rmsnorm(be, m->xn, H, m->xn, H, &m->final_norm, nr, 1, H, c->rms_norm_eps);
-    op->matmul(be, m->logits_dev, m->xn, &m->lm_head, NULL, nr);
+    pass_ctx x = {d, kv, &ab, n, nr};
+    model_graph_key k = {MODEL_GRAPH_DFLASH_BLOCK, n, nr, n_seqs, kv->k[0], kv->n_blocks, NULL};
+    if ((rc = model_graph_run(m, &k, block_ops, &x))) return rc;
     if ((rc = op->buf_download(be, d->logits, m->logits_dev, (size_t)nr * V * 4))) return rc;
     for (int r = 0; r < nr; r++) drafts[r] = sample_argmax(d->logits + (size_t)r * V, V);
     return KS_OK;

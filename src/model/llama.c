@@ -315,26 +315,50 @@ int model_capture_layers(model *m, const int *layers, int n) {
     return KS_OK;
 }
 
-static int find_graph(model *m, const kv_cache *kv, int n, int n_logits, int n_seqs) {
+static int graphs_enabled(void) {
+    const char *e = getenv("KESTREL_CUDA_GRAPHS");
+    return !e || strcmp(e, "0") != 0;
+}
+
+bool model_graphs_on(const model *m, int n) {
+    return m->be->ops->graph_begin && n <= MODEL_GRAPH_MAX_TOKENS && graphs_enabled();
+}
+
+void model_graphs_drop(model *m) { free_graphs(m); }
+
+static int find_graph(model *m, const model_graph_key *k) {
     for (int i = 0; i < m->n_graphs; i++)
-        if (m->graphs[i].n == n && m->graphs[i].n_logits == n_logits && m->graphs[i].n_seqs == n_seqs &&
-            m->graphs[i].kv == kv->k[0] && m->graphs[i].kv_blocks == kv->n_blocks)
-            return i;
+        if (!memcmp(&m->graphs[i].key, k, sizeof *k)) return i;
     if (m->n_graphs == MODEL_MAX_GRAPHS) return -1;
     int i = m->n_graphs++;
-    m->graphs[i].n = n;
-    m->graphs[i].n_logits = n_logits;
-    m->graphs[i].n_seqs = n_seqs;
+    m->graphs[i].key = *k;
     m->graphs[i].seen = 0;
-    m->graphs[i].kv = kv->k[0];
-    m->graphs[i].kv_blocks = kv->n_blocks;
     m->graphs[i].exec = NULL;
     return i;
 }
 
-static int graphs_enabled(void) {
-    const char *e = getenv("KESTREL_CUDA_GRAPHS");
-    return !e || strcmp(e, "0") != 0;
+int model_graph_run(model *m, const model_graph_key *key, void (*ops)(model *m, const void *ctx), const void *ctx) {
+    backend *be = m->be;
+    const backend_ops *op = be->ops;
+    model_graph_key k;
+    memset(&k, 0, sizeof k); /* padding compared too */
+    k.tag = key->tag;
+    k.n = key->n;
+    k.n_logits = key->n_logits;
+    k.n_seqs = key->n_seqs;
+    k.kv = key->kv;
+    k.kv_blocks = key->kv_blocks;
+    k.dep = key->dep;
+    int slot = model_graphs_on(m, k.n) ? find_graph(m, &k) : -1;
+    if (slot >= 0 && m->graphs[slot].exec) return op->graph_launch(be, m->graphs[slot].exec);
+    if (slot >= 0 && m->graphs[slot].seen++ > 0 && op->graph_begin(be) == KS_OK) {
+        /* second sight of this key: buffers are sized, record it */
+        ops(m, ctx);
+        m->graphs[slot].exec = op->graph_end(be);
+        if (m->graphs[slot].exec) return op->graph_launch(be, m->graphs[slot].exec);
+    }
+    ops(m, ctx);
+    return KS_OK;
 }
 
 /* Validates a batch, sizes the buffers and uploads tokens, positions,
@@ -397,29 +421,27 @@ int model_prepare_batch(model *m, kv_cache *kv, const model_batch *b, bool graph
     return KS_OK;
 }
 
+typedef struct {
+    kv_cache *kv;
+    const bk_attn_batch *ab;
+    int n, n_logits;
+} forward_ctx;
+
+static void forward_ops(model *m, const void *ctx) {
+    const forward_ctx *f = ctx;
+    run_layers(m, f->kv, f->ab, f->n, f->n_logits);
+}
+
 int model_forward(model *m, kv_cache *kv, const model_batch *b, float *logits) {
-    backend *be = m->be;
-    const backend_ops *op = be->ops;
     const model_config *c = &m->cfg;
     int n = b->n_tokens;
-    /* graph replays need fixed launch shapes: the block table spans the pool */
-    bool graph = op->graph_begin && n <= MODEL_GRAPH_MAX_TOKENS && graphs_enabled();
     bk_attn_batch ab;
-    int rc = model_prepare_batch(m, kv, b, graph, &ab);
+    int rc = model_prepare_batch(m, kv, b, model_graphs_on(m, n), &ab);
     if (rc) return rc;
-    int slot = graph ? find_graph(m, kv, n, b->n_logits, b->n_seqs) : -1;
-    if (slot >= 0 && m->graphs[slot].exec) {
-        rc = op->graph_launch(be, m->graphs[slot].exec);
-    } else if (slot >= 0 && m->graphs[slot].seen++ > 0 && op->graph_begin(be) == KS_OK) {
-        /* second sight of this shape: buffers are sized, record it */
-        run_layers(m, kv, &ab, n, b->n_logits);
-        m->graphs[slot].exec = op->graph_end(be);
-        rc = m->graphs[slot].exec ? op->graph_launch(be, m->graphs[slot].exec) : KS_OK;
-        if (!m->graphs[slot].exec) run_layers(m, kv, &ab, n, b->n_logits);
-    } else {
-        run_layers(m, kv, &ab, n, b->n_logits);
-    }
-    if (rc) return rc;
-    if (b->n_logits > 0) return op->buf_download(be, logits, m->logits_dev, (size_t)b->n_logits * c->vocab_size * 4);
+    forward_ctx f = {kv, &ab, n, b->n_logits};
+    model_graph_key k = {MODEL_GRAPH_FORWARD, n, b->n_logits, b->n_seqs, kv->k[0], kv->n_blocks, NULL};
+    if ((rc = model_graph_run(m, &k, forward_ops, &f))) return rc;
+    if (b->n_logits > 0)
+        return m->be->ops->buf_download(m->be, logits, m->logits_dev, (size_t)b->n_logits * c->vocab_size * 4);
     return KS_OK;
 }

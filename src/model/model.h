@@ -20,8 +20,22 @@
 #include "io/safetensors.h"
 #include "kv/kv_cache.h"
 
-#define MODEL_MAX_GRAPHS 32
+#define MODEL_MAX_GRAPHS 64
 #define MODEL_GRAPH_MAX_TOKENS 16
+
+/* What a recorded op sequence depends on besides the model's own buffers:
+ * which sequence (tag), its shape, the KV cache it writes (and its size),
+ * and one other buffer it reads (dep, e.g. the target's features). */
+typedef struct {
+    int tag;              /* MODEL_GRAPH_* */
+    int n, n_logits, n_seqs;
+    const void *kv;
+    int kv_blocks;
+    const void *dep;
+} model_graph_key;
+
+enum { MODEL_GRAPH_FORWARD = 0, MODEL_GRAPH_MTP_TARGET, MODEL_GRAPH_MTP_SELF, MODEL_GRAPH_DFLASH_CTX,
+       MODEL_GRAPH_DFLASH_BLOCK };
 
 typedef struct {
     bk_weight attn_norm;  /* (hidden) */
@@ -81,8 +95,8 @@ typedef struct model {
     /* replayable forward graphs of small batches (backends with graph_begin),
      * keyed by batch shape; dropped when the activation buffers move */
     struct {
-        int n, n_logits, n_seqs, seen, kv_blocks;
-        const void *kv;  /* the KV cache the graph writes (and its size) */
+        model_graph_key key;
+        int seen;
         void *exec;
     } graphs[MODEL_MAX_GRAPHS];
     int n_graphs;
@@ -112,6 +126,17 @@ void model_layer_forward(model *m, const model_layer *L, float *k_cache, float *
                          const int32_t *rope_pos, int n);
 int model_prepare_batch(model *m, kv_cache *kv, const model_batch *b, bool graph, bk_attn_batch *ab);
 int model_load_layer(model *m, model_layer *L, const char *prefix);
+
+/* Replayable op sequences (CUDA graphs; llama.c): model_graphs_on says
+ * whether a call of n rows should prepare its batch for one (graph = true:
+ * block tables span the pool); model_graph_run runs ops(m, ctx) directly
+ * the first time a key is seen, records it the second time and replays it
+ * from then on (only buffer contents may change between replays); without
+ * graphs it just runs ops. model_graphs_drop forgets them (a buffer they
+ * read moved). */
+bool model_graphs_on(const model *m, int n);
+int model_graph_run(model *m, const model_graph_key *key, void (*ops)(model *m, const void *ctx), const void *ctx);
+void model_graphs_drop(model *m);
 
 /* MTP head (model/mtp.c). Loaded by model_load when config.json has
  * mtp_num_hidden_layers and the checkpoint has mtp.* tensors. */

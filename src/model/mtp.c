@@ -47,33 +47,53 @@ int model_mtp_kv_init(const model *m, kv_cache *kv, int n_ctx_tokens) {
     return kv_cache_init(kv, m->be, 1, m->cfg.n_kv_heads * m->cfg.head_dim, KV_BLOCK_SIZE, blocks < 1 ? 1 : blocks);
 }
 
+typedef struct {
+    kv_cache *mkv;
+    const bk_attn_batch *ab;
+    int n, n_logits;
+    mtp_src src;
+} mtp_ctx;
+
+/* [norm_e(embed(t_q)) ; norm_h(h(q-1))] -> fc -> the head's layer -> norm -> logits rows */
+static void mtp_ops(model *m, const void *ctx) {
+    const mtp_ctx *x = ctx;
+    backend *be = m->be;
+    const backend_ops *op = be->ops;
+    const model_config *c = &m->cfg;
+    int n = x->n, H = c->hidden_size;
+    op->gather_rows(be, m->mtp_src, x->src == MTP_SRC_MTP ? m->mtp_hid : m->hid, m->d_hid_idx, n, H);
+    op->embed(be, m->x, &m->embed, m->d_tokens, n);
+    op->rmsnorm(be, m->mtp_in, 2 * H, m->x, H, &m->mtp->pre_e, n, 1, H, c->rms_norm_eps);
+    op->rmsnorm(be, m->mtp_in + H, 2 * H, m->mtp_src, H, &m->mtp->pre_h, n, 1, H, c->rms_norm_eps);
+    op->matmul(be, m->x, m->mtp_in, &m->mtp->fc, NULL, n);
+    model_layer_forward(m, &m->mtp->layer, x->mkv->k[0], x->mkv->v[0], x->ab, m->d_mtp_pos, n);
+    op->rmsnorm(be, m->mtp_hid, H, m->x, H, &m->mtp->norm, n, 1, H, c->rms_norm_eps);
+    if (x->n_logits <= 0) return;
+    op->gather_rows(be, m->xn, m->mtp_hid, m->d_rows, x->n_logits, H);
+    op->matmul(be, m->logits_dev, m->xn, &m->lm_head, NULL, x->n_logits);
+}
+
 int model_mtp_forward(model *m, kv_cache *mkv, const model_batch *b, const int32_t *rope_pos, const int32_t *hid_idx,
                       mtp_src src, float *logits) {
     if (!m->mtp) return err_set(KS_EUNSUPPORTED, "this model has no MTP head");
     backend *be = m->be;
     const backend_ops *op = be->ops;
     const model_config *c = &m->cfg;
-    int n = b->n_tokens, H = c->hidden_size;
+    int n = b->n_tokens;
     /* the hidden rows must outlive the (possible) buffer growth below */
     if (n > m->cap_tokens || !m->hid)
         return err_set(KS_EINVAL, "MTP: %d entries, more than the last forward's %d rows", n, m->cap_tokens);
     for (int i = 0; i < n; i++)
         if (hid_idx[i] < 0 || hid_idx[i] >= m->cap_tokens) return err_set(KS_EINVAL, "MTP: hidden row out of range");
-    op->buf_upload(be, m->d_hid_idx, hid_idx, (size_t)n * 4);
-    op->gather_rows(be, m->mtp_src, src == MTP_SRC_MTP ? m->mtp_hid : m->hid, m->d_hid_idx, n, H);
     bk_attn_batch ab;
-    int rc = model_prepare_batch(m, mkv, b, false, &ab);
-    if (!rc) rc = op->buf_upload(be, m->d_mtp_pos, rope_pos, (size_t)n * 4);
+    int rc = model_prepare_batch(m, mkv, b, model_graphs_on(m, n), &ab);
     if (rc) return rc;
-    /* [norm_e(embed(t_q)) ; norm_h(h(q-1))] -> fc -> the head's layer -> norm */
-    op->embed(be, m->x, &m->embed, m->d_tokens, n);
-    op->rmsnorm(be, m->mtp_in, 2 * H, m->x, H, &m->mtp->pre_e, n, 1, H, c->rms_norm_eps);
-    op->rmsnorm(be, m->mtp_in + H, 2 * H, m->mtp_src, H, &m->mtp->pre_h, n, 1, H, c->rms_norm_eps);
-    op->matmul(be, m->x, m->mtp_in, &m->mtp->fc, NULL, n);
-    model_layer_forward(m, &m->mtp->layer, mkv->k[0], mkv->v[0], &ab, m->d_mtp_pos, n);
-    op->rmsnorm(be, m->mtp_hid, H, m->x, H, &m->mtp->norm, n, 1, H, c->rms_norm_eps);
+    op->buf_upload(be, m->d_hid_idx, hid_idx, (size_t)n * 4);
+    if ((rc = op->buf_upload(be, m->d_mtp_pos, rope_pos, (size_t)n * 4))) return rc;
+    mtp_ctx x = {mkv, &ab, n, b->n_logits, src};
+    model_graph_key k = {src == MTP_SRC_MTP ? MODEL_GRAPH_MTP_SELF : MODEL_GRAPH_MTP_TARGET, n, b->n_logits, b->n_seqs,
+                         mkv->k[0], mkv->n_blocks, NULL};
+    if ((rc = model_graph_run(m, &k, mtp_ops, &x))) return rc;
     if (b->n_logits <= 0) return op->buf_download(be, NULL, m->d_rows, 0);
-    op->gather_rows(be, m->xn, m->mtp_hid, m->d_rows, b->n_logits, H);
-    op->matmul(be, m->logits_dev, m->xn, &m->lm_head, NULL, b->n_logits);
     return op->buf_download(be, logits, m->logits_dev, (size_t)b->n_logits * c->vocab_size * 4);
 }
