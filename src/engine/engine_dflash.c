@@ -108,8 +108,9 @@ static bool dflash_pays(const engine *e, const seq_state *s, double bar) {
  * pstart[i] .. n_cached-1 of sequence i are settled and their features are
  * rows tstart[i].. of that forward. Sequences whose entries fall behind
  * (features already gone, e.g. after a prefix-cache hit) restart their
- * context here: drafts are then conditioned on less, never wrong. */
-void engine_dflash_update(engine *e, int na, const int *feed, const int *tstart, const int *pstart, const int *done) {
+ * context here: drafts are then conditioned on less, never wrong. Returns
+ * 1 when a block pass ran (0: context entries at most). */
+int engine_dflash_update(engine *e, int na, const int *feed, const int *tstart, const int *pstart, const int *done) {
     dflash *d = e->cfg.dflash;
     int B = e->fl_block, n = 0, nb = 0;
     kv_seq *seqs[na];
@@ -154,7 +155,7 @@ void engine_dflash_update(engine *e, int na, const int *feed, const int *tstart,
                 e->active[i]->use_dflash = false;
                 engine_dflash_reset(e, e->active[i]);
             }
-        return;
+        return 0;
     }
     kv_seq *bseqs[na];
     for (int i = 0; i < na; i++)
@@ -166,17 +167,18 @@ void engine_dflash_update(engine *e, int na, const int *feed, const int *tstart,
             e->fl_entry0[nb] = s->n_cached - s->fl_q0;
             e->fl_of[nb++] = i;
         }
-    if (!nb) return;
+    if (!nb) return 0;
     if (dflash_draft(d, &e->fl_kv, nb, bseqs, e->fl_last, e->fl_rope0, e->fl_entry0, B, e->fl_drafts) != 0) {
         for (int j = 0; j < nb; j++) {
             e->active[e->fl_of[j]]->use_dflash = false;
             engine_dflash_reset(e, e->active[e->fl_of[j]]);
         }
-        return;
+        return 0;
     }
     for (int j = 0; j < nb; j++) {
         seq_state *s = e->active[e->fl_of[j]];
         memcpy(s->fl_draft, e->fl_drafts + (size_t)j * (B - 1), (size_t)(B - 1) * sizeof *s->fl_draft);
         s->n_fl_draft = B - 1;
     }
+    return 1;
 }

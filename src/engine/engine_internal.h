@@ -128,6 +128,7 @@ struct engine {
     double dr_ratio;        /* drafter forward / target decode step */
     atomic_llong dr_drafted, dr_accepted;
     double verify_ratio;    /* measured cost of a (draft_len + 1)-token step over a 1-token step */
+    double t_decode;        /* seconds of a 1-token decode step (engine start) */
     kv_cache fl_kv;         /* the DFlash drafter's entries (n_blocks 0: none in use) */
     int fl_block;           /* block size drafted */
     double fl_ratio;        /* a DFlash pass / target decode step */
@@ -165,12 +166,12 @@ double chain_value(const engine *e, double r, int n, double pass_cost);
  * previous one was (priors: lookup 0.5, model proposers 0.7, weight 10) */
 double engine_src_accept_rate(const seq_state *s, int src);
 /* engine_mtp.c */
-void engine_mtp_update(engine *e, int na, const int *feed, const int *tstart, const int *pstart, const int *done);
+int engine_mtp_update(engine *e, int na, const int *feed, const int *tstart, const int *pstart, const int *done);
 void engine_mtp_reset(engine *e, seq_state *s);
 /* engine_dflash.c */
 int engine_dflash_start(engine *e);
 void engine_dflash_stop(engine *e);
-void engine_dflash_update(engine *e, int na, const int *feed, const int *tstart, const int *pstart, const int *done);
+int engine_dflash_update(engine *e, int na, const int *feed, const int *tstart, const int *pstart, const int *done);
 void engine_dflash_reset(engine *e, seq_state *s);
 
 #endif

@@ -57,8 +57,8 @@ static int mtp_best_depth(const engine *e, const seq_state *s, double bar) {
  * token gives d1, and d2.. feed the head's own output back. Sequences whose
  * head falls behind (hidden states already gone, e.g. after a cached prefix)
  * restart their entries from here. Errors turn the head off for the step's
- * sequences; output never depends on it. */
-void engine_mtp_update(engine *e, int na, const int *feed, const int *tstart, const int *pstart, const int *done) {
+ * sequences; output never depends on it. Returns the head passes run. */
+int engine_mtp_update(engine *e, int na, const int *feed, const int *tstart, const int *pstart, const int *done) {
     int V = e->m->cfg.vocab_size, n = 0, n_rows = 0;
     int row_of[na], depth_of[na];
     kv_seq *seqs[na];
@@ -104,12 +104,13 @@ void engine_mtp_update(engine *e, int na, const int *feed, const int *tstart, co
             e->mtp_rows[n_rows++] = n - 1;
         }
     }
-    if (!n) return;
+    if (!n) return 0;
     model_batch b = {n, e->mtp_tok, e->mtp_idx, e->mtp_seq, na, seqs, n_rows, e->mtp_rows};
     if (model_mtp_forward(e->m, &e->mtp_kv, &b, e->mtp_pos, e->mtp_hid, MTP_SRC_TARGET, e->mtp_logits) != 0) {
         for (int i = 0; i < na; i++) e->active[i]->use_mtp = false;
-        return;
+        return 0;
     }
+    int passes = 1;
     for (int i = 0; i < na; i++)
         if (row_of[i] >= 0) {
             seq_state *s = e->active[i];
@@ -133,6 +134,7 @@ void engine_mtp_update(engine *e, int na, const int *feed, const int *tstart, co
             row_of[i] = m++;
         }
         if (!m) break;
+        passes++;
         model_batch bd = {m, e->mtp_tok, e->mtp_idx, e->mtp_seq, na, seqs, m, e->mtp_rows};
         if (model_mtp_forward(e->m, &e->mtp_kv, &bd, e->mtp_pos, e->mtp_hid, MTP_SRC_MTP, e->mtp_logits) != 0) break;
         for (int i = 0; i < na; i++)
@@ -142,6 +144,5 @@ void engine_mtp_update(engine *e, int na, const int *feed, const int *tstart, co
                 s->n_mtp_draft = depth_of[i] = d + 1;
             }
     }
+    return passes;
 }
-
-/* One scheduler step. Returns 0 when there was nothing to do. */

@@ -211,6 +211,13 @@ static void choose_drafts(engine *e, seq_state *s, int k) {
     }
 }
 
+/* Moving average (weight 1/8) of a proposer's cost per pass relative to a
+ * decode step, from one step's measured time over `passes` passes. */
+static void track_cost(engine *e, double *ratio, double dt, int passes) {
+    if (passes <= 0 || e->t_decode <= 0) return;
+    *ratio += (dt / passes / e->t_decode - *ratio) / 8.0;
+}
+
 int engine_step(engine *e) {
     atomic_store(&e->stat_kv_free, kv_free_blocks(&e->kv));
     /* drop cancelled sequences */
@@ -254,7 +261,9 @@ int engine_step(engine *e) {
             if (k > 0 && !s->r->p.n_prediction && s->n_draft >= 0) choose_drafts(e, s, k);
             if (s->n_draft == 0 && s->use_drafter && k > 0) {
                 int kd = e->cfg.drafter_len < k ? e->cfg.drafter_len : k;
+                double t0 = now_s();
                 s->n_draft = drafter_propose(e->dr, &s->dseq, s->ctx, s->n_ctx, kd, s->draft);
+                track_cost(e, &e->dr_ratio, now_s() - t0, s->n_draft);
                 s->draft_src = DRAFT_SRC_DRAFTER;
                 if (s->n_draft < 0) { /* the drafter failed: keep prompt lookup only */
                     s->n_draft = 0;
@@ -351,8 +360,18 @@ int engine_step(engine *e) {
         int k = draft_room(e, s), nd = k > 0 ? lookup_drafts(e, s, k, d) : 0;
         if (nd > 0) s->lookup_value = chain_value(e, engine_src_accept_rate(s, DRAFT_SRC_LOOKUP), nd, 0.0);
     }
-    if (e->mtp_kv.n_blocks) engine_mtp_update(e, na, feed, tstart, pstart, done);
-    if (e->fl_kv.n_blocks) engine_dflash_update(e, na, feed, tstart, pstart, done);
+    /* the proposers' passes, timed: their cost per pass (in decode steps)
+     * follows what they really take here, not only the start-up probe */
+    if (e->mtp_kv.n_blocks) {
+        double t0 = now_s();
+        int passes = engine_mtp_update(e, na, feed, tstart, pstart, done);
+        track_cost(e, &e->mtp_ratio, now_s() - t0, passes);
+    }
+    if (e->fl_kv.n_blocks) {
+        double t0 = now_s();
+        int passes = engine_dflash_update(e, na, feed, tstart, pstart, done);
+        track_cost(e, &e->fl_ratio, now_s() - t0, passes);
+    }
     for (int i = na - 1; i >= 0; i--)
         if (done[i]) {
             seq_state *s = e->active[i];
