@@ -13,7 +13,8 @@
 # after the run (draft tokens, accepted, verify steps -> tokens per verify
 # step = 1 + accepted / steps). Configurations whose drafter the model lacks
 # are skipped. NOGATES=1 adds --no-spec-gates (every draft verified: the
-# acceptance the drafters really have, not a speed measurement).
+# acceptance the drafters really have, not a speed measurement; the result
+# file then ends in -nogates). WORKLOADS=code,... narrows the workloads.
 # Writes bench/results/<date>-<host>-proposers.json and prints markdown rows
 # (decode tok/s and the ratio to plain per workload).
 set -euo pipefail
@@ -53,7 +54,7 @@ for c in $CONFIGS; do
     echo "proposer_bench: $c (${FLAGS[$c]} ${EXTRA[*]})" >&2
     prompts=()
     [ -d "$MODEL/prompts" ] && prompts=(--prompts "$MODEL/prompts")
-    "$KESTREL" bench --url "http://127.0.0.1:$port" $SIZE --workloads code,chat,edit,prose --quiet \
+    "$KESTREL" bench --url "http://127.0.0.1:$port" $SIZE --workloads "${WORKLOADS:-code,chat,edit,prose}" --quiet \
         "${prompts[@]}" --out "$tmp/$c.json" > /dev/null
     exec 3<>"/dev/tcp/127.0.0.1/$port"
     printf 'GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n' >&3
@@ -62,9 +63,9 @@ for c in $CONFIGS; do
     kill $pid; wait $pid 2>/dev/null || true
     pid=""
 done
-python3 - "$tmp" "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" "$(hostname)" "${EXTRA[*]}" "$CONFIGS" <<'PY'
+python3 - "$tmp" "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" "$(hostname)" "${EXTRA[*]}" "$CONFIGS" "${NOGATES:-0}" <<'PY'
 import json, sys, os, datetime, re
-tmp, commit, host, extra, configs = sys.argv[1:6]
+tmp, commit, host, extra, configs, nogates = sys.argv[1:7]
 def metric(text, name):
     m = re.search(r"^" + re.escape(name) + r" ([0-9.e+-]+)$", text, re.M)
     return float(m.group(1)) if m else 0.0
@@ -81,7 +82,7 @@ for c in configs.split():
         dec[name] = d.get("median") if isinstance(d, dict) else d
     res["configs"][c] = {"decode_tok_s": dec, "drafted": metric(mt, "kestrel_spec_draft_tokens_total"), "accepted": acc,
                          "verify_steps": steps, "tokens_per_verify_step": 1 + acc / steps if steps else None}
-out = f"bench/results/{res['date']}-{host}-proposers.json"
+out = f"bench/results/{res['date']}-{host}-proposers{'-nogates' if nogates == '1' else ''}.json"
 json.dump(res, open(out, "w"), indent=2)
 plain = res["configs"].get("plain", {}).get("decode_tok_s", {})
 print(f"(written {out})")

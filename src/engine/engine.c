@@ -175,50 +175,26 @@ oom:
 }
 
 
-/* Cost of a verify step of draft_len + 1 tokens relative to a 1-token decode
- * step on this backend and model (best of 3 after a warm-up, on a scratch
- * sequence): the runtime gate's break-even. */
-static double measure_verify_ratio(engine *e) {
-    int k1 = e->cfg.pld_draft_len + 1;
+/* Start-up cost probes (see engine_internal.h): a 1-token target step at
+ * position 0 of a scratch sequence, then the pass, alternated; best of 3
+ * after a warm-up. The scratch sequence holds ENGINE_MAX_DRAFT + 1 tokens,
+ * for passes that are target steps themselves. */
+double engine_probe_cost(engine *e, probe_fn pass, void *arg, double fallback) {
     kv_seq s = {0};
-    if (kv_seq_reserve(&e->kv, &s, k1 + 1) != 0) return 1.5;
-    int32_t tok[ENGINE_MAX_DRAFT + 1] = {0}, pos[ENGINE_MAX_DRAFT + 1], seq[ENGINE_MAX_DRAFT + 1] = {0};
-    int32_t rows[ENGINE_MAX_DRAFT + 1];
-    for (int i = 0; i < k1; i++) pos[i] = rows[i] = i;
-    float *logits = malloc((size_t)k1 * e->m->cfg.vocab_size * sizeof(float));
     kv_seq *seqs[1] = {&s};
-    double best[2] = {1e9, 1e9};
-    for (int rep = 0; rep < 4 && logits; rep++)
-        for (int v = 0; v < 2; v++) {
-            int n = v ? k1 : 1;
-            model_batch b = {n, tok, pos, seq, 1, seqs, n, rows};
-            double t0 = now_s();
-            if (model_forward(e->m, &e->kv, &b, logits) != 0) break;
-            double dt = now_s() - t0;
-            if (rep > 0 && dt < best[v]) best[v] = dt;
-        }
-    free(logits);
-    kv_seq_release(&e->kv, &s);
-    double r = best[0] < 1e9 && best[1] < 1e9 && best[0] > 0 ? best[1] / best[0] : 1.5;
-    if (best[0] < 1e9) e->t_decode = best[0];
-    return r < 1.0 ? 1.0 : r;
-}
-
-/* One MTP head entry (a pass of one token) relative to a target decode step. */
-static double measure_mtp_ratio(engine *e) {
-    kv_seq s = {0}, ms = {0};
-    kv_seq *seqs[1] = {&s}, *mseqs[1] = {&ms};
-    int32_t tok[2] = {0, 0}, pos[2] = {0, 1}, seq[2] = {0, 0}, row = 0, q = 1, idx = 0, hid = 0;
-    float *logits = malloc((size_t)e->m->cfg.vocab_size * sizeof(float));
+    int32_t tok[ENGINE_MAX_DRAFT + 1] = {0}, pos[ENGINE_MAX_DRAFT + 1], seq[ENGINE_MAX_DRAFT + 1] = {0};
+    for (int i = 0; i <= ENGINE_MAX_DRAFT; i++) pos[i] = i;
+    float *logits = malloc((size_t)(ENGINE_MAX_DRAFT + 1) * e->m->cfg.vocab_size * sizeof(float));
     double t[2] = {1e9, 1e9};
-    if (logits && kv_seq_reserve(&e->kv, &s, 2) == 0 && kv_seq_reserve(&e->mtp_kv, &ms, 2) == 0)
+    probe_ctx pc = {&s, logits, tok, pos, seq};
+    if (logits && kv_seq_reserve(&e->kv, &s, ENGINE_MAX_DRAFT + 1) == 0)
         for (int rep = 0; rep < 4; rep++) {
-            model_batch b = {1, tok, pos, seq, 1, seqs, 1, &row};
+            int32_t row0 = 0;
+            model_batch b = {1, tok, pos, seq, 1, seqs, 1, &row0};
             double t0 = now_s();
             if (model_forward(e->m, &e->kv, &b, logits) != 0) break;
             double t1 = now_s();
-            model_batch mb = {1, tok, &idx, seq, 1, mseqs, 1, &row};
-            if (model_mtp_forward(e->m, &e->mtp_kv, &mb, &q, &hid, MTP_SRC_TARGET, logits) != 0) break;
+            if (pass(e, &pc, arg) != 0) break;
             double t2 = now_s();
             if (rep > 0) {
                 if (t1 - t0 < t[0]) t[0] = t1 - t0;
@@ -227,34 +203,54 @@ static double measure_mtp_ratio(engine *e) {
         }
     free(logits);
     kv_seq_release(&e->kv, &s);
-    kv_seq_release(&e->mtp_kv, &ms);
-    return t[0] < 1e9 && t[1] < 1e9 && t[0] > 0 ? t[1] / t[0] : 0.3;
+    if (t[0] < 1e9 && (e->t_decode <= 0 || t[0] < e->t_decode)) e->t_decode = t[0];
+    return t[0] < 1e9 && t[1] < 1e9 && t[0] > 0 ? t[1] / t[0] : fallback;
 }
 
-/* A drafter forward (1 token) relative to a target decode step. */
+/* A verify step of pld_draft_len + 1 tokens (the runtime gate's break-even). */
+static int verify_pass(engine *e, const probe_ctx *pc, void *arg) {
+    int k1 = e->cfg.pld_draft_len + 1;
+    kv_seq *seqs[1] = {pc->seq};
+    model_batch b = {k1, pc->tok, pc->pos, pc->seq_idx, 1, seqs, k1, pc->pos};
+    return model_forward(e->m, &e->kv, &b, pc->logits);
+}
+
+/* One MTP head entry (one token) after the target step. */
+static int mtp_pass(engine *e, const probe_ctx *pc, void *arg) {
+    kv_seq *ms = arg, *mseqs[1] = {ms};
+    int32_t idx = 0, q = 1, hid = 0, row = 0;
+    model_batch mb = {1, pc->tok, &idx, pc->seq_idx, 1, mseqs, 1, &row};
+    return model_mtp_forward(e->m, &e->mtp_kv, &mb, &q, &hid, MTP_SRC_TARGET, pc->logits);
+}
+
+/* A draft-model forward of one token (its own scratch cache). */
+typedef struct {
+    kv_cache kv;
+    kv_seq s;
+} drafter_probe;
+
+static int drafter_pass(engine *e, const probe_ctx *pc, void *arg) {
+    drafter_probe *d = arg;
+    kv_seq *seqs[1] = {&d->s};
+    int32_t row = 0;
+    model_batch b = {1, pc->tok, pc->pos, pc->seq_idx, 1, seqs, 1, &row};
+    return model_forward(e->cfg.drafter, &d->kv, &b, pc->logits);
+}
+
+static double measure_mtp_ratio(engine *e) {
+    kv_seq ms = {0};
+    double r = kv_seq_reserve(&e->mtp_kv, &ms, 2) == 0 ? engine_probe_cost(e, mtp_pass, &ms, 0.3) : 0.3;
+    kv_seq_release(&e->mtp_kv, &ms);
+    return r;
+}
+
 static double measure_drafter_ratio(engine *e) {
-    double t[2] = {1e9, 1e9};
-    model *ms[2] = {e->m, e->cfg.drafter};
-    for (int v = 0; v < 2; v++) {
-        kv_cache kv;
-        if (model_kv_init(ms[v], &kv, 64) != 0) return 0.5;
-        kv_seq s = {0};
-        kv_seq *seqs[1] = {&s};
-        int32_t tok = 0, pos = 0, seq = 0, row = 0;
-        float *logits = malloc((size_t)ms[v]->cfg.vocab_size * sizeof(float));
-        if (logits && kv_seq_reserve(&kv, &s, 1) == 0)
-            for (int rep = 0; rep < 4; rep++) {
-                model_batch b = {1, &tok, &pos, &seq, 1, seqs, 1, &row};
-                double t0 = now_s();
-                if (model_forward(ms[v], &kv, &b, logits) != 0) break;
-                double dt = now_s() - t0;
-                if (rep > 0 && dt < t[v]) t[v] = dt;
-            }
-        free(logits);
-        kv_seq_release(&kv, &s);
-        kv_cache_free(&kv);
-    }
-    return t[0] < 1e9 && t[1] < 1e9 && t[0] > 0 ? t[1] / t[0] : 0.5;
+    drafter_probe d = {0};
+    if (model_kv_init(e->cfg.drafter, &d.kv, 64) != 0) return 0.5;
+    double r = kv_seq_reserve(&d.kv, &d.s, 1) == 0 ? engine_probe_cost(e, drafter_pass, &d, 0.5) : 0.5;
+    kv_seq_release(&d.kv, &d.s);
+    kv_cache_free(&d.kv);
+    return r;
 }
 
 static void *engine_main(void *v) {
@@ -289,7 +285,8 @@ int engine_start(engine **out, model *m, const tokenizer *tok, const engine_conf
     if (e->cfg.spec_min_repetition < 0) e->cfg.spec_min_repetition = ENGINE_DEFAULT_MIN_REPETITION;
     int rc = model_kv_init(m, &e->kv, e->cfg.kv_tokens);
     if (rc) { free(e); return rc; }
-    e->verify_ratio = measure_verify_ratio(e);
+    e->verify_ratio = engine_probe_cost(e, verify_pass, NULL, 1.5);
+    if (e->verify_ratio < 1.0) e->verify_ratio = 1.0;
     if (e->cfg.mtp && m->mtp) {
         if (e->cfg.mtp_depth < 1) e->cfg.mtp_depth = 3;
         if (e->cfg.mtp_depth > ENGINE_MAX_DRAFT) e->cfg.mtp_depth = ENGINE_MAX_DRAFT;

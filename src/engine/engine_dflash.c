@@ -28,34 +28,22 @@ static int scratch(engine *e, int n) {
     return 0;
 }
 
-/* Cost of one DFlash pass (a context entry and a block) relative to a
- * target decode step, best of 3 after a warm-up, on scratch sequences. */
+/* One DFlash pass (a context entry from the target step's features, and a
+ * block) on a scratch sequence of the drafter. */
+static int dflash_pass(engine *e, const probe_ctx *pc, void *arg) {
+    kv_seq *fs = arg, *fseqs[1] = {fs};
+    int32_t drafts[ENGINE_MAX_DRAFT], one = 1;
+    int rc = dflash_add_context(e->cfg.dflash, &e->fl_kv, 1, pc->seq_idx, pc->seq_idx, pc->seq_idx, pc->seq_idx, 1,
+                                fseqs);
+    return rc ? rc : dflash_draft(e->cfg.dflash, &e->fl_kv, 1, fseqs, pc->tok, &one, &one, e->fl_block, drafts);
+}
+
 static double measure_ratio(engine *e) {
-    kv_seq s = {0}, fs = {0};
-    kv_seq *seqs[1] = {&s}, *fseqs[1] = {&fs};
-    int32_t tok = 0, pos = 0, seq = 0, row = 0, one = 1;
-    int32_t drafts[ENGINE_MAX_DRAFT];
-    float *logits = malloc((size_t)e->m->cfg.vocab_size * sizeof(float));
-    double t[2] = {1e9, 1e9};
-    if (logits && kv_seq_reserve(&e->kv, &s, 1) == 0 && kv_seq_reserve(&e->fl_kv, &fs, 1 + e->fl_block) == 0)
-        for (int rep = 0; rep < 4; rep++) {
-            model_batch b = {1, &tok, &pos, &seq, 1, seqs, 1, &row};
-            double t0 = now_s();
-            if (model_forward(e->m, &e->kv, &b, logits) != 0) break;
-            double t1 = now_s();
-            if (dflash_add_context(e->cfg.dflash, &e->fl_kv, 1, &pos, &pos, &seq, &row, 1, fseqs) != 0 ||
-                dflash_draft(e->cfg.dflash, &e->fl_kv, 1, fseqs, &tok, &one, &one, e->fl_block, drafts) != 0)
-                break;
-            double t2 = now_s();
-            if (rep > 0) {
-                if (t1 - t0 < t[0]) t[0] = t1 - t0;
-                if (t2 - t1 < t[1]) t[1] = t2 - t1;
-            }
-        }
-    free(logits);
-    kv_seq_release(&e->kv, &s);
+    kv_seq fs = {0};
+    double r = kv_seq_reserve(&e->fl_kv, &fs, 1 + e->fl_block) == 0 ? engine_probe_cost(e, dflash_pass, &fs, 0.5)
+                                                                     : 0.5;
     kv_seq_release(&e->fl_kv, &fs);
-    return t[0] < 1e9 && t[1] < 1e9 && t[0] > 0 ? t[1] / t[0] : 0.5;
+    return r;
 }
 
 int engine_dflash_start(engine *e) {

@@ -145,6 +145,19 @@ static inline double now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+/* engine.c: start-up cost probes. probe_ctx is a scratch target sequence
+ * after a 1-token step at position 0 (its tokens/positions arrays hold
+ * ENGINE_MAX_DRAFT + 1 entries); a probe_fn runs the pass being priced. */
+typedef struct {
+    kv_seq *seq;
+    float *logits;          /* (ENGINE_MAX_DRAFT + 1, vocab) */
+    int32_t *tok, *pos, *seq_idx;
+} probe_ctx;
+typedef int (*probe_fn)(engine *e, const probe_ctx *pc, void *arg);
+/* The pass's cost in 1-token decode steps (best of 3 after a warm-up, each
+ * right after a 1-token step), or fallback when either fails; sets
+ * e->t_decode. */
+double engine_probe_cost(engine *e, probe_fn pass, void *arg, double fallback);
 /* engine.c */
 void engine_push_event(engine_req *r, engine_event *ev); /* takes ev->text */
 void engine_push_error(engine_req *r, const char *msg);
