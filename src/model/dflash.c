@@ -50,17 +50,17 @@ static int load_kv(model *m, bk_weight *w, int layer) {
 static int fits(const model *t, const model_config *c, const char *dir) {
     const model_config *tc = &t->cfg;
     if (c->hidden_size != tc->hidden_size)
-        return err_set(KS_EINVAL, "%s: DFlash drafter hidden size %d differs from the model's %d (it uses the model's "
+        return err_set(KS_EINVAL, "%s: hidden size %d differs from the model's %d (it uses the model's "
                        "embedding and head)", dir, c->hidden_size, tc->hidden_size);
     if (c->vocab_size != tc->vocab_size)
-        return err_set(KS_EINVAL, "%s: DFlash drafter vocabulary (%d) differs from the model's (%d)", dir,
+        return err_set(KS_EINVAL, "%s: vocabulary (%d) differs from the model's (%d)", dir,
                        c->vocab_size, tc->vocab_size);
     for (int j = 0; j < c->dflash_n_target_layers; j++)
         if (c->dflash_target_layers[j] >= tc->n_layers)
-            return err_set(KS_EINVAL, "%s: DFlash target_layer_ids has layer %d; the model has %d layers", dir,
+            return err_set(KS_EINVAL, "%s: target_layer_ids has layer %d; the model has %d layers", dir,
                            c->dflash_target_layers[j], tc->n_layers);
     if (c->dflash_embed_scale != 1.0f)
-        return err_set(KS_EUNSUPPORTED, "%s: DFlash input_embedding_scale %g is not supported (only 1)", dir,
+        return err_set(KS_EUNSUPPORTED, "%s: input_embedding_scale %g is not supported (only 1)", dir,
                        c->dflash_embed_scale);
     return KS_OK;
 }

@@ -97,4 +97,14 @@ expect "bad -n value" "-n" "$KESTREL" run "$work/good" -p abc -n lots
 expect "unknown option" "--frobnicate" "$KESTREL" run "$work/good" -p abc --frobnicate
 expect "tokenize: missing file" "nope" "$KESTREL" tokenize "$work/nope/tokenizer.json" "hi"
 
+# a DFlash drafter that does not fit the model: refused with one line naming it
+mkdir -p "$work/dflash_misfit"
+cat > "$work/dflash_misfit/config.json" <<'JSON'
+{"architectures": ["DFlashDraftModel"], "model_type": "qwen3", "hidden_size": 64, "intermediate_size": 128,
+ "num_hidden_layers": 1, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 256,
+ "dflash_config": {"block_size": 8, "mask_token_id": 255, "target_layer_ids": [0, 40]}}
+JSON
+expect "DFlash drafter with a layer the model lacks" "dflash_misfit.*(layer 40|hidden size)" \
+    "$KESTREL" run "$work/good" -p abc --drafter "$work/dflash_misfit"
+
 exit $fail
