@@ -175,84 +175,6 @@ oom:
 }
 
 
-/* Start-up cost probes (see engine_internal.h): a 1-token target step at
- * position 0 of a scratch sequence, then the pass, alternated; best of 3
- * after a warm-up. The scratch sequence holds ENGINE_MAX_DRAFT + 1 tokens,
- * for passes that are target steps themselves. */
-double engine_probe_cost(engine *e, probe_fn pass, void *arg, double fallback) {
-    kv_seq s = {0};
-    kv_seq *seqs[1] = {&s};
-    int32_t tok[ENGINE_MAX_DRAFT + 1] = {0}, pos[ENGINE_MAX_DRAFT + 1], seq[ENGINE_MAX_DRAFT + 1] = {0};
-    for (int i = 0; i <= ENGINE_MAX_DRAFT; i++) pos[i] = i;
-    float *logits = malloc((size_t)(ENGINE_MAX_DRAFT + 1) * e->m->cfg.vocab_size * sizeof(float));
-    double t[2] = {1e9, 1e9};
-    probe_ctx pc = {&s, logits, tok, pos, seq};
-    if (logits && kv_seq_reserve(&e->kv, &s, ENGINE_MAX_DRAFT + 1) == 0)
-        for (int rep = 0; rep < 4; rep++) {
-            int32_t row0 = 0;
-            model_batch b = {1, tok, pos, seq, 1, seqs, 1, &row0};
-            double t0 = now_s();
-            if (model_forward(e->m, &e->kv, &b, logits) != 0) break;
-            double t1 = now_s();
-            if (pass(e, &pc, arg) != 0) break;
-            double t2 = now_s();
-            if (rep > 0) {
-                if (t1 - t0 < t[0]) t[0] = t1 - t0;
-                if (t2 - t1 < t[1]) t[1] = t2 - t1;
-            }
-        }
-    free(logits);
-    kv_seq_release(&e->kv, &s);
-    if (t[0] < 1e9 && (e->t_decode <= 0 || t[0] < e->t_decode)) e->t_decode = t[0];
-    return t[0] < 1e9 && t[1] < 1e9 && t[0] > 0 ? t[1] / t[0] : fallback;
-}
-
-/* A verify step of pld_draft_len + 1 tokens (the runtime gate's break-even). */
-static int verify_pass(engine *e, const probe_ctx *pc, void *arg) {
-    int k1 = e->cfg.pld_draft_len + 1;
-    kv_seq *seqs[1] = {pc->seq};
-    model_batch b = {k1, pc->tok, pc->pos, pc->seq_idx, 1, seqs, k1, pc->pos};
-    return model_forward(e->m, &e->kv, &b, pc->logits);
-}
-
-/* One MTP head entry (one token) after the target step. */
-static int mtp_pass(engine *e, const probe_ctx *pc, void *arg) {
-    kv_seq *ms = arg, *mseqs[1] = {ms};
-    int32_t idx = 0, q = 1, hid = 0, row = 0;
-    model_batch mb = {1, pc->tok, &idx, pc->seq_idx, 1, mseqs, 1, &row};
-    return model_mtp_forward(e->m, &e->mtp_kv, &mb, &q, &hid, MTP_SRC_TARGET, pc->logits);
-}
-
-/* A draft-model forward of one token (its own scratch cache). */
-typedef struct {
-    kv_cache kv;
-    kv_seq s;
-} drafter_probe;
-
-static int drafter_pass(engine *e, const probe_ctx *pc, void *arg) {
-    drafter_probe *d = arg;
-    kv_seq *seqs[1] = {&d->s};
-    int32_t row = 0;
-    model_batch b = {1, pc->tok, pc->pos, pc->seq_idx, 1, seqs, 1, &row};
-    return model_forward(e->cfg.drafter, &d->kv, &b, pc->logits);
-}
-
-static double measure_mtp_ratio(engine *e) {
-    kv_seq ms = {0};
-    double r = kv_seq_reserve(&e->mtp_kv, &ms, 2) == 0 ? engine_probe_cost(e, mtp_pass, &ms, 0.3) : 0.3;
-    kv_seq_release(&e->mtp_kv, &ms);
-    return r;
-}
-
-static double measure_drafter_ratio(engine *e) {
-    drafter_probe d = {0};
-    if (model_kv_init(e->cfg.drafter, &d.kv, 64) != 0) return 0.5;
-    double r = kv_seq_reserve(&d.kv, &d.s, 1) == 0 ? engine_probe_cost(e, drafter_pass, &d, 0.5) : 0.5;
-    kv_seq_release(&d.kv, &d.s);
-    kv_cache_free(&d.kv);
-    return r;
-}
-
 static void *engine_main(void *v) {
     engine *e = v;
     for (;;) {
@@ -285,20 +207,19 @@ int engine_start(engine **out, model *m, const tokenizer *tok, const engine_conf
     if (e->cfg.spec_min_repetition < 0) e->cfg.spec_min_repetition = ENGINE_DEFAULT_MIN_REPETITION;
     int rc = model_kv_init(m, &e->kv, e->cfg.kv_tokens);
     if (rc) { free(e); return rc; }
-    e->verify_ratio = engine_probe_cost(e, verify_pass, NULL, 1.5);
-    if (e->verify_ratio < 1.0) e->verify_ratio = 1.0;
+    engine_measure_step(e);
     if (e->cfg.mtp && m->mtp) {
         if (e->cfg.mtp_depth < 1) e->cfg.mtp_depth = 3;
         if (e->cfg.mtp_depth > ENGINE_MAX_DRAFT) e->cfg.mtp_depth = ENGINE_MAX_DRAFT;
         e->mtp_logits = malloc((size_t)e->cfg.max_concurrent * m->cfg.vocab_size * sizeof(float));
         if (e->mtp_logits && model_mtp_kv_init(m, &e->mtp_kv, e->cfg.kv_tokens) == KS_OK)
-            e->mtp_ratio = measure_mtp_ratio(e);
+            e->mtp_ratio = engine_measure_mtp(e);
     }
     if (e->cfg.drafter) {
         if (e->cfg.drafter_len < 1) e->cfg.drafter_len = 4;
         if (e->cfg.drafter_len > ENGINE_MAX_DRAFT) e->cfg.drafter_len = ENGINE_MAX_DRAFT;
         if (drafter_new(&e->dr, e->cfg.drafter, e->cfg.kv_tokens) == KS_OK)
-            e->dr_ratio = measure_drafter_ratio(e);
+            e->dr_ratio = engine_measure_drafter(e);
     }
     if (e->cfg.dflash && (rc = engine_dflash_start(e))) {
         engine_dflash_stop(e);
@@ -312,8 +233,9 @@ int engine_start(engine **out, model *m, const tokenizer *tok, const engine_conf
         e->kv.pc = e->pc; /* NULL on OOM: runs without */
     }
     if (e->cfg.log_requests)
-        fprintf(stderr, "kestrel: measured costs in decode steps: verify of %d drafts %.2f, MTP head pass %.2f, "
-                "draft model pass %.2f, DFlash pass (block %d) %.2f\n", e->cfg.pld_draft_len, e->verify_ratio,
+        fprintf(stderr, "kestrel: measured costs in decode steps: verify of %d drafts %.2f (at context 0) %.2f (at 2048), "
+                "MTP head pass %.2f, draft model pass %.2f, DFlash pass (block %d) %.2f\n", e->cfg.pld_draft_len,
+                engine_verify_cost(e, e->cfg.pld_draft_len, 0), engine_verify_cost(e, e->cfg.pld_draft_len, 2048),
                 e->mtp_ratio, e->dr_ratio, e->fl_block, e->fl_ratio);
     e->active = calloc((size_t)e->cfg.max_concurrent, sizeof *e->active);
     e->preempted = calloc((size_t)e->cfg.max_concurrent, sizeof *e->preempted);
@@ -387,7 +309,7 @@ void engine_get_stats(engine *e, engine_stats *s) {
     s->spec_verify_steps = atomic_load(&e->spec_verify);
     s->gate_prompt_off = atomic_load(&e->gate_prompt_off);
     s->gate_runtime_off = atomic_load(&e->gate_runtime_off);
-    s->verify_cost_ratio = e->verify_ratio;
+    s->verify_cost_ratio = engine_verify_cost(e, e->cfg.pld_draft_len, 0);
     s->prefix_lookup_tokens = atomic_load(&e->prefix_lookup);
     s->prefix_hit_tokens = atomic_load(&e->prefix_hit);
     s->prefix_cached_blocks = atomic_load(&e->stat_cached_blocks);

@@ -88,7 +88,7 @@ static bool dflash_pays(const engine *e, const seq_state *s, double bar) {
     if (e->cfg.no_runtime_gates) return true;
     double r = engine_src_accept_rate(s, DRAFT_SRC_DFLASH);
     for (int j = 1; j < e->fl_block; j++)
-        if (chain_value(e, r, j, e->fl_ratio) > bar) return true;
+        if (chain_value(e, r, j, e->fl_ratio, s->n_cached) > bar) return true;
     return false;
 }
 

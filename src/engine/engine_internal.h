@@ -127,8 +127,8 @@ struct engine {
     float *mtp_logits;      /* (max_concurrent, vocab) */
     double dr_ratio;        /* drafter forward / target decode step */
     atomic_llong dr_drafted, dr_accepted;
-    double verify_ratio;    /* measured cost of a (draft_len + 1)-token step over a 1-token step */
-    double t_decode;        /* seconds of a 1-token decode step (engine start) */
+    double st_a, st_b, st_c; /* step time model, seconds: t(n, L) = a + n (b + c L) (engine_cost.c) */
+    double t_decode;        /* seconds of a 1-token decode step at an empty context (engine start) */
     kv_cache fl_kv;         /* the DFlash drafter's entries (n_blocks 0: none in use) */
     int fl_block;           /* block size drafted */
     double fl_ratio;        /* a DFlash pass / target decode step */
@@ -145,7 +145,22 @@ static inline double now_s(void) {
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* engine.c: start-up cost probes. probe_ctx is a scratch target sequence
+/* engine.c */
+void engine_push_event(engine_req *r, engine_event *ev); /* takes ev->text */
+void engine_push_error(engine_req *r, const char *msg);
+/* engine_seq.c */
+seq_state *engine_seq_new(engine *e, engine_req *r);
+void engine_seq_free(engine *e, seq_state *s);
+void engine_seq_finish(engine *e, seq_state *s, engine_finish why);
+void engine_cache_blocks(engine *e, seq_state *s);
+int engine_seq_sample(engine *e, seq_state *s, float *logits);
+int engine_seq_verify(engine *e, seq_state *s, float *rows, int n_cached_before);
+/* engine_sched.c */
+int engine_step(engine *e);
+/* engine_seq.c: the chance that src's next draft is accepted after the
+ * previous one was (priors: lookup 0.5, model proposers 0.7, weight 10) */
+double engine_src_accept_rate(const seq_state *s, int src);
+/* engine_cost.c: start-up cost probes. probe_ctx is a scratch target sequence
  * after a 1-token step at position 0 (its tokens/positions arrays hold
  * ENGINE_MAX_DRAFT + 1 entries); a probe_fn runs the pass being priced. */
 typedef struct {
@@ -158,26 +173,24 @@ typedef int (*probe_fn)(engine *e, const probe_ctx *pc, void *arg);
  * right after a 1-token step), or fallback when either fails; sets
  * e->t_decode. */
 double engine_probe_cost(engine *e, probe_fn pass, void *arg, double fallback);
-/* engine.c */
-void engine_push_event(engine_req *r, engine_event *ev); /* takes ev->text */
-void engine_push_error(engine_req *r, const char *msg);
-/* engine_seq.c */
-seq_state *engine_seq_new(engine *e, engine_req *r);
-void engine_seq_free(engine *e, seq_state *s);
-void engine_seq_finish(engine *e, seq_state *s, engine_finish why);
-void engine_cache_blocks(engine *e, seq_state *s);
-int engine_seq_sample(engine *e, seq_state *s, float *logits);
-int engine_seq_verify(engine *e, seq_state *s, float *rows, int n_cached_before);
-double engine_verify_cost(const engine *e, double k);
-/* engine_sched.c */
-int engine_step(engine *e);
-/* (1 + r + .. + r^n) / (verify cost of n drafts + pass_cost): expected tokens
- * per unit of cost of verifying a chain of n drafts each accepted with
- * probability r after the previous one */
-double chain_value(const engine *e, double r, int n, double pass_cost);
-/* engine_seq.c: the chance that src's next draft is accepted after the
- * previous one was (priors: lookup 0.5, model proposers 0.7, weight 10) */
-double engine_src_accept_rate(const seq_state *s, int src);
+/* engine_cost.c: the step-time model (probed once at start) and the
+ * costs, in decode steps of a sequence at context L, of verifying k drafts
+ * and of a proposer pass whose cost is `ratio` decode steps at an empty
+ * context; engine_track_cost follows a pass's ratio from its measured time
+ * (moving average, weight 1/8). */
+void engine_measure_step(engine *e);
+double engine_measure_mtp(engine *e);
+double engine_measure_drafter(engine *e);
+double engine_verify_cost(const engine *e, double k, int L);
+double engine_pass_cost(const engine *e, double ratio, int L);
+void engine_track_cost(engine *e, double *ratio, double dt, int passes);
+/* (1 + r + .. + r^n) / (verify of n drafts + the pass): expected tokens per
+ * unit of cost of a chain of n drafts, each accepted with probability r
+ * after the previous one was */
+double chain_value(const engine *e, double r, int n, double pass_ratio, int L);
+/* The best number *best_j of the first n drafts to verify (0: none) and its
+ * value (1: plain decoding); with the runtime gates off (tests) always n. */
+double engine_best_drafts(const engine *e, double r, int n, int L, int *best_j);
 /* engine_mtp.c */
 int engine_mtp_update(engine *e, int na, const int *feed, const int *tstart, const int *pstart, const int *done);
 void engine_mtp_reset(engine *e, seq_state *s);

@@ -42,7 +42,7 @@ static int mtp_best_depth(const engine *e, const seq_state *s, double bar) {
     double r = engine_src_accept_rate(s, DRAFT_SRC_MTP), best = bar;
     int bd = 0;
     for (int d = 1; d <= e->cfg.mtp_depth; d++) {
-        double v = chain_value(e, r, d, d * e->mtp_ratio);
+        double v = chain_value(e, r, d, d * e->mtp_ratio, s->n_cached);
         if (v > best) {
             best = v;
             bd = d;

@@ -135,28 +135,17 @@ static int lookup_drafts(const engine *e, const seq_state *s, int k, int32_t *ou
                        k_pld, e->cfg.pld_draft_len, s->pld, out);
 }
 
-/* Expected tokens per unit of verify cost of verifying the first j of n
- * drafts whose acceptance chain continues with probability r, at the best j
- * (written to *best_j): (1 + r + .. + r^j) / cost(j). With the runtime
- * gates off (tests) j is always n, so nothing depends on timing. */
-double chain_value(const engine *e, double r, int n, double pass_cost) {
-    double tok = 1.0, pr = 1.0;
-    for (int j = 1; j <= n; j++) tok += (pr *= r);
-    return tok / (engine_verify_cost(e, n) + pass_cost);
-}
-
-static double draft_value(const engine *e, double r, int n, int *best_j) {
-    double tok = 1.0, pr = 1.0, best = 1.0 / engine_verify_cost(e, 0);
-    *best_j = 0;
-    for (int j = 1; j <= n; j++) {
-        tok += (pr *= r);
-        double v = tok / engine_verify_cost(e, j);
-        if (v > best || (e->cfg.no_runtime_gates && j == n)) {
-            best = v;
-            *best_j = j;
-        }
-    }
-    return best;
+/* The draft model runs k sequential forwards for its drafts: only while a
+ * chain of drafter_len drafts at its acceptance so far beats plain decoding
+ * counting those forwards (else it is off for the request). */
+static bool drafter_pays(engine *e, seq_state *s) {
+    if (e->cfg.no_runtime_gates) return true;
+    int k = e->cfg.drafter_len;
+    if (chain_value(e, engine_src_accept_rate(s, DRAFT_SRC_DRAFTER), k, k * e->dr_ratio, s->n_cached) > 1.0)
+        return true;
+    s->use_drafter = false;
+    atomic_fetch_add(&e->gate_runtime_off, 1);
+    return false;
 }
 
 /* Among the drafts ready for this step — prompt lookup's (s->draft), the
@@ -168,12 +157,14 @@ static double draft_value(const engine *e, double r, int n, int *best_j) {
  * row stops being computed for the request. */
 static void choose_drafts(engine *e, seq_state *s, int k) {
     int j, best_j = s->n_draft;
-    double best = s->n_draft ? draft_value(e, engine_src_accept_rate(s, DRAFT_SRC_LOOKUP), s->n_draft, &j) : 0.0;
+    int L = s->n_cached;
+    double best = s->n_draft ? engine_best_drafts(e, engine_src_accept_rate(s, DRAFT_SRC_LOOKUP), s->n_draft, L, &j)
+                             : 0.0;
     const int32_t *src = NULL;
     int n_mtp = s->use_mtp && s->n_mtp_draft > 0 ? (s->n_mtp_draft < k ? s->n_mtp_draft : k) : 0;
     int n_fl = s->use_dflash && s->n_fl_draft > 0 ? (s->n_fl_draft < k ? s->n_fl_draft : k) : 0;
     if (n_mtp) {
-        double v = draft_value(e, engine_src_accept_rate(s, DRAFT_SRC_MTP), n_mtp, &j);
+        double v = engine_best_drafts(e, engine_src_accept_rate(s, DRAFT_SRC_MTP), n_mtp, L, &j);
         if (v > best && j > 0) {
             best = v;
             best_j = n_mtp; /* the depth controller already chose the head's length */
@@ -182,7 +173,7 @@ static void choose_drafts(engine *e, seq_state *s, int k) {
         }
     }
     if (n_fl) {
-        double v = draft_value(e, engine_src_accept_rate(s, DRAFT_SRC_DFLASH), n_fl, &j);
+        double v = engine_best_drafts(e, engine_src_accept_rate(s, DRAFT_SRC_DFLASH), n_fl, L, &j);
         if (v > best && j > 0) {
             best = v;
             best_j = j;
@@ -209,13 +200,6 @@ static void choose_drafts(engine *e, seq_state *s, int k) {
         s->use_dflash = false;
         engine_dflash_reset(e, s);
     }
-}
-
-/* Moving average (weight 1/8) of a proposer's cost per pass relative to a
- * decode step, from one step's measured time over `passes` passes. */
-static void track_cost(engine *e, double *ratio, double dt, int passes) {
-    if (passes <= 0 || e->t_decode <= 0) return;
-    *ratio += (dt / passes / e->t_decode - *ratio) / 8.0;
 }
 
 int engine_step(engine *e) {
@@ -259,11 +243,11 @@ int engine_step(engine *e) {
             if (k > 0) s->n_draft = lookup_drafts(e, s, k, s->draft);
             s->draft_src = DRAFT_SRC_LOOKUP;
             if (k > 0 && !s->r->p.n_prediction && s->n_draft >= 0) choose_drafts(e, s, k);
-            if (s->n_draft == 0 && s->use_drafter && k > 0) {
+            if (s->n_draft == 0 && s->use_drafter && k > 0 && drafter_pays(e, s)) {
                 int kd = e->cfg.drafter_len < k ? e->cfg.drafter_len : k;
                 double t0 = now_s();
                 s->n_draft = drafter_propose(e->dr, &s->dseq, s->ctx, s->n_ctx, kd, s->draft);
-                track_cost(e, &e->dr_ratio, now_s() - t0, s->n_draft);
+                engine_track_cost(e, &e->dr_ratio, now_s() - t0, s->n_draft);
                 s->draft_src = DRAFT_SRC_DRAFTER;
                 if (s->n_draft < 0) { /* the drafter failed: keep prompt lookup only */
                     s->n_draft = 0;
@@ -358,19 +342,19 @@ int engine_step(engine *e) {
         if (done[i] || !s->spec || s->n_ctx != s->n_cached + 1 || (!s->use_mtp && !s->use_dflash)) continue;
         int32_t d[ENGINE_MAX_DRAFT];
         int k = draft_room(e, s), nd = k > 0 ? lookup_drafts(e, s, k, d) : 0;
-        if (nd > 0) s->lookup_value = chain_value(e, engine_src_accept_rate(s, DRAFT_SRC_LOOKUP), nd, 0.0);
+        if (nd > 0) s->lookup_value = chain_value(e, engine_src_accept_rate(s, DRAFT_SRC_LOOKUP), nd, 0.0, s->n_cached);
     }
     /* the proposers' passes, timed: their cost per pass (in decode steps)
      * follows what they really take here, not only the start-up probe */
     if (e->mtp_kv.n_blocks) {
         double t0 = now_s();
         int passes = engine_mtp_update(e, na, feed, tstart, pstart, done);
-        track_cost(e, &e->mtp_ratio, now_s() - t0, passes);
+        engine_track_cost(e, &e->mtp_ratio, now_s() - t0, passes);
     }
     if (e->fl_kv.n_blocks) {
         double t0 = now_s();
         int passes = engine_dflash_update(e, na, feed, tstart, pstart, done);
-        track_cost(e, &e->fl_ratio, now_s() - t0, passes);
+        engine_track_cost(e, &e->fl_ratio, now_s() - t0, passes);
     }
     for (int i = na - 1; i >= 0; i--)
         if (done[i]) {

@@ -257,10 +257,8 @@ double engine_src_accept_rate(const seq_state *s, int src) {
  * committed token is the one plain decoding chose) — up to the committed
  * tokens, past which nothing is known. */
 static void learn_sources(seq_state *s, int k, int accepted, int base) {
-    if (s->draft_src != DRAFT_SRC_DRAFTER) {
-        s->est_acc[s->draft_src] += accepted;
-        s->est_rej[s->draft_src] += accepted < k;
-    }
+    s->est_acc[s->draft_src] += accepted;
+    s->est_rej[s->draft_src] += accepted < k;
     int committed = s->n_ctx - base;
     for (int src = 0; src < 4; src++) {
         int n = s->n_shadow[src], m = 0;
@@ -283,12 +281,6 @@ int engine_seq_sample(engine *e, seq_state *s, float *logits) {
     return finished;
 }
 
-/* Cost of verifying k drafts, in plain decode steps: linear between 1 (no
- * draft) and the measured cost of a pld_draft_len + 1 token step. */
-double engine_verify_cost(const engine *e, double k) {
-    return 1.0 + (e->verify_ratio - 1.0) * k / e->cfg.pld_draft_len;
-}
-
 /* The runtime gates' one rule: after 8 verify steps a proposer whose steps
  * yield fewer tokens (1 + accepted per step) than they cost, in plain decode
  * steps, is turned off for the rest of the request. */
@@ -300,7 +292,7 @@ static bool gate_says_off(const engine *e, int steps, int accepted, double cost)
  * agrees with, commits them and the target's own next token, drops the KV of
  * rejected positions. Returns 1 when the sequence finished. */
 int engine_seq_verify(engine *e, seq_state *s, float *rows, int n_cached_before) {
-    int V = e->m->cfg.vocab_size, k = s->n_draft, accepted = 0;
+    int V = e->m->cfg.vocab_size, k = s->n_draft, accepted = 0, L = n_cached_before;
     engine_req *r = s->r;
     /* counted before committing: a commit may finish the sequence (its DONE
      * event reports these counts) */
@@ -342,7 +334,8 @@ int engine_seq_verify(engine *e, seq_state *s, float *rows, int n_cached_before)
         s->fl_accepted += accepted;
         /* DFlash's gate: a step costs a verify plus one drafter pass */
         if (gate_says_off(e, s->fl_steps, s->fl_accepted,
-                          engine_verify_cost(e, (double)s->fl_drafted / s->fl_steps) + e->fl_ratio)) {
+                          engine_verify_cost(e, (double)s->fl_drafted / s->fl_steps, L) +
+                              engine_pass_cost(e, e->fl_ratio, L))) {
             s->use_dflash = false;
             engine_dflash_reset(e, s);
             atomic_fetch_add(&e->gate_runtime_off, 1);
@@ -353,7 +346,8 @@ int engine_seq_verify(engine *e, seq_state *s, float *rows, int n_cached_before)
         s->mtp_accepted += accepted;
         /* the head's gate: a step costs a verify plus one head pass per depth */
         double kbar = (double)s->mtp_drafted / s->mtp_steps; /* one head pass per draft */
-        if (gate_says_off(e, s->mtp_steps, s->mtp_accepted, engine_verify_cost(e, kbar) + kbar * e->mtp_ratio)) {
+        if (gate_says_off(e, s->mtp_steps, s->mtp_accepted,
+                          engine_verify_cost(e, kbar, L) + engine_pass_cost(e, kbar * e->mtp_ratio, L))) {
             s->use_mtp = false;
             s->n_mtp_draft = 0;
             atomic_fetch_add(&e->gate_runtime_off, 1);
@@ -367,7 +361,8 @@ int engine_seq_verify(engine *e, seq_state *s, float *rows, int n_cached_before)
         s->dr_accepted += accepted;
         /* the drafter's own gate: its step costs a verify plus k drafter forwards */
         if (gate_says_off(e, s->dr_steps, s->dr_accepted,
-                          engine_verify_cost(e, e->cfg.drafter_len) + e->cfg.drafter_len * e->dr_ratio)) {
+                          engine_verify_cost(e, e->cfg.drafter_len, L) +
+                              engine_pass_cost(e, e->cfg.drafter_len * e->dr_ratio, L))) {
             s->use_drafter = false;
             atomic_fetch_add(&e->gate_runtime_off, 1);
         }
@@ -379,7 +374,7 @@ int engine_seq_verify(engine *e, seq_state *s, float *rows, int n_cached_before)
     s->kv.n_tokens = s->n_cached;
     /* the gate over all of this request's drafting (sticky) */
     if (s->n_verify &&
-        gate_says_off(e, s->n_verify, s->n_accepted, engine_verify_cost(e, (double)s->n_drafted / s->n_verify))) {
+        gate_says_off(e, s->n_verify, s->n_accepted, engine_verify_cost(e, (double)s->n_drafted / s->n_verify, L))) {
         s->spec = false;
         s->spec_off_by = "runtime gate";
         atomic_fetch_add(&e->gate_runtime_off, 1);

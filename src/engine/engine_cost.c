@@ -1,0 +1,169 @@
+/* engine_cost.c — what speculation costs on this machine, in decode steps:
+ * the step-time model of the target (probed at start: t(n, L) = a + n (b +
+ * c L) for n tokens of one sequence at context L), the proposers' pass
+ * costs (probed at start, then followed from every measured pass), and the
+ * values built on them (expected tokens per unit of cost) that the chooser,
+ * the depth controller, the pass decision and the gates use. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "base/err.h"
+#include "engine/engine_internal.h"
+
+#define STEP_PROBE_CTX 256 /* context of the second pair of step probes */
+
+/* t(n, L) = a + n (b + c L): best-of-3 timings (after a warm-up) of 1 and
+ * pld_draft_len + 1 tokens at contexts 0 and STEP_PROBE_CTX on a scratch
+ * sequence (prefilled once). Without room or on failure: a verify of
+ * pld_draft_len drafts costs 1.5 steps and context costs nothing. */
+void engine_measure_step(engine *e) {
+    int k1 = e->cfg.pld_draft_len + 1, L0 = STEP_PROBE_CTX;
+    if (e->kv.n_blocks * e->kv.block_size < L0 + k1 + 1) L0 = 0;
+    int n_all = L0 + k1;
+    int32_t *tok = calloc((size_t)n_all, sizeof *tok), *pos = malloc((size_t)n_all * sizeof *pos);
+    int32_t *seq = calloc((size_t)n_all, sizeof *seq), *rows = malloc((size_t)k1 * sizeof *rows);
+    float *logits = malloc((size_t)k1 * e->m->cfg.vocab_size * sizeof(float));
+    kv_seq s = {0};
+    kv_seq *seqs[1] = {&s};
+    double t[4] = {1e9, 1e9, 1e9, 1e9};
+    bool ok = tok && pos && seq && rows && logits && kv_seq_reserve(&e->kv, &s, n_all) == 0;
+    for (int i = 0; ok && i < n_all; i++) pos[i] = i;
+    for (int i = 0; ok && i < k1; i++) rows[i] = i;
+    if (ok && L0) { /* the context, once */
+        model_batch b = {L0, tok, pos, seq, 1, seqs, 0, rows};
+        ok = model_forward(e->m, &e->kv, &b, logits) == 0;
+    }
+    for (int rep = 0; ok && rep < 4; rep++)
+        for (int v = 0; ok && v < (L0 ? 4 : 2); v++) {
+            int n = v % 2 ? k1 : 1, from = v / 2 ? L0 : 0;
+            model_batch b = {n, tok, pos + from, seq, 1, seqs, n, rows};
+            double t0 = now_s();
+            ok = model_forward(e->m, &e->kv, &b, logits) == 0;
+            double dt = now_s() - t0;
+            if (rep > 0 && dt < t[v]) t[v] = dt;
+        }
+    kv_seq_release(&e->kv, &s);
+    free(tok); free(pos); free(seq); free(rows); free(logits);
+    if (!ok || t[0] >= 1e9 || t[1] >= 1e9) {
+        e->st_b = 0.5 / (k1 - 1);
+        e->st_a = 1.0 - e->st_b;
+        e->st_c = 0;
+        e->t_decode = t[0] < 1e9 ? t[0] : 0;
+        return;
+    }
+    double b = (t[1] - t[0]) / (k1 - 1);
+    if (b < 0) b = 0;
+    double a = t[0] - b, c = 0;
+    if (a < 0.05 * t[0]) a = 0.05 * t[0];
+    if (L0 && t[2] < 1e9 && t[3] < 1e9) c = ((t[2] - t[0]) + (t[3] - t[1])) / ((double)L0 * (1 + k1));
+    if (c < 0) c = 0;
+    e->st_a = a;
+    e->st_b = b;
+    e->st_c = c;
+    e->t_decode = t[0];
+}
+
+static double step_time(const engine *e, double n, int L) { return e->st_a + n * (e->st_b + e->st_c * L); }
+
+double engine_verify_cost(const engine *e, double k, int L) {
+    return step_time(e, k + 1, L) / step_time(e, 1, L);
+}
+
+double engine_pass_cost(const engine *e, double ratio, int L) {
+    return ratio * step_time(e, 1, 0) / step_time(e, 1, L);
+}
+
+void engine_track_cost(engine *e, double *ratio, double dt, int passes) {
+    if (passes <= 0 || e->t_decode <= 0) return;
+    *ratio += (dt / passes / e->t_decode - *ratio) / 8.0;
+}
+
+double chain_value(const engine *e, double r, int n, double pass_ratio, int L) {
+    double tok = 1.0, pr = 1.0;
+    for (int j = 1; j <= n; j++) tok += (pr *= r);
+    return tok / (engine_verify_cost(e, n, L) + engine_pass_cost(e, pass_ratio, L));
+}
+
+double engine_best_drafts(const engine *e, double r, int n, int L, int *best_j) {
+    double tok = 1.0, pr = 1.0, best = 1.0;
+    *best_j = 0;
+    for (int j = 1; j <= n; j++) {
+        tok += (pr *= r);
+        double v = tok / engine_verify_cost(e, j, L);
+        if (v > best || (e->cfg.no_runtime_gates && j == n)) {
+            best = v;
+            *best_j = j;
+        }
+    }
+    return best;
+}
+
+/* Start-up cost probes (see engine_internal.h): a 1-token target step at
+ * position 0 of a scratch sequence, then the pass, alternated; best of 3
+ * after a warm-up. The scratch sequence holds ENGINE_MAX_DRAFT + 1 tokens,
+ * for passes that are target steps themselves. */
+double engine_probe_cost(engine *e, probe_fn pass, void *arg, double fallback) {
+    kv_seq s = {0};
+    kv_seq *seqs[1] = {&s};
+    int32_t tok[ENGINE_MAX_DRAFT + 1] = {0}, pos[ENGINE_MAX_DRAFT + 1], seq[ENGINE_MAX_DRAFT + 1] = {0};
+    for (int i = 0; i <= ENGINE_MAX_DRAFT; i++) pos[i] = i;
+    float *logits = malloc((size_t)(ENGINE_MAX_DRAFT + 1) * e->m->cfg.vocab_size * sizeof(float));
+    double t[2] = {1e9, 1e9};
+    probe_ctx pc = {&s, logits, tok, pos, seq};
+    if (logits && kv_seq_reserve(&e->kv, &s, ENGINE_MAX_DRAFT + 1) == 0)
+        for (int rep = 0; rep < 4; rep++) {
+            int32_t row0 = 0;
+            model_batch b = {1, tok, pos, seq, 1, seqs, 1, &row0};
+            double t0 = now_s();
+            if (model_forward(e->m, &e->kv, &b, logits) != 0) break;
+            double t1 = now_s();
+            if (pass(e, &pc, arg) != 0) break;
+            double t2 = now_s();
+            if (rep > 0) {
+                if (t1 - t0 < t[0]) t[0] = t1 - t0;
+                if (t2 - t1 < t[1]) t[1] = t2 - t1;
+            }
+        }
+    free(logits);
+    kv_seq_release(&e->kv, &s);
+    return t[0] < 1e9 && t[1] < 1e9 && t[0] > 0 ? t[1] / t[0] : fallback;
+}
+
+/* One MTP head entry (one token) after the target step. */
+static int mtp_pass(engine *e, const probe_ctx *pc, void *arg) {
+    kv_seq *ms = arg, *mseqs[1] = {ms};
+    int32_t idx = 0, q = 1, hid = 0, row = 0;
+    model_batch mb = {1, pc->tok, &idx, pc->seq_idx, 1, mseqs, 1, &row};
+    return model_mtp_forward(e->m, &e->mtp_kv, &mb, &q, &hid, MTP_SRC_TARGET, pc->logits);
+}
+
+/* A draft-model forward of one token (its own scratch cache). */
+typedef struct {
+    kv_cache kv;
+    kv_seq s;
+} drafter_probe;
+
+static int drafter_pass(engine *e, const probe_ctx *pc, void *arg) {
+    drafter_probe *d = arg;
+    kv_seq *seqs[1] = {&d->s};
+    int32_t row = 0;
+    model_batch b = {1, pc->tok, pc->pos, pc->seq_idx, 1, seqs, 1, &row};
+    return model_forward(e->cfg.drafter, &d->kv, &b, pc->logits);
+}
+
+double engine_measure_mtp(engine *e) {
+    kv_seq ms = {0};
+    double r = kv_seq_reserve(&e->mtp_kv, &ms, 2) == 0 ? engine_probe_cost(e, mtp_pass, &ms, 0.3) : 0.3;
+    kv_seq_release(&e->mtp_kv, &ms);
+    return r;
+}
+
+double engine_measure_drafter(engine *e) {
+    drafter_probe d = {0};
+    if (model_kv_init(e->cfg.drafter, &d.kv, 64) != 0) return 0.5;
+    double r = kv_seq_reserve(&d.kv, &d.s, 1) == 0 ? engine_probe_cost(e, drafter_pass, &d, 0.5) : 0.5;
+    kv_seq_release(&d.kv, &d.s);
+    kv_cache_free(&d.kv);
+    return r;
+}
+
