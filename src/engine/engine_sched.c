@@ -39,7 +39,7 @@ static int blocks_for(const engine *e, int tokens) { return (tokens + e->kv.bloc
 
 /* Free blocks plus cached blocks nobody uses (evicted on demand). */
 static int blocks_available(const engine *e) {
-    return kv_free_blocks(&e->kv) + (e->pc ? prefix_cache_idle(e->pc, &e->kv) : 0);
+    return kv_free_blocks(&e->kv) + (e->pc ? prefix_cache_idle(e->pc) : 0);
 }
 
 /* A sequence without KV starts on the longest cached prefix of its tokens:

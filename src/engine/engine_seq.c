@@ -176,19 +176,46 @@ static void fill_logprobs(engine *e, const float *logits, int tok, engine_event 
     for (int i = 0; i < V; i++) z += exp((double)(logits[i] - mx));
     float lz = mx + (float)log(z);
     ev->logprob = logits[tok] - lz;
-    ev->n_top = 0;
-    for (int k = 0; k < top; k++) { /* k-th best by repeated scan: top <= 20 */
-        int best = -1;
-        for (int i = 0; i < V; i++) {
-            int taken = 0;
-            for (int j = 0; j < ev->n_top; j++) taken |= ev->top_ids[j] == i;
-            if (!taken && (best < 0 || logits[i] > logits[best])) best = i;
+    /* the top alternatives in one pass: a min-heap of the best `top` ids
+     * (ties: the lower id ranks first, as a scan would) */
+    if (top > V) top = V;
+    int32_t *h = ev->top_ids;
+    int n = 0;
+#define WORSE(a, b) (logits[a] < logits[b] || (logits[a] == logits[b] && (a) > (b)))
+    for (int i = 0; i < V; i++) {
+        if (n == top && !WORSE(h[0], i)) continue;
+        int j;
+        if (n < top) { /* sift up */
+            for (j = n++; j > 0 && WORSE(i, h[(j - 1) / 2]); j = (j - 1) / 2) h[j] = h[(j - 1) / 2];
+        } else { /* replace the root, sift down */
+            for (j = 0;;) {
+                int c = 2 * j + 1;
+                if (c >= n) break;
+                if (c + 1 < n && WORSE(h[c + 1], h[c])) c++;
+                if (!WORSE(h[c], i)) break;
+                h[j] = h[c];
+                j = c;
+            }
         }
-        if (best < 0) break;
-        ev->top_ids[ev->n_top] = best;
-        ev->top_logprobs[ev->n_top] = logits[best] - lz;
-        ev->n_top++;
+        h[j] = i;
     }
+    /* heap -> best first: repeatedly move the worst (root) to the end */
+    for (int m = n; m > 1; m--) {
+        int32_t last = h[m - 1], j = 0;
+        h[m - 1] = h[0];
+        for (;;) {
+            int c = 2 * j + 1;
+            if (c >= m - 1) break;
+            if (c + 1 < m - 1 && WORSE(h[c + 1], h[c])) c++;
+            if (!WORSE(h[c], last)) break;
+            h[j] = h[c];
+            j = c;
+        }
+        h[j] = last;
+    }
+#undef WORSE
+    ev->n_top = n;
+    for (int k = 0; k < n; k++) ev->top_logprobs[k] = logits[h[k]] - lz;
 }
 
 /* Appends a chosen token: events, stop strings, limits. `raw` is the row's

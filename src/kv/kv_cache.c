@@ -71,10 +71,15 @@ int kv_seq_reserve(kv_cache *kv, kv_seq *s, int n_tokens) {
     return KS_OK;
 }
 
-void kv_block_ref(kv_cache *kv, int block) { kv->refs[block]++; }
+void kv_block_ref(kv_cache *kv, int block) {
+    int before = kv->refs[block]++;
+    if (kv->pc) prefix_cache_ref_changed(kv->pc, block, before, before + 1);
+}
 
 void kv_block_unref(kv_cache *kv, int block) {
-    if (--kv->refs[block] == 0) kv->free_list[kv->n_free++] = block;
+    int after = --kv->refs[block];
+    if (kv->pc) prefix_cache_ref_changed(kv->pc, block, after + 1, after);
+    if (after == 0) kv->free_list[kv->n_free++] = block;
 }
 
 int kv_seq_share(kv_cache *kv, kv_seq *s, const int32_t *blocks, int n_blocks, int n_tokens) {

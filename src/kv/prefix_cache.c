@@ -18,6 +18,7 @@ typedef struct {
 
 struct prefix_cache {
     int n_pool, bs, max_blocks, n_cached;
+    int n_idle;              /* cached blocks only the cache holds (refs == 1) */
     pc_block *b;             /* (n_pool) */
     int32_t *tokens;         /* (n_pool, bs) */
     int *table;              /* (cap) block id or -1 */
@@ -133,7 +134,12 @@ static void drop(prefix_cache *pc, kv_cache *kv, int id) {
     lru_unlink(pc, id);
     pc->b[id].cached = 0;
     pc->n_cached--;
+    pc->n_idle -= kv->refs[id] == 1;
     kv_block_unref(kv, id);
+}
+
+void prefix_cache_ref_changed(prefix_cache *pc, int id, int refs_before, int refs_after) {
+    if (pc->b[id].cached) pc->n_idle += (refs_after == 1) - (refs_before == 1);
 }
 
 int prefix_cache_evict(prefix_cache *pc, kv_cache *kv, int need) {
@@ -149,11 +155,7 @@ int prefix_cache_evict(prefix_cache *pc, kv_cache *kv, int need) {
     return freed;
 }
 
-int prefix_cache_idle(const prefix_cache *pc, const kv_cache *kv) {
-    int n = 0;
-    for (int id = pc->tail; id >= 0; id = pc->b[id].prev) n += kv->refs[id] == 1;
-    return n;
-}
+int prefix_cache_idle(const prefix_cache *pc) { return pc->n_idle; }
 
 void prefix_cache_insert(prefix_cache *pc, kv_cache *kv, const int32_t *tokens, int n_blocks, const int32_t *blocks) {
     uint64_t parent = 0;
@@ -164,14 +166,15 @@ void prefix_cache_insert(prefix_cache *pc, kv_cache *kv, const int32_t *tokens, 
         int have = table_find(pc, key);
         if (have < 0 && !pc->b[id].cached) {
             if (pc->n_cached >= pc->max_blocks && prefix_cache_evict(pc, kv, 1) == 0) return;
+            kv_block_ref(kv, id); /* before it counts as cached: the sequence still holds it */
             pc->b[id].key = key;
             pc->b[id].parent = parent;
             pc->b[id].cached = 1;
+            pc->n_idle += kv->refs[id] == 1;
             memcpy(pc->tokens + (size_t)id * pc->bs, t, (size_t)pc->bs * sizeof *t);
             table_put(pc, id);
             lru_push_front(pc, id);
             pc->n_cached++;
-            kv_block_ref(kv, id);
         } else if (have >= 0 && have != id) {
             /* the same content is already cached under another block: keep the chain going */
         }

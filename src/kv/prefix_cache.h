@@ -29,8 +29,12 @@ void prefix_cache_insert(prefix_cache *pc, kv_cache *kv, const int32_t *tokens, 
 /* Drops up to `need` unused cached blocks, least recently used first, back to
  * the pool; returns how many. */
 int prefix_cache_evict(prefix_cache *pc, kv_cache *kv, int need);
-/* Cached blocks no sequence uses (evictable). */
-int prefix_cache_idle(const prefix_cache *pc, const kv_cache *kv);
+/* Cached blocks no sequence uses (evictable); a counter kept through
+ * prefix_cache_ref_changed, so the KV cache must point at this cache
+ * (kv_cache.pc) while it holds blocks. */
+int prefix_cache_idle(const prefix_cache *pc);
+/* Called by kv_cache on every reference change of a block. */
+void prefix_cache_ref_changed(prefix_cache *pc, int id, int refs_before, int refs_after);
 int prefix_cache_size(const prefix_cache *pc);
 
 #endif

@@ -136,8 +136,10 @@ test('chat: logprobs and top_logprobs', async () => {
     assert.equal(typeof e.token, 'string');
     assert.ok(e.logprob <= 0);
     assert.equal(e.top_logprobs.length, 3);
-    // greedy: the chosen token is the most likely one
+    // greedy: the chosen token is the most likely one; the rest in order
     assert.equal(e.token, e.top_logprobs[0].token);
+    for (let i = 1; i < e.top_logprobs.length; i++) assert.ok(e.top_logprobs[i].logprob <= e.top_logprobs[i - 1].logprob);
+    assert.equal(new Set(e.top_logprobs.map((t) => t.token)).size, e.top_logprobs.length);
   }
   assert.equal(lp.map((e) => e.token).join(''), r.choices[0].message.content);
 });

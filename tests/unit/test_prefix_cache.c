@@ -27,7 +27,7 @@ TEST(test_prefix_cache_chain_lru_refcounts) {
     CHECK_EQ_INT(prefix_cache_size(pc), 3);
     kv_seq_release(&kv, &a);
     CHECK_EQ_INT(kv_free_blocks(&kv), 5); /* the cache holds 3 */
-    CHECK_EQ_INT(prefix_cache_idle(pc, &kv), 3);
+    CHECK_EQ_INT(prefix_cache_idle(pc), 3);
     int32_t got[4];
     CHECK_EQ_INT(prefix_cache_lookup(pc, &kv, toks, 3, got), 3);
     /* a different second block breaks the chain after block 0 */
@@ -41,14 +41,16 @@ TEST(test_prefix_cache_chain_lru_refcounts) {
     kv_seq b = {0};
     CHECK_EQ_INT(prefix_cache_lookup(pc, &kv, toks, 2, got), 2);
     CHECK(kv_seq_share(&kv, &b, got, 2, 8) == 0);
-    CHECK_EQ_INT(prefix_cache_idle(pc, &kv), 1);
+    CHECK_EQ_INT(prefix_cache_idle(pc), 1);
     CHECK_EQ_INT(prefix_cache_evict(pc, &kv, 3), 1);
     CHECK_EQ_INT(prefix_cache_size(pc), 2);
     /* the pool runs dry: reserve evicts idle cached blocks */
     kv_seq_release(&kv, &b);
+    CHECK_EQ_INT(prefix_cache_idle(pc), 2); /* released: both cached blocks idle again */
     kv_seq c = {0};
     CHECK(kv_seq_reserve(&kv, &c, 32) == 0); /* all 8 blocks */
     CHECK_EQ_INT(prefix_cache_size(pc), 0);
+    CHECK_EQ_INT(prefix_cache_idle(pc), 0);
     CHECK(kv_seq_reserve(&kv, &c, 36) != 0); /* and no more */
     kv_seq_release(&kv, &c);
     CHECK_EQ_INT(kv_free_blocks(&kv), 8);
