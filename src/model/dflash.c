@@ -237,13 +237,14 @@ int dflash_add_context(dflash *d, kv_cache *kv, int n, const int32_t *idx, const
     }
     model_batch b = {n, d->h_tok, idx, seq, n_seqs, seqs, 0, NULL};
     bk_attn_batch ab;
-    if ((rc = model_prepare_batch(m, kv, &b, model_graphs_on(m, n), &ab))) return rc;
+    bool graph = model_graphs_on(m, n);
+    if ((rc = model_prepare_batch(m, kv, &b, graph, &ab))) return rc;
     op->buf_upload(be, d->d_fidx, d->h_idx, (size_t)n * nf * 4);
     op->buf_upload(be, m->d_pos, rope_pos, (size_t)n * 4); /* kv_store writes by slot: pos is free for RoPE */
     pass_ctx x = {d, kv, &ab, n, 0};
     /* the features' rows are indexed by the target's capacity: a key of their own */
     model_graph_key k = {MODEL_GRAPH_DFLASH_CTX, n, t->cap_tokens, n_seqs, kv->k[0], kv->n_blocks, t->feat};
-    if ((rc = model_graph_run(m, &k, context_ops, &x))) return rc;
+    if ((rc = model_graph_run(m, &k, graph, context_ops, &x))) return rc;
     return op->buf_download(be, NULL, m->d_pos, 0); /* completes the queued work's errors */
 }
 
@@ -283,7 +284,8 @@ int dflash_draft(dflash *d, kv_cache *kv, int n_seqs, kv_seq *const *seqs, const
         }
     model_batch b = {n, d->h_tok, d->h_pos, d->h_seq, n_seqs, seqs, nr, d->h_rows};
     bk_attn_batch ab;
-    if ((rc = model_prepare_batch(m, kv, &b, model_graphs_on(m, n), &ab))) return rc;
+    bool graph = model_graphs_on(m, n_seqs); /* one block per sequence: bounded like a verify step */
+    if ((rc = model_prepare_batch(m, kv, &b, graph, &ab))) return rc;
     /* every block row sees the whole context and the whole block */
     for (int s = 0, i = 0; s < n_seqs; s++)
         for (int j = 0; j < block; j++, i++) {
@@ -295,7 +297,7 @@ int dflash_draft(dflash *d, kv_cache *kv, int n_seqs, kv_seq *const *seqs, const
     ab.pos = d->d_apos;
     pass_ctx x = {d, kv, &ab, n, nr};
     model_graph_key k = {MODEL_GRAPH_DFLASH_BLOCK, n, nr, n_seqs, kv->k[0], kv->n_blocks, NULL};
-    if ((rc = model_graph_run(m, &k, block_ops, &x))) return rc;
+    if ((rc = model_graph_run(m, &k, graph, block_ops, &x))) return rc;
     if ((rc = op->buf_download(be, d->logits, m->logits_dev, (size_t)nr * V * 4))) return rc;
     for (int r = 0; r < nr; r++) drafts[r] = sample_argmax(d->logits + (size_t)r * V, V);
     return KS_OK;

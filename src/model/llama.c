@@ -337,7 +337,8 @@ static int find_graph(model *m, const model_graph_key *k) {
     return i;
 }
 
-int model_graph_run(model *m, const model_graph_key *key, void (*ops)(model *m, const void *ctx), const void *ctx) {
+int model_graph_run(model *m, const model_graph_key *key, bool graph, void (*ops)(model *m, const void *ctx),
+                    const void *ctx) {
     backend *be = m->be;
     const backend_ops *op = be->ops;
     model_graph_key k;
@@ -349,7 +350,7 @@ int model_graph_run(model *m, const model_graph_key *key, void (*ops)(model *m, 
     k.kv = key->kv;
     k.kv_blocks = key->kv_blocks;
     k.dep = key->dep;
-    int slot = model_graphs_on(m, k.n) ? find_graph(m, &k) : -1;
+    int slot = graph && op->graph_begin && graphs_enabled() ? find_graph(m, &k) : -1;
     if (slot >= 0 && m->graphs[slot].exec) return op->graph_launch(be, m->graphs[slot].exec);
     if (slot >= 0 && m->graphs[slot].seen++ > 0 && op->graph_begin(be) == KS_OK) {
         /* second sight of this key: buffers are sized, record it */
@@ -436,11 +437,12 @@ int model_forward(model *m, kv_cache *kv, const model_batch *b, float *logits) {
     const model_config *c = &m->cfg;
     int n = b->n_tokens;
     bk_attn_batch ab;
-    int rc = model_prepare_batch(m, kv, b, model_graphs_on(m, n), &ab);
+    bool graph = model_graphs_on(m, n);
+    int rc = model_prepare_batch(m, kv, b, graph, &ab);
     if (rc) return rc;
     forward_ctx f = {kv, &ab, n, b->n_logits};
     model_graph_key k = {MODEL_GRAPH_FORWARD, n, b->n_logits, b->n_seqs, kv->k[0], kv->n_blocks, NULL};
-    if ((rc = model_graph_run(m, &k, forward_ops, &f))) return rc;
+    if ((rc = model_graph_run(m, &k, graph, forward_ops, &f))) return rc;
     if (b->n_logits > 0)
         return m->be->ops->buf_download(m->be, logits, m->logits_dev, (size_t)b->n_logits * c->vocab_size * 4);
     return KS_OK;

@@ -128,14 +128,16 @@ int model_prepare_batch(model *m, kv_cache *kv, const model_batch *b, bool graph
 int model_load_layer(model *m, model_layer *L, const char *prefix);
 
 /* Replayable op sequences (CUDA graphs; llama.c): model_graphs_on says
- * whether a call of n rows should prepare its batch for one (graph = true:
- * block tables span the pool); model_graph_run runs ops(m, ctx) directly
- * the first time a key is seen, records it the second time and replays it
- * from then on (only buffer contents may change between replays); without
- * graphs it just runs ops. model_graphs_drop forgets them (a buffer they
- * read moved). */
+ * whether a call of n rows should use one (backends with graphs, n up to
+ * MODEL_GRAPH_MAX_TOKENS); a caller that does prepares its batch with
+ * graph = true (block tables span the pool) and passes the same flag to
+ * model_graph_run, which runs ops(m, ctx) directly the first time a key is
+ * seen, records it the second time and replays it from then on (only buffer
+ * contents may change between replays); with graph false it just runs ops.
+ * model_graphs_drop forgets them (a buffer they read moved). */
 bool model_graphs_on(const model *m, int n);
-int model_graph_run(model *m, const model_graph_key *key, void (*ops)(model *m, const void *ctx), const void *ctx);
+int model_graph_run(model *m, const model_graph_key *key, bool graph, void (*ops)(model *m, const void *ctx),
+                    const void *ctx);
 void model_graphs_drop(model *m);
 
 /* MTP head (model/mtp.c). Loaded by model_load when config.json has

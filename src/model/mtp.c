@@ -86,14 +86,15 @@ int model_mtp_forward(model *m, kv_cache *mkv, const model_batch *b, const int32
     for (int i = 0; i < n; i++)
         if (hid_idx[i] < 0 || hid_idx[i] >= m->cap_tokens) return err_set(KS_EINVAL, "MTP: hidden row out of range");
     bk_attn_batch ab;
-    int rc = model_prepare_batch(m, mkv, b, model_graphs_on(m, n), &ab);
+    bool graph = model_graphs_on(m, n);
+    int rc = model_prepare_batch(m, mkv, b, graph, &ab);
     if (rc) return rc;
     op->buf_upload(be, m->d_hid_idx, hid_idx, (size_t)n * 4);
     if ((rc = op->buf_upload(be, m->d_mtp_pos, rope_pos, (size_t)n * 4))) return rc;
     mtp_ctx x = {mkv, &ab, n, b->n_logits, src};
     model_graph_key k = {src == MTP_SRC_MTP ? MODEL_GRAPH_MTP_SELF : MODEL_GRAPH_MTP_TARGET, n, b->n_logits, b->n_seqs,
                          mkv->k[0], mkv->n_blocks, NULL};
-    if ((rc = model_graph_run(m, &k, mtp_ops, &x))) return rc;
+    if ((rc = model_graph_run(m, &k, graph, mtp_ops, &x))) return rc;
     if (b->n_logits <= 0) return op->buf_download(be, NULL, m->d_rows, 0);
     return op->buf_download(be, logits, m->logits_dev, (size_t)b->n_logits * c->vocab_size * 4);
 }

@@ -180,47 +180,52 @@ static backend *rec_backend_new(void) {
     return be;
 }
 
-/* greedy tokens of one prompt through an engine on `be` with the given proposers */
-static int greedy(backend *be, const int32_t *ids, int n, int n_gen, bool mtp, bool with_dflash, int32_t *out,
-                  long long *accepted) {
+/* greedy tokens of two prompts decoded together (one batch) through an
+ * engine on `be` with the given proposers; returns tokens of each in out[i] */
+static void greedy2(backend *be, int32_t *const ids[2], const int n[2], int n_gen, bool mtp, bool with_dflash,
+                    int32_t out[2][96], int got[2], long long *accepted) {
     const char *dir = test_shared_path("models/tinycoder");
     model *m = NULL;
     tokenizer *tk = NULL;
     dflash *d = NULL;
     engine *e = NULL;
-    int got = 0;
     CHECK(model_load(&m, dir, be) == 0);
     CHECK(tok_load(&tk, dir) == 0);
     if (m && with_dflash) CHECK(dflash_load(&d, test_shared_path("models/tinycoder/dflash"), m) == 0);
     engine_config ec = {.max_concurrent = 2, .prefill_chunk = 512, .ctx_size = 512, .spec_min_repetition = 0.0,
                         .no_runtime_gates = true, .mtp = mtp, .mtp_depth = 3, .dflash = d};
     if (m && tk && (!with_dflash || d)) CHECK(engine_start(&e, m, tk, &ec) == 0);
+    got[0] = got[1] = 0;
     if (e) {
-        engine_params p;
-        memset(&p, 0, sizeof p);
-        p.max_tokens = n_gen;
-        sample_params_default(&p.sp);
-        p.sp.temperature = 0;
-        p.spec = -1;
-        p.mtp = -1;
-        engine_req *r = engine_submit(e, ids, n, &p);
-        engine_event ev;
-        for (; r;) {
-            engine_next_event(r, &ev, -1);
-            if (ev.type == ENGINE_EV_TOKEN && got < n_gen) out[got++] = ev.token;
-            if (ev.type == ENGINE_EV_DONE) *accepted += ev.n_accepted;
-            CHECK(ev.type != ENGINE_EV_ERROR);
-            int end = ev.type != ENGINE_EV_TOKEN;
-            engine_event_clear(&ev);
-            if (end) break;
+        engine_req *r[2];
+        for (int i = 0; i < 2; i++) {
+            engine_params p;
+            memset(&p, 0, sizeof p);
+            p.max_tokens = n_gen;
+            sample_params_default(&p.sp);
+            p.sp.temperature = 0;
+            p.spec = -1;
+            p.mtp = -1;
+            r[i] = engine_submit(e, ids[i], n[i], &p);
         }
-        if (r) engine_req_release(r);
+        for (int i = 0; i < 2; i++) {
+            engine_event ev;
+            for (; r[i];) {
+                engine_next_event(r[i], &ev, -1);
+                if (ev.type == ENGINE_EV_TOKEN && got[i] < n_gen) out[i][got[i]++] = ev.token;
+                if (ev.type == ENGINE_EV_DONE) *accepted += ev.n_accepted;
+                CHECK(ev.type != ENGINE_EV_ERROR);
+                int end = ev.type != ENGINE_EV_TOKEN;
+                engine_event_clear(&ev);
+                if (end) break;
+            }
+            if (r[i]) engine_req_release(r[i]);
+        }
         engine_stop(e);
     }
     dflash_free(d);
     tok_free(tk);
     model_free(m);
-    return got;
 }
 
 TEST(test_graph_replay_matches_direct) {
@@ -228,27 +233,33 @@ TEST(test_graph_replay_matches_direct) {
     json_t *rep = json_load_file(test_shared_path("models/tinycoder/dflash/dflash_report.json"), 0, NULL);
     CHECK(rep != NULL);
     if (!rep) return;
-    json_t *it = json_object_get(json_array_get(json_object_get(rep, "eval"), 1), "prompt_ids");
-    int n = (int)json_array_size(it);
-    int32_t ids[1024];
-    for (int i = 0; i < n && i < 1024; i++) ids[i] = (int32_t)json_integer_value(json_array_get(it, i));
+    int32_t buf[2][1024], *ids[2] = {buf[0], buf[1]};
+    int n[2];
+    for (int p = 0; p < 2; p++) {
+        json_t *it = json_object_get(json_array_get(json_object_get(rep, "eval"), (size_t)p + 1), "prompt_ids");
+        n[p] = (int)json_array_size(it);
+        for (int i = 0; i < n[p] && i < 1024; i++) ids[p][i] = (int32_t)json_integer_value(json_array_get(it, i));
+    }
     for (int v = 0; v < 3; v++) { /* plain, MTP, DFlash */
         bool mtp = v == 1, fl = v == 2;
         backend *plain = NULL, *rb = rec_backend_new();
         CHECK(backend_cpu_new(&plain, 2) == 0);
         CHECK(rb != NULL);
         if (!plain || !rb) { backend_free(plain); if (rb) backend_free(rb); break; }
-        int32_t a[96], b[96];
+        int32_t a[2][96], b[2][96];
+        int na[2], nb[2];
         long long acc_a = 0, acc_b = 0;
-        int na = greedy(plain, ids, n, 96, mtp, fl, a, &acc_a);
-        int nb = greedy(rb, ids, n, 96, mtp, fl, b, &acc_b);
+        greedy2(plain, ids, n, 96, mtp, fl, a, na, &acc_a);
+        greedy2(rb, ids, n, 96, mtp, fl, b, nb, &acc_b);
         rec_state *s = st(rb);
         static const char *names[3] = {"plain", "MTP", "DFlash"};
-        printf("    %s: %d tokens; %d graphs recorded, %d replays; %lld / %lld drafts accepted\n", names[v], nb,
-               s->recorded, s->launched, acc_a, acc_b);
-        CHECK_EQ_INT(na, 96);
-        CHECK_MSG(na == nb && !memcmp(a, b, (size_t)na * sizeof *a), "%s: output with replayed graphs differs",
-                  names[v]);
+        printf("    %s: 2 x %d tokens decoded together; %d graphs recorded, %d replays; %lld / %lld drafts accepted\n",
+               names[v], nb[0], s->recorded, s->launched, acc_a, acc_b);
+        for (int p = 0; p < 2; p++) {
+            CHECK_EQ_INT(na[p], 96);
+            CHECK_MSG(na[p] == nb[p] && !memcmp(a[p], b[p], (size_t)na[p] * sizeof **a),
+                      "%s, prompt %d: output with replayed graphs differs", names[v], p);
+        }
         CHECK_EQ_INT(acc_a, acc_b); /* the drafts themselves were the same */
         CHECK(s->recorded > 0 && s->launched > s->recorded);
         backend_free(plain);
