@@ -200,36 +200,39 @@ typedef struct {
     int n_heads, n_kv, hd; float scale; cpu_impl *im;
 } attn_ctx;
 
-/* One task: token t, kv head g, with the n_heads/n_kv query heads sharing it. */
+/* One task: token t, kv head g, with the n_heads/n_kv query heads sharing it
+ * (their q rows and output rows are contiguous): scores for every position
+ * (each key row read once for the group), softmax per head, then the value
+ * rows (each read once for the group). Positions are walked a block at a
+ * time, so the slot arithmetic is per block. */
 static void attn_task(void *v, int task, int thread) {
     attn_ctx *c = v;
     const bk_attn_batch *ab = c->ab;
     int t = task / c->n_kv, g = task % c->n_kv;
-    int grp = c->n_heads / c->n_kv, hd = c->hd, kv_dim = c->n_kv * hd;
+    int grp = c->n_heads / c->n_kv, hd = c->hd, kv_dim = c->n_kv * hd, bs = ab->block_size;
     int n_ctx = ab->pos[t] + 1;
     const int32_t *table = ab->block_tables + (int64_t)ab->seq[t] * ab->max_blocks;
     float *sc = c->im->scratch + (size_t)thread * c->im->scratch_per_thread;
     const cpu_kernels *k = c->im->k;
-    for (int j = 0; j < n_ctx; j++) {
-        int64_t slot = (int64_t)table[j / ab->block_size] * ab->block_size + j % ab->block_size;
-        const float *kr = c->kc + slot * kv_dim + (int64_t)g * hd;
-        for (int h = 0; h < grp; h++) {
-            const float *qh = c->q + (int64_t)t * c->q_stride + (int64_t)(g * grp + h) * hd;
-            sc[(size_t)h * n_ctx + j] = k->dot(qh, kr, hd) * c->scale;
-        }
+    const float *q = c->q + (int64_t)t * c->q_stride + (int64_t)g * grp * hd;
+    const float *kc = c->kc + (int64_t)g * hd, *vc = c->vc + (int64_t)g * hd;
+    for (int j0 = 0; j0 < n_ctx; j0 += bs) {
+        const float *kb = kc + (int64_t)table[j0 / bs] * bs * kv_dim;
+        for (int j = j0; j < n_ctx && j < j0 + bs; j++) k->dots(sc + j, n_ctx, q, grp, kb + (int64_t)(j - j0) * kv_dim, hd, c->scale);
     }
+    float inv[grp];
     for (int h = 0; h < grp; h++) {
-        float *s = sc + (size_t)h * n_ctx;
-        float m = -INFINITY, sum = 0;
+        float *s = sc + (size_t)h * n_ctx, m = -INFINITY;
         for (int j = 0; j < n_ctx; j++) m = s[j] > m ? s[j] : m;
-        for (int j = 0; j < n_ctx; j++) { s[j] = expf(s[j] - m); sum += s[j]; }
-        float inv = 1.0f / sum;
-        float *o = c->out + (int64_t)t * c->n_heads * hd + (int64_t)(g * grp + h) * hd;
-        memset(o, 0, (size_t)hd * sizeof(float));
-        for (int j = 0; j < n_ctx; j++) {
-            int64_t slot = (int64_t)table[j / ab->block_size] * ab->block_size + j % ab->block_size;
-            k->axpy(o, s[j] * inv, c->vc + slot * kv_dim + (int64_t)g * hd, hd);
-        }
+        inv[h] = 1.0f / k->exp_sum(s, n_ctx, m);
+    }
+    float *o = c->out + (int64_t)t * c->n_heads * hd + (int64_t)g * grp * hd;
+    memset(o, 0, (size_t)grp * hd * sizeof(float));
+    for (int h = 0; h < grp; h++) /* normalised weights, so the output needs no division */
+        for (int j = 0; j < n_ctx; j++) sc[(size_t)h * n_ctx + j] *= inv[h];
+    for (int j0 = 0; j0 < n_ctx; j0 += bs) {
+        const float *vb = vc + (int64_t)table[j0 / bs] * bs * kv_dim;
+        for (int j = j0; j < n_ctx && j < j0 + bs; j++) k->axpys(o, sc + j, n_ctx, vb + (int64_t)(j - j0) * kv_dim, grp, hd);
     }
 }
 

@@ -20,6 +20,13 @@ typedef struct {
     cpu_mm_fn mm_f32;
     float (*dot)(const float *a, const float *b, int n);
     void (*axpy)(float *y, float a, const float *x, int n); /* y += a * x */
+    /* attention's inner loops, for grp query heads sharing one key/value row:
+     * s[h * s_stride] = dot(q + h*hd, k) * scale for h < grp (k read once) */
+    void (*dots)(float *s, int s_stride, const float *q, int grp, const float *k, int hd, float scale);
+    /* s[i] = exp(s[i] - mx) for i < n; returns their sum */
+    float (*exp_sum)(float *s, int n, float mx);
+    /* o + h*hd += w[h * w_stride] * v for h < grp (v read once) */
+    void (*axpys)(float *o, const float *w, int w_stride, const float *v, int grp, int hd);
 } cpu_kernels;
 
 extern const cpu_kernels cpu_kernels_scalar;

@@ -100,4 +100,79 @@ static void axpy_f32(float *y, float a, const float *x, int n) {
     for (; i < n; i++) y[i] += a * x[i];
 }
 
-const cpu_kernels cpu_kernels_avx2 = {"avx2", mm_bf16, mm_f16, mm_f32, dot_f32, axpy_f32};
+/* grp dot products against one key row: the row is loaded once per 8 lanes;
+ * up to 8 heads in registers, more in further passes */
+static void dots_f32(float *s, int ss, const float *q, int grp, const float *k, int hd, float scale) {
+    if (hd % 8) {
+        for (int h = 0; h < grp; h++) s[(int64_t)h * ss] = dot_f32(q + (int64_t)h * hd, k, hd) * scale;
+        return;
+    }
+    for (int h0 = 0; h0 < grp; h0 += 8) {
+        int g = grp - h0 < 8 ? grp - h0 : 8;
+        __m256 acc[8];
+        for (int h = 0; h < g; h++) acc[h] = _mm256_setzero_ps();
+        for (int i = 0; i < hd; i += 8) {
+            __m256 kv = _mm256_loadu_ps(k + i);
+            for (int h = 0; h < g; h++)
+                acc[h] = _mm256_fmadd_ps(_mm256_loadu_ps(q + (int64_t)(h0 + h) * hd + i), kv, acc[h]);
+        }
+        for (int h = 0; h < g; h++) s[(int64_t)(h0 + h) * ss] = hsum(acc[h]) * scale;
+    }
+}
+
+/* e^x for x <= 0 (Cephes expf: x = n ln2 + r, a degree-7 polynomial in r,
+ * times 2^n built in the exponent bits), about 1 ulp; clamped below -87.3 */
+static inline __m256 exp_neg(__m256 x) {
+    x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504089f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
+static float exp_sum_f32(float *s, int n, float mx) {
+    __m256 m = _mm256_set1_ps(mx), acc = _mm256_setzero_ps();
+    int i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 e = exp_neg(_mm256_sub_ps(_mm256_loadu_ps(s + i), m));
+        _mm256_storeu_ps(s + i, e);
+        acc = _mm256_add_ps(acc, e);
+    }
+    if (i < n) { /* the tail through a padded copy: the same polynomial */
+        float t[8] = {0};
+        for (int j = i; j < n; j++) t[j - i] = s[j] - mx;
+        for (int j = n - i; j < 8; j++) t[j] = -100.0f; /* e^-100 clamps to ~1e-38, dropped below */
+        __m256 e = exp_neg(_mm256_loadu_ps(t));
+        _mm256_storeu_ps(t, e);
+        for (int j = i; j < n; j++) s[j] = t[j - i];
+        for (int j = n - i; j < 8; j++) t[j] = 0.0f;
+        acc = _mm256_add_ps(acc, _mm256_loadu_ps(t));
+    }
+    return hsum(acc);
+}
+
+static void axpys_f32(float *o, const float *w, int ws, const float *v, int grp, int hd) {
+    if (hd % 8) {
+        for (int h = 0; h < grp; h++) axpy_f32(o + (int64_t)h * hd, w[(int64_t)h * ws], v, hd);
+        return;
+    }
+    for (int i = 0; i < hd; i += 8) {
+        __m256 vv = _mm256_loadu_ps(v + i);
+        for (int h = 0; h < grp; h++) {
+            float *oh = o + (int64_t)h * hd + i;
+            _mm256_storeu_ps(oh, _mm256_fmadd_ps(_mm256_set1_ps(w[(int64_t)h * ws]), vv, _mm256_loadu_ps(oh)));
+        }
+    }
+}
+
+const cpu_kernels cpu_kernels_avx2 = {"avx2", mm_bf16,  mm_f16,      mm_f32,   dot_f32,
+                                      axpy_f32, dots_f32, exp_sum_f32, axpys_f32};

@@ -110,4 +110,74 @@ static void axpy_f32(float *y, float a, const float *x, int n) {
     for (; i < n; i++) y[i] += a * x[i];
 }
 
-const cpu_kernels cpu_kernels_avx512 = {"avx512", mm_bf16, mm_f16, mm_f32, dot_f32, axpy_f32};
+/* grp dot products against one key row: the row is loaded once per 16
+ * lanes; up to 8 heads in registers, more in further passes */
+static void dots_f32(float *s, int ss, const float *q, int grp, const float *k, int hd, float scale) {
+    if (hd % 16) {
+        for (int h = 0; h < grp; h++) s[(int64_t)h * ss] = dot_f32(q + (int64_t)h * hd, k, hd) * scale;
+        return;
+    }
+    for (int h0 = 0; h0 < grp; h0 += 8) {
+        int g = grp - h0 < 8 ? grp - h0 : 8;
+        __m512 acc[8];
+        for (int h = 0; h < g; h++) acc[h] = _mm512_setzero_ps();
+        for (int i = 0; i < hd; i += 16) {
+            __m512 kv = _mm512_loadu_ps(k + i);
+            for (int h = 0; h < g; h++)
+                acc[h] = _mm512_fmadd_ps(_mm512_loadu_ps(q + (int64_t)(h0 + h) * hd + i), kv, acc[h]);
+        }
+        for (int h = 0; h < g; h++) s[(int64_t)(h0 + h) * ss] = _mm512_reduce_add_ps(acc[h]) * scale;
+    }
+}
+
+/* e^x for x <= 0 (Cephes expf: x = n ln2 + r, a degree-7 polynomial in r,
+ * scaled by 2^n), about 1 ulp; below -87.3 it is clamped (e^-87.3 ~ 1e-38) */
+static inline __m512 exp_neg(__m512 x) {
+    x = _mm512_max_ps(x, _mm512_set1_ps(-87.3f));
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504089f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+    __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+    return _mm512_scalef_ps(p, n);
+}
+
+static float exp_sum_f32(float *s, int n, float mx) {
+    __m512 m = _mm512_set1_ps(mx), acc = _mm512_setzero_ps();
+    int i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m512 e = exp_neg(_mm512_sub_ps(_mm512_loadu_ps(s + i), m));
+        _mm512_storeu_ps(s + i, e);
+        acc = _mm512_add_ps(acc, e);
+    }
+    if (i < n) { /* the tail through a mask: the same polynomial */
+        __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
+        __m512 e = exp_neg(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, s + i), m));
+        _mm512_mask_storeu_ps(s + i, k, e);
+        acc = _mm512_add_ps(acc, _mm512_maskz_mov_ps(k, e));
+    }
+    return _mm512_reduce_add_ps(acc);
+}
+
+static void axpys_f32(float *o, const float *w, int ws, const float *v, int grp, int hd) {
+    if (hd % 16) {
+        for (int h = 0; h < grp; h++) axpy_f32(o + (int64_t)h * hd, w[(int64_t)h * ws], v, hd);
+        return;
+    }
+    for (int i = 0; i < hd; i += 16) {
+        __m512 vv = _mm512_loadu_ps(v + i);
+        for (int h = 0; h < grp; h++) {
+            float *oh = o + (int64_t)h * hd + i;
+            _mm512_storeu_ps(oh, _mm512_fmadd_ps(_mm512_set1_ps(w[(int64_t)h * ws]), vv, _mm512_loadu_ps(oh)));
+        }
+    }
+}
+
+const cpu_kernels cpu_kernels_avx512 = {"avx512", mm_bf16,  mm_f16,      mm_f32,   dot_f32,
+                                        axpy_f32, dots_f32, exp_sum_f32, axpys_f32};
