@@ -19,16 +19,9 @@ cleanup() { [ -n "$pid" ] && kill "$pid" 2> /dev/null; rm -rf "$work"; }
 trap cleanup EXIT
 fail=0
 
-"$KESTREL" serve "$MODEL" --port 0 --ctx-size 512 --max-concurrent 2 2> "$work/log" &
-pid=$!
-port=
-for _ in $(seq 1 600); do
-    port=$(sed -n 's|.*serving .* on http://[^:]*:\([0-9]*\).*|\1|p' "$work/log" | head -1)
-    [ -n "$port" ] && break
-    kill -0 "$pid" 2> /dev/null || break
-    sleep 0.1
-done
-if [ -z "$port" ]; then echo "    FAIL responses_smoke: the server did not start:"; sed 's/^/      /' "$work/log"; exit 1; fi
+. tests/cli/lib/serve.sh
+start_server responses_smoke "$work/log" --ctx-size 512 --max-concurrent 2
+pid=$srv
 base="http://127.0.0.1:$port"
 
 # req NAME METHOD PATH [BODY]: response body in $work/NAME, status on stdout

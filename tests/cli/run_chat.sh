@@ -42,16 +42,8 @@ n_speed=$(grep -c '^kestrel: prompt [0-9]* tokens' "$work/err1")
 cmp -s "$work/out1" "$work/out2" || { echo "    FAIL run_chat: a second run printed different text"; fail=1; }
 
 # 1. the same conversation through /v1/chat/completions
-"$KESTREL" serve "$MODEL" --port 0 2> "$work/log" &
-srv=$!
-port=
-for _ in $(seq 1 100); do
-    port=$(grep -o 'http://[0-9.]*:[0-9]*' "$work/log" 2>/dev/null | head -1 | sed 's/.*://')
-    [ -n "$port" ] && break
-    kill -0 "$srv" 2>/dev/null || break
-    sleep 0.1
-done
-if [ -z "$port" ]; then echo "    FAIL run_chat: the server did not start:"; cat "$work/log"; exit 1; fi
+. tests/cli/lib/serve.sh
+start_server run_chat "$work/log"
 if ! python3 - "http://127.0.0.1:$port" "$work/want" "$SYS" "$U1" "$U2A"$'\n'"$U2B" <<'PY'
 import json, sys, urllib.request
 base, out, sys_msg, u1, u2 = sys.argv[1:]

@@ -15,16 +15,8 @@ srv=
 cleanup() { [ -n "$srv" ] && kill "$srv" 2>/dev/null && wait "$srv" 2>/dev/null; rm -rf "$work"; }
 trap cleanup EXIT
 
-"$KESTREL" serve "$MODEL" --port 0 2> "$work/log" &
-srv=$!
-port=
-for _ in $(seq 1 100); do
-    port=$(grep -o 'http://[0-9.]*:[0-9]*' "$work/log" 2>/dev/null | head -1 | sed 's/.*://')
-    [ -n "$port" ] && break
-    kill -0 "$srv" 2>/dev/null || break
-    sleep 0.1
-done
-if [ -z "$port" ]; then echo "    FAIL surfaces_smoke: the server did not start:"; cat "$work/log"; exit 1; fi
+. tests/cli/lib/serve.sh
+start_server surfaces_smoke "$work/log"
 base="http://127.0.0.1:$port"
 fail=0; n=0
 

@@ -68,6 +68,31 @@ static const char *prompts[] = {
     "static int parse_header(const char *buf, size_t len, struct header *out) {\n    if (len < 8)\n",
     "for i in range(10):\n", "struct node {\n    int key;\n", "# Compute the mean of a list\ndef mean(xs):\n",
 };
+
+/* The fixture, an engine with config ec, and prompts[prompt] encoded; 0
+ * when ../shared is absent (the caller SKIPs). */
+static int setup(fixture *f, const engine_config *ec, engine **e, int prompt, int32_t **ids, int *n) {
+    *e = NULL;
+    *ids = NULL;
+    if (!fx_open(f)) return 0;
+    CHECK(engine_start(e, f->m, f->tk, ec) == 0);
+    CHECK(tok_encode(f->tk, prompts[prompt], strlen(prompts[prompt]), true, ids, n) == 0);
+    return 1;
+}
+
+/* one request start to end: submit, drain, release */
+static void run_req(engine *e, const int32_t *ids, int n, const engine_params *p, result *res) {
+    engine_req *r = engine_submit(e, ids, n, p);
+    CHECK(r != NULL);
+    if (!r) {
+        memset(res, 0, sizeof *res);
+        return;
+    }
+    drain(r, res);
+    engine_req_release(r);
+}
+
+
 #define N_PROMPTS 8
 
 static engine_params greedy(int n) {
@@ -131,18 +156,14 @@ TEST(test_engine_batching_and_preemption_are_invisible) {
 
 TEST(test_engine_stop_strings_and_text) {
     fixture f;
-    if (!fx_open(&f)) SKIP("../shared/models/tinycoder not found");
-    engine *e = NULL;
+    engine *e;
     engine_config ec = {.max_concurrent = 2, .prefill_chunk = 64, .ctx_size = 512};
-    CHECK(engine_start(&e, f.m, f.tk, &ec) == 0);
     int32_t *ids;
     int n;
-    CHECK(tok_encode(f.tk, prompts[3], strlen(prompts[3]), true, &ids, &n) == 0);
+    if (!setup(&f, &ec, &e, 3, &ids, &n)) SKIP("../shared/models/tinycoder not found");
     engine_params p = greedy(60);
-    engine_req *r = engine_submit(e, ids, n, &p);
     result full, cut;
-    drain(r, &full);
-    engine_req_release(r);
+    run_req(e, ids, n, &p, &full);
     /* the streamed text equals decoding the tokens */
     char *dec;
     size_t dl;
@@ -157,9 +178,7 @@ TEST(test_engine_stop_strings_and_text) {
     p.stop[0] = "never-appears-xyz";
     p.stop[1] = stop;
     p.n_stop = 2;
-    r = engine_submit(e, ids, n, &p);
-    drain(r, &cut);
-    engine_req_release(r);
+    run_req(e, ids, n, &p, &cut);
     CHECK_EQ_INT(cut.done.finish, ENGINE_FINISH_STOP);
     CHECK_EQ_INT(cut.len, (size_t)(first - full.text));
     CHECK(!memcmp(cut.text, full.text, cut.len));
@@ -172,28 +191,20 @@ TEST(test_engine_stop_strings_and_text) {
 
 TEST(test_engine_seeded_sampling_reproducible) {
     fixture f;
-    if (!fx_open(&f)) SKIP("../shared/models/tinycoder not found");
-    engine *e = NULL;
+    engine *e;
     engine_config ec = {.max_concurrent = 2, .prefill_chunk = 64, .ctx_size = 256};
-    CHECK(engine_start(&e, f.m, f.tk, &ec) == 0);
     int32_t *ids;
     int n;
-    CHECK(tok_encode(f.tk, prompts[0], strlen(prompts[0]), true, &ids, &n) == 0);
+    if (!setup(&f, &ec, &e, 0, &ids, &n)) SKIP("../shared/models/tinycoder not found");
     engine_params p = greedy(32);
     p.sp.temperature = 1.0f;
     p.sp.top_p = 0.95f;
     p.seed = 42;
     result a, b, c;
-    engine_req *r = engine_submit(e, ids, n, &p);
-    drain(r, &a);
-    engine_req_release(r);
-    r = engine_submit(e, ids, n, &p);
-    drain(r, &b);
-    engine_req_release(r);
+    run_req(e, ids, n, &p, &a);
+    run_req(e, ids, n, &p, &b);
     p.seed = 43;
-    r = engine_submit(e, ids, n, &p);
-    drain(r, &c);
-    engine_req_release(r);
+    run_req(e, ids, n, &p, &c);
     CHECK(a.n == b.n && !memcmp(a.toks, b.toks, a.n * 4));
     CHECK(a.n != c.n || memcmp(a.toks, c.toks, a.n * 4) != 0);
     free(ids);
@@ -203,13 +214,11 @@ TEST(test_engine_seeded_sampling_reproducible) {
 
 TEST(test_engine_cancel_frees_blocks_and_refuses_bad_requests) {
     fixture f;
-    if (!fx_open(&f)) SKIP("../shared/models/tinycoder not found");
-    engine *e = NULL;
+    engine *e;
     engine_config ec = {.max_concurrent = 2, .prefill_chunk = 64, .ctx_size = 256};
-    CHECK(engine_start(&e, f.m, f.tk, &ec) == 0);
     int32_t *ids;
     int n;
-    CHECK(tok_encode(f.tk, prompts[1], strlen(prompts[1]), true, &ids, &n) == 0);
+    if (!setup(&f, &ec, &e, 1, &ids, &n)) SKIP("../shared/models/tinycoder not found");
     engine_params p = greedy(200);
     engine_req *r = engine_submit(e, ids, n, &p);
     engine_event ev;

@@ -1,0 +1,23 @@
+# serve.sh — sourced by the CLI tests that need a running `kestrel serve`.
+# start_server NAME LOG [flags...]: boots `$KESTREL serve $MODEL --port 0
+# flags...` in the background with stderr to LOG, waits (up to 60 s) for the
+# line naming its address, and sets srv (the pid) and port. If the server
+# exits or never says where it listens: "FAIL NAME" with the log, exit 1.
+start_server() {
+    local name=$1 log=$2
+    shift 2
+    "$KESTREL" serve "$MODEL" --port 0 "$@" 2> "$log" &
+    srv=$!
+    port=
+    for _ in $(seq 1 600); do
+        port=$(sed -n 's|.*serving .* on http://[^:]*:\([0-9]*\).*|\1|p' "$log" | head -1)
+        [ -n "$port" ] && break
+        kill -0 "$srv" 2> /dev/null || break
+        sleep 0.1
+    done
+    if [ -z "$port" ]; then
+        echo "    FAIL $name: the server did not start:"
+        sed 's/^/      /' "$log"
+        exit 1
+    fi
+}
