@@ -120,30 +120,39 @@ static int parse_unary(parser *p, bool with_filter, jnode **out);
 static int parse_primary(parser *p, jnode **out);
 static int parse_postfix(parser *p, jnode **node);
 
-/* ( args ) — positional into n->kids, keywords into names/kwv. */
-static int parse_call_args(parser *p, jnode *n) {
+/* "(" item ("," item)* [","] ")", item(p, n) parsing one entry into n:
+ * call arguments and macro parameters. */
+static int parse_paren_list(parser *p, jnode *n, int (*item)(parser *p, jnode *n)) {
     int rc;
     if ((rc = expect_op(p, "(")) < 0) return rc;
     while (!is_op(cur(p), ")")) {
-        if (is_op(cur(p), "*") || is_op(cur(p), "**")) return perr(p, "*args and **kwargs are not supported");
-        jnode *v;
-        if (cur(p)->t == TK_NAME && is_op(peek(p, 1), "=")) {
-            if ((rc = names_push(n, cur(p)->s)) < 0) return rc;
-            adv(p);
-            adv(p);
-            if ((rc = parse_expr(p, true, &v)) < 0) return rc;
-            if ((rc = nodes_push(&n->kwv, v)) < 0) return rc;
-        } else {
-            if (n->nnames) return perr(p, "positional argument follows keyword argument");
-            if ((rc = parse_expr(p, true, &v)) < 0) return rc;
-            if ((rc = nodes_push(&n->kids, v)) < 0) return rc;
-        }
+        if ((rc = item(p, n)) < 0) return rc;
         if (is_op(cur(p), ",")) adv(p);
         else if (!is_op(cur(p), ")")) return unexpected(p, "',' or ')'");
     }
     adv(p);
     return 0;
 }
+
+/* one call argument: positional into n->kids, keyword into names/kwv */
+static int parse_call_arg(parser *p, jnode *n) {
+    int rc;
+    if (is_op(cur(p), "*") || is_op(cur(p), "**")) return perr(p, "*args and **kwargs are not supported");
+    jnode *v;
+    if (cur(p)->t == TK_NAME && is_op(peek(p, 1), "=")) {
+        if ((rc = names_push(n, cur(p)->s)) < 0) return rc;
+        adv(p);
+        adv(p);
+        if ((rc = parse_expr(p, true, &v)) < 0) return rc;
+        return nodes_push(&n->kwv, v);
+    }
+    if (n->nnames) return perr(p, "positional argument follows keyword argument");
+    if ((rc = parse_expr(p, true, &v)) < 0) return rc;
+    return nodes_push(&n->kids, v);
+}
+
+/* ( args ) — positional into n->kids, keywords into names/kwv. */
+static int parse_call_args(parser *p, jnode *n) { return parse_paren_list(p, n, parse_call_arg); }
 
 static int parse_primary(parser *p, jnode **out) {
     jtok *t = cur(p);
@@ -665,26 +674,22 @@ static int parse_set(parser *p, jnode **out) {
     return 0;
 }
 
-/* ( a, b=default, ... ) into names / kwv (NULL default when none). */
-static int parse_params(parser *p, jnode *n) {
+/* one macro parameter: its name into names, its default (or NULL) into kwv */
+static int parse_param(parser *p, jnode *n) {
     int rc;
-    if ((rc = expect_op(p, "(")) < 0) return rc;
-    while (!is_op(cur(p), ")")) {
-        if (cur(p)->t != TK_NAME) return unexpected(p, "a parameter name");
-        if ((rc = names_push(n, cur(p)->s)) < 0) return rc;
-        adv(p);
-        jnode *d = NULL;
-        if (is_op(cur(p), "=")) {
-            adv(p);
-            if ((rc = parse_expr(p, true, &d)) < 0) return rc;
-        }
-        if ((rc = nodes_push(&n->kwv, d)) < 0) return rc;
-        if (is_op(cur(p), ",")) adv(p);
-        else if (!is_op(cur(p), ")")) return unexpected(p, "',' or ')'");
-    }
+    if (cur(p)->t != TK_NAME) return unexpected(p, "a parameter name");
+    if ((rc = names_push(n, cur(p)->s)) < 0) return rc;
     adv(p);
-    return 0;
+    jnode *d = NULL;
+    if (is_op(cur(p), "=")) {
+        adv(p);
+        if ((rc = parse_expr(p, true, &d)) < 0) return rc;
+    }
+    return nodes_push(&n->kwv, d);
 }
+
+/* ( a, b=default, ... ) into names / kwv (NULL default when none). */
+static int parse_params(parser *p, jnode *n) { return parse_paren_list(p, n, parse_param); }
 
 static int parse_macro(parser *p, jnode **out) {
     static const char *const ends[] = {"endmacro", NULL};
