@@ -80,8 +80,11 @@ for c in configs.split():
         name = w.get("name") or w.get("workload")
         d = w.get("decode_tok_s") or {}
         dec[name] = d.get("median") if isinstance(d, dict) else d
+    depths = {m.group(1): int(float(m.group(2))) for m in
+              re.finditer(r'^kestrel_spec_mtp_depth_steps_total\{depth="(\d+)"\} ([0-9.e+]+)$', mt, re.M)}
     res["configs"][c] = {"decode_tok_s": dec, "drafted": metric(mt, "kestrel_spec_draft_tokens_total"), "accepted": acc,
-                         "verify_steps": steps, "tokens_per_verify_step": 1 + acc / steps if steps else None}
+                         "verify_steps": steps, "tokens_per_verify_step": 1 + acc / steps if steps else None,
+                         "mtp_depth_steps": depths}
 out = f"bench/results/{res['date']}-{host}-proposers{'-nogates' if nogates == '1' else ''}.json"
 json.dump(res, open(out, "w"), indent=2)
 plain = res["configs"].get("plain", {}).get("decode_tok_s", {})
@@ -93,5 +96,6 @@ for c, v in res["configs"].items():
         if x: cells.append(f"{w} {x:.0f} tok/s" + (f" ({x / p:.2f}x)" if p and c != "plain" else ""))
     tps = v["tokens_per_verify_step"]
     print(f"| {res['date']} | {commit} | {host} | {c} {extra} | " + ", ".join(cells) +
-          (f"; {tps:.2f} tokens per verify step ({int(v['accepted'])} of {int(v['drafted'])} drafts accepted)" if tps else "") + " |")
+          (f"; {tps:.2f} tokens per verify step ({int(v['accepted'])} of {int(v['drafted'])} drafts accepted)" if tps else "") +
+          ("; MTP depths verified " + ", ".join(f"{d}: {n} steps" for d, n in sorted(v['mtp_depth_steps'].items())) if v['mtp_depth_steps'] else "") + " |")
 PY

@@ -319,6 +319,7 @@ void engine_get_stats(engine *e, engine_stats *s) {
     s->mtp_drafted = atomic_load(&e->mtp_drafted_n);
     s->mtp_accepted = atomic_load(&e->mtp_accepted_n);
     s->mtp_cost_ratio = e->mtp_ratio;
+    for (int d = 0; d <= ENGINE_MAX_DRAFT; d++) s->mtp_depth_steps[d] = atomic_load(&e->mtp_depth_steps[d]);
     s->dflash_drafted = atomic_load(&e->fl_drafted_n);
     s->dflash_accepted = atomic_load(&e->fl_accepted_n);
     s->dflash_cost_ratio = e->fl_ratio;

@@ -135,6 +135,7 @@ typedef struct {
     long long spec_drafted, spec_accepted, spec_verify_steps;
     long long drafter_drafted, drafter_accepted; /* the drafter's share of the above */
     long long mtp_drafted, mtp_accepted;         /* the MTP head's share */
+    long long mtp_depth_steps[ENGINE_MAX_DRAFT + 1]; /* MTP verify steps by the depth verified */
     double mtp_cost_ratio;                       /* one MTP entry forward / target decode step */
     double drafter_cost_ratio;                   /* drafter forward / target decode step */
     long long dflash_drafted, dflash_accepted;   /* the DFlash drafter's share */

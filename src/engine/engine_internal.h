@@ -122,6 +122,7 @@ struct engine {
     kv_cache mtp_kv;        /* the MTP head's entries (n_blocks 0: no head in use) */
     double mtp_ratio;
     atomic_llong mtp_drafted_n, mtp_accepted_n;
+    atomic_llong mtp_depth_steps[ENGINE_MAX_DRAFT + 1]; /* verify steps of MTP drafts, by how many were verified */
     int32_t *mtp_tok, *mtp_idx, *mtp_pos, *mtp_hid, *mtp_seq, *mtp_rows; /* scratch, (cap) */
     int mtp_cap;
     float *mtp_logits;      /* (max_concurrent, vocab) */

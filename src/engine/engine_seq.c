@@ -368,6 +368,7 @@ int engine_seq_verify(engine *e, seq_state *s, float *rows, int n_cached_before)
             atomic_fetch_add(&e->gate_runtime_off, 1);
         }
     } else if (s->draft_src == DRAFT_SRC_MTP) {
+        atomic_fetch_add(&e->mtp_depth_steps[k], 1);
         s->mtp_steps++;
         s->mtp_drafted += k;
         s->mtp_accepted += accepted;

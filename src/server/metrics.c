@@ -115,6 +115,11 @@ char *metrics_render(metrics *m, engine *e) {
                 "(0: not loaded).\n# TYPE kestrel_spec_proposer_cost_ratio gauge\n");
     for (int i = 0; i < 3; i++)
         sb_printf(&b, "kestrel_spec_proposer_cost_ratio{proposer=\"%s\"} %.3f\n", prop[i], pr[i]);
+    sb_puts(&b, "# HELP kestrel_spec_mtp_depth_steps_total Verify steps of MTP drafts, by the depth the controller "
+                "chose.\n# TYPE kestrel_spec_mtp_depth_steps_total counter\n");
+    for (int d = 1; d <= ENGINE_MAX_DRAFT; d++)
+        if (st.mtp_depth_steps[d])
+            sb_printf(&b, "kestrel_spec_mtp_depth_steps_total{depth=\"%d\"} %lld\n", d, st.mtp_depth_steps[d]);
     hist(&b, "kestrel_time_to_first_token_seconds", "Time from request to first generated token.", m->ttft, ttft_le,
          atomic_load(&m->ttft_us_sum), atomic_load(&m->ttft_n));
     hist(&b, "kestrel_time_per_output_token_seconds", "Mean time per generated token after the first.", m->tpot,
