@@ -218,7 +218,11 @@ static void attn_task(void *v, int task, int thread) {
     const float *kc = c->kc + (int64_t)g * hd, *vc = c->vc + (int64_t)g * hd;
     for (int j0 = 0; j0 < n_ctx; j0 += bs) {
         const float *kb = kc + (int64_t)table[j0 / bs] * bs * kv_dim;
-        for (int j = j0; j < n_ctx && j < j0 + bs; j++) k->dots(sc + j, n_ctx, q, grp, kb + (int64_t)(j - j0) * kv_dim, hd, c->scale);
+        for (int j = j0; j < j0 + bs && j < n_ctx; j += 16) { /* the kernels take runs of up to 16 */
+            int m = j0 + bs - j < 16 ? j0 + bs - j : 16;
+            k->dots(sc + j, n_ctx, q, grp, kb + (int64_t)(j - j0) * kv_dim, kv_dim, n_ctx - j < m ? n_ctx - j : m, hd,
+                    c->scale);
+        }
     }
     float inv[grp];
     for (int h = 0; h < grp; h++) {
@@ -232,7 +236,10 @@ static void attn_task(void *v, int task, int thread) {
         for (int j = 0; j < n_ctx; j++) sc[(size_t)h * n_ctx + j] *= inv[h];
     for (int j0 = 0; j0 < n_ctx; j0 += bs) {
         const float *vb = vc + (int64_t)table[j0 / bs] * bs * kv_dim;
-        for (int j = j0; j < n_ctx && j < j0 + bs; j++) k->axpys(o, sc + j, n_ctx, vb + (int64_t)(j - j0) * kv_dim, grp, hd);
+        for (int j = j0; j < j0 + bs && j < n_ctx; j += 16) {
+            int m = j0 + bs - j < 16 ? j0 + bs - j : 16;
+            k->axpys(o, sc + j, n_ctx, vb + (int64_t)(j - j0) * kv_dim, kv_dim, n_ctx - j < m ? n_ctx - j : m, grp, hd);
+        }
     }
 }
 

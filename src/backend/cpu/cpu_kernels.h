@@ -20,13 +20,15 @@ typedef struct {
     cpu_mm_fn mm_f32;
     float (*dot)(const float *a, const float *b, int n);
     void (*axpy)(float *y, float a, const float *x, int n); /* y += a * x */
-    /* attention's inner loops, for grp query heads sharing one key/value row:
-     * s[h * s_stride] = dot(q + h*hd, k) * scale for h < grp (k read once) */
-    void (*dots)(float *s, int s_stride, const float *q, int grp, const float *k, int hd, float scale);
+    /* attention's inner loops, for grp query heads sharing the key/value rows
+     * of n positions (a KV block; n <= 16) at k + j*kstride / v + j*vstride:
+     * s[h * s_stride + j] = dot(q + h*hd, k_j) * scale for h < grp, j < n */
+    void (*dots)(float *s, int s_stride, const float *q, int grp, const float *k, int64_t kstride, int n, int hd,
+                 float scale);
     /* s[i] = exp(s[i] - mx) for i < n; returns their sum */
     float (*exp_sum)(float *s, int n, float mx);
-    /* o + h*hd += w[h * w_stride] * v for h < grp (v read once) */
-    void (*axpys)(float *o, const float *w, int w_stride, const float *v, int grp, int hd);
+    /* o + h*hd += sum over j < n of w[h * w_stride + j] * v_j, for h < grp */
+    void (*axpys)(float *o, const float *w, int w_stride, const float *v, int64_t vstride, int n, int grp, int hd);
 } cpu_kernels;
 
 extern const cpu_kernels cpu_kernels_scalar;

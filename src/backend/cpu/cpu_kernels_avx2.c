@@ -100,23 +100,44 @@ static void axpy_f32(float *y, float a, const float *x, int n) {
     for (; i < n; i++) y[i] += a * x[i];
 }
 
-/* grp dot products against one key row: the row is loaded once per 8 lanes;
- * up to 8 heads in registers, more in further passes */
-static void dots_f32(float *s, int ss, const float *q, int grp, const float *k, int hd, float scale) {
-    if (hd % 8) {
-        for (int h = 0; h < grp; h++) s[(int64_t)h * ss] = dot_f32(q + (int64_t)h * hd, k, hd) * scale;
+/* 8 vectors -> one: lane j = the sum of v[j]'s 8 lanes, by a fixed
+ * transpose-and-add tree (each result sums its own vector only) */
+static inline __m256 sum8(const __m256 v[8]) {
+    __m256 x[2];
+    for (int i = 0; i < 2; i++) {
+        const __m256 *a = v + 4 * i;
+        __m256 w0 = _mm256_add_ps(_mm256_unpacklo_ps(a[0], a[1]), _mm256_unpackhi_ps(a[0], a[1]));
+        __m256 w1 = _mm256_add_ps(_mm256_unpacklo_ps(a[2], a[3]), _mm256_unpackhi_ps(a[2], a[3]));
+        x[i] = _mm256_add_ps(_mm256_shuffle_ps(w0, w1, _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm256_shuffle_ps(w0, w1, _MM_SHUFFLE(3, 2, 3, 2)));
+    }
+    return _mm256_add_ps(_mm256_permute2f128_ps(x[0], x[1], 0x20), _mm256_permute2f128_ps(x[0], x[1], 0x31));
+}
+
+/* per head and run of 8 positions: one accumulator per position over the
+ * head dimension, then the 8 sums at once (sum8) */
+static void dots_f32(float *s, int ss, const float *q, int grp, const float *k, int64_t ks, int n, int hd,
+                     float scale) {
+    if (hd % 8 || n > 16) {
+        for (int j = 0; j < n; j++)
+            for (int h = 0; h < grp; h++) s[(int64_t)h * ss + j] = dot_f32(q + (int64_t)h * hd, k + j * ks, hd) * scale;
         return;
     }
-    for (int h0 = 0; h0 < grp; h0 += 8) {
-        int g = grp - h0 < 8 ? grp - h0 : 8;
-        __m256 acc[8];
-        for (int h = 0; h < g; h++) acc[h] = _mm256_setzero_ps();
-        for (int i = 0; i < hd; i += 8) {
-            __m256 kv = _mm256_loadu_ps(k + i);
-            for (int h = 0; h < g; h++)
-                acc[h] = _mm256_fmadd_ps(_mm256_loadu_ps(q + (int64_t)(h0 + h) * hd + i), kv, acc[h]);
+    for (int j0 = 0; j0 < n; j0 += 8) {
+        int m = n - j0 < 8 ? n - j0 : 8;
+        for (int h = 0; h < grp; h++) {
+            const float *qh = q + (int64_t)h * hd;
+            __m256 acc[8];
+            for (int j = 0; j < 8; j++) acc[j] = _mm256_setzero_ps();
+            for (int i = 0; i < hd; i += 8) {
+                __m256 qv = _mm256_loadu_ps(qh + i);
+                for (int j = 0; j < m; j++)
+                    acc[j] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + (j0 + j) * ks + i), acc[j]);
+            }
+            float r[8];
+            _mm256_storeu_ps(r, _mm256_mul_ps(sum8(acc), _mm256_set1_ps(scale)));
+            for (int j = 0; j < m; j++) s[(int64_t)h * ss + j0 + j] = r[j];
         }
-        for (int h = 0; h < g; h++) s[(int64_t)(h0 + h) * ss] = hsum(acc[h]) * scale;
     }
 }
 
@@ -160,16 +181,23 @@ static float exp_sum_f32(float *s, int n, float mx) {
     return hsum(acc);
 }
 
-static void axpys_f32(float *o, const float *w, int ws, const float *v, int grp, int hd) {
-    if (hd % 8) {
-        for (int h = 0; h < grp; h++) axpy_f32(o + (int64_t)h * hd, w[(int64_t)h * ws], v, hd);
+/* per 8 lanes of the head dimension: the value rows loaded once, each
+ * head's output accumulated over them in a register */
+static void axpys_f32(float *o, const float *w, int ws, const float *v, int64_t vs, int n, int grp, int hd) {
+    if (hd % 8 || n > 16) {
+        for (int j = 0; j < n; j++)
+            for (int h = 0; h < grp; h++) axpy_f32(o + (int64_t)h * hd, w[(int64_t)h * ws + j], v + j * vs, hd);
         return;
     }
     for (int i = 0; i < hd; i += 8) {
-        __m256 vv = _mm256_loadu_ps(v + i);
+        __m256 vv[16];
+        for (int j = 0; j < n; j++) vv[j] = _mm256_loadu_ps(v + j * vs + i);
         for (int h = 0; h < grp; h++) {
+            const float *wh = w + (int64_t)h * ws;
             float *oh = o + (int64_t)h * hd + i;
-            _mm256_storeu_ps(oh, _mm256_fmadd_ps(_mm256_set1_ps(w[(int64_t)h * ws]), vv, _mm256_loadu_ps(oh)));
+            __m256 acc = _mm256_loadu_ps(oh);
+            for (int j = 0; j < n; j++) acc = _mm256_fmadd_ps(_mm256_set1_ps(wh[j]), vv[j], acc);
+            _mm256_storeu_ps(oh, acc);
         }
     }
 }

@@ -110,23 +110,45 @@ static void axpy_f32(float *y, float a, const float *x, int n) {
     for (; i < n; i++) y[i] += a * x[i];
 }
 
-/* grp dot products against one key row: the row is loaded once per 16
- * lanes; up to 8 heads in registers, more in further passes */
-static void dots_f32(float *s, int ss, const float *q, int grp, const float *k, int hd, float scale) {
-    if (hd % 16) {
-        for (int h = 0; h < grp; h++) s[(int64_t)h * ss] = dot_f32(q + (int64_t)h * hd, k, hd) * scale;
+/* 16 vectors -> one: lane j = the sum of v[j]'s 16 lanes, by a fixed
+ * transpose-and-add tree (each result sums its own vector only, always in
+ * the same order, whatever the other lanes hold) */
+static inline __m512 sum16(const __m512 v[16]) {
+    __m512 x[4];
+    for (int i = 0; i < 4; i++) {
+        const __m512 *a = v + 4 * i;
+        __m512 w0 = _mm512_add_ps(_mm512_unpacklo_ps(a[0], a[1]), _mm512_unpackhi_ps(a[0], a[1]));
+        __m512 w1 = _mm512_add_ps(_mm512_unpacklo_ps(a[2], a[3]), _mm512_unpackhi_ps(a[2], a[3]));
+        x[i] = _mm512_add_ps(_mm512_shuffle_ps(w0, w1, _MM_SHUFFLE(1, 0, 1, 0)),
+                             _mm512_shuffle_ps(w0, w1, _MM_SHUFFLE(3, 2, 3, 2)));
+    }
+    __m512 z01 = _mm512_add_ps(_mm512_shuffle_f32x4(x[0], x[1], _MM_SHUFFLE(1, 0, 1, 0)),
+                               _mm512_shuffle_f32x4(x[0], x[1], _MM_SHUFFLE(3, 2, 3, 2)));
+    __m512 z23 = _mm512_add_ps(_mm512_shuffle_f32x4(x[2], x[3], _MM_SHUFFLE(1, 0, 1, 0)),
+                               _mm512_shuffle_f32x4(x[2], x[3], _MM_SHUFFLE(3, 2, 3, 2)));
+    return _mm512_add_ps(_mm512_shuffle_f32x4(z01, z23, _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(z01, z23, _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+/* per head: one accumulator per position over the head dimension, then
+ * the 16 positions' sums at once (sum16) — no horizontal sum per position */
+static void dots_f32(float *s, int ss, const float *q, int grp, const float *k, int64_t ks, int n, int hd,
+                     float scale) {
+    if (hd % 16 || n > 16) {
+        for (int j = 0; j < n; j++)
+            for (int h = 0; h < grp; h++) s[(int64_t)h * ss + j] = dot_f32(q + (int64_t)h * hd, k + j * ks, hd) * scale;
         return;
     }
-    for (int h0 = 0; h0 < grp; h0 += 8) {
-        int g = grp - h0 < 8 ? grp - h0 : 8;
-        __m512 acc[8];
-        for (int h = 0; h < g; h++) acc[h] = _mm512_setzero_ps();
+    __mmask16 m = (__mmask16)((1u << n) - 1);
+    for (int h = 0; h < grp; h++) {
+        const float *qh = q + (int64_t)h * hd;
+        __m512 acc[16];
+        for (int j = 0; j < 16; j++) acc[j] = _mm512_setzero_ps();
         for (int i = 0; i < hd; i += 16) {
-            __m512 kv = _mm512_loadu_ps(k + i);
-            for (int h = 0; h < g; h++)
-                acc[h] = _mm512_fmadd_ps(_mm512_loadu_ps(q + (int64_t)(h0 + h) * hd + i), kv, acc[h]);
+            __m512 qv = _mm512_loadu_ps(qh + i);
+            for (int j = 0; j < n; j++) acc[j] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k + j * ks + i), acc[j]);
         }
-        for (int h = 0; h < g; h++) s[(int64_t)(h0 + h) * ss] = _mm512_reduce_add_ps(acc[h]) * scale;
+        _mm512_mask_storeu_ps(s + (int64_t)h * ss, m, _mm512_mul_ps(sum16(acc), _mm512_set1_ps(scale)));
     }
 }
 
@@ -165,16 +187,23 @@ static float exp_sum_f32(float *s, int n, float mx) {
     return _mm512_reduce_add_ps(acc);
 }
 
-static void axpys_f32(float *o, const float *w, int ws, const float *v, int grp, int hd) {
-    if (hd % 16) {
-        for (int h = 0; h < grp; h++) axpy_f32(o + (int64_t)h * hd, w[(int64_t)h * ws], v, hd);
+/* per 16 lanes of the head dimension: the n value rows loaded once, each
+ * head's output accumulated over them in a register */
+static void axpys_f32(float *o, const float *w, int ws, const float *v, int64_t vs, int n, int grp, int hd) {
+    if (hd % 16 || n > 16) {
+        for (int j = 0; j < n; j++)
+            for (int h = 0; h < grp; h++) axpy_f32(o + (int64_t)h * hd, w[(int64_t)h * ws + j], v + j * vs, hd);
         return;
     }
     for (int i = 0; i < hd; i += 16) {
-        __m512 vv = _mm512_loadu_ps(v + i);
+        __m512 vv[16];
+        for (int j = 0; j < n; j++) vv[j] = _mm512_loadu_ps(v + j * vs + i);
         for (int h = 0; h < grp; h++) {
+            const float *wh = w + (int64_t)h * ws;
             float *oh = o + (int64_t)h * hd + i;
-            _mm512_storeu_ps(oh, _mm512_fmadd_ps(_mm512_set1_ps(w[(int64_t)h * ws]), vv, _mm512_loadu_ps(oh)));
+            __m512 acc = _mm512_loadu_ps(oh);
+            for (int j = 0; j < n; j++) acc = _mm512_fmadd_ps(_mm512_set1_ps(wh[j]), vv[j], acc);
+            _mm512_storeu_ps(oh, acc);
         }
     }
 }

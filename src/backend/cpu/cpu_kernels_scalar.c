@@ -15,8 +15,10 @@ static void axpy_f32(float *y, float a, const float *x, int n) {
     for (int i = 0; i < n; i++) y[i] += a * x[i];
 }
 
-static void dots_f32(float *s, int ss, const float *q, int grp, const float *k, int hd, float scale) {
-    for (int h = 0; h < grp; h++) s[(int64_t)h * ss] = dot_f32(q + (int64_t)h * hd, k, hd) * scale;
+static void dots_f32(float *s, int ss, const float *q, int grp, const float *k, int64_t ks, int n, int hd,
+                     float scale) {
+    for (int j = 0; j < n; j++)
+        for (int h = 0; h < grp; h++) s[(int64_t)h * ss + j] = dot_f32(q + (int64_t)h * hd, k + j * ks, hd) * scale;
 }
 
 static float exp_sum_f32(float *s, int n, float mx) {
@@ -28,8 +30,9 @@ static float exp_sum_f32(float *s, int n, float mx) {
     return sum;
 }
 
-static void axpys_f32(float *o, const float *w, int ws, const float *v, int grp, int hd) {
-    for (int h = 0; h < grp; h++) axpy_f32(o + (int64_t)h * hd, w[(int64_t)h * ws], v, hd);
+static void axpys_f32(float *o, const float *w, int ws, const float *v, int64_t vs, int n, int grp, int hd) {
+    for (int j = 0; j < n; j++)
+        for (int h = 0; h < grp; h++) axpy_f32(o + (int64_t)h * hd, w[(int64_t)h * ws + j], v + j * vs, hd);
 }
 
 #define DEF_MM(name, type, conv)                                                        \

@@ -1,0 +1,78 @@
+/* test_cpu_kernels.c — the SIMD attention kernels (dots, exp_sum, axpys) of
+ * each ISA the CPU has against the scalar ones on random data: runs of 1..16
+ * positions, 1..8 query heads per key/value row, head sizes that take the
+ * vector path and ones that fall back (1e-5 relative, 2e-6 absolute); exp_sum's
+ * polynomial against expf over [-100, 0] (2e-6 relative). */
+#include <math.h>
+#include <stdlib.h>
+
+#include "backend/cpu/cpu_kernels.h"
+#include "test.h"
+
+static float frand(unsigned *s) {
+    *s = *s * 1103515245u + 12345u;
+    return ((*s >> 8) & 0xffff) / 32768.0f - 1.0f;
+}
+
+static int supported(const char *isa) {
+    __builtin_cpu_init();
+    if (!strcmp(isa, "avx2")) return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+           __builtin_cpu_supports("avx512vl");
+}
+
+/* relative, with an absolute floor for sums that cancel (terms are ~1 here,
+ * so reordering a 128-term sum moves it by up to ~1e-6) */
+static int close_to(float a, float b, float rel) { return fabsf(a - b) <= rel * fabsf(b) + 2e-6f; }
+
+TEST(test_cpu_attention_kernels_match_scalar) {
+    const cpu_kernels *isas[2] = {&cpu_kernels_avx2, &cpu_kernels_avx512};
+    const cpu_kernels *ref = &cpu_kernels_scalar;
+    unsigned seed = 7;
+    int checked = 0;
+    for (int ii = 0; ii < 2; ii++) {
+        const cpu_kernels *k = isas[ii];
+        if (!supported(k->isa)) {
+            printf("    (%s not supported here: not checked)\n", k->isa);
+            continue;
+        }
+        static const int hds[3] = {64, 128, 72}, grps[3] = {1, 4, 8}, ns[4] = {1, 5, 8, 16};
+        for (int a = 0; a < 3; a++)
+            for (int b = 0; b < 3; b++)
+                for (int c = 0; c < 4; c++) {
+                    int hd = hds[a], grp = grps[b], n = ns[c], kstride = hd * 2, ss = 40;
+                    float q[8 * 128], kv[16 * 256], s1[8 * 40], s2[8 * 40], o1[8 * 128], o2[8 * 128];
+                    for (int i = 0; i < grp * hd; i++) q[i] = frand(&seed);
+                    for (int i = 0; i < n * kstride; i++) kv[i] = frand(&seed);
+                    for (int i = 0; i < 8 * 40; i++) s1[i] = s2[i] = 0;
+                    ref->dots(s1, ss, q, grp, kv, kstride, n, hd, 0.125f);
+                    k->dots(s2, ss, q, grp, kv, kstride, n, hd, 0.125f);
+                    for (int h = 0; h < grp; h++)
+                        for (int j = 0; j < n; j++)
+                            CHECK_MSG(close_to(s2[h * ss + j], s1[h * ss + j], 1e-5f),
+                                      "%s dots hd %d grp %d n %d: [%d][%d] %g vs %g", k->isa, hd, grp, n, h, j,
+                                      s2[h * ss + j], s1[h * ss + j]);
+                    for (int i = 0; i < grp * hd; i++) o1[i] = o2[i] = frand(&seed);
+                    ref->axpys(o1, s1, ss, kv, kstride, n, grp, hd);
+                    k->axpys(o2, s1, ss, kv, kstride, n, grp, hd);
+                    for (int i = 0; i < grp * hd; i++)
+                        CHECK_MSG(close_to(o2[i], o1[i], 1e-5f), "%s axpys hd %d grp %d n %d: [%d] %g vs %g", k->isa,
+                                  hd, grp, n, i, o2[i], o1[i]);
+                    checked++;
+                }
+        for (int n = 1; n <= 70; n += 23) { /* tails of every length class */
+            float x[70], y[70], ys = 0;
+            for (int i = 0; i < n; i++) x[i] = -100.0f * (i + 0.5f) / n;
+            for (int i = 0; i < n; i++) y[i] = x[i];
+            float sum = k->exp_sum(y, n, 0.0f);
+            for (int i = 0; i < n; i++) {
+                float want = expf(x[i]);
+                CHECK_MSG(fabsf(y[i] - want) <= 2e-6f * want + 1e-37f, "%s exp(%g) = %g, expf %g", k->isa, x[i], y[i],
+                          want);
+                ys += y[i];
+            }
+            CHECK_MSG(close_to(sum, ys, 1e-5f), "%s exp_sum %g vs the sum of its outputs %g", k->isa, sum, ys);
+        }
+    }
+    printf("    %d kernel cases compared with the scalar kernels\n", checked);
+}
