@@ -31,9 +31,9 @@ __device__ __forceinline__ float warp_max(float v) {
     return v;
 }
 
-/* 8 weights of one 16-byte load as floats */
-__device__ __forceinline__ void load8(const __nv_bfloat16 *p, float *f) {
-    uint4 u = __ldg(reinterpret_cast<const uint4 *>(p));
+/* 8 packed 16-bit values (one 16-byte load) -> 8 floats; the pointer's type
+ * only picks the format. */
+__device__ __forceinline__ void unpack8(uint4 u, const __nv_bfloat16 *, float *f) {
     const uint32_t w[4] = {u.x, u.y, u.z, u.w};
 #pragma unroll
     for (int i = 0; i < 4; i++) {
@@ -41,8 +41,7 @@ __device__ __forceinline__ void load8(const __nv_bfloat16 *p, float *f) {
         f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
     }
 }
-__device__ __forceinline__ void load8(const __half *p, float *f) {
-    uint4 u = __ldg(reinterpret_cast<const uint4 *>(p));
+__device__ __forceinline__ void unpack8(uint4 u, const __half *, float *f) {
     const __half2 *h = reinterpret_cast<const __half2 *>(&u);
 #pragma unroll
     for (int i = 0; i < 4; i++) {
@@ -50,6 +49,12 @@ __device__ __forceinline__ void load8(const __half *p, float *f) {
         f[2 * i] = v.x;
         f[2 * i + 1] = v.y;
     }
+}
+__device__ __forceinline__ void load8(const __nv_bfloat16 *p, float *f) {
+    unpack8(__ldg(reinterpret_cast<const uint4 *>(p)), p, f);
+}
+__device__ __forceinline__ void load8(const __half *p, float *f) {
+    unpack8(__ldg(reinterpret_cast<const uint4 *>(p)), p, f);
 }
 __device__ __forceinline__ void load8(const float *p, float *f) {
     float4 a = *reinterpret_cast<const float4 *>(p), b = *reinterpret_cast<const float4 *>(p + 4);

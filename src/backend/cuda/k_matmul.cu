@@ -30,24 +30,6 @@ __device__ __forceinline__ uint4 ldw16(const void *p) {
     return u;
 }
 
-__device__ __forceinline__ void unpack8(uint4 u, const __nv_bfloat16 *, float *f) {
-    const uint32_t w[4] = {u.x, u.y, u.z, u.w};
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        f[2 * i] = __uint_as_float(w[i] << 16);
-        f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
-    }
-}
-__device__ __forceinline__ void unpack8(uint4 u, const __half *, float *f) {
-    const __half2 *h = reinterpret_cast<const __half2 *>(&u);
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        float2 v = __half22float2(h[i]);
-        f[2 * i] = v.x;
-        f[2 * i + 1] = v.y;
-    }
-}
-
 /* One warp computes R consecutive rows (their loads interleaved, R x more
  * bytes in flight); each row's sum is formed exactly as with R = 1. */
 template <typename W, int MM_TT, int R, int HINT>
