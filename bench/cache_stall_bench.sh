@@ -18,12 +18,10 @@ shift
 KESTREL=${KESTREL:-build/kestrel}
 [ -x "$KESTREL" ] || make -s -j2 build/kestrel
 log=$(mktemp)
-"$KESTREL" serve "$MODEL" --port 0 "$@" 2> "$log" &
-pid=$!
-trap 'kill $pid 2>/dev/null; rm -f "$log"' EXIT
-for _ in $(seq 3000); do grep -q "serving" "$log" && break; sleep 0.1; done
-port=$(sed -nE 's/.*http:\/\/[0-9.]+:([0-9]+).*/\1/p' "$log" | head -1)
-[ -n "$port" ] || { cat "$log"; exit 1; }
+srv=
+trap '[ -n "$srv" ] && kill $srv 2>/dev/null; rm -f "$log"' EXIT
+. scripts/lib/serve.sh
+BOOT_TIMEOUT=${BOOT_TIMEOUT:-300} start_server cache_stall_bench "$log" "$@"
 python3 - "$port" "${PREFIX:-8192}" "${LONG:-32768}" "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" "$(hostname)" "$*" <<'PY'
 import json, sys, time, threading, random, statistics, urllib.request, datetime
 port, prefix_n, long_n, commit, host, flags = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6]

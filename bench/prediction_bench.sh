@@ -17,12 +17,10 @@ KESTREL=${KESTREL:-build/kestrel}
 PROMPTS=${PROMPTS:-$MODEL/prompts/edit.jsonl}
 [ -f "$PROMPTS" ] || PROMPTS=../shared/models/tinycoder/prompts/edit.jsonl
 log=$(mktemp)
-"$KESTREL" serve "$MODEL" --port 0 "$@" 2> "$log" &
-pid=$!
-trap 'kill $pid 2>/dev/null; rm -f "$log"' EXIT
-for _ in $(seq 600); do grep -q "serving" "$log" && break; sleep 0.1; done
-port=$(sed -nE 's/.*http:\/\/[0-9.]+:([0-9]+).*/\1/p' "$log" | head -1)
-[ -n "$port" ] || { cat "$log"; exit 1; }
+srv=
+trap '[ -n "$srv" ] && kill $srv 2>/dev/null; rm -f "$log"' EXIT
+. scripts/lib/serve.sh
+start_server prediction_bench "$log" "$@"
 python3 - "$port" "$PROMPTS" "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" "$(hostname)" "$*" <<'PY'
 import json, sys, time, statistics, urllib.request, datetime
 port, prompts, commit, host, flags = sys.argv[1:6]

@@ -29,8 +29,9 @@ KESTREL=${KESTREL:-build/kestrel}
 EXTRA=("$@")
 [ "${NOGATES:-0}" = 1 ] && EXTRA+=(--no-spec-gates)
 tmp=$(mktemp -d)
-pid=""
-trap '[ -n "$pid" ] && kill $pid 2>/dev/null; rm -rf "$tmp"' EXIT
+srv=""
+trap '[ -n "$srv" ] && kill $srv 2>/dev/null; rm -rf "$tmp"' EXIT
+. scripts/lib/serve.sh
 off=(--no-pld --no-mtp --no-drafter)
 declare -A FLAGS=(
   [plain]="${off[*]}"
@@ -46,11 +47,7 @@ for c in $CONFIGS; do
     case $c in drafter) [ -d "$MODEL/drafter" ] || continue ;; dflash*) [ -d "$MODEL/dflash" ] || continue ;; esac
     log=$tmp/$c.log
     # shellcheck disable=SC2086
-    "$KESTREL" serve "$MODEL" --port 0 ${FLAGS[$c]} "${EXTRA[@]}" 2> "$log" &
-    pid=$!
-    for _ in $(seq 600); do grep -q "serving" "$log" && break; sleep 0.1; done
-    port=$(sed -nE 's/.*http:\/\/[0-9.]+:([0-9]+).*/\1/p' "$log" | head -1)
-    [ -n "$port" ] || { cat "$log"; exit 1; }
+    start_server proposer_bench "$log" ${FLAGS[$c]} "${EXTRA[@]}"
     echo "proposer_bench: $c (${FLAGS[$c]} ${EXTRA[*]})" >&2
     prompts=()
     [ -d "$MODEL/prompts" ] && prompts=(--prompts "$MODEL/prompts")
@@ -60,8 +57,8 @@ for c in $CONFIGS; do
     printf 'GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n' >&3
     cat <&3 > "$tmp/$c.metrics"
     exec 3<&-
-    kill $pid; wait $pid 2>/dev/null || true
-    pid=""
+    kill $srv; wait $srv 2>/dev/null || true
+    srv=""
 done
 python3 - "$tmp" "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" "$(hostname)" "${EXTRA[*]}" "$CONFIGS" "${NOGATES:-0}" <<'PY'
 import json, sys, os, datetime, re

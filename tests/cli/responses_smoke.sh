@@ -19,7 +19,7 @@ cleanup() { [ -n "$pid" ] && kill "$pid" 2> /dev/null; rm -rf "$work"; }
 trap cleanup EXIT
 fail=0
 
-. tests/cli/lib/serve.sh
+. scripts/lib/serve.sh
 start_server responses_smoke "$work/log" --ctx-size 512 --max-concurrent 2
 pid=$srv
 base="http://127.0.0.1:$port"

@@ -42,7 +42,7 @@ n_speed=$(grep -c '^kestrel: prompt [0-9]* tokens' "$work/err1")
 cmp -s "$work/out1" "$work/out2" || { echo "    FAIL run_chat: a second run printed different text"; fail=1; }
 
 # 1. the same conversation through /v1/chat/completions
-. tests/cli/lib/serve.sh
+. scripts/lib/serve.sh
 start_server run_chat "$work/log"
 if ! python3 - "http://127.0.0.1:$port" "$work/want" "$SYS" "$U1" "$U2A"$'\n'"$U2B" <<'PY'
 import json, sys, urllib.request

@@ -15,7 +15,7 @@ srv=
 cleanup() { [ -n "$srv" ] && kill "$srv" 2>/dev/null && wait "$srv" 2>/dev/null; rm -rf "$work"; }
 trap cleanup EXIT
 
-. tests/cli/lib/serve.sh
+. scripts/lib/serve.sh
 start_server surfaces_smoke "$work/log"
 base="http://127.0.0.1:$port"
 fail=0; n=0

@@ -1,15 +1,17 @@
-# serve.sh — sourced by the CLI tests that need a running `kestrel serve`.
+# serve.sh — sourced by the CLI tests and the bench scripts that need a
+# running `kestrel serve`.
 # start_server NAME LOG [flags...]: boots `$KESTREL serve $MODEL --port 0
-# flags...` in the background with stderr to LOG, waits (up to 60 s) for the
-# line naming its address, and sets srv (the pid) and port. If the server
-# exits or never says where it listens: "FAIL NAME" with the log, exit 1.
+# flags...` in the background with stderr to LOG, waits (up to $BOOT_TIMEOUT
+# seconds, default 60) for the line naming its address, and sets srv (the
+# pid) and port. If the server exits or never says where it listens: "FAIL
+# NAME" with the log, exit 1.
 start_server() {
     local name=$1 log=$2
     shift 2
     "$KESTREL" serve "$MODEL" --port 0 "$@" 2> "$log" &
     srv=$!
     port=
-    for _ in $(seq 1 600); do
+    for _ in $(seq 1 $((${BOOT_TIMEOUT:-60} * 10))); do
         port=$(sed -n 's|.*serving .* on http://[^:]*:\([0-9]*\).*|\1|p' "$log" | head -1)
         [ -n "$port" ] && break
         kill -0 "$srv" 2> /dev/null || break
