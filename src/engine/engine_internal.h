@@ -78,6 +78,7 @@ typedef struct {
     int32_t lookup_shadow[ENGINE_MAX_DRAFT]; /* lookup's drafts when another source was chosen */
     int n_shadow[4];        /* drafts each unchosen source had ready this step */
     double lookup_value;    /* expected tokens per verify cost of next step's lookup drafts (0: none) */
+    int n_lookup, lookup_at; /* those drafts (in draft[]), found when ctx held lookup_at tokens (0: none) */
     /* the DFlash drafter: context entries for positions [fl_q0, fl_next)
      * at entry index position - fl_q0; the next step's block drafted right
      * after each forward */

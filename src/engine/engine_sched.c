@@ -240,7 +240,9 @@ int engine_step(engine *e) {
             budget -= want;
         } else if (want == 1 && s->spec) {
             int k = draft_room(e, s);
-            if (k > 0) s->n_draft = lookup_drafts(e, s, k, s->draft);
+            /* lookup depends only on the tokens so far: drafts found after the
+             * last step for this length are still the answer */
+            if (k > 0) s->n_draft = s->lookup_at == s->n_ctx ? s->n_lookup : lookup_drafts(e, s, k, s->draft);
             s->draft_src = DRAFT_SRC_LOOKUP;
             if (k > 0 && !s->r->p.n_prediction && s->n_draft >= 0) choose_drafts(e, s, k);
             if (s->n_draft == 0 && s->use_drafter && k > 0 && drafter_pays(e, s)) {
@@ -340,9 +342,11 @@ int engine_step(engine *e) {
         seq_state *s = e->active[i];
         s->lookup_value = 0.0;
         if (done[i] || !s->spec || s->n_ctx != s->n_cached + 1 || (!s->use_mtp && !s->use_dflash)) continue;
-        int32_t d[ENGINE_MAX_DRAFT];
-        int k = draft_room(e, s), nd = k > 0 ? lookup_drafts(e, s, k, d) : 0;
-        if (nd > 0) s->lookup_value = chain_value(e, engine_src_accept_rate(s, DRAFT_SRC_LOOKUP), nd, 0.0, s->n_cached);
+        int k = draft_room(e, s);
+        s->n_lookup = k > 0 ? lookup_drafts(e, s, k, s->draft) : 0; /* the next step's plan takes these */
+        s->lookup_at = s->n_ctx;
+        if (s->n_lookup > 0)
+            s->lookup_value = chain_value(e, engine_src_accept_rate(s, DRAFT_SRC_LOOKUP), s->n_lookup, 0.0, s->n_cached);
     }
     /* the proposers' passes, timed: their cost per pass (in decode steps)
      * follows what they really take here, not only the start-up probe */
