@@ -313,15 +313,15 @@ void engine_get_stats(engine *e, engine_stats *s) {
     s->prefix_lookup_tokens = atomic_load(&e->prefix_lookup);
     s->prefix_hit_tokens = atomic_load(&e->prefix_hit);
     s->prefix_cached_blocks = atomic_load(&e->stat_cached_blocks);
-    s->drafter_drafted = atomic_load(&e->dr_drafted);
-    s->drafter_accepted = atomic_load(&e->dr_accepted);
+    s->drafter_drafted = atomic_load(&e->src_drafted_n[DRAFT_SRC_DRAFTER]);
+    s->drafter_accepted = atomic_load(&e->src_accepted_n[DRAFT_SRC_DRAFTER]);
     s->drafter_cost_ratio = e->dr_ratio;
-    s->mtp_drafted = atomic_load(&e->mtp_drafted_n);
-    s->mtp_accepted = atomic_load(&e->mtp_accepted_n);
+    s->mtp_drafted = atomic_load(&e->src_drafted_n[DRAFT_SRC_MTP]);
+    s->mtp_accepted = atomic_load(&e->src_accepted_n[DRAFT_SRC_MTP]);
     s->mtp_cost_ratio = e->mtp_ratio;
     for (int d = 0; d <= ENGINE_MAX_DRAFT; d++) s->mtp_depth_steps[d] = atomic_load(&e->mtp_depth_steps[d]);
-    s->dflash_drafted = atomic_load(&e->fl_drafted_n);
-    s->dflash_accepted = atomic_load(&e->fl_accepted_n);
+    s->dflash_drafted = atomic_load(&e->src_drafted_n[DRAFT_SRC_DFLASH]);
+    s->dflash_accepted = atomic_load(&e->src_accepted_n[DRAFT_SRC_DFLASH]);
     s->dflash_cost_ratio = e->fl_ratio;
 }
 

@@ -59,8 +59,6 @@ typedef struct {
     drafter_seq dseq;
     bool use_drafter;
     int draft_src;          /* source of the current drafts: DRAFT_SRC_* */
-    int dr_steps, dr_accepted;
-    int pld_drafted, pld_accepted;
     /* the model's MTP head: entries for positions [mtp_q0, mtp_next) at dense
      * indices of mkv, built from the target's hidden states after each step;
      * drafts for the next step computed right after (recursively, depth) */
@@ -68,7 +66,7 @@ typedef struct {
     kv_seq mkv;
     int mtp_q0, mtp_next;
     int32_t mtp_draft[ENGINE_MAX_DRAFT];
-    int n_mtp_draft, mtp_depth, mtp_steps, mtp_drafted, mtp_accepted;
+    int n_mtp_draft, mtp_depth;
     int mtp_lost;
     /* per source (DRAFT_SRC_*): accepted drafts and rejections seen, from
      * its own verify steps and from comparing the drafts it had ready but
@@ -86,7 +84,10 @@ typedef struct {
     kv_seq fkv;
     int fl_q0, fl_next;
     int32_t fl_draft[ENGINE_MAX_DRAFT];
-    int n_fl_draft, fl_steps, fl_drafted, fl_accepted, fl_lost;
+    int n_fl_draft, fl_lost;
+    /* per source (DRAFT_SRC_*): its verify steps, drafts and accepted drafts
+     * (the runtime gates) */
+    int src_steps[4], src_drafted[4], src_accepted[4];
 } seq_state;
 
 enum { DRAFT_SRC_LOOKUP = 0, DRAFT_SRC_DRAFTER, DRAFT_SRC_MTP, DRAFT_SRC_DFLASH };
@@ -122,19 +123,17 @@ struct engine {
     drafter *dr;            /* NULL without a draft model */
     kv_cache mtp_kv;        /* the MTP head's entries (n_blocks 0: no head in use) */
     double mtp_ratio;
-    atomic_llong mtp_drafted_n, mtp_accepted_n;
+    atomic_llong src_drafted_n[4], src_accepted_n[4]; /* per source (DRAFT_SRC_*), for /metrics */
     atomic_llong mtp_depth_steps[ENGINE_MAX_DRAFT + 1]; /* verify steps of MTP drafts, by how many were verified */
     int32_t *mtp_tok, *mtp_idx, *mtp_pos, *mtp_hid, *mtp_seq, *mtp_rows; /* scratch, (cap) */
     int mtp_cap;
     float *mtp_logits;      /* (max_concurrent, vocab) */
     double dr_ratio;        /* drafter forward / target decode step */
-    atomic_llong dr_drafted, dr_accepted;
     double st_a, st_b, st_c; /* step time model, seconds: t(n, L) = a + n (b + c L) (engine_cost.c) */
     double t_decode;        /* seconds of a 1-token decode step at an empty context (engine start) */
     kv_cache fl_kv;         /* the DFlash drafter's entries (n_blocks 0: none in use) */
     int fl_block;           /* block size drafted */
     double fl_ratio;        /* a DFlash pass / target decode step */
-    atomic_llong fl_drafted_n, fl_accepted_n;
     int32_t *fl_idx, *fl_pos, *fl_seq, *fl_row, *fl_last, *fl_rope0, *fl_entry0, *fl_of, *fl_drafts; /* scratch */
     int fl_cap;
     atomic_int stat_active;
@@ -162,6 +161,8 @@ int engine_step(engine *e);
 /* engine_seq.c: the chance that src's next draft is accepted after the
  * previous one was (priors: lookup 0.5, model proposers 0.7, weight 10) */
 double engine_src_accept_rate(const seq_state *s, int src);
+/* Stops drafting with src (a model proposer) for the rest of the request. */
+void engine_src_off(engine *e, seq_state *s, int src);
 /* engine_cost.c: start-up cost probes. probe_ctx is a scratch target sequence
  * after a 1-token step at position 0 (its tokens/positions arrays hold
  * ENGINE_MAX_DRAFT + 1 entries); a probe_fn runs the pass being priced. */

@@ -143,7 +143,7 @@ static bool drafter_pays(engine *e, seq_state *s) {
     int k = e->cfg.drafter_len;
     if (chain_value(e, engine_src_accept_rate(s, DRAFT_SRC_DRAFTER), k, k * e->dr_ratio, s->n_cached) > 1.0)
         return true;
-    s->use_drafter = false;
+    engine_src_off(e, s, DRAFT_SRC_DRAFTER);
     atomic_fetch_add(&e->gate_runtime_off, 1);
     return false;
 }
@@ -191,15 +191,10 @@ static void choose_drafts(engine *e, seq_state *s, int k) {
         s->n_draft = best_j;
     }
     /* precomputed sources that keep losing stop costing passes */
-    if (n_mtp && (s->mtp_lost = s->draft_src == DRAFT_SRC_MTP ? 0 : s->mtp_lost + 1) >= 16 && !e->cfg.no_runtime_gates) {
-        s->use_mtp = false;
-        s->n_mtp_draft = 0;
-    }
-    if (n_fl && (s->fl_lost = s->draft_src == DRAFT_SRC_DFLASH ? 0 : s->fl_lost + 1) >= 16 &&
-        !e->cfg.no_runtime_gates) {
-        s->use_dflash = false;
-        engine_dflash_reset(e, s);
-    }
+    if (n_mtp && (s->mtp_lost = s->draft_src == DRAFT_SRC_MTP ? 0 : s->mtp_lost + 1) >= 16 && !e->cfg.no_runtime_gates)
+        engine_src_off(e, s, DRAFT_SRC_MTP);
+    if (n_fl && (s->fl_lost = s->draft_src == DRAFT_SRC_DFLASH ? 0 : s->fl_lost + 1) >= 16 && !e->cfg.no_runtime_gates)
+        engine_src_off(e, s, DRAFT_SRC_DFLASH);
 }
 
 int engine_step(engine *e) {

@@ -315,6 +315,30 @@ static bool gate_says_off(const engine *e, int steps, int accepted, double cost)
     return !e->cfg.no_runtime_gates && steps >= 8 && 1.0 + (double)accepted / steps < cost;
 }
 
+/* What one of src's verify steps costs, in decode steps at context L: the
+ * verify of its drafts (on average so far; the draft model always drafts
+ * drafter_len) plus its passes — one DFlash block, one MTP head pass per
+ * draft, drafter_len draft-model forwards. */
+static double source_step_cost(const engine *e, const seq_state *s, int src, int L) {
+    double kbar = (double)s->src_drafted[src] / s->src_steps[src];
+    if (src == DRAFT_SRC_DFLASH) return engine_verify_cost(e, kbar, L) + engine_pass_cost(e, e->fl_ratio, L);
+    if (src == DRAFT_SRC_MTP) return engine_verify_cost(e, kbar, L) + engine_pass_cost(e, kbar * e->mtp_ratio, L);
+    int kd = e->cfg.drafter_len;
+    return engine_verify_cost(e, kd, L) + engine_pass_cost(e, kd * e->dr_ratio, L);
+}
+
+void engine_src_off(engine *e, seq_state *s, int src) {
+    if (src == DRAFT_SRC_DFLASH) {
+        s->use_dflash = false;
+        engine_dflash_reset(e, s);
+    } else if (src == DRAFT_SRC_MTP) {
+        s->use_mtp = false;
+        s->n_mtp_draft = 0;
+    } else if (src == DRAFT_SRC_DRAFTER) {
+        s->use_drafter = false;
+    }
+}
+
 /* Verify step: rows for [last token, d1..dk]; accepts the drafts the target
  * agrees with, commits them and the target's own next token, drops the KV of
  * rejected positions. Returns 1 when the sequence finished. */
@@ -326,11 +350,8 @@ int engine_seq_verify(engine *e, seq_state *s, float *rows, int n_cached_before)
     s->n_drafted += k;
     atomic_fetch_add(&e->spec_drafted, k);
     atomic_fetch_add(&e->spec_verify, 1);
-    atomic_llong *src_accepted = s->draft_src == DRAFT_SRC_DFLASH ? &e->fl_accepted_n
-                                 : s->draft_src == DRAFT_SRC_MTP ? &e->mtp_accepted_n
-                                 : s->draft_src == DRAFT_SRC_DRAFTER ? &e->dr_accepted : NULL;
-    if (src_accepted) atomic_fetch_add(s->draft_src == DRAFT_SRC_DFLASH ? &e->fl_drafted_n
-                                       : s->draft_src == DRAFT_SRC_MTP ? &e->mtp_drafted_n : &e->dr_drafted, k);
+    int src = s->draft_src;
+    atomic_fetch_add(&e->src_drafted_n[src], k);
     int finished = 0, base = s->n_ctx;
     for (int i = 0; i <= k && !finished; i++) {
         float *row = rows + (size_t)i * V;
@@ -342,7 +363,7 @@ int engine_seq_verify(engine *e, seq_state *s, float *rows, int n_cached_before)
             accepted++;
             s->n_accepted++;
             atomic_fetch_add(&e->spec_accepted, 1);
-            if (src_accepted) atomic_fetch_add(src_accepted, 1);
+            atomic_fetch_add(&e->src_accepted_n[src], 1);
         }
         finished = seq_commit(e, s, tok, e->raw);
         if (!hit) break;
@@ -352,48 +373,17 @@ int engine_seq_verify(engine *e, seq_state *s, float *rows, int n_cached_before)
      * client reading /metrics right after its answer sees them) */
     s->n_verify++;
     learn_sources(s, k, accepted, base);
-    if (s->draft_src == DRAFT_SRC_LOOKUP) {
-        s->pld_drafted += k;
-        s->pld_accepted += accepted;
-    } else if (s->draft_src == DRAFT_SRC_DFLASH) {
-        s->fl_steps++;
-        s->fl_drafted += k;
-        s->fl_accepted += accepted;
-        /* DFlash's gate: a step costs a verify plus one drafter pass */
-        if (gate_says_off(e, s->fl_steps, s->fl_accepted,
-                          engine_verify_cost(e, (double)s->fl_drafted / s->fl_steps, L) +
-                              engine_pass_cost(e, e->fl_ratio, L))) {
-            s->use_dflash = false;
-            engine_dflash_reset(e, s);
-            atomic_fetch_add(&e->gate_runtime_off, 1);
-        }
-    } else if (s->draft_src == DRAFT_SRC_MTP) {
-        atomic_fetch_add(&e->mtp_depth_steps[k], 1);
-        s->mtp_steps++;
-        s->mtp_drafted += k;
-        s->mtp_accepted += accepted;
-        /* the head's gate: a step costs a verify plus one head pass per depth */
-        double kbar = (double)s->mtp_drafted / s->mtp_steps; /* one head pass per draft */
-        if (gate_says_off(e, s->mtp_steps, s->mtp_accepted,
-                          engine_verify_cost(e, kbar, L) + engine_pass_cost(e, kbar * e->mtp_ratio, L))) {
-            s->use_mtp = false;
-            s->n_mtp_draft = 0;
-            atomic_fetch_add(&e->gate_runtime_off, 1);
-        }
-    }
-    if (s->draft_src == DRAFT_SRC_DRAFTER) {
-        /* the drafter saw ctx before the step plus d1..d(k-1): keep what matched */
-        int n_ctx_before = n_cached_before + 1;
-        drafter_rewind(e->dr, &s->dseq, n_ctx_before + (accepted < k - 1 ? accepted : k - 1));
-        s->dr_steps++;
-        s->dr_accepted += accepted;
-        /* the drafter's own gate: its step costs a verify plus k drafter forwards */
-        if (gate_says_off(e, s->dr_steps, s->dr_accepted,
-                          engine_verify_cost(e, e->cfg.drafter_len, L) +
-                              engine_pass_cost(e, e->cfg.drafter_len * e->dr_ratio, L))) {
-            s->use_drafter = false;
-            atomic_fetch_add(&e->gate_runtime_off, 1);
-        }
+    s->src_steps[src]++;
+    s->src_drafted[src] += k;
+    s->src_accepted[src] += accepted;
+    if (src == DRAFT_SRC_MTP) atomic_fetch_add(&e->mtp_depth_steps[k], 1);
+    if (src == DRAFT_SRC_DRAFTER) /* it saw ctx before the step plus d1..d(k-1): keep what matched */
+        drafter_rewind(e->dr, &s->dseq, n_cached_before + 1 + (accepted < k - 1 ? accepted : k - 1));
+    /* a model proposer's own gate: its steps cost a verify plus its passes */
+    if (src != DRAFT_SRC_LOOKUP &&
+        gate_says_off(e, s->src_steps[src], s->src_accepted[src], source_step_cost(e, s, src, L))) {
+        engine_src_off(e, s, src);
+        atomic_fetch_add(&e->gate_runtime_off, 1);
     }
     if (finished) return 1;
     /* KV holds [.. last token, d1..dk]; keep the last token and the accepted drafts */
