@@ -40,7 +40,8 @@ ifneq ($(strip $(CUDART_STATIC)),)
 HAVE_CUDA := 1
 CFLAGS_BASE += -DKS_HAVE_CUDA
 NVCCFLAGS ?= -O3 -std=c++17 -Isrc -gencode arch=compute_90a,code=sm_90a -gencode arch=compute_80,code=sm_80 \
-             -Xcompiler -fPIC -DKS_HAVE_CUDA
+             -Xcompiler -fPIC
+NVCC_DEFS := -DKS_HAVE_CUDA -DKS_CUBLASLT_DIR='"$(CUDA_HOME)/lib64"'
 LDLIBS  += $(CUDART_STATIC) -ldl -lrt -lstdc++
 else
 $(warning nvcc found at $(NVCC) but no libcudart_static.a beside it: building CPU-only)
@@ -83,7 +84,7 @@ $(BUILD)/%.o: %.c
 
 $(BUILD)/%.cu.o: %.cu
 	@mkdir -p $(dir $@)
-	$(NVCC) $(NVCCFLAGS) -MMD -MP -c -o $@ $<
+	$(NVCC) $(NVCCFLAGS) $(NVCC_DEFS) -MMD -MP -c -o $@ $<
 
 debug:
 	$(MAKE) BUILD=build-asan OPT="-O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined" \

@@ -40,14 +40,14 @@ static void time_forward(backend *be, const char *dir) {
     for (int i = 0; i < n; i++) { tok[i] = 100 + i; pos[i] = i; }
     float *logits = malloc((size_t)m->cfg.vocab_size * 4);
     kv_seq_reserve(&kv, &s, n + 64);
-    model_batch b = {n, tok, pos, seq, 1, seqs, 1, &row};
+    model_batch b = {n, tok, pos, seq, 1, seqs, 1, &row, 0};
     double t0 = now();
     model_forward(m, &kv, &b, logits);
     printf("forward prefill n=%d: %.1f ms\n", n, (now() - t0) * 1e3);
     for (int g = 1; g >= 0; g--) {
         setenv("KESTREL_CUDA_GRAPHS", g ? "1" : "0", 1);
         int32_t p1 = n, r0 = 0;
-        model_batch d = {1, tok, &p1, seq, 1, seqs, 1, &r0};
+        model_batch d = {1, tok, &p1, seq, 1, seqs, 1, &r0, 0};
         for (int w = 0; w < 3; w++) model_forward(m, &kv, &d, logits);
         t0 = now();
         for (int r = 0; r < 20; r++) model_forward(m, &kv, &d, logits);
@@ -148,7 +148,7 @@ int main(int argc, char **argv) {
         be->ops->buf_upload(be, dslot, &slot, 4);
         int qs = (nh + 2 * nkv) * hd;
         float *q = be->ops->buf_alloc(be, (size_t)qs * 4), *o = be->ops->buf_alloc(be, (size_t)nh * hd * 4);
-        bk_attn_batch ab = {1, dpos, dseq, dslot, dtab, nb, bs, ctx - 1, ctx};
+        bk_attn_batch ab = {1, dpos, dseq, dslot, dtab, nb, bs, ctx - 1, ctx, 0, NULL, 0};
         be->ops->attention(be, o, q, qs, kc, vc, &ab, nh, nkv, hd, 0.088f);
         sync(be);
         double t0 = now();

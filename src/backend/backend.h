@@ -48,7 +48,18 @@ typedef struct {
     int block_size;
     int max_pos;                 /* max over pos[] (host-side hint for scratch sizing) */
     int kv_capacity;             /* tokens the KV pool holds (fixes the attention work split) */
+    /* Prompt rows (backends with matmul_prompt): rows [0, n_prompt) are
+     * prompt tokens, cut in tiles of consecutive positions of one sequence,
+     * at most BK_PROMPT_TILE rows each: tiles (max_tiles, 2) = first row,
+     * row count (0: unused entry). A backend may compute these rows with
+     * its bulk kernels (tensor cores); each row's result is still the same
+     * whatever the tiling or the rest of the batch. 0 elsewhere. */
+    int n_prompt;
+    const int32_t *tiles;
+    int max_tiles;
 } bk_attn_batch;
+
+#define BK_PROMPT_TILE 64
 
 typedef struct backend_ops {
     const char *name;
@@ -70,6 +81,14 @@ typedef struct backend_ops {
     /* out (n, w.rows) = in (n, w.cols) @ w^T (+ bias (w.rows) when not NULL) */
     void (*matmul)(backend *be, float *out, const float *in, const bk_weight *w,
                    const bk_weight *bias, int n);
+    /* Optional (NULL on the CPU, where matmul serves every row): the same
+     * product for prompt rows, on the backend's bulk path (CUDA: tensor-core
+     * GEMM with bf16 inputs and fp32 accumulation). A row's result does not
+     * depend on n, but it may differ in the last bits from matmul's: the
+     * model sends a token through one or the other by its role (prompt or
+     * generated), never by the size of the call. */
+    void (*matmul_prompt)(backend *be, float *out, const float *in, const bk_weight *w,
+                          const bk_weight *bias, int n);
     /* Rotary embedding (half-split pairs i, i+head_dim/2) in place on n_heads
      * heads at x + t*row_stride; angle = pos[t] * inv_freq[i]. */
     void (*rope)(backend *be, float *x, int row_stride, int n, int n_heads, int head_dim,

@@ -117,3 +117,5 @@ const char cli_model_opts_help[] =
     "                         runs without speculation (default 0.02, prompts of 256+ tokens; 0 = off)\n"
     "  --no-spec-gates        verify every draft offered, whatever the measured costs (both gates\n"
     "                         off: for measuring acceptance, not for speed)\n";
+
+int cli_default_prefill_chunk(const char *backend_name) { return strcmp(backend_name, "cpu") ? 2048 : 512; }

@@ -32,6 +32,10 @@ int cli_model_opt(const char *cmd, int argc, char **argv, int *i, cli_model_opts
 /* Copies the speculation fields into an engine config (the caller loads the
  * drafter model and sets ec->drafter). */
 void cli_model_opts_apply(const cli_model_opts *o, engine_config *ec);
+/* Prompt tokens per scheduler step when not given: 512 on the CPU, 2048 on
+ * CUDA (the tensor-core GEMMs are saturated by then and the activations of a
+ * chunk stay a few hundred MB on an 8B model). */
+int cli_default_prefill_chunk(const char *backend_name);
 /* The help lines for these options, for the usage texts. */
 extern const char cli_model_opts_help[];
 

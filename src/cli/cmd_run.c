@@ -169,7 +169,7 @@ int cmd_run(int argc, char **argv) {
         if (!chat && ctx_size < n_ids + n_gen + 1) ctx_size = n_ids + n_gen + 1;
     }
     if ((rc = cli_load_drafters(dir, mo.drafter_dir, (int)mo.no_drafter, be, m, &dm, &fl))) goto fail;
-    engine_config ec = {.max_concurrent = 1, .prefill_chunk = 512, .ctx_size = (int)ctx_size, .drafter = dm, .dflash = fl};
+    engine_config ec = {.max_concurrent = 1, .prefill_chunk = cli_default_prefill_chunk(be->ops->name), .ctx_size = (int)ctx_size, .drafter = dm, .dflash = fl};
     cli_model_opts_apply(&mo, &ec);
     if ((rc = engine_start(&eng, m, tk, &ec))) goto fail;
 

@@ -122,7 +122,7 @@ int cmd_serve(int argc, char **argv) {
     if ((rc = cli_load_drafters(dir, mo.drafter_dir, (int)mo.no_drafter, be, a.m, &dm, &fl))) goto fail;
     bool gpu = strcmp(be->ops->name, "cpu") != 0;
     if (!conc) conc = gpu ? 16 : 4;
-    if (!chunk) chunk = gpu ? 2048 : 512;
+    if (!chunk) chunk = cli_default_prefill_chunk(be->ops->name);
     engine_config ec = {.max_concurrent = (int)conc, .prefill_chunk = (int)chunk, .ctx_size = (int)ctx,
                         .prefix_cache = use_pc != 0, .log_requests = log_requests != 0, .drafter = dm, .dflash = fl};
     cli_model_opts_apply(&mo, &ec);

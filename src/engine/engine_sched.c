@@ -229,11 +229,15 @@ int engine_step(engine *e) {
         seq_state *s = e->active[i];
         int want = s->n_ctx - s->n_cached;
         s->n_draft = 0;
+        bool prompt = s->n_cached < s->r->n_prompt;
         if (want > 1) {
+            /* a step feeds prompt tokens or generated ones, not both (after
+             * a preemption the recomputed answer follows in later steps) */
+            if (prompt && want > s->r->n_prompt - s->n_cached) want = s->r->n_prompt - s->n_cached;
             want = want < budget ? want : budget;
             if (want < 1) want = 0;
             budget -= want;
-        } else if (want == 1 && s->spec) {
+        } else if (want == 1 && s->spec && !prompt) {
             int k = draft_room(e, s);
             /* lookup depends only on the tokens so far: drafts found after the
              * last step for this length are still the answer */
@@ -279,13 +283,23 @@ int engine_step(engine *e) {
             return 1;
         }
     }
-    int n = 0, n_rows = 0;
+    int n = 0, n_rows = 0, n_prompt = 0;
     for (int i = 0; i < na; i++) n += feed[i];
     if (n == 0) return 1;
     if (ensure_batch(e, n) != 0) return 1;
     kv_seq *seqs[na];
-    int first_row[na], rows_of[na], tstart[na], pstart[na];
-    for (int i = 0, t = 0; i < na; i++) {
+    int first_row[na], rows_of[na], tstart[na], pstart[na], order[na], n_order = 0;
+    /* sequences feeding prompt tokens first: the batch's leading rows are
+     * its prompt rows (model_batch.n_prompt) */
+    for (int i = 0; i < na; i++)
+        if (e->active[i]->n_cached < e->active[i]->r->n_prompt) {
+            order[n_order++] = i;
+            n_prompt += feed[i];
+        }
+    for (int i = 0; i < na; i++)
+        if (e->active[i]->n_cached >= e->active[i]->r->n_prompt) order[n_order++] = i;
+    for (int o = 0, t = 0; o < na; o++) {
+        int i = order[o];
         seq_state *s = e->active[i];
         seqs[i] = &s->kv;
         first_row[i] = n_rows;
@@ -308,7 +322,7 @@ int engine_step(engine *e) {
         e->logits = l;
         e->logits_rows = n_rows;
     }
-    model_batch b = {n, e->b_tok, e->b_pos, e->b_seq, na, seqs, n_rows, e->b_rows};
+    model_batch b = {n, e->b_tok, e->b_pos, e->b_seq, na, seqs, n_rows, e->b_rows, n_prompt};
     if (model_forward(e->m, &e->kv, &b, e->logits) != 0) {
         const char *msg = err_msg();
         for (int i = na - 1; i >= 0; i--) {

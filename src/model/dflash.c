@@ -235,7 +235,7 @@ int dflash_add_context(dflash *d, kv_cache *kv, int n, const int32_t *idx, const
         for (int j = 0; j < nf; j++) d->h_idx[i * nf + j] = j * t->cap_tokens + row[i];
         d->h_tok[i] = d->mask_id; /* context entries have no token; the batch needs a valid id */
     }
-    model_batch b = {n, d->h_tok, idx, seq, n_seqs, seqs, 0, NULL};
+    model_batch b = {n, d->h_tok, idx, seq, n_seqs, seqs, 0, NULL, 0};
     bk_attn_batch ab;
     bool graph = model_graphs_on(m, n);
     if ((rc = model_prepare_batch(m, kv, &b, graph, &ab))) return rc;
@@ -243,7 +243,7 @@ int dflash_add_context(dflash *d, kv_cache *kv, int n, const int32_t *idx, const
     op->buf_upload(be, m->d_pos, rope_pos, (size_t)n * 4); /* kv_store writes by slot: pos is free for RoPE */
     pass_ctx x = {d, kv, &ab, n, 0};
     /* the features' rows are indexed by the target's capacity: a key of their own */
-    model_graph_key k = {MODEL_GRAPH_DFLASH_CTX, n, t->cap_tokens, n_seqs, kv->k[0], kv->n_blocks, t->feat};
+    model_graph_key k = {MODEL_GRAPH_DFLASH_CTX, n, t->cap_tokens, n_seqs, kv->k[0], kv->n_blocks, t->feat, 0};
     if ((rc = model_graph_run(m, &k, graph, context_ops, &x))) return rc;
     return op->buf_download(be, NULL, m->d_pos, 0); /* completes the queued work's errors */
 }
@@ -282,7 +282,7 @@ int dflash_draft(dflash *d, kv_cache *kv, int n_seqs, kv_seq *const *seqs, const
             d->h_seq[i] = s;
             if (j) d->h_rows[s * (block - 1) + j - 1] = i;
         }
-    model_batch b = {n, d->h_tok, d->h_pos, d->h_seq, n_seqs, seqs, nr, d->h_rows};
+    model_batch b = {n, d->h_tok, d->h_pos, d->h_seq, n_seqs, seqs, nr, d->h_rows, 0};
     bk_attn_batch ab;
     bool graph = model_graphs_on(m, n_seqs); /* one block per sequence: bounded like a verify step */
     if ((rc = model_prepare_batch(m, kv, &b, graph, &ab))) return rc;
@@ -296,7 +296,7 @@ int dflash_draft(dflash *d, kv_cache *kv, int n_seqs, kv_seq *const *seqs, const
     op->buf_upload(be, m->d_pos, d->h_rope, (size_t)n * 4); /* RoPE positions (kv_store writes by slot) */
     ab.pos = d->d_apos;
     pass_ctx x = {d, kv, &ab, n, nr};
-    model_graph_key k = {MODEL_GRAPH_DFLASH_BLOCK, n, nr, n_seqs, kv->k[0], kv->n_blocks, NULL};
+    model_graph_key k = {MODEL_GRAPH_DFLASH_BLOCK, n, nr, n_seqs, kv->k[0], kv->n_blocks, NULL, 0};
     if ((rc = model_graph_run(m, &k, graph, block_ops, &x))) return rc;
     if ((rc = op->buf_download(be, d->logits, m->logits_dev, (size_t)nr * V * 4))) return rc;
     for (int r = 0; r < nr; r++) drafts[r] = sample_argmax(d->logits + (size_t)r * V, V);

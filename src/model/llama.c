@@ -142,15 +142,19 @@ static void free_acts(model *m) {
     free_graphs(m);
     void *bufs[] = {m->x,       m->xn,       m->qkv,     m->attn,    m->gu,      m->act,    m->logits_dev,
                     m->d_tokens, m->d_pos,   m->d_seq,   m->d_slots, m->d_rows,  m->d_tables, m->hid,
-                    m->mtp_hid, m->mtp_in,   m->mtp_src, m->d_hid_idx, m->d_mtp_pos, m->feat, m->d_iota};
+                    m->mtp_hid, m->mtp_in,   m->mtp_src, m->d_hid_idx, m->d_mtp_pos, m->feat, m->d_iota,
+                    m->d_tiles};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) be->ops->buf_free(be, bufs[i]);
     m->x = m->xn = m->qkv = m->attn = m->gu = m->act = m->logits_dev = NULL;
     m->d_tokens = m->d_pos = m->d_seq = m->d_slots = m->d_rows = m->d_tables = m->d_hid_idx = m->d_mtp_pos = NULL;
     m->hid = m->mtp_hid = m->mtp_in = m->mtp_src = m->feat = NULL;
-    m->d_iota = NULL;
+    m->d_iota = m->d_tiles = NULL;
+    free(m->h_tiles);
+    m->h_tiles = NULL;
     m->cap_tokens = 0;
     m->cap_tables = 0;
+    m->cap_logits = 0;
 }
 
 void model_free(model *m) {
@@ -182,7 +186,7 @@ int model_kv_init(const model *m, kv_cache *kv, int n_ctx_tokens) {
                          blocks < 1 ? 1 : blocks);
 }
 
-static int ensure_acts(model *m, int n, int table_entries) {
+static int ensure_acts(model *m, int n, int n_logits, int table_entries) {
     backend *be = m->be;
     const model_config *c = &m->cfg;
     if (n > m->cap_tokens) {
@@ -197,12 +201,13 @@ static int ensure_acts(model *m, int n, int table_entries) {
         m->attn = be->ops->buf_alloc(be, cap * (size_t)c->n_heads * hd * 4);
         m->gu = be->ops->buf_alloc(be, cap * 2 * I * 4);
         m->act = be->ops->buf_alloc(be, cap * I * 4);
-        m->logits_dev = be->ops->buf_alloc(be, cap * (size_t)c->vocab_size * 4);
         m->d_tokens = be->ops->buf_alloc(be, cap * 4);
         m->d_pos = be->ops->buf_alloc(be, cap * 4);
         m->d_seq = be->ops->buf_alloc(be, cap * 4);
         m->d_slots = be->ops->buf_alloc(be, cap * 4);
         m->d_rows = be->ops->buf_alloc(be, cap * 4);
+        m->d_tiles = be->ops->buf_alloc(be, cap * 8);
+        m->h_tiles = malloc(cap * 8);
         if (m->mtp) {
             m->hid = be->ops->buf_alloc(be, cap * H * 4);
             m->mtp_hid = be->ops->buf_alloc(be, cap * H * 4);
@@ -229,11 +234,19 @@ static int ensure_acts(model *m, int n, int table_entries) {
             free(iota);
         }
         m->cap_tokens = cap;
-        if (!m->x || !m->xn || !m->qkv || !m->attn || !m->gu || !m->act || !m->logits_dev || !m->d_tokens ||
-            !m->d_pos || !m->d_seq || !m->d_slots || !m->d_rows) {
+        if (!m->x || !m->xn || !m->qkv || !m->attn || !m->gu || !m->act || !m->d_tokens ||
+            !m->d_pos || !m->d_seq || !m->d_slots || !m->d_rows || !m->d_tiles || !m->h_tiles) {
             free_acts(m);
             return err_set(KS_ENOMEM, "model: out of memory for activations of %d tokens", n);
         }
+    }
+    if (n_logits > m->cap_logits) { /* logit rows, not token rows: a prompt chunk needs one */
+        free_graphs(m);
+        if (m->logits_dev) be->ops->buf_free(be, m->logits_dev);
+        int cap = n_logits < 16 ? 16 : n_logits;
+        m->logits_dev = be->ops->buf_alloc(be, (size_t)cap * c->vocab_size * 4);
+        m->cap_logits = m->logits_dev ? cap : 0;
+        if (!m->logits_dev) return err_set(KS_ENOMEM, "model: out of memory for %d rows of logits", n_logits);
     }
     if (table_entries > m->cap_tables) {
         free_graphs(m);
@@ -244,6 +257,20 @@ static int ensure_acts(model *m, int n, int table_entries) {
         if (!m->d_tables) return err_set(KS_ENOMEM, "model: out of memory for block tables");
     }
     return KS_OK;
+}
+
+/* out (n, w.rows) = in (n, w.cols) @ w^T: the first n_prompt rows on the
+ * backend's prompt path when it has one, the rest on matmul. */
+static void mm(backend *be, float *out, const float *in, const bk_weight *w, const bk_weight *bias, int n,
+               int n_prompt) {
+    const backend_ops *op = be->ops;
+    if (n_prompt > 0 && op->matmul_prompt) {
+        op->matmul_prompt(be, out, in, w, bias, n_prompt);
+        if (n > n_prompt)
+            op->matmul(be, out + (size_t)n_prompt * w->rows, in + (size_t)n_prompt * w->cols, w, bias, n - n_prompt);
+    } else {
+        op->matmul(be, out, in, w, bias, n);
+    }
 }
 
 /* One decoder layer over the n rows of m->x (in place), with the KV cache
@@ -257,7 +284,8 @@ void model_layer_forward(model *m, const model_layer *L, float *k_cache, float *
     int qkv_dim = (nh + 2 * nkv) * hd, kv_dim = nkv * hd, I = c->intermediate_size;
     float scale = 1.0f / sqrtf((float)hd);
     op->rmsnorm(be, m->xn, H, m->x, H, &L->attn_norm, n, 1, H, c->rms_norm_eps);
-    op->matmul(be, m->qkv, m->xn, &L->wqkv, c->attention_bias ? &L->bqkv : NULL, n);
+    int np = ab->n_prompt;
+    mm(be, m->qkv, m->xn, &L->wqkv, c->attention_bias ? &L->bqkv : NULL, n, np);
     float *q = m->qkv, *k = m->qkv + nh * hd, *v = k + kv_dim;
     if (c->qk_norm) {
         op->rmsnorm(be, q, qkv_dim, q, qkv_dim, &L->q_norm, n, nh, hd, c->rms_norm_eps);
@@ -267,12 +295,12 @@ void model_layer_forward(model *m, const model_layer *L, float *k_cache, float *
     op->rope(be, k, qkv_dim, n, nkv, hd, rope_pos, m->inv_freq);
     op->kv_store(be, k_cache, v_cache, k, v, qkv_dim, ab, kv_dim);
     op->attention(be, m->attn, q, qkv_dim, k_cache, v_cache, ab, nh, nkv, hd, scale);
-    op->matmul(be, m->xn, m->attn, &L->wo, NULL, n);
+    mm(be, m->xn, m->attn, &L->wo, NULL, n, np);
     op->add(be, m->x, m->xn, (size_t)n * H);
     op->rmsnorm(be, m->xn, H, m->x, H, &L->ffn_norm, n, 1, H, c->rms_norm_eps);
-    op->matmul(be, m->gu, m->xn, &L->w_gate_up, NULL, n);
+    mm(be, m->gu, m->xn, &L->w_gate_up, NULL, n, np);
     op->silu_mul(be, m->act, m->gu, n, I);
-    op->matmul(be, m->xn, m->act, &L->w_down, NULL, n);
+    mm(be, m->xn, m->act, &L->w_down, NULL, n, np);
     op->add(be, m->x, m->xn, (size_t)n * H);
 }
 
@@ -347,6 +375,7 @@ int model_graph_run(model *m, const model_graph_key *key, bool graph, void (*ops
     k.n = key->n;
     k.n_logits = key->n_logits;
     k.n_seqs = key->n_seqs;
+    k.n_prompt = key->n_prompt;
     k.kv = key->kv;
     k.kv_blocks = key->kv_blocks;
     k.dep = key->dep;
@@ -359,6 +388,40 @@ int model_graph_run(model *m, const model_graph_key *key, bool graph, void (*ops
         if (m->graphs[slot].exec) return op->graph_launch(be, m->graphs[slot].exec);
     }
     ops(m, ctx);
+    return KS_OK;
+}
+
+static int prompt_enabled(void) {
+    const char *e = getenv("KESTREL_PROMPT_PATH");
+    return !e || strcmp(e, "0") != 0;
+}
+
+/* Cuts the prompt rows [0, b->n_prompt) into tiles of at most
+ * BK_PROMPT_TILE consecutive positions of one sequence and uploads them;
+ * the tile count is padded to a bound that depends only on n_prompt and
+ * n_seqs (fixed launch shapes for graph replays). Backends without a prompt
+ * path (or KESTREL_PROMPT_PATH=0) get n_prompt = 0. */
+static int prompt_tiles(model *m, const model_batch *b, bk_attn_batch *a) {
+    int np = b->n_prompt;
+    if (np <= 0 || !m->be->ops->matmul_prompt || !prompt_enabled()) return KS_OK;
+    if (np > b->n_tokens) return err_set(KS_EINVAL, "forward: %d prompt rows in a batch of %d", np, b->n_tokens);
+    int max_tiles = np / BK_PROMPT_TILE + b->n_seqs + 1, n_tiles = 0;
+    if (max_tiles > np) max_tiles = np;
+    int32_t *t = m->h_tiles;
+    for (int r = 0; r < np;) {
+        int e = r + 1;
+        while (e < np && e - r < BK_PROMPT_TILE && b->seq[e] == b->seq[r] && b->pos[e] == b->pos[e - 1] + 1) e++;
+        if (n_tiles == max_tiles) return err_set(KS_EINVAL, "forward: prompt rows are not grouped by sequence");
+        t[2 * n_tiles] = r;
+        t[2 * n_tiles + 1] = e - r;
+        n_tiles++;
+        r = e;
+    }
+    for (int i = n_tiles; i < max_tiles; i++) t[2 * i] = t[2 * i + 1] = 0;
+    m->be->ops->buf_upload(m->be, m->d_tiles, t, (size_t)max_tiles * 8);
+    a->n_prompt = np;
+    a->tiles = m->d_tiles;
+    a->max_tiles = max_tiles;
     return KS_OK;
 }
 
@@ -376,7 +439,7 @@ int model_prepare_batch(model *m, kv_cache *kv, const model_batch *b, bool graph
     for (int s = 0; s < b->n_seqs; s++)
         if (b->seqs[s]->n_blocks > max_blocks) max_blocks = b->seqs[s]->n_blocks;
     if (graph) max_blocks = kv->n_blocks;
-    int rc = ensure_acts(m, n, b->n_seqs * max_blocks);
+    int rc = ensure_acts(m, n, b->n_logits, b->n_seqs * max_blocks);
     if (rc) return rc;
     /* host staging, kept between calls (no allocation per decode step); table
      * entries past a sequence's blocks are never read */
@@ -417,7 +480,8 @@ int model_prepare_batch(model *m, kv_cache *kv, const model_batch *b, bool graph
     op->buf_upload(be, m->d_rows, b->logit_rows, (size_t)b->n_logits * 4);
 
     bk_attn_batch a = {n, m->d_pos, m->d_seq, m->d_slots, m->d_tables, max_blocks, kv->block_size, max_pos,
-                       kv->n_blocks * kv->block_size};
+                       kv->n_blocks * kv->block_size, 0, NULL, 0};
+    if ((rc = prompt_tiles(m, b, &a))) return rc;
     *ab = a;
     return KS_OK;
 }
@@ -441,7 +505,7 @@ int model_forward(model *m, kv_cache *kv, const model_batch *b, float *logits) {
     int rc = model_prepare_batch(m, kv, b, graph, &ab);
     if (rc) return rc;
     forward_ctx f = {kv, &ab, n, b->n_logits};
-    model_graph_key k = {MODEL_GRAPH_FORWARD, n, b->n_logits, b->n_seqs, kv->k[0], kv->n_blocks, NULL};
+    model_graph_key k = {MODEL_GRAPH_FORWARD, n, b->n_logits, b->n_seqs, kv->k[0], kv->n_blocks, NULL, ab.n_prompt};
     if ((rc = model_graph_run(m, &k, graph, forward_ops, &f))) return rc;
     if (b->n_logits > 0)
         return m->be->ops->buf_download(m->be, logits, m->logits_dev, (size_t)b->n_logits * c->vocab_size * 4);

@@ -32,6 +32,7 @@ typedef struct {
     const void *kv;
     int kv_blocks;
     const void *dep;
+    int n_prompt;         /* leading prompt rows (their kernels differ) */
 } model_graph_key;
 
 enum { MODEL_GRAPH_FORWARD = 0, MODEL_GRAPH_MTP_TARGET, MODEL_GRAPH_MTP_SELF, MODEL_GRAPH_DFLASH_CTX,
@@ -74,7 +75,10 @@ typedef struct model {
     int cap_tokens;
     float *x, *xn, *qkv, *attn, *gu, *act, *logits_dev;
     int32_t *d_tokens, *d_pos, *d_seq, *d_slots, *d_rows, *d_tables;
+    int32_t *d_tiles;     /* (cap, 2) prompt-row tiles (bk_attn_batch.tiles) */
+    int32_t *h_tiles;     /* (cap, 2) host staging of the same (owned) */
     int cap_tables;       /* int32 entries in d_tables */
+    int cap_logits;       /* rows of logits_dev (sized by logit rows, not tokens) */
     int32_t *h_slots, *h_tables; /* host staging of the same (owned) */
     size_t h_cap_slots, h_cap_tables;
     /* MTP head (NULL without one) and its buffers (backend, cap_tokens rows) */
@@ -111,6 +115,10 @@ typedef struct {
     kv_seq *const *seqs;       /* (n_seqs); reserved for every pos */
     int n_logits;
     const int32_t *logit_rows; /* (n_logits) token rows that produce logits */
+    /* rows [0, n_prompt) are prompt tokens (every other row: a generated
+     * token or a draft). Backends with a bulk path (matmul_prompt) compute
+     * them there; a sequence's rows are all prompt rows or none. */
+    int n_prompt;
 } model_batch;
 
 /* Loads dir (config.json + safetensors) onto the backend. */

@@ -93,7 +93,7 @@ int model_mtp_forward(model *m, kv_cache *mkv, const model_batch *b, const int32
     if ((rc = op->buf_upload(be, m->d_mtp_pos, rope_pos, (size_t)n * 4))) return rc;
     mtp_ctx x = {mkv, &ab, n, b->n_logits, src};
     model_graph_key k = {src == MTP_SRC_MTP ? MODEL_GRAPH_MTP_SELF : MODEL_GRAPH_MTP_TARGET, n, b->n_logits, b->n_seqs,
-                         mkv->k[0], mkv->n_blocks, NULL};
+                         mkv->k[0], mkv->n_blocks, NULL, 0};
     if ((rc = model_graph_run(m, &k, graph, mtp_ops, &x))) return rc;
     if (b->n_logits <= 0) return op->buf_download(be, NULL, m->d_rows, 0);
     return op->buf_download(be, logits, m->logits_dev, (size_t)b->n_logits * c->vocab_size * 4);

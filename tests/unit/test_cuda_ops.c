@@ -212,12 +212,12 @@ TEST(test_cuda_paged_attention_matches_cpu) {
         for (int i = 0; i < n * qs; i++) q[i] = frand();
         /* store this call's k/v through kv_store on both backends */
         p.cpu->ops->kv_store(p.cpu, kc, vc, q + nh * hd, q + (nh + nkv) * hd, qs,
-                             &(bk_attn_batch){n, pos, seq, slots, tables, 4, bs, 43, nblocks * bs}, kv_dim);
+                             &(bk_attn_batch){n, pos, seq, slots, tables, 4, bs, 43, nblocks * bs, 0, NULL, 0}, kv_dim);
         float *dkc = up(p.gpu, kc, cache * 4), *dvc = up(p.gpu, vc, cache * 4), *dq = up(p.gpu, q, (size_t)n * qs * 4);
         int32_t *dpos = up(p.gpu, pos, sizeof pos), *dseq = up(p.gpu, seq, sizeof seq), *dtab = up(p.gpu, tables, sizeof tables),
                 *dslots = up(p.gpu, slots, sizeof slots);
-        bk_attn_batch abc = {n, pos, seq, slots, tables, 4, bs, 43, nblocks * bs},
-                      abg = {n, dpos, dseq, dslots, dtab, 4, bs, 43, nblocks * bs};
+        bk_attn_batch abc = {n, pos, seq, slots, tables, 4, bs, 43, nblocks * bs, 0, NULL, 0},
+                      abg = {n, dpos, dseq, dslots, dtab, 4, bs, 43, nblocks * bs, 0, NULL, 0};
         float *dout = p.gpu->ops->buf_alloc(p.gpu, (size_t)n * nh * hd * 4);
         float sc = 1.0f / sqrtf((float)hd);
         p.cpu->ops->attention(p.cpu, oa, q, qs, kc, vc, &abc, nh, nkv, hd, sc);
@@ -256,8 +256,8 @@ TEST(test_cuda_long_context_attention_matches_cpu) {
     float *dkc = up(p.gpu, kc, cache * 4), *dvc = up(p.gpu, vc, cache * 4), *dq = up(p.gpu, q, (size_t)n * qs * 4);
     int32_t *dpos = up(p.gpu, pos, sizeof pos), *dseq = up(p.gpu, seq, sizeof seq), *dtab = up(p.gpu, tables, (size_t)nblocks * 4),
             *dslots = up(p.gpu, slots, sizeof slots);
-    bk_attn_batch abc = {n, pos, seq, slots, tables, nblocks, bs, 5000, nblocks * bs},
-                  abg = {n, dpos, dseq, dslots, dtab, nblocks, bs, 5000, nblocks * bs};
+    bk_attn_batch abc = {n, pos, seq, slots, tables, nblocks, bs, 5000, nblocks * bs, 0, NULL, 0},
+                  abg = {n, dpos, dseq, dslots, dtab, nblocks, bs, 5000, nblocks * bs, 0, NULL, 0};
     float *dout = p.gpu->ops->buf_alloc(p.gpu, (size_t)n * nh * hd * 4);
     p.cpu->ops->attention(p.cpu, oa, q, qs, kc, vc, &abc, nh, nkv, hd, 0.125f);
     p.gpu->ops->attention(p.gpu, dout, dq, qs, dkc, dvc, &abg, nh, nkv, hd, 0.125f);

@@ -188,6 +188,14 @@ static void cu_matmul(backend *be, float *out, const float *in, const bk_weight 
     ks_cuda_matmul(S, out, in, w->impl, wtype_of(w->dtype), bias ? (const float *)bias->impl : NULL, n, (int)w->cols,
                    (int)w->rows);
 }
+/* prompt rows: tensor-core GEMM, or the vector kernel where it cannot */
+static void cu_matmul_prompt(backend *be, float *out, const float *in, const bk_weight *w, const bk_weight *bias,
+                             int n) {
+    SKIP_IF_FAILED();
+    const float *b = bias ? (const float *)bias->impl : NULL;
+    if (ks_cuda_gemm(S, out, in, w->impl, wtype_of(w->dtype), b, n, (int)w->cols, (int)w->rows) != 0)
+        ks_cuda_matmul(S, out, in, w->impl, wtype_of(w->dtype), b, n, (int)w->cols, (int)w->rows);
+}
 static void cu_rope(backend *be, float *x, int stride, int n, int nh, int hd, const int32_t *pos, const float *inv) {
     SKIP_IF_FAILED();
     ks_cuda_rope(S, x, stride, n, nh, hd, pos, inv);
@@ -200,8 +208,14 @@ static void cu_kv_store(backend *be, float *kc, float *vc, const float *k, const
 static void cu_attention(backend *be, float *out, const float *q, int qs, const float *kc, const float *vc,
                          const bk_attn_batch *ab, int nh, int nkv, int hd, float scale) {
     SKIP_IF_FAILED();
-    ks_cuda_attention(S, out, q, qs, kc, vc, ab->pos, ab->seq, ab->block_tables, ab->max_blocks, ab->block_size,
-                      ab->n_tokens, nh, nkv, hd, scale, ab->kv_capacity);
+    int np = ab->n_prompt; /* prompt rows: the tensor-core kernel; the rest: flash-decoding */
+    if (np > 0 && ks_cuda_attention_prompt(S, out, q, qs, kc, vc, ab->tiles, ab->max_tiles, ab->pos, ab->seq,
+                                           ab->block_tables, ab->max_blocks, ab->block_size, nh, nkv, hd, scale) != 0)
+        np = 0;
+    if (np < ab->n_tokens)
+        ks_cuda_attention(S, out + (size_t)np * nh * hd, q + (size_t)np * qs, qs, kc, vc, ab->pos + np, ab->seq + np,
+                          ab->block_tables, ab->max_blocks, ab->block_size, ab->n_tokens - np, nh, nkv, hd, scale,
+                          ab->kv_capacity);
 }
 static void cu_silu_mul(backend *be, float *out, const float *gu, int n, int dim) {
     SKIP_IF_FAILED();
@@ -264,7 +278,7 @@ static void cu_backend_free(backend *be) {
 
 static const backend_ops cuda_ops = {
     "cuda",       cu_alloc,       cu_free,      cu_upload,       cu_download,   cu_weight_init, cu_weight_release,
-    cu_embed,     cu_rmsnorm,     cu_matmul,    cu_rope,         cu_kv_store,   cu_attention,   cu_silu_mul,
+    cu_embed,     cu_rmsnorm,     cu_matmul,    cu_matmul_prompt, cu_rope,         cu_kv_store,   cu_attention,   cu_silu_mul,
     cu_add,       cu_gather,      cu_graph_begin, cu_graph_end,  cu_graph_launch, cu_graph_free, cu_backend_free,
 };
 

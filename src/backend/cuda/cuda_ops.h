@@ -29,6 +29,16 @@ void ks_cuda_attention(ks_stream s, float *out, const float *q, int q_stride, co
                        const int32_t *pos, const int32_t *seq, const int32_t *tables, int max_blocks, int block_size,
                        int n, int n_heads, int n_kv_heads, int head_dim, float scale, int kv_capacity);
 
+/* Prompt rows (k_gemm.cu, k_attention_prompt.cu): return -1 when the path
+ * cannot serve the call (no cuBLASLt, f32 weights, an unsupported head_dim),
+ * and the caller uses the kernels above. */
+int ks_cuda_gemm(ks_stream s, float *out, const float *x, const void *w, int wtype, const float *bias, int n, int k,
+                 int rows);
+int ks_cuda_attention_prompt(ks_stream s, float *out, const float *q, int q_stride, const float *kc, const float *vc,
+                             const int32_t *tiles, int max_tiles, const int32_t *pos, const int32_t *seq,
+                             const int32_t *tables, int max_blocks, int block_size, int n_heads, int n_kv_heads,
+                             int head_dim, float scale);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# bench/gpu_session.sh OUT [STAGES] — one full run on the lent H200 (device
+# time is scarce: build, test and benchmark in one call). Run from the repo
+# root with .devcarry/ carried (gpu.tar.xz: tinycoder + prompts + reference
+# + dflash; sysroot/: the Debian -dev headers and libraries the machine
+# lacks; runlib/: their shared objects). Everything lands in OUT.
+# STAGES (default "test real spec"): test = `test_runner cuda`; real =
+# random-weight Qwen3-8B / 1.7B checkpoints, decode after a 512-token prompt
+# and prefill of a 4096-token prompt, with the prompt path on and off
+# (KESTREL_PROMPT_PATH=0), and CUDA graphs on and off; spec = the proposer
+# matrix on tinycoder.
+set -u
+OUT=${1:?usage: bench/gpu_session.sh OUT [STAGES]}
+STAGES=${2:-test real spec}
+mkdir -p "$OUT" /tmp/sh
+tar -xJf .devcarry/gpu.tar.xz -C /tmp/sh
+export KESTREL_SHARED=/tmp/sh/shared LD_LIBRARY_PATH=$PWD/.devcarry/runlib
+SR=$PWD/.devcarry/sysroot/usr
+TC=/tmp/sh/shared/models/tinycoder
+nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1
+git rev-parse --short HEAD > "$OUT/commit.txt" 2>/dev/null
+t0=$(date +%s)
+make -j16 all build/cuda_ops_bench CFLAGS="-I$SR/include -I$SR/include/x86_64-linux-gnu" \
+    LDFLAGS="-L$SR/lib/x86_64-linux-gnu -Wl,--allow-shlib-undefined" \
+    NVCCFLAGS="-O3 -std=c++17 -Isrc -gencode arch=compute_90a,code=sm_90a -Xcompiler -fPIC" > "$OUT/build.log" 2>&1 ||
+    { tail -40 "$OUT/build.log"; exit 1; }
+echo "build: $(( $(date +%s) - t0 )) s"
+
+has() { case " $STAGES " in *" $1 "*) return 0 ;; esac; return 1; }
+
+if has real; then # checkpoints are written while the tests run
+    ( python3 tools/make_random_checkpoint.py qwen3-8b /tmp/q8 --tokenizer-from "$TC" &&
+      python3 tools/make_random_checkpoint.py qwen3-1.7b /tmp/q17 --tokenizer-from "$TC" ) > "$OUT/checkpoints.log" 2>&1 &
+fi
+if has test; then
+    t0=$(date +%s)
+    ./build/test_runner cuda > "$OUT/test_cuda.txt" 2>&1
+    echo "test_runner cuda: rc $? in $(( $(date +%s) - t0 )) s"
+    grep -E "^(FAIL|ok|SKIP)" "$OUT/test_cuda.txt" | grep -v "^ok" | head -20
+    grep -c "^ok" "$OUT/test_cuda.txt"
+fi
+wait
+if has real; then
+    cat src/model/llama.c src/engine/engine_sched.c src/engine/engine_seq.c src/model/dflash.c src/engine/engine.c > /tmp/src.txt
+    p512=$(head -c 1378 /tmp/src.txt)
+    p4k=$(head -c 11030 /tmp/src.txt)
+    run() { # LABEL ENV... -- MODEL PROMPT N
+        local label=$1; shift
+        local envs=()
+        while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+        shift
+        local line
+        line=$(env "${envs[@]}" build/kestrel run "$1" -p "$2" -n "$3" --temp 0 --ignore-eos --device cuda 2>&1 >/dev/null | grep "kestrel: prompt")
+        echo "$label: $line" | tee -a "$OUT/real.txt"
+    }
+    for M in /tmp/q8 /tmp/q17 "$TC"; do
+        [ -f "$M/config.json" ] || { echo "no checkpoint $M (see checkpoints.log)"; continue; }
+        run "$M prefill4k prompt-path" X=1 -- "$M" "$p4k" 16
+        run "$M prefill4k no-prompt-path" KESTREL_PROMPT_PATH=0 -- "$M" "$p4k" 16
+        run "$M decode512 graphs" X=1 -- "$M" "$p512" 256
+        run "$M decode512 no-graphs" KESTREL_CUDA_GRAPHS=0 -- "$M" "$p512" 256
+    done
+    [ -f /tmp/q8/config.json ] && build/cuda_ops_bench /tmp/q8 > "$OUT/cuda_ops_bench_q8.txt" 2>&1
+fi
+if has spec; then
+    KESTREL=build/kestrel CONFIGS="plain pld mtp dflash dflash8 auto" timeout 300 \
+        bash bench/proposer_bench.sh "$TC" -- --device cuda > "$OUT/proposer.txt" 2>&1
+    tail -30 "$OUT/proposer.txt"
+fi

@@ -1,0 +1,235 @@
+/* k_gemm.cu — matmuls of prompt rows on the tensor cores, through cuBLASLt:
+ *   out (n, rows) f32 = x (n, k) @ W^T (+ bias f32 (rows))
+ * x is rounded to W's 16-bit type (bf16 or f16) into a staging buffer; the
+ * product accumulates in fp32 (CUBLAS_COMPUTE_32F). In cuBLASLt's
+ * column-major terms: D (rows x n, ld rows) = op_T(A: k x rows, ld k) *
+ * B (k x n, ld k), which is out row-major.
+ *
+ * Row invariance (DESIGN.md principle 2): the algorithm is chosen once per
+ * weight shape, by the heuristic for GEMM_REF_M rows, and used for every n,
+ * so a row's sum does not depend on how many rows share the call; the CUDA
+ * tests check it bitwise (n = 1 .. 300 against one call of 512 rows).
+ *
+ * cuBLASLt is opened at run time (dlopen): the binary links only the static
+ * CUDA runtime and starts where no CUDA library is installed. Without it,
+ * or for f32 weights, ks_cuda_gemm returns -1 and the caller uses the
+ * vector kernel for those rows (the same choice for every call). */
+#include "backend/cuda/cuda_common.cuh"
+#include "backend/cuda/cuda_ops.h"
+
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if __has_include(<cublasLt.h>)
+#include <cublasLt.h>
+#define KS_HAVE_LT 1
+#endif
+
+__device__ __forceinline__ void store2(__nv_bfloat16 *p, float2 v) {
+    *reinterpret_cast<__nv_bfloat162 *>(p) = __floats2bfloat162_rn(v.x, v.y);
+}
+__device__ __forceinline__ void store2(__half *p, float2 v) {
+    *reinterpret_cast<__half2 *>(p) = __floats2half2_rn(v.x, v.y);
+}
+__device__ __forceinline__ void store1(__nv_bfloat16 *p, float v) { *p = __float2bfloat16_rn(v); }
+__device__ __forceinline__ void store1(__half *p, float v) { *p = __float2half_rn(v); }
+
+/* out = in rounded to T (round to nearest even), two elements per step */
+template <typename T>
+__global__ void k_to_16(T *__restrict__ out, const float *__restrict__ in, long long n) {
+    long long step = (long long)gridDim.x * blockDim.x * 2;
+    for (long long i = (blockIdx.x * (long long)blockDim.x + threadIdx.x) * 2; i < n; i += step) {
+        if (i + 1 < n) store2(out + i, *reinterpret_cast<const float2 *>(in + i));
+        else store1(out + i, in[i]);
+    }
+}
+
+#ifdef KS_HAVE_LT
+
+#define GEMM_REF_M 4096
+#define GEMM_WS_BYTES (32u << 20)
+#define GEMM_MAX_SHAPES 64
+
+static struct {
+    int tried, ok;
+    void *lib;
+    decltype(&cublasLtCreate) create;
+    decltype(&cublasLtMatmulDescCreate) desc_create;
+    decltype(&cublasLtMatmulDescSetAttribute) desc_set;
+    decltype(&cublasLtMatrixLayoutCreate) layout_create;
+    decltype(&cublasLtMatrixLayoutDestroy) layout_destroy;
+    decltype(&cublasLtMatmulPreferenceCreate) pref_create;
+    decltype(&cublasLtMatmulPreferenceSetAttribute) pref_set;
+    decltype(&cublasLtMatmulPreferenceDestroy) pref_destroy;
+    decltype(&cublasLtMatmulAlgoGetHeuristic) heuristic;
+    decltype(&cublasLtMatmul) matmul;
+    cublasLtHandle_t h;
+    void *ws;          /* cuBLASLt workspace (GEMM_WS_BYTES) */
+    void *stage;       /* x in 16-bit */
+    size_t stage_bytes;
+    struct {
+        int rows, k, wtype, bias, ok;
+        cublasLtMatmulDesc_t desc;
+        cublasLtMatmulAlgo_t algo;
+    } shapes[GEMM_MAX_SHAPES];
+    int n_shapes;
+} lt;
+
+static void *sym(const char *name) { return dlsym(lt.lib, name); }
+
+/* Opens cuBLASLt once: the toolkit's (path baked in at build time when
+ * known), then the loader's search path. */
+static int lt_open(void) {
+    if (lt.tried) return lt.ok;
+    lt.tried = 1;
+    const char *names[] = {
+#ifdef KS_CUBLASLT_DIR
+        KS_CUBLASLT_DIR "/libcublasLt.so.13", KS_CUBLASLT_DIR "/libcublasLt.so.12", KS_CUBLASLT_DIR "/libcublasLt.so",
+#endif
+        "libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0] && !lt.lib; i++) lt.lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+    if (!lt.lib) {
+        fprintf(stderr, "kestrel: cuBLASLt not found (%s); prompt matmuls use the vector kernel\n", dlerror());
+        return 0;
+    }
+    lt.create = (decltype(lt.create))sym("cublasLtCreate");
+    lt.desc_create = (decltype(lt.desc_create))sym("cublasLtMatmulDescCreate");
+    lt.desc_set = (decltype(lt.desc_set))sym("cublasLtMatmulDescSetAttribute");
+    lt.layout_create = (decltype(lt.layout_create))sym("cublasLtMatrixLayoutCreate");
+    lt.layout_destroy = (decltype(lt.layout_destroy))sym("cublasLtMatrixLayoutDestroy");
+    lt.pref_create = (decltype(lt.pref_create))sym("cublasLtMatmulPreferenceCreate");
+    lt.pref_set = (decltype(lt.pref_set))sym("cublasLtMatmulPreferenceSetAttribute");
+    lt.pref_destroy = (decltype(lt.pref_destroy))sym("cublasLtMatmulPreferenceDestroy");
+    lt.heuristic = (decltype(lt.heuristic))sym("cublasLtMatmulAlgoGetHeuristic");
+    lt.matmul = (decltype(lt.matmul))sym("cublasLtMatmul");
+    if (!lt.create || !lt.desc_create || !lt.desc_set || !lt.layout_create || !lt.layout_destroy || !lt.pref_create ||
+        !lt.pref_set || !lt.pref_destroy || !lt.heuristic || !lt.matmul || lt.create(&lt.h) != CUBLAS_STATUS_SUCCESS) {
+        fprintf(stderr, "kestrel: cuBLASLt could not be initialised; prompt matmuls use the vector kernel\n");
+        return 0;
+    }
+    if (cudaMalloc(&lt.ws, GEMM_WS_BYTES) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    lt.ok = 1;
+    return 1;
+}
+
+static cudaDataType_t dt_of(int wtype) { return wtype == 2 ? CUDA_R_16BF : CUDA_R_16F; }
+
+/* The shape's descriptor and algorithm (chosen for GEMM_REF_M rows); NULL
+ * when cuBLASLt has none for it. */
+static int shape_of(int rows, int k, int wtype, int bias) {
+    for (int i = 0; i < lt.n_shapes; i++)
+        if (lt.shapes[i].rows == rows && lt.shapes[i].k == k && lt.shapes[i].wtype == wtype && lt.shapes[i].bias == bias)
+            return lt.shapes[i].ok ? i : -1;
+    if (lt.n_shapes == GEMM_MAX_SHAPES) return -1;
+    int i = lt.n_shapes++;
+    memset(&lt.shapes[i], 0, sizeof lt.shapes[i]);
+    lt.shapes[i].rows = rows;
+    lt.shapes[i].k = k;
+    lt.shapes[i].wtype = wtype;
+    lt.shapes[i].bias = bias;
+    cudaDataType_t dt = dt_of(wtype);
+    cublasLtMatmulDesc_t d = NULL;
+    cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
+    cublasLtMatmulPreference_t pref = NULL;
+    int ok = lt.desc_create(&d, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS;
+    cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    ok = ok && lt.desc_set(d, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) == CUBLAS_STATUS_SUCCESS;
+    ok = ok && lt.desc_set(d, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb) == CUBLAS_STATUS_SUCCESS;
+    if (ok && bias) {
+        cublasLtEpilogue_t ep = CUBLASLT_EPILOGUE_BIAS;
+        cudaDataType_t bt = CUDA_R_32F;
+        ok = lt.desc_set(d, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep) == CUBLAS_STATUS_SUCCESS &&
+             lt.desc_set(d, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt) == CUBLAS_STATUS_SUCCESS;
+    }
+    ok = ok && lt.layout_create(&la, dt, k, rows, k) == CUBLAS_STATUS_SUCCESS;
+    ok = ok && lt.layout_create(&lb, dt, k, GEMM_REF_M, k) == CUBLAS_STATUS_SUCCESS;
+    ok = ok && lt.layout_create(&lc, CUDA_R_32F, rows, GEMM_REF_M, rows) == CUBLAS_STATUS_SUCCESS;
+    ok = ok && lt.pref_create(&pref) == CUBLAS_STATUS_SUCCESS;
+    uint64_t wsb = GEMM_WS_BYTES;
+    ok = ok && lt.pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb) == CUBLAS_STATUS_SUCCESS;
+    cublasLtMatmulHeuristicResult_t res;
+    int nres = 0;
+    ok = ok && lt.heuristic(lt.h, d, la, lb, lc, lc, pref, 1, &res, &nres) == CUBLAS_STATUS_SUCCESS && nres > 0;
+    if (la) lt.layout_destroy(la);
+    if (lb) lt.layout_destroy(lb);
+    if (lc) lt.layout_destroy(lc);
+    if (pref) lt.pref_destroy(pref);
+    if (!ok) {
+        fprintf(stderr, "kestrel: cuBLASLt has no algorithm for %d x %d; those prompt matmuls use the vector kernel\n",
+                rows, k);
+        return -1;
+    }
+    lt.shapes[i].desc = d;
+    lt.shapes[i].algo = res.algo;
+    lt.shapes[i].ok = 1;
+    return i;
+}
+
+extern "C" int ks_cuda_gemm(ks_stream s, float *out, const float *x, const void *w, int wtype, const float *bias, int n,
+                            int k, int rows) {
+    if (n <= 0) return 0;
+    if (wtype == 0 || k % 8 || rows % 4 || !lt_open()) return -1;
+    int si = shape_of(rows, k, wtype, bias != NULL);
+    if (si < 0) return -1;
+    size_t need = (size_t)n * k * 2;
+    if (need > lt.stage_bytes) {
+        cudaStreamCaptureStatus cs;
+        if (cudaStreamIsCapturing(s, &cs) == cudaSuccess && cs != cudaStreamCaptureStatusNone) {
+            ks_cuda_fail("gemm: staging must be sized before graph capture", cudaErrorStreamCaptureUnsupported,
+                         __FILE__, __LINE__);
+            return 0;
+        }
+        if (lt.stage) cudaFree(lt.stage);
+        lt.stage = NULL;
+        lt.stage_bytes = 0;
+        CUDA_CHECK(cudaMalloc(&lt.stage, need));
+        if (!lt.stage) return 0;
+        lt.stage_bytes = need;
+    }
+    long long cnt = (long long)n * k;
+    int blocks = (int)((cnt / 2 + 255) / 256);
+    if (blocks > 4096) blocks = 4096;
+    if (wtype == 2)
+        k_to_16<__nv_bfloat16><<<blocks, 256, 0, s>>>((__nv_bfloat16 *)lt.stage, x, cnt);
+    else
+        k_to_16<__half><<<blocks, 256, 0, s>>>((__half *)lt.stage, x, cnt);
+    CUDA_CHECK_LAUNCH();
+    cublasLtMatmulDesc_t d = lt.shapes[si].desc;
+    if (bias && lt.desc_set(d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias) != CUBLAS_STATUS_SUCCESS) {
+        ks_cuda_fail("gemm: bias pointer", cudaErrorUnknown, __FILE__, __LINE__);
+        return 0;
+    }
+    cudaDataType_t dt = dt_of(wtype);
+    cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
+    int ok = lt.layout_create(&la, dt, k, rows, k) == CUBLAS_STATUS_SUCCESS &&
+             lt.layout_create(&lb, dt, k, n, k) == CUBLAS_STATUS_SUCCESS &&
+             lt.layout_create(&lc, CUDA_R_32F, rows, n, rows) == CUBLAS_STATUS_SUCCESS;
+    float alpha = 1.f, beta = 0.f;
+    cublasStatus_t st = CUBLAS_STATUS_NOT_INITIALIZED;
+    if (ok)
+        st = lt.matmul(lt.h, d, &alpha, w, la, lt.stage, lb, &beta, out, lc, out, lc, &lt.shapes[si].algo, lt.ws,
+                       GEMM_WS_BYTES, s);
+    if (la) lt.layout_destroy(la);
+    if (lb) lt.layout_destroy(lb);
+    if (lc) lt.layout_destroy(lc);
+    if (st != CUBLAS_STATUS_SUCCESS) {
+        char what[96];
+        snprintf(what, sizeof what, "cublasLtMatmul status %d (%d x %d, %d rows)", (int)st, rows, k, n);
+        ks_cuda_fail(what, cudaErrorUnknown, __FILE__, __LINE__);
+    }
+    return 0;
+}
+
+#else /* no cublasLt.h at build time */
+
+extern "C" int ks_cuda_gemm(ks_stream s, float *out, const float *x, const void *w, int wtype, const float *bias, int n,
+                            int k, int rows) {
+    (void)s; (void)out; (void)x; (void)w; (void)wtype; (void)bias; (void)n; (void)k; (void)rows;
+    return -1;
+}
+
+#endif
