@@ -7,11 +7,12 @@
 # STAGES (default "test real spec"): test = `test_runner cuda`; real =
 # random-weight Qwen3-8B / 1.7B checkpoints, decode after a 512-token prompt
 # and prefill of a 4096-token prompt, with the prompt path on and off
-# (KESTREL_PROMPT_PATH=0), and CUDA graphs on and off; spec = the proposer
-# matrix on tinycoder.
+# (KESTREL_PROMPT_PATH=0), CUDA graphs and programmatic dependent launch on
+# and off; profile = nsys kernel summaries of a 4096-token prefill + 64
+# decoded tokens on both; spec = the proposer matrix on tinycoder.
 set -u
 OUT=${1:?usage: bench/gpu_session.sh OUT [STAGES]}
-STAGES=${2:-test real spec}
+STAGES=${2:-test real profile spec}
 mkdir -p "$OUT" /tmp/sh
 tar -xJf .devcarry/gpu.tar.xz -C /tmp/sh
 export KESTREL_SHARED=/tmp/sh/shared LD_LIBRARY_PATH=$PWD/.devcarry/runlib
@@ -59,8 +60,24 @@ if has real; then
         run "$M prefill4k no-prompt-path" KESTREL_PROMPT_PATH=0 -- "$M" "$p4k" 16
         run "$M decode512 graphs" X=1 -- "$M" "$p512" 256
         run "$M decode512 no-graphs" KESTREL_CUDA_GRAPHS=0 -- "$M" "$p512" 256
+        run "$M decode512 no-pdl" KESTREL_CUDA_PDL=0 -- "$M" "$p512" 256
     done
     [ -f /tmp/q8/config.json ] && build/cuda_ops_bench /tmp/q8 > "$OUT/cuda_ops_bench_q8.txt" 2>&1
+fi
+if has profile; then # kernel time per op family (nsys, when the machine has it)
+    NSYS=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)
+    if [ -n "$NSYS" ]; then
+        for M in /tmp/q17 /tmp/q8; do
+            [ -f "$M/config.json" ] || continue
+            b=$(basename "$M")
+            "$NSYS" profile -t cuda -o "/tmp/prof_$b" -f true build/kestrel run "$M" -p "$(head -c 11030 /tmp/src.txt)" -n 64 \
+                --temp 0 --ignore-eos --device cuda > /dev/null 2>&1
+            "$NSYS" stats -r cuda_gpu_kern_sum -f csv "/tmp/prof_$b.nsys-rep" > "$OUT/kern_$b.csv" 2>&1
+            head -25 "$OUT/kern_$b.csv" | cut -c1-220
+        done
+    else
+        echo "no nsys on this machine"
+    fi
 fi
 if has spec; then
     KESTREL=build/kestrel CONFIGS="plain pld mtp dflash dflash8 auto" timeout 300 \

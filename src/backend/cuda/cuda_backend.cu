@@ -282,6 +282,22 @@ static const backend_ops cuda_ops = {
     cu_add,       cu_gather,      cu_graph_begin, cu_graph_end,  cu_graph_launch, cu_graph_free, cu_backend_free,
 };
 
+static int pdl_state = -1; /* -1: not yet decided */
+
+extern "C" int ks_cuda_pdl(void) {
+    if (pdl_state < 0) {
+        const char *e = getenv("KESTREL_CUDA_PDL");
+        int dev = 0, major = 0;
+        cudaGetDevice(&dev);
+        if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
+            cudaGetLastError();
+            major = 0;
+        }
+        pdl_state = major >= 9 && !(e && !strcmp(e, "0"));
+    }
+    return pdl_state;
+}
+
 extern "C" int backend_cuda_available(void) {
     int n = 0;
     if (cudaGetDeviceCount(&n) != cudaSuccess) {

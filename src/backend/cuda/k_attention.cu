@@ -26,6 +26,7 @@ __global__ void __launch_bounds__(ATT_THREADS)
 k_attn_chunk(float *part_o, float *part_ml, const float *q, int q_stride, const float *kc, const float *vc,
              const int32_t *pos, const int32_t *seq, const int32_t *tables, int max_blocks, int bs, int nh, int nkv,
              int hd, float scale, int Z, int t_base) {
+    pdl_start();
     int t = t_base + blockIdx.x, h = blockIdx.y, z = blockIdx.z, tid = threadIdx.x;
     int n_ctx = pos[t] + 1;
     size_t pidx = ((size_t)blockIdx.x * nh + h) * Z + z;
@@ -111,6 +112,7 @@ k_attn_chunk(float *part_o, float *part_ml, const float *q, int q_stride, const 
 
 __global__ void k_attn_merge(float *out, const float *part_o, const float *part_ml, const int32_t *pos, int nh, int hd,
                              int Z, int t_base) {
+    pdl_start();
     int t = t_base + blockIdx.x, h = blockIdx.y;
     int n_chunks = (pos[t] + ATT_CHUNK) / ATT_CHUNK;
     int used = n_chunks < Z ? n_chunks : Z; /* blocks that saw keys */
@@ -169,11 +171,11 @@ extern "C" void ks_cuda_attention(ks_stream s, float *out, const float *q, int q
     float *part_o = ws, *part_ml = ws + (size_t)slice * n_heads * Z * head_dim;
     for (int t0 = 0; t0 < n; t0 += slice) {
         int nt = n - t0 < slice ? n - t0 : slice;
-        k_attn_chunk<<<dim3(nt, n_heads, Z), ATT_THREADS, 0, s>>>(part_o, part_ml, q, q_stride, kc, vc, pos, seq, tables,
+        ks_launch(k_attn_chunk, dim3(nt, n_heads, Z), ATT_THREADS, 0, s, part_o, part_ml, q, q_stride, kc, vc, pos, seq, tables,
                                                                   max_blocks, block_size, n_heads, n_kv_heads,
                                                                   head_dim, scale, Z, t0);
         CUDA_CHECK_LAUNCH();
-        k_attn_merge<<<dim3(nt, n_heads), head_dim < 128 ? 32 : 128, 0, s>>>(out, part_o, part_ml, pos, n_heads,
+        ks_launch(k_attn_merge, dim3(nt, n_heads), head_dim < 128 ? 32 : 128, 0, s, out, part_o, part_ml, pos, n_heads,
                                                                              head_dim, Z, t0);
         CUDA_CHECK_LAUNCH();
     }

@@ -73,6 +73,7 @@ k_attn_prompt(float *__restrict__ out, const float *__restrict__ q, int q_stride
               const float *__restrict__ vc, const int32_t *__restrict__ tiles, const int32_t *__restrict__ pos,
               const int32_t *__restrict__ seq, const int32_t *__restrict__ tables, int max_blocks, int bs, int nh,
               int nkv, float scale) {
+    pdl_start();
     typedef pa_layout<HD> LY;
     constexpr int LD = LY::LD, SLD = LY::SLD, PLD = LY::PLD, NF = HD / 16;
     extern __shared__ __align__(128) unsigned char smem[];
@@ -207,7 +208,7 @@ static void launch(ks_stream s, float *out, const float *q, int q_stride, const 
         CUDA_CHECK(cudaFuncSetAttribute(k_attn_prompt<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
         attr_set = 1;
     }
-    k_attn_prompt<HD><<<dim3(max_tiles, nh), PA_WARPS * 32, bytes, s>>>(out, q, q_stride, kc, vc, tiles, pos, seq,
+    ks_launch(k_attn_prompt<HD>, dim3(max_tiles, nh), PA_WARPS * 32, bytes, s, out, q, q_stride, kc, vc, tiles, pos, seq,
                                                                        tables, max_blocks, bs, nh, nkv, scale);
     CUDA_CHECK_LAUNCH();
 }

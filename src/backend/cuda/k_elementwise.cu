@@ -16,6 +16,7 @@ __device__ __forceinline__ float to_f<__half>(__half v) { return __half2float(v)
 
 template <typename W>
 __global__ void k_embed(float *out, const W *table, const int32_t *ids, int n, int dim) {
+    pdl_start();
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (long long)n * dim) return;
     int t = (int)(i / dim), j = (int)(i % dim);
@@ -23,6 +24,7 @@ __global__ void k_embed(float *out, const W *table, const int32_t *ids, int n, i
 }
 
 __global__ void k_silu_mul(float *out, const float *gu, int n, int dim) {
+    pdl_start();
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (long long)n * dim) return;
     int t = (int)(i / dim), j = (int)(i % dim);
@@ -31,11 +33,13 @@ __global__ void k_silu_mul(float *out, const float *gu, int n, int dim) {
 }
 
 __global__ void k_add(float *x, const float *y, long long n) {
+    pdl_start();
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i < n) x[i] += y[i];
 }
 
 __global__ void k_gather(float *out, const float *in, const int32_t *idx, int n, int dim) {
+    pdl_start();
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (long long)n * dim) return;
     int r = (int)(i / dim), j = (int)(i % dim);
@@ -44,6 +48,7 @@ __global__ void k_gather(float *out, const float *in, const int32_t *idx, int n,
 
 __global__ void k_kv_store(float *kc, float *vc, const float *k, const float *v, int stride, const int32_t *slots,
                            int n, int kv_dim) {
+    pdl_start();
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (long long)n * kv_dim) return;
     int t = (int)(i / kv_dim), j = (int)(i % kv_dim);
@@ -57,29 +62,29 @@ static unsigned blocks(long long n) { return (unsigned)((n + 255) / 256); }
 extern "C" void ks_cuda_embed(ks_stream s, float *out, const void *table, int wtype, const int32_t *ids, int n,
                               int dim) {
     long long tot = (long long)n * dim;
-    if (wtype == 2) k_embed<<<blocks(tot), 256, 0, s>>>(out, (const __nv_bfloat16 *)table, ids, n, dim);
-    else if (wtype == 1) k_embed<<<blocks(tot), 256, 0, s>>>(out, (const __half *)table, ids, n, dim);
-    else k_embed<<<blocks(tot), 256, 0, s>>>(out, (const float *)table, ids, n, dim);
+    if (wtype == 2) ks_launch(k_embed<__nv_bfloat16>, blocks(tot), 256, 0, s, out, (const __nv_bfloat16 *)table, ids, n, dim);
+    else if (wtype == 1) ks_launch(k_embed<__half>, blocks(tot), 256, 0, s, out, (const __half *)table, ids, n, dim);
+    else ks_launch(k_embed<float>, blocks(tot), 256, 0, s, out, (const float *)table, ids, n, dim);
     CUDA_CHECK_LAUNCH();
 }
 
 extern "C" void ks_cuda_silu_mul(ks_stream s, float *out, const float *gu, int n, int dim) {
-    k_silu_mul<<<blocks((long long)n * dim), 256, 0, s>>>(out, gu, n, dim);
+    ks_launch(k_silu_mul, blocks((long long)n * dim), 256, 0, s, out, gu, n, dim);
     CUDA_CHECK_LAUNCH();
 }
 
 extern "C" void ks_cuda_add(ks_stream s, float *x, const float *y, long long n) {
-    k_add<<<blocks(n), 256, 0, s>>>(x, y, n);
+    ks_launch(k_add, blocks(n), 256, 0, s, x, y, n);
     CUDA_CHECK_LAUNCH();
 }
 
 extern "C" void ks_cuda_gather_rows(ks_stream s, float *out, const float *in, const int32_t *idx, int n, int dim) {
-    k_gather<<<blocks((long long)n * dim), 256, 0, s>>>(out, in, idx, n, dim);
+    ks_launch(k_gather, blocks((long long)n * dim), 256, 0, s, out, in, idx, n, dim);
     CUDA_CHECK_LAUNCH();
 }
 
 extern "C" void ks_cuda_kv_store(ks_stream s, float *kc, float *vc, const float *k, const float *v, int src_stride,
                                  const int32_t *slots, int n, int kv_dim) {
-    k_kv_store<<<blocks((long long)n * kv_dim), 256, 0, s>>>(kc, vc, k, v, src_stride, slots, n, kv_dim);
+    ks_launch(k_kv_store, blocks((long long)n * kv_dim), 256, 0, s, kc, vc, k, v, src_stride, slots, n, kv_dim);
     CUDA_CHECK_LAUNCH();
 }

@@ -38,6 +38,7 @@ __device__ __forceinline__ void store1(__half *p, float v) { *p = __float2half_r
 /* out = in rounded to T (round to nearest even), two elements per step */
 template <typename T>
 __global__ void k_to_16(T *__restrict__ out, const float *__restrict__ in, long long n) {
+    pdl_start();
     long long step = (long long)gridDim.x * blockDim.x * 2;
     for (long long i = (blockIdx.x * (long long)blockDim.x + threadIdx.x) * 2; i < n; i += step) {
         if (i + 1 < n) store2(out + i, *reinterpret_cast<const float2 *>(in + i));
@@ -194,9 +195,9 @@ extern "C" int ks_cuda_gemm(ks_stream s, float *out, const float *x, const void 
     int blocks = (int)((cnt / 2 + 255) / 256);
     if (blocks > 4096) blocks = 4096;
     if (wtype == 2)
-        k_to_16<__nv_bfloat16><<<blocks, 256, 0, s>>>((__nv_bfloat16 *)lt.stage, x, cnt);
+        ks_launch(k_to_16<__nv_bfloat16>, blocks, 256, 0, s, (__nv_bfloat16 *)lt.stage, x, cnt);
     else
-        k_to_16<__half><<<blocks, 256, 0, s>>>((__half *)lt.stage, x, cnt);
+        ks_launch(k_to_16<__half>, blocks, 256, 0, s, (__half *)lt.stage, x, cnt);
     CUDA_CHECK_LAUNCH();
     cublasLtMatmulDesc_t d = lt.shapes[si].desc;
     if (bias && lt.desc_set(d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias) != CUBLAS_STATUS_SUCCESS) {

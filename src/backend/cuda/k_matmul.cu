@@ -38,6 +38,19 @@ k_matmul(float *__restrict__ out, const float *__restrict__ x, const W *__restri
          const float *__restrict__ bias, int n, int k, int rows) {
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int r0 = (blockIdx.x * MM_WARPS + warp) * R;
+    pdl_trigger();
+    /* the weights do not depend on the kernel before: start this warp's rows
+     * towards L2 while it finishes (pdl_wait below) */
+    if (r0 < rows) {
+        size_t row_bytes = (size_t)k * sizeof(W);
+#pragma unroll
+        for (int q = 0; q < R; q++) {
+            const char *row = (const char *)(w + (size_t)(r0 + q < rows ? r0 + q : rows - 1) * k);
+            for (size_t off = (size_t)lane * 128; off < row_bytes; off += 32 * 128)
+                asm volatile("prefetch.global.L2 [%0];" ::"l"(row + off));
+        }
+    }
+    pdl_wait();
     if (r0 >= rows) return;
     for (int t0 = 0; t0 < n; t0 += MM_TT) {
         int nt = n - t0 < MM_TT ? n - t0 : MM_TT;
@@ -88,6 +101,7 @@ template <int MM_TT>
 __global__ void __launch_bounds__(MM_WARPS * 32)
 k_matmul_f32(float *__restrict__ out, const float *__restrict__ x, const float *__restrict__ w,
              const float *__restrict__ bias, int n, int k, int rows) {
+    pdl_start();
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int r = blockIdx.x * MM_WARPS + warp;
     if (r >= rows) return;
@@ -124,6 +138,7 @@ k_matmul_f32(float *__restrict__ out, const float *__restrict__ x, const float *
 /* k not a multiple of 8: plain per-element loop (same structure, no vectors) */
 template <typename W>
 __global__ void k_matmul_scalar(float *out, const float *x, const W *w, const float *bias, int n, int k, int rows) {
+    pdl_start();
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int r = blockIdx.x * MM_WARPS + warp;
     if (r >= rows) return;
@@ -152,7 +167,7 @@ template <typename W, int R, int HINT>
 static void launch_vec(ks_stream s, float *out, const float *x, const W *w, const float *bias, int n, int k, int rows) {
     int rows_per_block = MM_WARPS * R;
     dim3 grid((rows + rows_per_block - 1) / rows_per_block), block(MM_WARPS * 32);
-    k_matmul<W, 8, R, HINT><<<grid, block, 0, s>>>(out, x, w, bias, n, k, rows);
+    ks_launch(k_matmul<W, 8, R, HINT>, grid, block, 0, s, out, x, w, bias, n, k, rows);
 }
 
 template <typename W>
@@ -174,15 +189,15 @@ extern "C" void ks_cuda_matmul(ks_stream s, float *out, const float *x, const vo
     dim3 grid((rows + MM_WARPS - 1) / MM_WARPS), block(MM_WARPS * 32);
     bool vec = k % 8 == 0;
     if (!vec) {
-        if (wtype == 2) k_matmul_scalar<__nv_bfloat16><<<grid, block, 0, s>>>(out, x, (const __nv_bfloat16 *)w, bias, n, k, rows);
-        else if (wtype == 1) k_matmul_scalar<__half><<<grid, block, 0, s>>>(out, x, (const __half *)w, bias, n, k, rows);
-        else k_matmul_scalar<float><<<grid, block, 0, s>>>(out, x, (const float *)w, bias, n, k, rows);
+        if (wtype == 2) ks_launch(k_matmul_scalar<__nv_bfloat16>, grid, block, 0, s, out, x, (const __nv_bfloat16 *)w, bias, n, k, rows);
+        else if (wtype == 1) ks_launch(k_matmul_scalar<__half>, grid, block, 0, s, out, x, (const __half *)w, bias, n, k, rows);
+        else ks_launch(k_matmul_scalar<float>, grid, block, 0, s, out, x, (const float *)w, bias, n, k, rows);
     } else if (wtype == 2) {
         launch_typed<__nv_bfloat16>(s, out, x, (const __nv_bfloat16 *)w, bias, n, k, rows);
     } else if (wtype == 1) {
         launch_typed<__half>(s, out, x, (const __half *)w, bias, n, k, rows);
     } else {
-        k_matmul_f32<8><<<grid, block, 0, s>>>(out, x, (const float *)w, bias, n, k, rows);
+        ks_launch(k_matmul_f32<8>, grid, block, 0, s, out, x, (const float *)w, bias, n, k, rows);
     }
     CUDA_CHECK_LAUNCH();
 }

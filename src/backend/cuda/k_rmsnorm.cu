@@ -13,6 +13,7 @@
 
 __global__ void k_rmsnorm_warp(float *out, int os, const float *in, int is, const float *w, int n, int nh, int dim,
                                float eps) {
+    pdl_start();
     int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= n * nh) return;
     int t = row / nh, h = row % nh;
@@ -28,6 +29,7 @@ __global__ void k_rmsnorm_warp(float *out, int os, const float *in, int is, cons
 
 __global__ void __launch_bounds__(RN_THREADS)
 k_rmsnorm_block(float *out, int os, const float *in, int is, const float *w, int nh, int dim, float eps) {
+    pdl_start();
     int row = blockIdx.x, t = row / nh, h = row % nh, tid = threadIdx.x;
     const float *x = in + (size_t)t * is + (size_t)h * dim;
     float *y = out + (size_t)t * os + (size_t)h * dim;
@@ -50,10 +52,10 @@ extern "C" void ks_cuda_rmsnorm(ks_stream s, float *out, int out_stride, const f
     int rows = n * n_heads;
     if (rows <= 0) return;
     if (dim >= 1024) {
-        k_rmsnorm_block<<<rows, RN_THREADS, 0, s>>>(out, out_stride, in, in_stride, w, n_heads, dim, eps);
+        ks_launch(k_rmsnorm_block, rows, RN_THREADS, 0, s, out, out_stride, in, in_stride, w, n_heads, dim, eps);
     } else {
         int wpb = 8;
-        k_rmsnorm_warp<<<(rows + wpb - 1) / wpb, wpb * 32, 0, s>>>(out, out_stride, in, in_stride, w, n, n_heads, dim,
+        ks_launch(k_rmsnorm_warp, (rows + wpb - 1) / wpb, wpb * 32, 0, s, out, out_stride, in, in_stride, w, n, n_heads, dim,
                                                                   eps);
     }
     CUDA_CHECK_LAUNCH();

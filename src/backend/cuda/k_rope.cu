@@ -5,6 +5,7 @@
 #include "backend/cuda/cuda_ops.h"
 
 __global__ void k_rope(float *x, int stride, int n, int nh, int hd, const int32_t *pos, const float *inv_freq) {
+    pdl_start();
     int half = hd / 2;
     long long idx = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (idx >= (long long)n * nh * half) return;
@@ -20,6 +21,6 @@ __global__ void k_rope(float *x, int stride, int n, int nh, int hd, const int32_
 extern "C" void ks_cuda_rope(ks_stream s, float *x, int row_stride, int n, int n_heads, int head_dim,
                              const int32_t *pos, const float *inv_freq) {
     long long total = (long long)n * n_heads * (head_dim / 2);
-    k_rope<<<(unsigned)((total + 255) / 256), 256, 0, s>>>(x, row_stride, n, n_heads, head_dim, pos, inv_freq);
+    ks_launch(k_rope, (unsigned)((total + 255) / 256), 256, 0, s, x, row_stride, n, n_heads, head_dim, pos, inv_freq);
     CUDA_CHECK_LAUNCH();
 }
