@@ -6,10 +6,11 @@
 # lacks; runlib/: their shared objects). Everything lands in OUT.
 # STAGES (default "test real spec"): test = `test_runner cuda`; real =
 # random-weight Qwen3-8B / 1.7B checkpoints, decode after a 512-token prompt
-# and prefill of a 4096-token prompt, with the prompt path on and off
-# (KESTREL_PROMPT_PATH=0), CUDA graphs and programmatic dependent launch on
-# and off; profile = nsys kernel summaries of a 4096-token prefill + 64
-# decoded tokens on both; spec = the proposer matrix on tinycoder.
+# and prefill of a 4096-token prompt (NOPROMPT=1: also with the prompt path
+# off, KESTREL_PROMPT_PATH=0), CUDA graphs and programmatic dependent launch
+# on and off; profile = GPU time per op (KESTREL_CUDA_PROFILE) of a
+# 4096-token prefill + 64 decoded tokens; spec = the proposer matrix on
+# tinycoder.
 set -u
 OUT=${1:?usage: bench/gpu_session.sh OUT [STAGES]}
 STAGES=${2:-test real profile spec}
@@ -57,27 +58,21 @@ if has real; then
     for M in /tmp/q8 /tmp/q17 "$TC"; do
         [ -f "$M/config.json" ] || { echo "no checkpoint $M (see checkpoints.log)"; continue; }
         run "$M prefill4k prompt-path" X=1 -- "$M" "$p4k" 16
-        run "$M prefill4k no-prompt-path" KESTREL_PROMPT_PATH=0 -- "$M" "$p4k" 16
+        [ -n "${NOPROMPT:-}" ] && run "$M prefill4k no-prompt-path" KESTREL_PROMPT_PATH=0 -- "$M" "$p4k" 16
         run "$M decode512 graphs" X=1 -- "$M" "$p512" 256
         run "$M decode512 no-graphs" KESTREL_CUDA_GRAPHS=0 -- "$M" "$p512" 256
         run "$M decode512 no-pdl" KESTREL_CUDA_PDL=0 -- "$M" "$p512" 256
     done
     [ -f /tmp/q8/config.json ] && build/cuda_ops_bench /tmp/q8 > "$OUT/cuda_ops_bench_q8.txt" 2>&1
 fi
-if has profile; then # kernel time per op family (nsys, when the machine has it)
-    NSYS=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)
-    if [ -n "$NSYS" ]; then
-        for M in /tmp/q17 /tmp/q8; do
-            [ -f "$M/config.json" ] || continue
-            b=$(basename "$M")
-            "$NSYS" profile -t cuda -o "/tmp/prof_$b" -f true build/kestrel run "$M" -p "$(head -c 11030 /tmp/src.txt)" -n 64 \
-                --temp 0 --ignore-eos --device cuda > /dev/null 2>&1
-            "$NSYS" stats -r cuda_gpu_kern_sum -f csv "/tmp/prof_$b.nsys-rep" > "$OUT/kern_$b.csv" 2>&1
-            head -25 "$OUT/kern_$b.csv" | cut -c1-220
-        done
-    else
-        echo "no nsys on this machine"
-    fi
+if has profile; then # GPU time per op (KESTREL_CUDA_PROFILE, graphs off): a 4096-token prefill + 64 tokens
+    for M in /tmp/q8 /tmp/q17 "$TC"; do
+        [ -f "$M/config.json" ] || continue
+        b=$(basename "$M")
+        KESTREL_CUDA_PROFILE=1 KESTREL_CUDA_GRAPHS=0 build/kestrel run "$M" -p "$(head -c 11030 /tmp/src.txt)" -n 64 \
+            --temp 0 --ignore-eos --device cuda 2>&1 >/dev/null | grep -A30 "kestrel: prompt" > "$OUT/profile_$b.txt"
+        echo "== $b"; cat "$OUT/profile_$b.txt"
+    done
 fi
 if has spec; then
     KESTREL=build/kestrel CONFIGS="plain pld mtp dflash dflash8 auto" timeout 300 \

@@ -108,6 +108,10 @@ typedef struct backend_ops {
     void (*add)(backend *be, float *x, const float *y, size_t n);
     /* out (n, dim) = in[idx[i]] */
     void (*gather_rows)(backend *be, float *out, const float *in, const int32_t *idx, int n, int dim);
+    /* out (n) int32 = for each row of in (n, cols) the index of its largest
+     * value, the lowest such index on ties (sample_argmax's rule): greedy
+     * drafts leave the device as ids, not as rows of logits */
+    void (*argmax)(backend *be, int32_t *out, const float *in, int n, int cols);
     /* Optional (NULL on the CPU): record the ops issued between graph_begin
      * and graph_end into a replayable graph (CUDA graphs). Replays read the
      * same buffers, so only their contents may change between launches. */

@@ -211,8 +211,8 @@ int engine_start(engine **out, model *m, const tokenizer *tok, const engine_conf
     if (e->cfg.mtp && m->mtp) {
         if (e->cfg.mtp_depth < 1) e->cfg.mtp_depth = 3;
         if (e->cfg.mtp_depth > ENGINE_MAX_DRAFT) e->cfg.mtp_depth = ENGINE_MAX_DRAFT;
-        e->mtp_logits = malloc((size_t)e->cfg.max_concurrent * m->cfg.vocab_size * sizeof(float));
-        if (e->mtp_logits && model_mtp_kv_init(m, &e->mtp_kv, e->cfg.kv_tokens) == KS_OK)
+        e->mtp_ids = malloc((size_t)e->cfg.max_concurrent * sizeof(int32_t));
+        if (e->mtp_ids && model_mtp_kv_init(m, &e->mtp_kv, e->cfg.kv_tokens) == KS_OK)
             e->mtp_ratio = engine_measure_mtp(e);
     }
     if (e->cfg.drafter) {
@@ -281,7 +281,7 @@ void engine_stop(engine *e) {
     drafter_free(e->dr);
     if (e->mtp_kv.n_blocks) kv_cache_free(&e->mtp_kv);
     engine_dflash_stop(e);
-    free(e->mtp_logits);
+    free(e->mtp_ids);
     free(e->mtp_tok); free(e->mtp_idx); free(e->mtp_pos); free(e->mtp_hid); free(e->mtp_seq); free(e->mtp_rows);
     kv_cache_free(&e->kv);
     pthread_mutex_destroy(&e->mu);

@@ -134,7 +134,8 @@ static int mtp_pass(engine *e, const probe_ctx *pc, void *arg) {
     kv_seq *ms = arg, *mseqs[1] = {ms};
     int32_t idx = 0, q = 1, hid = 0, row = 0;
     model_batch mb = {1, pc->tok, &idx, pc->seq_idx, 1, mseqs, 1, &row, 0};
-    return model_mtp_forward(e->m, &e->mtp_kv, &mb, &q, &hid, MTP_SRC_TARGET, pc->logits);
+    int32_t id;
+    return model_mtp_forward(e->m, &e->mtp_kv, &mb, &q, &hid, MTP_SRC_TARGET, NULL, &id);
 }
 
 /* A draft-model forward of one token (its own scratch cache). */

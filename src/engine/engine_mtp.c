@@ -59,7 +59,7 @@ static int mtp_best_depth(const engine *e, const seq_state *s, double bar) {
  * restart their entries from here. Errors turn the head off for the step's
  * sequences; output never depends on it. Returns the head passes run. */
 int engine_mtp_update(engine *e, int na, const int *feed, const int *tstart, const int *pstart, const int *done) {
-    int V = e->m->cfg.vocab_size, n = 0, n_rows = 0;
+    int n = 0, n_rows = 0;
     int row_of[na], depth_of[na];
     kv_seq *seqs[na];
     for (int i = 0; i < na; i++) {
@@ -106,7 +106,7 @@ int engine_mtp_update(engine *e, int na, const int *feed, const int *tstart, con
     }
     if (!n) return 0;
     model_batch b = {n, e->mtp_tok, e->mtp_idx, e->mtp_seq, na, seqs, n_rows, e->mtp_rows, 0};
-    if (model_mtp_forward(e->m, &e->mtp_kv, &b, e->mtp_pos, e->mtp_hid, MTP_SRC_TARGET, e->mtp_logits) != 0) {
+    if (model_mtp_forward(e->m, &e->mtp_kv, &b, e->mtp_pos, e->mtp_hid, MTP_SRC_TARGET, NULL, e->mtp_ids) != 0) {
         for (int i = 0; i < na; i++) e->active[i]->use_mtp = false;
         return 0;
     }
@@ -114,7 +114,7 @@ int engine_mtp_update(engine *e, int na, const int *feed, const int *tstart, con
     for (int i = 0; i < na; i++)
         if (row_of[i] >= 0) {
             seq_state *s = e->active[i];
-            s->mtp_draft[0] = sample_argmax(e->mtp_logits + (size_t)row_of[i] * V, V);
+            s->mtp_draft[0] = e->mtp_ids[row_of[i]];
             s->n_mtp_draft = depth_of[i] = 1;
             row_of[i] = e->mtp_rows[row_of[i]]; /* the entry's row in the head's output */
         }
@@ -136,11 +136,11 @@ int engine_mtp_update(engine *e, int na, const int *feed, const int *tstart, con
         if (!m) break;
         passes++;
         model_batch bd = {m, e->mtp_tok, e->mtp_idx, e->mtp_seq, na, seqs, m, e->mtp_rows, 0};
-        if (model_mtp_forward(e->m, &e->mtp_kv, &bd, e->mtp_pos, e->mtp_hid, MTP_SRC_MTP, e->mtp_logits) != 0) break;
+        if (model_mtp_forward(e->m, &e->mtp_kv, &bd, e->mtp_pos, e->mtp_hid, MTP_SRC_MTP, NULL, e->mtp_ids) != 0) break;
         for (int i = 0; i < na; i++)
             if (depth_of[i] == d && e->active[i]->mtp_depth > d) {
                 seq_state *s = e->active[i];
-                s->mtp_draft[d] = sample_argmax(e->mtp_logits + (size_t)row_of[i] * V, V);
+                s->mtp_draft[d] = e->mtp_ids[row_of[i]];
                 s->n_mtp_draft = depth_of[i] = d + 1;
             }
     }

@@ -25,7 +25,6 @@ struct dflash {
     int32_t *d_apos;    /* backend (cap) attention extents of block rows */
     int hcap;
     int32_t *h_tok, *h_pos, *h_seq, *h_rope, *h_rows, *h_apos, *h_idx; /* host (hcap * n_feat for h_idx) */
-    float *logits;      /* host (hcap, vocab) */
 };
 
 static int load_vec(model *m, bk_weight *w, const char *name, int64_t d0, int64_t d1) {
@@ -143,7 +142,6 @@ void dflash_free(dflash *d) {
     free(d->h_rows);
     free(d->h_apos);
     free(d->h_idx);
-    free(d->logits);
     model_free(d->dm);
     free(d);
 }
@@ -155,7 +153,7 @@ int dflash_kv_init(const dflash *d, kv_cache *kv, int n_tokens) { return model_k
 /* Host and backend scratch for n rows. */
 static int ensure(dflash *d, int n) {
     backend *be = d->dm->be;
-    int nf = d->dm->cfg.dflash_n_target_layers, Ht = d->target->cfg.hidden_size, V = d->dm->cfg.vocab_size;
+    int nf = d->dm->cfg.dflash_n_target_layers, Ht = d->target->cfg.hidden_size;
     if (n > d->cap) {
         int cap = n < 64 ? 64 : n * 2;
         model_graphs_drop(d->dm); /* recorded passes read the old buffers */
@@ -181,10 +179,8 @@ static int ensure(dflash *d, int n) {
             *arrs[i] = p;
         }
         int32_t *ix = realloc(d->h_idx, (size_t)cap * nf * 4);
-        float *lg = realloc(d->logits, (size_t)cap * V * 4);
-        if (ix) d->h_idx = ix;
-        if (lg) d->logits = lg;
-        if (!ix || !lg) return err_set(KS_ENOMEM, "DFlash drafter: out of memory");
+        if (!ix) return err_set(KS_ENOMEM, "DFlash drafter: out of memory");
+        d->h_idx = ix;
         d->hcap = cap;
     }
     return KS_OK;
@@ -261,6 +257,7 @@ static void block_ops(model *m, const void *ctx) {
     op->gather_rows(be, m->xn, m->x, m->d_rows, x->nr, H);
     op->rmsnorm(be, m->xn, H, m->xn, H, &m->final_norm, x->nr, 1, H, c->rms_norm_eps);
     op->matmul(be, m->logits_dev, m->xn, &m->lm_head, NULL, x->nr);
+    op->argmax(be, m->d_ids, m->logits_dev, x->nr, c->vocab_size); /* the drafts leave as ids */
 }
 
 int dflash_draft(dflash *d, kv_cache *kv, int n_seqs, kv_seq *const *seqs, const int32_t *last,
@@ -270,8 +267,7 @@ int dflash_draft(dflash *d, kv_cache *kv, int n_seqs, kv_seq *const *seqs, const
     model *m = d->dm;
     backend *be = m->be;
     const backend_ops *op = be->ops;
-    const model_config *c = &m->cfg;
-    int n = n_seqs * block, V = c->vocab_size, nr = n_seqs * (block - 1);
+    int n = n_seqs * block, nr = n_seqs * (block - 1);
     int rc = ensure(d, n);
     if (rc) return rc;
     int32_t *apos = d->h_apos;
@@ -298,7 +294,5 @@ int dflash_draft(dflash *d, kv_cache *kv, int n_seqs, kv_seq *const *seqs, const
     pass_ctx x = {d, kv, &ab, n, nr};
     model_graph_key k = {MODEL_GRAPH_DFLASH_BLOCK, n, nr, n_seqs, kv->k[0], kv->n_blocks, NULL, 0};
     if ((rc = model_graph_run(m, &k, graph, block_ops, &x))) return rc;
-    if ((rc = op->buf_download(be, d->logits, m->logits_dev, (size_t)nr * V * 4))) return rc;
-    for (int r = 0; r < nr; r++) drafts[r] = sample_argmax(d->logits + (size_t)r * V, V);
-    return KS_OK;
+    return op->buf_download(be, drafts, m->d_ids, (size_t)nr * 4);
 }

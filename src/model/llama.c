@@ -143,13 +143,13 @@ static void free_acts(model *m) {
     void *bufs[] = {m->x,       m->xn,       m->qkv,     m->attn,    m->gu,      m->act,    m->logits_dev,
                     m->d_tokens, m->d_pos,   m->d_seq,   m->d_slots, m->d_rows,  m->d_tables, m->hid,
                     m->mtp_hid, m->mtp_in,   m->mtp_src, m->d_hid_idx, m->d_mtp_pos, m->feat, m->d_iota,
-                    m->d_tiles};
+                    m->d_tiles, m->d_ids};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) be->ops->buf_free(be, bufs[i]);
     m->x = m->xn = m->qkv = m->attn = m->gu = m->act = m->logits_dev = NULL;
     m->d_tokens = m->d_pos = m->d_seq = m->d_slots = m->d_rows = m->d_tables = m->d_hid_idx = m->d_mtp_pos = NULL;
     m->hid = m->mtp_hid = m->mtp_in = m->mtp_src = m->feat = NULL;
-    m->d_iota = m->d_tiles = NULL;
+    m->d_iota = m->d_tiles = m->d_ids = NULL;
     free(m->h_tiles);
     m->h_tiles = NULL;
     m->cap_tokens = 0;
@@ -244,9 +244,11 @@ static int ensure_acts(model *m, int n, int n_logits, int table_entries) {
         free_graphs(m);
         if (m->logits_dev) be->ops->buf_free(be, m->logits_dev);
         int cap = n_logits < 16 ? 16 : n_logits;
+        if (m->d_ids) be->ops->buf_free(be, m->d_ids);
         m->logits_dev = be->ops->buf_alloc(be, (size_t)cap * c->vocab_size * 4);
-        m->cap_logits = m->logits_dev ? cap : 0;
-        if (!m->logits_dev) return err_set(KS_ENOMEM, "model: out of memory for %d rows of logits", n_logits);
+        m->d_ids = be->ops->buf_alloc(be, (size_t)cap * 4);
+        m->cap_logits = m->logits_dev && m->d_ids ? cap : 0;
+        if (!m->cap_logits) return err_set(KS_ENOMEM, "model: out of memory for %d rows of logits", n_logits);
     }
     if (table_entries > m->cap_tables) {
         free_graphs(m);

@@ -76,6 +76,7 @@ typedef struct model {
     float *x, *xn, *qkv, *attn, *gu, *act, *logits_dev;
     int32_t *d_tokens, *d_pos, *d_seq, *d_slots, *d_rows, *d_tables;
     int32_t *d_tiles;     /* (cap, 2) prompt-row tiles (bk_attn_batch.tiles) */
+    int32_t *d_ids;       /* (cap_logits) argmax of each logits row (drafts) */
     int32_t *h_tiles;     /* (cap, 2) host staging of the same (owned) */
     int cap_tables;       /* int32 entries in d_tables */
     int cap_logits;       /* rows of logits_dev (sized by logit rows, not tokens) */
@@ -160,10 +161,11 @@ typedef enum { MTP_SRC_TARGET = 0, MTP_SRC_MTP } mtp_src;
  * KV sequence (its entries only, densely: the head attends over entries, not
  * over target positions); h(q-1) is row hid_idx[i] of the target's last
  * forward (MTP_SRC_TARGET) or of the head's last output (MTP_SRC_MTP).
- * Logits for b->logit_rows. At most as many entries as the target's last
- * forward had rows. */
+ * For b->logit_rows: their argmax ids into ids (when not NULL) and the
+ * logits rows into logits (when not NULL; the drafts need only the ids). At
+ * most as many entries as the target's last forward had rows. */
 int model_mtp_forward(model *m, kv_cache *mkv, const model_batch *b, const int32_t *rope_pos, const int32_t *hid_idx,
-                      mtp_src src, float *logits);
+                      mtp_src src, float *logits, int32_t *ids);
 
 /* Makes every later forward keep the residual stream after the listed
  * layers (m->feat), for a DFlash drafter. */

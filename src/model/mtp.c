@@ -71,10 +71,11 @@ static void mtp_ops(model *m, const void *ctx) {
     if (x->n_logits <= 0) return;
     op->gather_rows(be, m->xn, m->mtp_hid, m->d_rows, x->n_logits, H);
     op->matmul(be, m->logits_dev, m->xn, &m->lm_head, NULL, x->n_logits);
+    op->argmax(be, m->d_ids, m->logits_dev, x->n_logits, c->vocab_size);
 }
 
 int model_mtp_forward(model *m, kv_cache *mkv, const model_batch *b, const int32_t *rope_pos, const int32_t *hid_idx,
-                      mtp_src src, float *logits) {
+                      mtp_src src, float *logits, int32_t *ids) {
     if (!m->mtp) return err_set(KS_EUNSUPPORTED, "this model has no MTP head");
     backend *be = m->be;
     const backend_ops *op = be->ops;
@@ -95,6 +96,7 @@ int model_mtp_forward(model *m, kv_cache *mkv, const model_batch *b, const int32
     model_graph_key k = {src == MTP_SRC_MTP ? MODEL_GRAPH_MTP_SELF : MODEL_GRAPH_MTP_TARGET, n, b->n_logits, b->n_seqs,
                          mkv->k[0], mkv->n_blocks, NULL, 0};
     if ((rc = model_graph_run(m, &k, graph, mtp_ops, &x))) return rc;
-    if (b->n_logits <= 0) return op->buf_download(be, NULL, m->d_rows, 0);
-    return op->buf_download(be, logits, m->logits_dev, (size_t)b->n_logits * c->vocab_size * 4);
+    if (b->n_logits <= 0 || (!logits && !ids)) return op->buf_download(be, NULL, m->d_rows, 0);
+    if (ids && (rc = op->buf_download(be, ids, m->d_ids, (size_t)b->n_logits * 4))) return rc;
+    return logits ? op->buf_download(be, logits, m->logits_dev, (size_t)b->n_logits * c->vocab_size * 4) : KS_OK;
 }

@@ -17,13 +17,14 @@
 #include "tok/tok.h"
 #include "test.h"
 
-typedef enum { R_EMBED, R_RMSNORM, R_MATMUL, R_ROPE, R_KV_STORE, R_ATTN, R_SILU, R_ADD, R_GATHER } rec_kind;
+typedef enum { R_EMBED, R_RMSNORM, R_MATMUL, R_ROPE, R_KV_STORE, R_ATTN, R_SILU, R_ADD, R_GATHER, R_ARGMAX } rec_kind;
 
 typedef struct {
     rec_kind k;
     float *out;
     const float *in, *in2;
     float *out2;
+    int32_t *iout;
     const bk_weight *w, *w2;
     const int32_t *ids;
     const float *fp;
@@ -85,6 +86,7 @@ static void run_op(backend *be, const rec_op *o) {
     case R_SILU: op->silu_mul(c, o->out, o->in, o->i[0], o->i[1]); break;
     case R_ADD: op->add(c, o->out, o->in, o->z); break;
     case R_GATHER: op->gather_rows(c, o->out, o->in, o->ids, o->i[0], o->i[1]); break;
+    case R_ARGMAX: op->argmax(c, o->iout, o->in, o->i[0], o->i[1]); break;
     }
 }
 
@@ -121,6 +123,10 @@ static void r_silu(backend *be, float *out, const float *gu, int n, int dim) {
 static void r_add(backend *be, float *x, const float *y, size_t n) { DO(.k = R_ADD, .out = x, .in = y, .z = n); }
 static void r_gather(backend *be, float *out, const float *in, const int32_t *idx, int n, int dim) {
     DO(.k = R_GATHER, .out = out, .in = in, .ids = idx, .i = {n, dim});
+}
+
+static void r_argmax(backend *be, int32_t *out, const float *in, int n, int cols) {
+    DO(.k = R_ARGMAX, .iout = out, .in = in, .i = {n, cols});
 }
 
 static int r_graph_begin(backend *be) {
@@ -164,7 +170,7 @@ static const backend_ops rec_ops = {
     .name = "recording", .buf_alloc = r_alloc, .buf_free = r_buf_free, .buf_upload = r_up, .buf_download = r_down,
     .weight_init = r_winit, .weight_release = r_wrel, .embed = r_embed, .rmsnorm = r_rmsnorm, .matmul = r_matmul,
     .rope = r_rope, .kv_store = r_kv_store, .attention = r_attention, .silu_mul = r_silu, .add = r_add,
-    .gather_rows = r_gather, .graph_begin = r_graph_begin, .graph_end = r_graph_end, .graph_launch = r_graph_launch,
+    .gather_rows = r_gather, .argmax = r_argmax, .graph_begin = r_graph_begin, .graph_end = r_graph_end, .graph_launch = r_graph_launch,
     .graph_free = r_graph_free, .free = r_free};
 
 static backend *rec_backend_new(void) {

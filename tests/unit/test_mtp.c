@@ -56,7 +56,7 @@ static void check_mtp(const char *device) {
     }
     CHECK(kv_seq_reserve(&mkv, &ms, n + 2) == 0);
     model_batch mb = {n, toks, kidx, seq, 1, mseqs, n, rows, 0};
-    CHECK(model_mtp_forward(m, &mkv, &mb, mpos, hidx, MTP_SRC_TARGET, logits) == 0);
+    CHECK(model_mtp_forward(m, &mkv, &mb, mpos, hidx, MTP_SRC_TARGET, logits, NULL) == 0);
     json_t *every = json_object_get(ref, "draft1_top1_every_position");
     int agree = 0;
     for (int i = 0; i < n; i++) {
@@ -77,13 +77,14 @@ static void check_mtp(const char *device) {
     }
     int d1 = (int)json_integer_value(json_array_get(tids, 0));
     /* depth 2: the head's output at position n (row n-1 of its last pass) with d1 at n+1 */
-    int32_t tok2 = d1, pos2 = n + 1, idx2 = n, hid2 = n - 1, row0 = 0;
+    int32_t tok2 = d1, pos2 = n + 1, idx2 = n, hid2 = n - 1, row0 = 0, ids2[1] = {-1};
     model_batch mb2 = {1, &tok2, &idx2, seq, 1, mseqs, 1, &row0, 0};
-    CHECK(model_mtp_forward(m, &mkv, &mb2, &pos2, &hid2, MTP_SRC_MTP, logits) == 0);
+    CHECK(model_mtp_forward(m, &mkv, &mb2, &pos2, &hid2, MTP_SRC_MTP, logits, ids2) == 0);
     int d2 = 0;
     for (int v = 1; v < V; v++)
         if (logits[v] > logits[d2]) d2 = v;
     CHECK_EQ_INT(d2, json_integer_value(json_object_get(ref, "draft2_top1")));
+    CHECK_EQ_INT(ids2[0], d2); /* the backend's argmax agrees with the host's */
     kv_seq_release(&kv, &s);
     kv_seq_release(&mkv, &ms);
     kv_cache_free(&kv);

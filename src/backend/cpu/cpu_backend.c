@@ -280,6 +280,17 @@ static void cpu_gather_rows(backend *be, float *out, const float *in, const int3
         memmove(out + (int64_t)i * dim, in + (int64_t)idx[i] * dim, (size_t)dim * sizeof(float));
 }
 
+static void cpu_argmax(backend *be, int32_t *out, const float *in, int n, int cols) {
+    (void)be;
+    for (int r = 0; r < n; r++) {
+        const float *x = in + (int64_t)r * cols;
+        int best = 0;
+        for (int i = 1; i < cols; i++)
+            if (x[i] > x[best]) best = i;
+        out[r] = best;
+    }
+}
+
 static void cpu_free(backend *be) {
     cpu_impl *im = impl_of(be);
     if (im) {
@@ -307,6 +318,7 @@ static const backend_ops cpu_ops = {
     .silu_mul = cpu_silu_mul,
     .add = cpu_add,
     .gather_rows = cpu_gather_rows,
+    .argmax = cpu_argmax,
     .graph_begin = NULL,
     .free = cpu_free,
 };

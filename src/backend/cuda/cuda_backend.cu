@@ -174,60 +174,130 @@ static void cu_weight_release(backend *be, bk_weight *w) {
 #define SKIP_IF_FAILED() \
     if (failed) return
 
+/* KESTREL_CUDA_PROFILE=1 (a tuning aid; run it with KESTREL_CUDA_GRAPHS=0):
+ * each op outside graph capture is bracketed by CUDA events and its GPU time
+ * summed per op name; the table goes to stderr when the backend is freed. */
+static struct prof_row {
+    const char *name;
+    double ms;
+    long calls;
+} prof[32];
+static int prof_state = -1;
+
+static bool prof_on(cudaStream_t s) {
+    if (prof_state < 0) {
+        const char *e = getenv("KESTREL_CUDA_PROFILE");
+        prof_state = e && strcmp(e, "0") != 0;
+    }
+    cudaStreamCaptureStatus cs;
+    return prof_state && cudaStreamIsCapturing(s, &cs) == cudaSuccess && cs == cudaStreamCaptureStatusNone;
+}
+
+static void prof_add(const char *name, float ms) {
+    for (int i = 0; i < 32; i++)
+        if (!prof[i].name || !strcmp(prof[i].name, name)) {
+            prof[i].name = name;
+            prof[i].ms += ms;
+            prof[i].calls++;
+            return;
+        }
+}
+
+static void prof_print(void) {
+    double total = 0;
+    for (int i = 0; i < 32 && prof[i].name; i++) total += prof[i].ms;
+    if (total <= 0) return;
+    fprintf(stderr, "kestrel: CUDA op profile (GPU time, %.1f ms in all)\n", total);
+    for (int i = 0; i < 32 && prof[i].name; i++)
+        fprintf(stderr, "  %-18s %8ld calls %10.2f ms %5.1f%% %8.1f us/call\n", prof[i].name, prof[i].calls, prof[i].ms,
+                100.0 * prof[i].ms / total, 1000.0 * prof[i].ms / prof[i].calls);
+}
+
+#define PROF(be, name, body)                                      \
+    do {                                                          \
+        cudaStream_t _s = S;                                      \
+        if (!prof_on(_s)) {                                       \
+            body;                                                 \
+            break;                                                \
+        }                                                         \
+        cudaEvent_t _a, _b;                                       \
+        cudaEventCreate(&_a);                                     \
+        cudaEventCreate(&_b);                                     \
+        cudaEventRecord(_a, _s);                                  \
+        body;                                                     \
+        cudaEventRecord(_b, _s);                                  \
+        cudaEventSynchronize(_b);                                 \
+        float _ms = 0;                                            \
+        cudaEventElapsedTime(&_ms, _a, _b);                       \
+        prof_add(name, _ms);                                      \
+        cudaEventDestroy(_a);                                     \
+        cudaEventDestroy(_b);                                     \
+    } while (0)
+
 static void cu_embed(backend *be, float *out, const bk_weight *t, const int32_t *ids, int n) {
     SKIP_IF_FAILED();
-    ks_cuda_embed(S, out, t->impl, wtype_of(t->dtype), ids, n, (int)t->cols);
+    PROF(be, "embed", ks_cuda_embed(S, out, t->impl, wtype_of(t->dtype), ids, n, (int)t->cols));
 }
 static void cu_rmsnorm(backend *be, float *out, int os, const float *in, int is, const bk_weight *w, int n, int nh,
                        int dim, float eps) {
     SKIP_IF_FAILED();
-    ks_cuda_rmsnorm(S, out, os, in, is, (const float *)w->impl, n, nh, dim, eps);
+    PROF(be, "rmsnorm", ks_cuda_rmsnorm(S, out, os, in, is, (const float *)w->impl, n, nh, dim, eps));
 }
 static void cu_matmul(backend *be, float *out, const float *in, const bk_weight *w, const bk_weight *bias, int n) {
     SKIP_IF_FAILED();
-    ks_cuda_matmul(S, out, in, w->impl, wtype_of(w->dtype), bias ? (const float *)bias->impl : NULL, n, (int)w->cols,
-                   (int)w->rows);
+    PROF(be, n == 1 ? "matmul n=1" : "matmul n>1",
+         ks_cuda_matmul(S, out, in, w->impl, wtype_of(w->dtype), bias ? (const float *)bias->impl : NULL, n,
+                        (int)w->cols, (int)w->rows));
 }
 /* prompt rows: tensor-core GEMM, or the vector kernel where it cannot */
 static void cu_matmul_prompt(backend *be, float *out, const float *in, const bk_weight *w, const bk_weight *bias,
                              int n) {
     SKIP_IF_FAILED();
     const float *b = bias ? (const float *)bias->impl : NULL;
-    if (ks_cuda_gemm(S, out, in, w->impl, wtype_of(w->dtype), b, n, (int)w->cols, (int)w->rows) != 0)
-        ks_cuda_matmul(S, out, in, w->impl, wtype_of(w->dtype), b, n, (int)w->cols, (int)w->rows);
+    PROF(be, "gemm (prompt)",
+         if (ks_cuda_gemm(S, out, in, w->impl, wtype_of(w->dtype), b, n, (int)w->cols, (int)w->rows) != 0)
+             ks_cuda_matmul(S, out, in, w->impl, wtype_of(w->dtype), b, n, (int)w->cols, (int)w->rows));
 }
 static void cu_rope(backend *be, float *x, int stride, int n, int nh, int hd, const int32_t *pos, const float *inv) {
     SKIP_IF_FAILED();
-    ks_cuda_rope(S, x, stride, n, nh, hd, pos, inv);
+    PROF(be, "rope", ks_cuda_rope(S, x, stride, n, nh, hd, pos, inv));
 }
 static void cu_kv_store(backend *be, float *kc, float *vc, const float *k, const float *v, int stride,
                         const bk_attn_batch *ab, int kv_dim) {
     SKIP_IF_FAILED();
-    ks_cuda_kv_store(S, kc, vc, k, v, stride, ab->slots, ab->n_tokens, kv_dim);
+    PROF(be, "kv_store", ks_cuda_kv_store(S, kc, vc, k, v, stride, ab->slots, ab->n_tokens, kv_dim));
 }
 static void cu_attention(backend *be, float *out, const float *q, int qs, const float *kc, const float *vc,
                          const bk_attn_batch *ab, int nh, int nkv, int hd, float scale) {
     SKIP_IF_FAILED();
     int np = ab->n_prompt; /* prompt rows: the tensor-core kernel; the rest: flash-decoding */
-    if (np > 0 && ks_cuda_attention_prompt(S, out, q, qs, kc, vc, ab->tiles, ab->max_tiles, ab->pos, ab->seq,
-                                           ab->block_tables, ab->max_blocks, ab->block_size, nh, nkv, hd, scale) != 0)
-        np = 0;
+    if (np > 0)
+        PROF(be, "attention (prompt)",
+             if (ks_cuda_attention_prompt(S, out, q, qs, kc, vc, ab->tiles, ab->max_tiles, ab->pos, ab->seq,
+                                          ab->block_tables, ab->max_blocks, ab->block_size, nh, nkv, hd, scale) != 0)
+                 np = 0);
     if (np < ab->n_tokens)
-        ks_cuda_attention(S, out + (size_t)np * nh * hd, q + (size_t)np * qs, qs, kc, vc, ab->pos + np, ab->seq + np,
-                          ab->block_tables, ab->max_blocks, ab->block_size, ab->n_tokens - np, nh, nkv, hd, scale,
-                          ab->kv_capacity);
+        PROF(be, "attention",
+             ks_cuda_attention(S, out + (size_t)np * nh * hd, q + (size_t)np * qs, qs, kc, vc, ab->pos + np,
+                               ab->seq + np, ab->block_tables, ab->max_blocks, ab->block_size, ab->n_tokens - np, nh,
+                               nkv, hd, scale, ab->kv_capacity));
 }
 static void cu_silu_mul(backend *be, float *out, const float *gu, int n, int dim) {
     SKIP_IF_FAILED();
-    ks_cuda_silu_mul(S, out, gu, n, dim);
+    PROF(be, "silu_mul", ks_cuda_silu_mul(S, out, gu, n, dim));
 }
 static void cu_add(backend *be, float *x, const float *y, size_t n) {
     SKIP_IF_FAILED();
-    ks_cuda_add(S, x, y, (long long)n);
+    PROF(be, "add", ks_cuda_add(S, x, y, (long long)n));
 }
 static void cu_gather(backend *be, float *out, const float *in, const int32_t *idx, int n, int dim) {
     SKIP_IF_FAILED();
-    ks_cuda_gather_rows(S, out, in, idx, n, dim);
+    PROF(be, "gather", ks_cuda_gather_rows(S, out, in, idx, n, dim));
+}
+
+static void cu_argmax(backend *be, int32_t *out, const float *in, int n, int cols) {
+    SKIP_IF_FAILED();
+    PROF(be, "argmax", ks_cuda_argmax(S, out, in, n, cols));
 }
 
 static int cu_graph_begin(backend *be) {
@@ -267,6 +337,7 @@ static void cu_graph_free(backend *be, void *ge) {
 
 static void cu_backend_free(backend *be) {
     cuda_impl *im = impl_of(be);
+    prof_print();
     if (im) {
         for (int i = 0; i < im->n_shared; i++) cudaFree(im->shared[i].dev);
         free(im->shared);
@@ -279,7 +350,7 @@ static void cu_backend_free(backend *be) {
 static const backend_ops cuda_ops = {
     "cuda",       cu_alloc,       cu_free,      cu_upload,       cu_download,   cu_weight_init, cu_weight_release,
     cu_embed,     cu_rmsnorm,     cu_matmul,    cu_matmul_prompt, cu_rope,         cu_kv_store,   cu_attention,   cu_silu_mul,
-    cu_add,       cu_gather,      cu_graph_begin, cu_graph_end,  cu_graph_launch, cu_graph_free, cu_backend_free,
+    cu_add,       cu_gather,      cu_argmax,    cu_graph_begin, cu_graph_end,  cu_graph_launch, cu_graph_free, cu_backend_free,
 };
 
 static int pdl_state = -1; /* -1: not yet decided */

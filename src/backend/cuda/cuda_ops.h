@@ -23,6 +23,7 @@ void ks_cuda_embed(ks_stream s, float *out, const void *table, int wtype, const 
 void ks_cuda_silu_mul(ks_stream s, float *out, const float *gu, int n, int dim);
 void ks_cuda_add(ks_stream s, float *x, const float *y, long long n);
 void ks_cuda_gather_rows(ks_stream s, float *out, const float *in, const int32_t *idx, int n, int dim);
+void ks_cuda_argmax(ks_stream s, int32_t *out, const float *in, int n, int cols);
 void ks_cuda_kv_store(ks_stream s, float *kc, float *vc, const float *k, const float *v, int src_stride,
                       const int32_t *slots, int n, int kv_dim);
 void ks_cuda_attention(ks_stream s, float *out, const float *q, int q_stride, const float *kc, const float *vc,

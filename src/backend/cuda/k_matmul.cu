@@ -38,19 +38,7 @@ k_matmul(float *__restrict__ out, const float *__restrict__ x, const W *__restri
          const float *__restrict__ bias, int n, int k, int rows) {
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int r0 = (blockIdx.x * MM_WARPS + warp) * R;
-    pdl_trigger();
-    /* the weights do not depend on the kernel before: start this warp's rows
-     * towards L2 while it finishes (pdl_wait below) */
-    if (r0 < rows) {
-        size_t row_bytes = (size_t)k * sizeof(W);
-#pragma unroll
-        for (int q = 0; q < R; q++) {
-            const char *row = (const char *)(w + (size_t)(r0 + q < rows ? r0 + q : rows - 1) * k);
-            for (size_t off = (size_t)lane * 128; off < row_bytes; off += 32 * 128)
-                asm volatile("prefetch.global.L2 [%0];" ::"l"(row + off));
-        }
-    }
-    pdl_wait();
+    pdl_start();
     if (r0 >= rows) return;
     for (int t0 = 0; t0 < n; t0 += MM_TT) {
         int nt = n - t0 < MM_TT ? n - t0 : MM_TT;
