@@ -52,12 +52,13 @@ if has real; then
         while [ "$1" != "--" ]; do envs+=("$1"); shift; done
         shift
         local line
-        line=$(env "${envs[@]}" build/kestrel run "$1" -p "$2" -n "$3" --temp 0 --ignore-eos --device cuda 2>&1 >/dev/null | grep "kestrel: prompt")
+        line=$(env "${envs[@]}" build/kestrel run "$1" -p "$2" -n "$3" --temp 0 --ignore-eos --device cuda 2>&1 >/dev/null | grep "kestrel: prompt\|kestrel: gemm")
         echo "$label: $line" | tee -a "$OUT/real.txt"
     }
     for M in /tmp/q8 /tmp/q17 "$TC"; do
         [ -f "$M/config.json" ] || { echo "no checkpoint $M (see checkpoints.log)"; continue; }
-        run "$M prefill4k prompt-path" X=1 -- "$M" "$p4k" 16
+        run "$M prefill4k prompt-path" KESTREL_GEMM_LOG=1 -- "$M" "$p4k" 16
+        run "$M prefill4k untuned-gemm" KESTREL_GEMM_TUNE=0 -- "$M" "$p4k" 16
         [ -n "${NOPROMPT:-}" ] && run "$M prefill4k no-prompt-path" KESTREL_PROMPT_PATH=0 -- "$M" "$p4k" 16
         run "$M decode512 graphs" X=1 -- "$M" "$p512" 256
         run "$M decode512 no-graphs" KESTREL_CUDA_GRAPHS=0 -- "$M" "$p512" 256
@@ -75,6 +76,10 @@ if has profile; then # GPU time per op (KESTREL_CUDA_PROFILE, graphs off): a 409
     done
 fi
 if has spec; then
+    for f in "--mtp --no-pld" "--drafter $TC/dflash --no-pld --no-mtp"; do # the measured pass costs
+        build/kestrel run "$TC" -p "$(head -c 1378 /tmp/src.txt)" -n 128 --temp 0 --device cuda $f 2>&1 >/dev/null |
+            grep "measured costs\|kestrel: prompt" | tee -a "$OUT/spec_costs.txt"
+    done
     KESTREL=build/kestrel CONFIGS="plain pld mtp dflash dflash8 auto" timeout 300 \
         bash bench/proposer_bench.sh "$TC" -- --device cuda > "$OUT/proposer.txt" 2>&1
     tail -30 "$OUT/proposer.txt"

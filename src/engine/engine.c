@@ -232,7 +232,7 @@ int engine_start(engine **out, model *m, const tokenizer *tok, const engine_conf
         e->pc = prefix_cache_new(e->kv.n_blocks, e->kv.block_size, maxb);
         e->kv.pc = e->pc; /* NULL on OOM: runs without */
     }
-    if (e->cfg.log_requests)
+    if (e->mtp_kv.n_blocks || e->dr || e->fl_block || e->cfg.log_requests)
         fprintf(stderr, "kestrel: measured costs in decode steps: verify of %d drafts %.2f (at context 0) %.2f (at 2048), "
                 "MTP head pass %.2f, draft model pass %.2f, DFlash pass (block %d) %.2f\n", e->cfg.pld_draft_len,
                 engine_verify_cost(e, e->cfg.pld_draft_len, 0), engine_verify_cost(e, e->cfg.pld_draft_len, 2048),

@@ -1,11 +1,13 @@
 /* k_attention_prompt.cu — causal attention of prompt rows on the tensor
  * cores (flash attention, WMMA bf16 x bf16 -> fp32):
  *   out[t, h] = sum_{j <= pos[t]} softmax_j(q[t,h] . K[j, h/g] * scale) V[j, h/g]
- * One block per (tile, query head); a tile is up to 64 prompt rows of one
- * sequence at consecutive positions (bk_attn_batch.tiles). Its 4 warps own 16
- * rows each. Keys go in chunks of 64 from position 0: the chunk's K and V
+ * One block per (tile, HPB query heads of one KV head); a tile is up to 64
+ * prompt rows of one sequence at consecutive positions (bk_attn_batch.tiles).
+ * Its 4 * HPB warps own 16 rows of one head each. Keys go in chunks of 64 from position 0: the chunk's K and V
  * rows are read once through the block table, rounded to bf16 into shared
- * memory and used by all 64 rows. Per warp and chunk: S = Q K^T (16 x 64) on
+ * memory and used by all the block's rows and heads (GQA: HPB = up to 4
+ * heads share them). A warp whose rows all lie before a chunk skips it.
+ * Per warp and chunk: S = Q K^T (16 x 64) on
  * the tensor cores, scaled and masked (key > row's position), online softmax
  * per row (running max m and sum l in fp32, exp in fp32), P rounded to bf16,
  * O = O * e^(m_old - m_new) + P V with O in fp32 accumulator fragments; at
@@ -27,7 +29,6 @@ using namespace nvcuda;
 
 #define PA_ROWS 64
 #define PA_KEYS 64
-#define PA_WARPS 4
 #define PA_PAD 8 /* bf16 row padding (16 bytes): fewer bank conflicts, ld stays a multiple of 8 */
 
 typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> frag_a;
@@ -35,29 +36,33 @@ typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_majo
 typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> frag_b;
 typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> frag_c;
 
-/* Shared memory, in order: Q, K, V (64 x (HD + PA_PAD) bf16 each); per warp a
- * 16 x SLD fp32 scratch (scores, then the output), a 16 x (64 + PA_PAD) bf16
- * P, 16 row factors; a 16 x 16 row-index matrix. */
-template <int HD>
+/* Shared memory, in order: K, V (64 x (HD + PA_PAD) bf16 each); per warp
+ * its 16 Q rows (bf16, ld LD), a 16 x SLD fp32 scratch (scores, then the
+ * output), a 16 x PLD bf16 P and 16 row factors; a 16 x 16 row-index matrix.
+ * (Q stays in shared memory, not in registers: 512 threads leave 128
+ * registers each, which the output fragments mostly take.) */
+template <int HD, int HPB>
 struct pa_layout {
+    static constexpr int WARPS = 4 * HPB;
     static constexpr int LD = HD + PA_PAD;
-    static constexpr int SLD = (HD > PA_KEYS ? HD : PA_KEYS) + 4;
+    static constexpr int SLD = PA_KEYS + 4;
     static constexpr int PLD = PA_KEYS + PA_PAD;
-    static constexpr size_t q = 0;
-    static constexpr size_t k = q + (size_t)PA_ROWS * LD * 2;
+    static constexpr size_t q_bytes = (size_t)16 * LD * 2;
+    static constexpr size_t scr_bytes = (size_t)16 * SLD * 4;
+    static constexpr size_t warp_bytes = q_bytes + scr_bytes + (size_t)16 * PLD * 2 + 16 * 4;
+    static constexpr size_t k = 0;
     static constexpr size_t v = k + (size_t)PA_KEYS * LD * 2;
-    static constexpr size_t scr = v + (size_t)PA_KEYS * LD * 2;
-    static constexpr size_t p = scr + (size_t)PA_WARPS * 16 * SLD * 4;
-    static constexpr size_t fac = p + (size_t)PA_WARPS * 16 * PLD * 2;
-    static constexpr size_t ridx = fac + (size_t)PA_WARPS * 16 * 4;
+    static constexpr size_t warps = v + (size_t)PA_KEYS * LD * 2;
+    static constexpr size_t ridx = warps + (size_t)WARPS * warp_bytes;
     static constexpr size_t bytes = ridx + 16 * 16 * 4;
 };
 
-/* rows (64 x HD) of f32 at src(r) -> bf16 smem (ld LD); rows >= cnt zero */
+/* rows (nrows x HD) of f32 at src(r) -> bf16 smem (ld LD), by nthr threads
+ * from thread t; rows >= cnt zero */
 template <int HD, typename RowPtr>
-__device__ __forceinline__ void load_rows_bf16(__nv_bfloat16 *dst, int cnt, RowPtr src) {
+__device__ __forceinline__ void load_rows_bf16(__nv_bfloat16 *dst, int nrows, int cnt, int t, int nthr, RowPtr src) {
     constexpr int LD = HD + PA_PAD, C4 = HD / 4;
-    for (int i = threadIdx.x; i < PA_ROWS * C4; i += PA_WARPS * 32) {
+    for (int i = t; i < nrows * C4; i += nthr) {
         int r = i / C4, c = (i % C4) * 4;
         float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
         if (r < cnt) v = *reinterpret_cast<const float4 *>(src(r) + c);
@@ -67,32 +72,39 @@ __device__ __forceinline__ void load_rows_bf16(__nv_bfloat16 *dst, int cnt, RowP
     }
 }
 
-template <int HD>
-__global__ void __launch_bounds__(PA_WARPS * 32)
+template <int HD, int HPB>
+__global__ void __launch_bounds__(HPB * 4 * 32)
 k_attn_prompt(float *__restrict__ out, const float *__restrict__ q, int q_stride, const float *__restrict__ kc,
               const float *__restrict__ vc, const int32_t *__restrict__ tiles, const int32_t *__restrict__ pos,
               const int32_t *__restrict__ seq, const int32_t *__restrict__ tables, int max_blocks, int bs, int nh,
               int nkv, float scale) {
     pdl_start();
-    typedef pa_layout<HD> LY;
-    constexpr int LD = LY::LD, SLD = LY::SLD, PLD = LY::PLD, NF = HD / 16;
+    typedef pa_layout<HD, HPB> LY;
+    constexpr int LD = LY::LD, SLD = LY::SLD, PLD = LY::PLD, NF = HD / 16, NT = LY::WARPS * 32;
     extern __shared__ __align__(128) unsigned char smem[];
-    __nv_bfloat16 *Qs = (__nv_bfloat16 *)(smem + LY::q), *Ks = (__nv_bfloat16 *)(smem + LY::k),
-                  *Vs = (__nv_bfloat16 *)(smem + LY::v);
+    __nv_bfloat16 *Ks = (__nv_bfloat16 *)(smem + LY::k), *Vs = (__nv_bfloat16 *)(smem + LY::v);
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    float *scr = (float *)(smem + LY::scr) + (size_t)warp * 16 * SLD;
-    __nv_bfloat16 *Ps = (__nv_bfloat16 *)(smem + LY::p) + (size_t)warp * 16 * PLD;
-    float *fac = (float *)(smem + LY::fac) + warp * 16;
+    unsigned char *wmem = smem + LY::warps + (size_t)warp * LY::warp_bytes;
+    __nv_bfloat16 *Qs = (__nv_bfloat16 *)wmem;
+    float *scr = (float *)(wmem + LY::q_bytes);
+    __nv_bfloat16 *Ps = (__nv_bfloat16 *)(wmem + LY::q_bytes + LY::scr_bytes);
+    float *fac = (float *)(wmem + LY::q_bytes + LY::scr_bytes + (size_t)16 * PLD * 2);
     float *ridx = (float *)(smem + LY::ridx);
 
-    int r0 = tiles[2 * blockIdx.x], cnt = tiles[2 * blockIdx.x + 1], h = blockIdx.y;
+    int r0 = tiles[2 * blockIdx.x], cnt = tiles[2 * blockIdx.x + 1];
     if (cnt <= 0) return;
+    int h = blockIdx.y * HPB + warp / 4, rw = (warp % 4) * 16; /* this warp: head h, tile rows rw .. rw+15 */
     int g = h / (nh / nkv), kv_dim = nkv * HD;
     const int32_t *table = tables + (size_t)seq[r0] * max_blocks;
     int p_last = pos[r0 + cnt - 1];
+    int wcnt = cnt - rw < 0 ? 0 : cnt - rw > 16 ? 16 : cnt - rw; /* valid rows of this warp */
+    bool warp_live = wcnt > 0;
+    int warp_last = warp_live ? pos[r0 + rw + wcnt - 1] : -1;
 
-    for (int i = threadIdx.x; i < 256; i += PA_WARPS * 32) ridx[i] = (float)(i / 16);
-    load_rows_bf16<HD>(Qs, cnt, [&](int r) { return q + (size_t)(r0 + r) * q_stride + (size_t)h * HD; });
+    for (int i = threadIdx.x; i < 256; i += NT) ridx[i] = (float)(i / 16);
+    /* this warp's 16 Q rows -> bf16 */
+    load_rows_bf16<HD>(Qs, 16, wcnt, lane, 32,
+                       [&](int r) { return q + (size_t)(r0 + rw + r) * q_stride + (size_t)h * HD; });
     __syncthreads();
     /* which row of the warp's 16 each accumulator element holds (the
      * fragment layout is opaque: learn it from a matrix of row numbers) */
@@ -103,11 +115,10 @@ k_attn_prompt(float *__restrict__ out, const float *__restrict__ q, int q_stride
 #pragma unroll
     for (int f = 0; f < NF; f++) wmma::fill_fragment(o[f], 0.f);
     /* lanes 2r and 2r+1 keep row r's running max and sum */
-    int my_row = lane >> 1, half = lane & 1, row_abs = warp * 16 + my_row;
-    bool row_ok = row_abs < cnt;
-    int my_pos = row_ok ? pos[r0 + row_abs] : -1;
+    int my_row = lane >> 1, half = lane & 1;
+    bool row_ok = my_row < wcnt;
+    int my_pos = row_ok ? pos[r0 + rw + my_row] : -1;
     float M = -INFINITY, L = 0.f;
-    bool warp_live = warp * 16 < cnt;
 
     for (int j0 = 0; j0 <= p_last; j0 += PA_KEYS) {
         int kc_cnt = p_last + 1 - j0 < PA_KEYS ? p_last + 1 - j0 : PA_KEYS;
@@ -120,10 +131,10 @@ k_attn_prompt(float *__restrict__ out, const float *__restrict__ q, int q_stride
             int j = j0 + r;
             return vc + ((size_t)table[j / bs] * bs + j % bs) * kv_dim + (size_t)g * HD;
         };
-        load_rows_bf16<HD>(Ks, kc_cnt, krow);
-        load_rows_bf16<HD>(Vs, kc_cnt, vrow);
+        load_rows_bf16<HD>(Ks, PA_KEYS, kc_cnt, threadIdx.x, NT, krow);
+        load_rows_bf16<HD>(Vs, PA_KEYS, kc_cnt, threadIdx.x, NT, vrow);
         __syncthreads();
-        if (!warp_live) continue;
+        if (j0 > warp_last) continue; /* every row of this warp is before the chunk: nothing changes */
         /* S (16 x 64) = Q_w K^T */
 #pragma unroll
         for (int c = 0; c < PA_KEYS / 16; c++) {
@@ -133,7 +144,7 @@ k_attn_prompt(float *__restrict__ out, const float *__restrict__ q, int q_stride
             for (int kk = 0; kk < NF; kk++) {
                 frag_a a;
                 frag_bt b;
-                wmma::load_matrix_sync(a, Qs + (size_t)(warp * 16) * LD + kk * 16, LD);
+                wmma::load_matrix_sync(a, Qs + kk * 16, LD);
                 wmma::load_matrix_sync(b, Ks + (size_t)(c * 16) * LD + kk * 16, LD);
                 wmma::mma_sync(sc, a, b, sc);
             }
@@ -141,22 +152,18 @@ k_attn_prompt(float *__restrict__ out, const float *__restrict__ q, int q_stride
         }
         __syncwarp();
         /* online softmax: lane pair (2r, 2r+1) takes row r, 32 keys each */
-        float s[32], mx = -INFINITY;
-#pragma unroll
-        for (int i = 0; i < 32; i++) {
-            int c = half * 32 + i, j = j0 + c;
-            float v = scr[my_row * SLD + c] * scale;
-            if (!row_ok || j > my_pos) v = -INFINITY;
-            s[i] = v;
-            mx = fmaxf(mx, v);
-        }
+        float mx = -INFINITY;
+        const float *srow = scr + my_row * SLD + half * 32;
+        int jlim = my_pos - (j0 + half * 32); /* keys i <= jlim of this lane's 32 are visible */
+#pragma unroll 8
+        for (int i = 0; i < 32; i++) mx = fmaxf(mx, row_ok && i <= jlim ? srow[i] * scale : -INFINITY);
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         float Mn = fmaxf(M, mx);
         float base = Mn == -INFINITY ? 0.f : Mn; /* a row with no key yet (only rows past cnt) */
         float sum = 0.f;
-#pragma unroll
+#pragma unroll 8
         for (int i = 0; i < 32; i++) {
-            float p = expf(s[i] - base);
+            float p = row_ok && i <= jlim ? expf(srow[i] * scale - base) : 0.f;
             sum += p;
             Ps[my_row * PLD + half * 32 + i] = __float2bfloat16_rn(p);
         }
@@ -167,50 +174,71 @@ k_attn_prompt(float *__restrict__ out, const float *__restrict__ q, int q_stride
         if (!half) fac[my_row] = f;
         __syncwarp();
         /* O = O * f(row) + P V */
+        frag_a pf[PA_KEYS / 16];
+#pragma unroll
+        for (int kk = 0; kk < PA_KEYS / 16; kk++) wmma::load_matrix_sync(pf[kk], Ps + kk * 16, PLD);
 #pragma unroll
         for (int fi = 0; fi < NF; fi++) {
 #pragma unroll
             for (int e = 0; e < o[fi].num_elements; e++) o[fi].x[e] *= fac[(int)rowof.x[e]];
 #pragma unroll
             for (int kk = 0; kk < PA_KEYS / 16; kk++) {
-                frag_a a;
                 frag_b b;
-                wmma::load_matrix_sync(a, Ps + kk * 16, PLD);
                 wmma::load_matrix_sync(b, Vs + (size_t)(kk * 16) * LD + fi * 16, LD);
-                wmma::mma_sync(o[fi], a, b, o[fi]);
+                wmma::mma_sync(o[fi], pf[kk], b, o[fi]);
             }
         }
-        __syncwarp(); /* Ps and fac are rewritten next chunk */
+        __syncwarp(); /* Ps, fac and scr are rewritten next chunk */
     }
     if (!warp_live) return;
     if (!half) fac[my_row] = L > 0.f ? 1.0f / L : 0.f;
     __syncwarp();
+    /* out rows, 64 columns at a time through the scratch */
 #pragma unroll
-    for (int fi = 0; fi < NF; fi++) {
+    for (int f0 = 0; f0 < NF; f0 += 4) {
 #pragma unroll
-        for (int e = 0; e < o[fi].num_elements; e++) o[fi].x[e] *= fac[(int)rowof.x[e]];
-        wmma::store_matrix_sync(scr + fi * 16, o[fi], SLD, wmma::mem_row_major);
-    }
-    __syncwarp();
-    for (int i = lane; i < 16 * HD; i += 32) {
-        int r = i / HD, d = i % HD, ra = warp * 16 + r;
-        if (ra < cnt) out[((size_t)(r0 + ra) * nh + h) * HD + d] = scr[r * SLD + d];
+        for (int fi = f0; fi < f0 + 4 && fi < NF; fi++) {
+#pragma unroll
+            for (int e = 0; e < o[fi].num_elements; e++) o[fi].x[e] *= fac[(int)rowof.x[e]];
+            wmma::store_matrix_sync(scr + (fi - f0) * 16, o[fi], SLD, wmma::mem_row_major);
+        }
+        __syncwarp();
+        int wc = NF - f0 < 4 ? (NF - f0) * 16 : 64;
+        for (int i = lane; i < 16 * wc; i += 32) {
+            int r = i / wc, d = i % wc;
+            if (r < wcnt) out[((size_t)(r0 + rw + r) * nh + h) * HD + f0 * 16 + d] = scr[r * SLD + d];
+        }
+        __syncwarp();
     }
 }
 
-template <int HD>
+template <int HD, int HPB>
 static void launch(ks_stream s, float *out, const float *q, int q_stride, const float *kc, const float *vc,
                    const int32_t *tiles, int max_tiles, const int32_t *pos, const int32_t *seq, const int32_t *tables,
                    int max_blocks, int bs, int nh, int nkv, float scale) {
     static int attr_set;
-    size_t bytes = pa_layout<HD>::bytes;
+    size_t bytes = pa_layout<HD, HPB>::bytes;
     if (!attr_set) {
-        CUDA_CHECK(cudaFuncSetAttribute(k_attn_prompt<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+        CUDA_CHECK(cudaFuncSetAttribute(k_attn_prompt<HD, HPB>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
         attr_set = 1;
     }
-    ks_launch(k_attn_prompt<HD>, dim3(max_tiles, nh), PA_WARPS * 32, bytes, s, out, q, q_stride, kc, vc, tiles, pos, seq,
-                                                                       tables, max_blocks, bs, nh, nkv, scale);
-    CUDA_CHECK_LAUNCH();
+    ks_launch(k_attn_prompt<HD, HPB>, dim3(max_tiles, nh / HPB), HPB * 4 * 32, bytes, s, out, q, q_stride, kc, vc,
+              tiles, pos, seq, tables, max_blocks, bs, nh, nkv, scale);
+}
+
+/* heads per block: as many query heads of one KV head as fit (4 at most;
+ * 2 at head_dim 256, for shared memory) */
+template <int HD>
+static void launch_hd(ks_stream s, float *out, const float *q, int q_stride, const float *kc, const float *vc,
+                      const int32_t *tiles, int max_tiles, const int32_t *pos, const int32_t *seq,
+                      const int32_t *tables, int max_blocks, int bs, int nh, int nkv, float scale) {
+    int G = nh / nkv;
+    if (G % 4 == 0 && HD <= 128)
+        launch<HD, 4>(s, out, q, q_stride, kc, vc, tiles, max_tiles, pos, seq, tables, max_blocks, bs, nh, nkv, scale);
+    else if (G % 2 == 0)
+        launch<HD, 2>(s, out, q, q_stride, kc, vc, tiles, max_tiles, pos, seq, tables, max_blocks, bs, nh, nkv, scale);
+    else
+        launch<HD, 1>(s, out, q, q_stride, kc, vc, tiles, max_tiles, pos, seq, tables, max_blocks, bs, nh, nkv, scale);
 }
 
 extern "C" int ks_cuda_attention_prompt(ks_stream s, float *out, const float *q, int q_stride, const float *kc,
@@ -218,11 +246,11 @@ extern "C" int ks_cuda_attention_prompt(ks_stream s, float *out, const float *q,
                                         const int32_t *seq, const int32_t *tables, int max_blocks, int block_size,
                                         int n_heads, int n_kv_heads, int head_dim, float scale) {
     if (max_tiles <= 0) return 0;
-    if (q_stride % 4) return -1;
+    if (q_stride % 4 || n_kv_heads <= 0 || n_heads % n_kv_heads) return -1;
     switch (head_dim) {
-    case 64: launch<64>(s, out, q, q_stride, kc, vc, tiles, max_tiles, pos, seq, tables, max_blocks, block_size, n_heads, n_kv_heads, scale); return 0;
-    case 128: launch<128>(s, out, q, q_stride, kc, vc, tiles, max_tiles, pos, seq, tables, max_blocks, block_size, n_heads, n_kv_heads, scale); return 0;
-    case 256: launch<256>(s, out, q, q_stride, kc, vc, tiles, max_tiles, pos, seq, tables, max_blocks, block_size, n_heads, n_kv_heads, scale); return 0;
+    case 64: launch_hd<64>(s, out, q, q_stride, kc, vc, tiles, max_tiles, pos, seq, tables, max_blocks, block_size, n_heads, n_kv_heads, scale); return 0;
+    case 128: launch_hd<128>(s, out, q, q_stride, kc, vc, tiles, max_tiles, pos, seq, tables, max_blocks, block_size, n_heads, n_kv_heads, scale); return 0;
+    case 256: launch_hd<256>(s, out, q, q_stride, kc, vc, tiles, max_tiles, pos, seq, tables, max_blocks, block_size, n_heads, n_kv_heads, scale); return 0;
     default: return -1;
     }
 }
