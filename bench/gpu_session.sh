@@ -52,13 +52,12 @@ if has real; then
         while [ "$1" != "--" ]; do envs+=("$1"); shift; done
         shift
         local line
-        line=$(env "${envs[@]}" build/kestrel run "$1" -p "$2" -n "$3" --temp 0 --ignore-eos --device cuda 2>&1 >/dev/null | grep "kestrel: prompt\|kestrel: gemm")
+        line=$(env "${envs[@]}" build/kestrel run "$1" -p "$2" -n "$3" --temp 0 --ignore-eos --device cuda 2>&1 >/dev/null | grep "kestrel: prompt")
         echo "$label: $line" | tee -a "$OUT/real.txt"
     }
     for M in /tmp/q8 /tmp/q17 "$TC"; do
         [ -f "$M/config.json" ] || { echo "no checkpoint $M (see checkpoints.log)"; continue; }
-        run "$M prefill4k prompt-path" KESTREL_GEMM_LOG=1 -- "$M" "$p4k" 16
-        run "$M prefill4k untuned-gemm" KESTREL_GEMM_TUNE=0 -- "$M" "$p4k" 16
+        run "$M prefill4k prompt-path" X=1 -- "$M" "$p4k" 16
         [ -n "${NOPROMPT:-}" ] && run "$M prefill4k no-prompt-path" KESTREL_PROMPT_PATH=0 -- "$M" "$p4k" 16
         run "$M decode512 graphs" X=1 -- "$M" "$p512" 256
         run "$M decode512 no-graphs" KESTREL_CUDA_GRAPHS=0 -- "$M" "$p512" 256

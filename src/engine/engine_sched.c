@@ -358,16 +358,19 @@ int engine_step(engine *e) {
             s->lookup_value = chain_value(e, engine_src_accept_rate(s, DRAFT_SRC_LOOKUP), s->n_lookup, 0.0, s->n_cached);
     }
     /* the proposers' passes, timed: their cost per pass (in decode steps)
-     * follows what they really take here, not only the start-up probe */
+     * follows what they really take here, not only the start-up probe —
+     * from decode steps only: a step with prompt rows also enters the
+     * whole prompt chunk into the head / drafter context, which is prefill
+     * work, not the per-step cost a draft pays */
     if (e->mtp_kv.n_blocks) {
         double t0 = now_s();
         int passes = engine_mtp_update(e, na, feed, tstart, pstart, done);
-        engine_track_cost(e, &e->mtp_ratio, now_s() - t0, passes);
+        if (!n_prompt) engine_track_cost(e, &e->mtp_ratio, now_s() - t0, passes);
     }
     if (e->fl_kv.n_blocks) {
         double t0 = now_s();
         int passes = engine_dflash_update(e, na, feed, tstart, pstart, done);
-        engine_track_cost(e, &e->fl_ratio, now_s() - t0, passes);
+        if (!n_prompt) engine_track_cost(e, &e->fl_ratio, now_s() - t0, passes);
     }
     for (int i = na - 1; i >= 0; i--)
         if (done[i]) {

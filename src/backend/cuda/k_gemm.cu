@@ -6,8 +6,9 @@
  * B (k x n, ld k), which is out row-major.
  *
  * Row invariance (DESIGN.md principle 2): the algorithm is chosen once per
- * weight shape — the fastest of the heuristic's candidates for GEMM_REF_M
- * rows, timed on scratch at the shape's first use — and used for every n,
+ * weight shape, by the heuristic for GEMM_REF_M rows, and used for every n
+ * (timing the heuristic's other candidates on scratch picked slower ones:
+ * 0.72-0.91x prefill on the H200, so the first is taken),
  * so a row's sum does not depend on how many rows share the call; the CUDA
  * tests check it bitwise (n = 1 .. 300 against one call of 512 rows).
  *
@@ -52,8 +53,6 @@ __global__ void k_to_16(T *__restrict__ out, const float *__restrict__ in, long 
 #define GEMM_REF_M 4096
 #define GEMM_WS_BYTES (32u << 20)
 #define GEMM_MAX_SHAPES 64
-#define GEMM_CANDIDATES 8
-#define GEMM_TUNE_M 2048
 
 static struct {
     int tried, ok;
@@ -122,67 +121,9 @@ static int lt_open(void) {
 
 static cudaDataType_t dt_of(int wtype) { return wtype == 2 ? CUDA_R_16BF : CUDA_R_16F; }
 
-/* Of the heuristic's candidates, the fastest over GEMM_TUNE_M rows of
- * scratch (timed once per shape, at its first use, outside graph capture;
- * KESTREL_GEMM_TUNE=0: the heuristic's first). Index into res. */
-static int fastest(cudaStream_t s, cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t la,
-                   const cublasLtMatmulHeuristicResult_t *res, int nres, int rows, int k, int wtype) {
-    const char *e = getenv("KESTREL_GEMM_TUNE");
-    cudaStreamCaptureStatus cs;
-    if (nres < 2 || (e && !strcmp(e, "0")) || cudaStreamIsCapturing(s, &cs) != cudaSuccess ||
-        cs != cudaStreamCaptureStatusNone)
-        return 0;
-    void *a = NULL, *b = NULL, *c = NULL;
-    cublasLtMatrixLayout_t lb = NULL, lc = NULL;
-    cudaEvent_t e0 = NULL, e1 = NULL;
-    int best = 0;
-    float best_ms = 1e30f;
-    if (cudaMalloc(&a, (size_t)rows * k * 2) == cudaSuccess && cudaMalloc(&b, (size_t)GEMM_TUNE_M * k * 2) == cudaSuccess &&
-        cudaMalloc(&c, (size_t)rows * GEMM_TUNE_M * 4) == cudaSuccess && cudaEventCreate(&e0) == cudaSuccess &&
-        cudaEventCreate(&e1) == cudaSuccess &&
-        lt.layout_create(&lb, dt_of(wtype), k, GEMM_TUNE_M, k) == CUBLAS_STATUS_SUCCESS &&
-        lt.layout_create(&lc, CUDA_R_32F, rows, GEMM_TUNE_M, rows) == CUBLAS_STATUS_SUCCESS) {
-        cudaMemsetAsync(a, 0, (size_t)rows * k * 2, s);
-        cudaMemsetAsync(b, 0, (size_t)GEMM_TUNE_M * k * 2, s);
-        float alpha = 1.f, beta = 0.f;
-        for (int i = 0; i < nres; i++) {
-            float ms = 1e30f;
-            for (int rep = 0; rep < 3; rep++) {
-                cudaEventRecord(e0, s);
-                cublasStatus_t st = lt.matmul(lt.h, d, &alpha, a, la, b, lb, &beta, c, lc, c, lc, &res[i].algo, lt.ws,
-                                              GEMM_WS_BYTES, s);
-                cudaEventRecord(e1, s);
-                if (st != CUBLAS_STATUS_SUCCESS || cudaEventSynchronize(e1) != cudaSuccess) {
-                    ms = 1e30f;
-                    break;
-                }
-                float t = 0;
-                cudaEventElapsedTime(&t, e0, e1);
-                if (rep > 0 && t < ms) ms = t; /* rep 0 warms up */
-            }
-            if (ms < best_ms) {
-                best_ms = ms;
-                best = i;
-            }
-        }
-    }
-    cudaGetLastError();
-    if (lb) lt.layout_destroy(lb);
-    if (lc) lt.layout_destroy(lc);
-    if (e0) cudaEventDestroy(e0);
-    if (e1) cudaEventDestroy(e1);
-    cudaFree(a);
-    cudaFree(b);
-    cudaFree(c);
-    if (getenv("KESTREL_GEMM_LOG"))
-        fprintf(stderr, "kestrel: gemm %d x %d: candidate %d of %d, %.1f TFLOP/s at %d rows\n", rows, k, best, nres,
-                best_ms < 1e29f ? 2.0 * rows * k * GEMM_TUNE_M / (best_ms * 1e9) : 0.0, GEMM_TUNE_M);
-    return best;
-}
-
 /* The shape's descriptor and algorithm (chosen for GEMM_REF_M rows); -1
  * when cuBLASLt has none for it. */
-static int shape_of(cudaStream_t s, int rows, int k, int wtype, int bias) {
+static int shape_of(int rows, int k, int wtype, int bias) {
     for (int i = 0; i < lt.n_shapes; i++)
         if (lt.shapes[i].rows == rows && lt.shapes[i].k == k && lt.shapes[i].wtype == wtype && lt.shapes[i].bias == bias)
             return lt.shapes[i].ok ? i : -1;
@@ -213,11 +154,9 @@ static int shape_of(cudaStream_t s, int rows, int k, int wtype, int bias) {
     ok = ok && lt.pref_create(&pref) == CUBLAS_STATUS_SUCCESS;
     uint64_t wsb = GEMM_WS_BYTES;
     ok = ok && lt.pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb) == CUBLAS_STATUS_SUCCESS;
-    cublasLtMatmulHeuristicResult_t res[GEMM_CANDIDATES];
+    cublasLtMatmulHeuristicResult_t res;
     int nres = 0;
-    ok = ok && lt.heuristic(lt.h, d, la, lb, lc, lc, pref, GEMM_CANDIDATES, res, &nres) == CUBLAS_STATUS_SUCCESS &&
-         nres > 0;
-    int pick = ok ? fastest(s, d, la, res, nres, rows, k, wtype) : 0;
+    ok = ok && lt.heuristic(lt.h, d, la, lb, lc, lc, pref, 1, &res, &nres) == CUBLAS_STATUS_SUCCESS && nres > 0;
     if (la) lt.layout_destroy(la);
     if (lb) lt.layout_destroy(lb);
     if (lc) lt.layout_destroy(lc);
@@ -228,7 +167,7 @@ static int shape_of(cudaStream_t s, int rows, int k, int wtype, int bias) {
         return -1;
     }
     lt.shapes[i].desc = d;
-    lt.shapes[i].algo = res[pick].algo;
+    lt.shapes[i].algo = res.algo;
     lt.shapes[i].ok = 1;
     return i;
 }
@@ -237,7 +176,7 @@ extern "C" int ks_cuda_gemm(ks_stream s, float *out, const float *x, const void 
                             int k, int rows) {
     if (n <= 0) return 0;
     if (wtype == 0 || k % 8 || rows % 4 || !lt_open()) return -1;
-    int si = shape_of(s, rows, k, wtype, bias != NULL);
+    int si = shape_of(rows, k, wtype, bias != NULL);
     if (si < 0) return -1;
     size_t need = (size_t)n * k * 2;
     if (need > lt.stage_bytes) {
