@@ -38,7 +38,10 @@ k_matmul(float *__restrict__ out, const float *__restrict__ x, const W *__restri
          const float *__restrict__ bias, int n, int k, int rows) {
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int r0 = (blockIdx.x * MM_WARPS + warp) * R;
-    pdl_start();
+    /* programmatic launch: wait for the kernel before; let the next one be
+     * scheduled only once this warp's weight rows are read (its blocks
+     * waiting earlier held SM slots the matvec's last wave needed) */
+    pdl_wait();
     if (r0 >= rows) return;
     for (int t0 = 0; t0 < n; t0 += MM_TT) {
         int nt = n - t0 < MM_TT ? n - t0 : MM_TT;
@@ -70,6 +73,7 @@ k_matmul(float *__restrict__ out, const float *__restrict__ x, const W *__restri
                 }
             }
         }
+        if (t0 == 0) pdl_trigger();
 #pragma unroll
         for (int q = 0; q < R; q++) {
             int r = r0 + q;
