@@ -10,7 +10,7 @@
 # off, KESTREL_PROMPT_PATH=0), CUDA graphs and programmatic dependent launch
 # on and off; profile = GPU time per op (KESTREL_CUDA_PROFILE) of a
 # 4096-token prefill + 64 decoded tokens; spec = the proposer matrix on
-# tinycoder.
+# tinycoder; long = Qwen3-8B decode after ~16k and ~64k tokens.
 set -u
 OUT=${1:?usage: bench/gpu_session.sh OUT [STAGES]}
 STAGES=${2:-test real profile spec}
@@ -64,6 +64,16 @@ if has real; then
         run "$M decode512 no-pdl" KESTREL_CUDA_PDL=0 -- "$M" "$p512" 256
     done
     [ -f /tmp/q8/config.json ] && build/cuda_ops_bench /tmp/q8 > "$OUT/cuda_ops_bench_q8.txt" 2>&1
+fi
+if has long; then # Qwen3-8B decode after 16k and 64k tokens of context (the whole source tree as text)
+    cat $(git ls-files 'src/*.c' 'src/*.h' 'src/*.cu' 'tests/*.c' 'docs/*.md' 2>/dev/null || find src tests docs -type f) > /tmp/all.txt
+    for n in 16000 64000; do
+        chars=$(( n * 27 / 10 ))
+        [ -f /tmp/q8/config.json ] || break
+        line=$(timeout 240 build/kestrel run /tmp/q8 -p "$(head -c $chars /tmp/all.txt)" -n 128 --temp 0 --ignore-eos \
+            --device cuda 2>&1 >/dev/null | grep "kestrel: prompt")
+        echo "/tmp/q8 context ~$n: $line" | tee -a "$OUT/long.txt"
+    done
 fi
 if has profile; then # GPU time per op (KESTREL_CUDA_PROFILE, graphs off): a 4096-token prefill + 64 tokens
     for M in /tmp/q8 /tmp/q17 "$TC"; do
