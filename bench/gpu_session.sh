@@ -70,7 +70,7 @@ if has long; then # Qwen3-8B decode after 16k and 64k tokens of context (the who
     for n in 16000 64000; do
         chars=$(( n * 27 / 10 ))
         [ -f /tmp/q8/config.json ] || break
-        line=$(timeout 240 build/kestrel run /tmp/q8 -p "$(head -c $chars /tmp/all.txt)" -n 128 --temp 0 --ignore-eos \
+        line=$(head -c $chars /tmp/all.txt | timeout 240 build/kestrel run /tmp/q8 -p - -n 128 --temp 0 --ignore-eos \
             --device cuda 2>&1 >/dev/null | grep "kestrel: prompt")
         echo "/tmp/q8 context ~$n: $line" | tee -a "$OUT/long.txt"
     done
