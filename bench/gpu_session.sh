@@ -10,7 +10,8 @@
 # off, KESTREL_PROMPT_PATH=0), CUDA graphs and programmatic dependent launch
 # on and off; profile = GPU time per op (KESTREL_CUDA_PROFILE) of a
 # 4096-token prefill + 64 decoded tokens; spec = the proposer matrix on
-# tinycoder; long = Qwen3-8B decode after ~16k and ~64k tokens.
+# tinycoder; long = Qwen3-8B decode after ~16k and ~64k tokens; batch =
+# Qwen3-8B concurrency sweep, prefix-cache TTFT and the 32k-prompt stall.
 set -u
 OUT=${1:?usage: bench/gpu_session.sh OUT [STAGES]}
 STAGES=${2:-test real profile spec}
@@ -74,6 +75,16 @@ if has long; then # Qwen3-8B decode after 16k and 64k tokens of context (the who
             --device cuda 2>&1 >/dev/null | grep "kestrel: prompt")
         echo "/tmp/q8 context ~$n: $line" | tee -a "$OUT/long.txt"
     done
+fi
+if has batch; then # issue 7 on the GPU: streams 1/4/16 on Qwen3-8B; prefix-cache TTFT and the 32k stall
+    if [ -f /tmp/q8/config.json ]; then
+        KESTREL=build/kestrel timeout 240 bash bench/bench.sh /tmp/q8 --quick --workloads concurrency --ignore-eos \
+            -- --device cuda --no-pld > "$OUT/batch_q8.txt" 2>&1
+        grep -i "stream\|concurr" "$OUT/batch_q8.txt" | tail -12
+        KESTREL=build/kestrel PREFIX=8192 LONG=32768 timeout 240 bash bench/cache_stall_bench.sh /tmp/q8 -- \
+            --device cuda --ctx-size 40000 --max-concurrent 4 --no-pld > "$OUT/stall_q8.txt" 2>&1
+        tail -4 "$OUT/stall_q8.txt"
+    fi
 fi
 if has profile; then # GPU time per op (KESTREL_CUDA_PROFILE, graphs off): a 4096-token prefill + 64 tokens
     for M in /tmp/q8 /tmp/q17 "$TC"; do

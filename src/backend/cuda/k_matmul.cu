@@ -4,9 +4,9 @@
  * the row (coalesced 512-byte warp loads), keeps one fp32 accumulator per
  * token and adds w*x in chunk order; a fixed xor-butterfly then sums the 32
  * lanes. Tokens are taken in groups of TT, re-reading the row (from L1/L2)
- * for each group (TT = 8 for decode-sized calls, 32 for prefill chunks, so
- * the weights are re-read n/32 times, not n/8). A token's arithmetic is the
- * same for any n and either TT: decode,
+ * for each group (TT = 8 up to 8 tokens, 16 above: a verify step or a batch
+ * of up to 16 reads the weights once; prompt chunks go to k_gemm.cu). A
+ * token's arithmetic is the same for any n and either TT: decode,
  * speculative verify and batched decode give bitwise-equal rows (DESIGN.md
  * principle 2). Memory-bound for small n: the weights are read once per group. */
 #include "backend/cuda/cuda_common.cuh"
@@ -159,7 +159,10 @@ template <typename W, int R, int HINT>
 static void launch_vec(ks_stream s, float *out, const float *x, const W *w, const float *bias, int n, int k, int rows) {
     int rows_per_block = MM_WARPS * R;
     dim3 grid((rows + rows_per_block - 1) / rows_per_block), block(MM_WARPS * 32);
-    ks_launch(k_matmul<W, 8, R, HINT>, grid, block, 0, s, out, x, w, bias, n, k, rows);
+    if (n > 8) /* a verify step or a batch of up to 16: one pass over the weights */
+        ks_launch(k_matmul<W, 16, R, HINT>, grid, block, 0, s, out, x, w, bias, n, k, rows);
+    else
+        ks_launch(k_matmul<W, 8, R, HINT>, grid, block, 0, s, out, x, w, bias, n, k, rows);
 }
 
 template <typename W>
