@@ -20,12 +20,11 @@ tar -xJf .devcarry/gpu.tar.xz -C /tmp/sh
 export KESTREL_SHARED=/tmp/sh/shared LD_LIBRARY_PATH=$PWD/.devcarry/runlib
 SR=$PWD/.devcarry/sysroot/usr
 TC=/tmp/sh/shared/models/tinycoder
-nvidia-smi > "$OUT/nvidia-smi.txt" 2>&1
-git rev-parse --short HEAD > "$OUT/commit.txt" 2>/dev/null
+{ nvidia-smi -L; git rev-parse --short HEAD; } > "$OUT/build.log" 2>&1
 t0=$(date +%s)
 make -j16 all build/cuda_ops_bench CFLAGS="-I$SR/include -I$SR/include/x86_64-linux-gnu" \
     LDFLAGS="-L$SR/lib/x86_64-linux-gnu -Wl,--allow-shlib-undefined" \
-    NVCCFLAGS="-O3 -std=c++17 -Isrc -gencode arch=compute_90a,code=sm_90a -Xcompiler -fPIC" > "$OUT/build.log" 2>&1 ||
+    NVCCFLAGS="-O3 -std=c++17 -Isrc -gencode arch=compute_90a,code=sm_90a -Xcompiler -fPIC" >> "$OUT/build.log" 2>&1 ||
     { tail -40 "$OUT/build.log"; exit 1; }
 echo "build: $(( $(date +%s) - t0 )) s"
 
@@ -33,7 +32,7 @@ has() { case " $STAGES " in *" $1 "*) return 0 ;; esac; return 1; }
 
 if has real; then # checkpoints are written while the tests run
     ( python3 tools/make_random_checkpoint.py qwen3-8b /tmp/q8 --tokenizer-from "$TC" &&
-      python3 tools/make_random_checkpoint.py qwen3-1.7b /tmp/q17 --tokenizer-from "$TC" ) > "$OUT/checkpoints.log" 2>&1 &
+      python3 tools/make_random_checkpoint.py qwen3-1.7b /tmp/q17 --tokenizer-from "$TC" ) > /tmp/checkpoints.log 2>&1 &
 fi
 if has test; then
     t0=$(date +%s)
@@ -64,7 +63,7 @@ if has real; then
         run "$M decode512 no-graphs" KESTREL_CUDA_GRAPHS=0 -- "$M" "$p512" 256
         run "$M decode512 no-pdl" KESTREL_CUDA_PDL=0 -- "$M" "$p512" 256
     done
-    [ -f /tmp/q8/config.json ] && build/cuda_ops_bench /tmp/q8 > "$OUT/cuda_ops_bench_q8.txt" 2>&1
+    [ -f /tmp/q8/config.json ] && build/cuda_ops_bench /tmp/q8 >> "$OUT/real.txt" 2>&1
 fi
 if has long; then # Qwen3-8B decode after 16k and 64k tokens of context (the whole source tree as text)
     cat $(git ls-files 'src/*.c' 'src/*.h' 'src/*.cu' 'tests/*.c' 'docs/*.md' 2>/dev/null || find src tests docs -type f) > /tmp/all.txt
@@ -73,17 +72,17 @@ if has long; then # Qwen3-8B decode after 16k and 64k tokens of context (the who
         [ -f /tmp/q8/config.json ] || break
         line=$(head -c $chars /tmp/all.txt | timeout 240 build/kestrel run /tmp/q8 -p - -n 128 --temp 0 --ignore-eos \
             --device cuda 2>&1 >/dev/null | grep "kestrel: prompt")
-        echo "/tmp/q8 context ~$n: $line" | tee -a "$OUT/long.txt"
+        echo "/tmp/q8 context ~$n: $line" | tee -a "$OUT/real.txt"
     done
 fi
 if has batch; then # issue 7 on the GPU: streams 1/4/16 on Qwen3-8B; prefix-cache TTFT and the 32k stall
     if [ -f /tmp/q8/config.json ]; then
         KESTREL=build/kestrel timeout 240 bash bench/bench.sh /tmp/q8 --quick --workloads concurrency --ignore-eos \
-            -- --device cuda --no-pld > "$OUT/batch_q8.txt" 2>&1
-        grep -i "stream\|concurr" "$OUT/batch_q8.txt" | tail -12
+            --prompts /tmp/sh/shared/models/tinycoder/prompts -- --device cuda --no-pld > "$OUT/batch.txt" 2>&1
+        grep -i "stream\|concurr" "$OUT/batch.txt" | tail -12
         KESTREL=build/kestrel PREFIX=8192 LONG=32768 timeout 240 bash bench/cache_stall_bench.sh /tmp/q8 -- \
-            --device cuda --ctx-size 40000 --max-concurrent 4 --no-pld > "$OUT/stall_q8.txt" 2>&1
-        tail -4 "$OUT/stall_q8.txt"
+            --device cuda --ctx-size 40000 --max-concurrent 4 --no-pld >> "$OUT/batch.txt" 2>&1
+        tail -4 "$OUT/batch.txt"
     fi
 fi
 if has profile; then # GPU time per op (KESTREL_CUDA_PROFILE, graphs off): a 4096-token prefill + 64 tokens
@@ -91,16 +90,18 @@ if has profile; then # GPU time per op (KESTREL_CUDA_PROFILE, graphs off): a 409
         [ -f "$M/config.json" ] || continue
         b=$(basename "$M")
         KESTREL_CUDA_PROFILE=1 KESTREL_CUDA_GRAPHS=0 build/kestrel run "$M" -p "$(head -c 11030 /tmp/src.txt)" -n 64 \
-            --temp 0 --ignore-eos --device cuda 2>&1 >/dev/null | grep -A30 "kestrel: prompt" > "$OUT/profile_$b.txt"
-        echo "== $b"; cat "$OUT/profile_$b.txt"
+            --temp 0 --ignore-eos --device cuda 2>&1 >/dev/null | grep -A30 "kestrel: prompt" > "/tmp/profile_$b.txt"
+        { echo "== $b"; cat "/tmp/profile_$b.txt"; } | tee -a "$OUT/profile.txt"
     done
 fi
 if has spec; then
     for f in "--mtp --no-pld" "--drafter $TC/dflash --no-pld --no-mtp"; do # the measured pass costs
         build/kestrel run "$TC" -p "$(head -c 1378 /tmp/src.txt)" -n 128 --temp 0 --device cuda $f 2>&1 >/dev/null |
-            grep "measured costs\|kestrel: prompt" | tee -a "$OUT/spec_costs.txt"
+            grep "measured costs\|kestrel: prompt" | tee -a "$OUT/spec.txt"
     done
-    KESTREL=build/kestrel CONFIGS="plain pld mtp dflash dflash8 auto" timeout 300 \
-        bash bench/proposer_bench.sh "$TC" -- --device cuda > "$OUT/proposer.txt" 2>&1
-    tail -30 "$OUT/proposer.txt"
+    [ -n "${SPEC_NOGATES:-}" ] && KESTREL=build/kestrel NOGATES=1 WORKLOADS=code CONFIGS="mtp dflash" timeout 200 \
+        bash bench/proposer_bench.sh "$TC" -- --device cuda >> "$OUT/spec.txt" 2>&1
+    KESTREL=build/kestrel CONFIGS="${SPEC_CONFIGS:-plain pld mtp dflash dflash8 auto}" timeout 300 \
+        bash bench/proposer_bench.sh "$TC" -- --device cuda >> "$OUT/spec.txt" 2>&1
+    tail -8 "$OUT/spec.txt"
 fi
