@@ -88,83 +88,6 @@ k_matmul(float *__restrict__ out, const float *__restrict__ x, const W *__restri
     }
 }
 
-/* More than 8 tokens (a batch or a long verify step): the same sums, with
- * the tokens' activations staged in shared memory one K tile (MM_KT
- * columns) at a time. Read straight from global memory, 16 activation rows
- * (256 KB at k = 4096) spill L1 and every 16-byte weight chunk costs 512
- * bytes of L2 traffic. MM_KT is a multiple of 256, so each lane still adds
- * its chunks lane*8, lane*8 + 256, ... in the same order: bitwise the
- * kernel above. */
-#define MM_KT 1024
-template <typename W, int MM_TT, int R, int HINT>
-__global__ void __launch_bounds__(MM_WARPS * 32)
-k_matmul_xs(float *__restrict__ out, const float *__restrict__ x, const W *__restrict__ w,
-            const float *__restrict__ bias, int n, int k, int rows) {
-    extern __shared__ __align__(16) float xs[]; /* (MM_TT, MM_KT) */
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    int r0 = (blockIdx.x * MM_WARPS + warp) * R;
-    bool live = r0 < rows; /* every thread stages activations: no early return */
-    pdl_wait();
-    for (int t0 = 0; t0 < n; t0 += MM_TT) {
-        int nt = n - t0 < MM_TT ? n - t0 : MM_TT;
-        float acc[R][MM_TT];
-#pragma unroll
-        for (int q = 0; q < R; q++)
-#pragma unroll
-            for (int t = 0; t < MM_TT; t++) acc[q][t] = 0.f;
-        for (int k0 = 0; k0 < k; k0 += MM_KT) {
-            int kt = k - k0 < MM_KT ? k - k0 : MM_KT;
-            __syncthreads(); /* the previous tile is consumed */
-            for (int i = threadIdx.x * 4; i < nt * kt; i += MM_WARPS * 32 * 4) {
-                int t = i / kt, c = i % kt;
-                *reinterpret_cast<float4 *>(xs + t * MM_KT + c) =
-                    *reinterpret_cast<const float4 *>(x + (size_t)(t0 + t) * k + k0 + c);
-            }
-            __syncthreads();
-            if (!live) continue;
-#pragma unroll 4
-            for (int kk = k0 + lane * 8; kk < k0 + kt; kk += 256) {
-                uint4 wv[R];
-#pragma unroll
-                for (int q = 0; q < R; q++) {
-                    int r = r0 + q < rows ? r0 + q : rows - 1;
-                    wv[q] = ldw16<HINT>(w + (size_t)r * k + kk);
-                }
-#pragma unroll
-                for (int t = 0; t < MM_TT; t++) {
-                    if (t < nt) {
-                        float xf[8];
-                        const float4 *xp = reinterpret_cast<const float4 *>(xs + t * MM_KT + (kk - k0));
-                        float4 a = xp[0], b = xp[1];
-                        xf[0] = a.x; xf[1] = a.y; xf[2] = a.z; xf[3] = a.w;
-                        xf[4] = b.x; xf[5] = b.y; xf[6] = b.z; xf[7] = b.w;
-#pragma unroll
-                        for (int q = 0; q < R; q++) {
-                            float wf[8];
-                            unpack8(wv[q], w, wf);
-#pragma unroll
-                            for (int i = 0; i < 8; i++) acc[q][t] = fmaf(wf[i], xf[i], acc[q][t]);
-                        }
-                    }
-                }
-            }
-        }
-        if (t0 == 0) pdl_trigger();
-        if (!live) continue;
-#pragma unroll
-        for (int q = 0; q < R; q++) {
-            int r = r0 + q;
-#pragma unroll
-            for (int t = 0; t < MM_TT; t++) {
-                if (t < nt) {
-                    float v = warp_sum(acc[q][t]);
-                    if (lane == 0 && r < rows) out[(size_t)(t0 + t) * rows + r] = bias ? v + bias[r] : v;
-                }
-            }
-        }
-    }
-}
-
 /* f32 weights: two float4 per 8 elements, same chunk order */
 template <int MM_TT>
 __global__ void __launch_bounds__(MM_WARPS * 32)
@@ -236,16 +159,9 @@ template <typename W, int R, int HINT>
 static void launch_vec(ks_stream s, float *out, const float *x, const W *w, const float *bias, int n, int k, int rows) {
     int rows_per_block = MM_WARPS * R;
     dim3 grid((rows + rows_per_block - 1) / rows_per_block), block(MM_WARPS * 32);
-    if (n > 8) { /* a verify step or a batch of up to 16: one pass over the weights, activations staged */
-        static int attr_set;
-        size_t smem = (size_t)16 * MM_KT * sizeof(float);
-        if (!attr_set) {
-            CUDA_CHECK(cudaFuncSetAttribute(k_matmul_xs<W, 16, R, HINT>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                            (int)smem));
-            attr_set = 1;
-        }
-        ks_launch(k_matmul_xs<W, 16, R, HINT>, grid, block, smem, s, out, x, w, bias, n, k, rows);
-    } else
+    if (n > 8) /* a verify step or a batch of up to 16: one pass over the weights */
+        ks_launch(k_matmul<W, 16, R, HINT>, grid, block, 0, s, out, x, w, bias, n, k, rows);
+    else
         ks_launch(k_matmul<W, 8, R, HINT>, grid, block, 0, s, out, x, w, bias, n, k, rows);
 }
 
