@@ -7,7 +7,6 @@
 
 #include "base/err.h"
 #include "engine/engine_internal.h"
-#include "sample/sample.h"
 
 /* ---- MTP head ---------------------------------------------------------- */
 

@@ -225,11 +225,12 @@ int engine_step(engine *e) {
     int budget = decoding ? e->cfg.prefill_chunk / 4 : e->cfg.prefill_chunk;
     if (budget < 16) budget = 16;
     int feed[na];
+    bool prompt_of[na]; /* the sequence feeds prompt tokens this step */
     for (int i = 0; i < na; i++) {
         seq_state *s = e->active[i];
         int want = s->n_ctx - s->n_cached;
         s->n_draft = 0;
-        bool prompt = s->n_cached < s->r->n_prompt;
+        bool prompt = prompt_of[i] = s->n_cached < s->r->n_prompt;
         if (want > 1) {
             /* a step feeds prompt tokens or generated ones, not both (after
              * a preemption the recomputed answer follows in later steps) */
@@ -292,12 +293,12 @@ int engine_step(engine *e) {
     /* sequences feeding prompt tokens first: the batch's leading rows are
      * its prompt rows (model_batch.n_prompt) */
     for (int i = 0; i < na; i++)
-        if (e->active[i]->n_cached < e->active[i]->r->n_prompt) {
+        if (prompt_of[i]) {
             order[n_order++] = i;
             n_prompt += feed[i];
         }
     for (int i = 0; i < na; i++)
-        if (e->active[i]->n_cached >= e->active[i]->r->n_prompt) order[n_order++] = i;
+        if (!prompt_of[i]) order[n_order++] = i;
     for (int o = 0, t = 0; o < na; o++) {
         int i = order[o];
         seq_state *s = e->active[i];

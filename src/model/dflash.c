@@ -8,7 +8,6 @@
 #include <string.h>
 
 #include "base/err.h"
-#include "sample/sample.h"
 
 struct dflash {
     model *dm;          /* the drafter's layers; embed/lm_head are the target's (borrowed_io) */

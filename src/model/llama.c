@@ -345,10 +345,18 @@ int model_capture_layers(model *m, const int *layers, int n) {
     return KS_OK;
 }
 
-static int graphs_enabled(void) {
-    const char *e = getenv("KESTREL_CUDA_GRAPHS");
-    return !e || strcmp(e, "0") != 0;
+/* An on-by-default switch from the environment (NAME=0 turns it off), read
+ * once: these are asked on every forward. */
+static bool env_on(const char *name, int *cache) {
+    if (*cache < 0) {
+        const char *e = getenv(name);
+        *cache = !e || strcmp(e, "0") != 0;
+    }
+    return *cache;
 }
+
+static int graphs_cache = -1, prompt_cache = -1;
+static bool graphs_enabled(void) { return env_on("KESTREL_CUDA_GRAPHS", &graphs_cache); }
 
 bool model_graphs_on(const model *m, int n) {
     return m->be->ops->graph_begin && n <= MODEL_GRAPH_MAX_TOKENS && graphs_enabled();
@@ -393,10 +401,7 @@ int model_graph_run(model *m, const model_graph_key *key, bool graph, void (*ops
     return KS_OK;
 }
 
-static int prompt_enabled(void) {
-    const char *e = getenv("KESTREL_PROMPT_PATH");
-    return !e || strcmp(e, "0") != 0;
-}
+static bool prompt_enabled(void) { return env_on("KESTREL_PROMPT_PATH", &prompt_cache); }
 
 /* Cuts the prompt rows [0, b->n_prompt) into tiles of at most
  * BK_PROMPT_TILE consecutive positions of one sequence and uploads them;
