@@ -24,36 +24,45 @@ static void sync(backend *be) {
     be->ops->buf_download(be, &x, d, 4);
 }
 
-/* model_forward of one decode token after a 512-token prompt, repeated */
+/* model_forward of one decode step of S sequences (1 token each, S = 1, 4,
+ * 16) after a 512-token prompt each, repeated: the GPU side of batched
+ * decode without the server (CUDA graphs as KESTREL_CUDA_GRAPHS says) */
 static void time_forward(backend *be, const char *dir) {
     model *m;
     if (model_load(&m, dir, be) != 0) {
         fprintf(stderr, "cuda_ops_bench: cannot load %s\n", dir);
         return;
     }
+    enum { P = 512, S = 16 };
     kv_cache kv;
-    model_kv_init(m, &kv, 8192);
-    kv_seq s = {0};
-    kv_seq *seqs[1] = {&s};
-    int n = 512;
-    int32_t *tok = calloc(n, 4), *pos = malloc(n * 4), *seq = calloc(n, 4), row = n - 1;
-    for (int i = 0; i < n; i++) { tok[i] = 100 + i; pos[i] = i; }
-    float *logits = malloc((size_t)m->cfg.vocab_size * 4);
-    kv_seq_reserve(&kv, &s, n + 64);
-    model_batch b = {n, tok, pos, seq, 1, seqs, 1, &row, 0};
-    double t0 = now();
-    model_forward(m, &kv, &b, logits);
-    printf("forward prefill n=%d: %.1f ms\n", n, (now() - t0) * 1e3);
-    for (int g = 1; g >= 0; g--) {
-        setenv("KESTREL_CUDA_GRAPHS", g ? "1" : "0", 1);
-        int32_t p1 = n, r0 = 0;
-        model_batch d = {1, tok, &p1, seq, 1, seqs, 1, &r0, 0};
-        for (int w = 0; w < 3; w++) model_forward(m, &kv, &d, logits);
-        t0 = now();
-        for (int r = 0; r < 20; r++) model_forward(m, &kv, &d, logits);
-        printf("forward decode n=1 (graphs %s): %.3f ms/token\n", g ? "on" : "off", (now() - t0) / 20 * 1e3);
+    model_kv_init(m, &kv, S * (P + 64));
+    kv_seq s[S];
+    kv_seq *seqs[S];
+    memset(s, 0, sizeof s);
+    int32_t *tok = calloc(P, 4), *pos = malloc(P * 4), *seq = calloc(P, 4), row = P - 1;
+    float *logits = malloc((size_t)S * m->cfg.vocab_size * 4);
+    for (int i = 0; i < S; i++) {
+        seqs[i] = &s[i];
+        for (int j = 0; j < P; j++) { tok[j] = 100 + i + j; pos[j] = j; }
+        kv_seq_reserve(&kv, &s[i], P + 64);
+        model_batch b = {P, tok, pos, seq, 1, &seqs[i], 1, &row, P};
+        double t0 = now();
+        model_forward(m, &kv, &b, logits);
+        if (i == 0) printf("forward prefill n=%d: %.1f ms\n", P, (now() - t0) * 1e3);
     }
-    kv_seq_release(&kv, &s);
+    int ns_list[3] = {1, 4, 16};
+    for (int li = 0; li < 3; li++) {
+        int ns = ns_list[li];
+        int32_t dt[S], dp[S], dsq[S], dr[S];
+        for (int i = 0; i < ns; i++) { dt[i] = 7 + i; dp[i] = P; dsq[i] = i; dr[i] = i; }
+        model_batch d = {ns, dt, dp, dsq, ns, seqs, ns, dr, 0};
+        for (int w = 0; w < 3; w++) model_forward(m, &kv, &d, logits);
+        double t0 = now();
+        for (int r = 0; r < 20; r++) model_forward(m, &kv, &d, logits);
+        double ms = (now() - t0) / 20 * 1e3;
+        printf("forward decode %2d sequences x 1 token: %.3f ms/step, %.0f tok/s\n", ns, ms, ns / ms * 1e3);
+    }
+    for (int i = 0; i < S; i++) kv_seq_release(&kv, &s[i]);
     kv_cache_free(&kv);
     model_free(m);
     free(tok); free(pos); free(seq); free(logits);

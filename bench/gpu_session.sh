@@ -7,9 +7,11 @@
 # STAGES (default "test real spec"): test = `test_runner cuda`; real =
 # random-weight Qwen3-8B / 1.7B checkpoints, decode after a 512-token prompt
 # and prefill of a 4096-token prompt (NOPROMPT=1: also with the prompt path
-# off, KESTREL_PROMPT_PATH=0), CUDA graphs and programmatic dependent launch
+# off, KESTREL_PROMPT_PATH=0; MM_OLD=1: also with the CUDA-core matvec,
+# KESTREL_MM_VARIANT=4), CUDA graphs and programmatic dependent launch
 # on and off; profile = GPU time per op (KESTREL_CUDA_PROFILE) of a
-# 4096-token prefill + 64 decoded tokens; spec = the proposer matrix on
+# 4096-token prefill + 64 decoded tokens; ops = cuda_ops_bench (op timings
+# at Qwen3-8B shapes, model_forward of 1 / 4 / 16 decode sequences); spec = the proposer matrix on
 # tinycoder; long = Qwen3-8B decode after ~16k and ~64k tokens; batch =
 # Qwen3-8B concurrency sweep, prefix-cache TTFT and the 32k-prompt stall.
 set -u
@@ -30,9 +32,15 @@ echo "build: $(( $(date +%s) - t0 )) s"
 
 has() { case " $STAGES " in *" $1 "*) return 0 ;; esac; return 1; }
 
-if has real; then # checkpoints are written while the tests run
-    ( python3 tools/make_random_checkpoint.py qwen3-8b /tmp/q8 --tokenizer-from "$TC" &&
-      python3 tools/make_random_checkpoint.py qwen3-1.7b /tmp/q17 --tokenizer-from "$TC" ) > /tmp/checkpoints.log 2>&1 &
+# the random checkpoints get the Qwen3 tokenizer when it is carried
+# (.devcarry/qwen3tok: random tokens then decode to text, which the
+# server's streams and the bench's token counts need), else tinycoder's
+QTOK=$PWD/.devcarry/qwen3tok
+[ -f "$QTOK/tokenizer.json" ] || QTOK=$TC
+if has real || has ops || has batch || has long || has profile; then # written while the tests run
+    ( python3 tools/make_random_checkpoint.py qwen3-8b /tmp/q8 --tokenizer-from "$QTOK" &&
+      { has real || has profile; } &&
+      python3 tools/make_random_checkpoint.py qwen3-1.7b /tmp/q17 --tokenizer-from "$QTOK" ) > /tmp/checkpoints.log 2>&1 &
 fi
 if has test; then
     t0=$(date +%s)
@@ -42,8 +50,8 @@ if has test; then
     grep -c "^ok" "$OUT/test_cuda.txt"
 fi
 wait
+cat src/model/llama.c src/engine/engine_sched.c src/engine/engine_seq.c src/model/dflash.c src/engine/engine.c > /tmp/src.txt
 if has real; then
-    cat src/model/llama.c src/engine/engine_sched.c src/engine/engine_seq.c src/model/dflash.c src/engine/engine.c > /tmp/src.txt
     p512=$(head -c 1378 /tmp/src.txt)
     p4k=$(head -c 11030 /tmp/src.txt)
     run() { # LABEL ENV... -- MODEL PROMPT N
@@ -62,8 +70,14 @@ if has real; then
         run "$M decode512 graphs" X=1 -- "$M" "$p512" 256
         run "$M decode512 no-graphs" KESTREL_CUDA_GRAPHS=0 -- "$M" "$p512" 256
         run "$M decode512 no-pdl" KESTREL_CUDA_PDL=0 -- "$M" "$p512" 256
+        [ -n "${MM_OLD:-}" ] && run "$M decode512 cuda-core matvec" KESTREL_MM_VARIANT=4 -- "$M" "$p512" 256
     done
-    [ -f /tmp/q8/config.json ] && build/cuda_ops_bench /tmp/q8 >> "$OUT/real.txt" 2>&1
+fi
+if has ops; then # op timings at Qwen3-8B shapes; model_forward of 1 / 4 / 16 decode sequences
+    { build/cuda_ops_bench; build/cuda_ops_bench /tmp/q8; } > "$OUT/ops.txt" 2>&1
+    [ -n "${MM_OLD:-}" ] && { echo "== KESTREL_MM_VARIANT=4 (CUDA-core matvec)"; KESTREL_MM_VARIANT=4 build/cuda_ops_bench;
+        KESTREL_MM_VARIANT=4 build/cuda_ops_bench /tmp/q8; } >> "$OUT/ops.txt" 2>&1
+    grep "forward\|matmul.*n=16 \|==" "$OUT/ops.txt"
 fi
 if has long; then # Qwen3-8B decode after 16k and 64k tokens of context (the whole source tree as text)
     cat $(git ls-files 'src/*.c' 'src/*.h' 'src/*.cu' 'tests/*.c' 'docs/*.md' 2>/dev/null || find src tests docs -type f) > /tmp/all.txt

@@ -124,6 +124,10 @@ int api_get_sampling(json_t *o, engine_params *p, bool ollama, api_err *e) {
     if (r) p->mtp = b;
     if ((r = api_get_bool(o, "speculative", &b, e)) < 0) return -1; /* kestrel extension */
     if (r) p->spec = b;
+    /* vLLM / llama-server extension (benchmarks): do not stop at the
+     * model's end-of-sequence tokens; stop strings and max_tokens still do */
+    if ((r = api_get_bool(o, "ignore_eos", &b, e)) < 0) return -1;
+    if (r && b) p->n_eos = 0;
     return 0;
 }
 

@@ -74,6 +74,16 @@ test('chat: ends with finish_reason stop at end of turn', async () => {
   assert.ok(r.usage.completion_tokens < 400);
 });
 
+test('chat: ignore_eos (vLLM / llama-server extension) decodes past the end of turn', async () => {
+  const m = msgs('Write a Python function `add`: Return the sum of a and b.');
+  const a = await chat({ messages: m, max_tokens: 400 });
+  assert.equal(a.choices[0].finish_reason, 'stop');
+  const n = a.usage.completion_tokens + 8;
+  const b = await chat({ messages: m, max_tokens: n, ignore_eos: true });
+  assert.equal(b.choices[0].finish_reason, 'length');
+  assert.equal(b.usage.completion_tokens, n);
+});
+
 test('chat: streamed text == non-streamed text (temperature 0), usage chunk', async () => {
   for (const [user, max] of [
     ['Write a Python function `add`: Return the sum of a and b.', 400],

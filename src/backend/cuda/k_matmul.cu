@@ -1,14 +1,23 @@
-/* k_matmul.cu — out[t, r] = sum_k x[t, k] * W[r, k] (+ bias[r])
+/* k_matmul.cu — out[t, r] = sum_k x[t, k] * W[r, k] (+ bias[r]) for the
+ * decode role (1 to a few dozen rows: decode, speculative verify, batched
+ * decode; prompt chunks go to k_gemm.cu).
  *   W: (rows, k) bf16 / f16 / f32 row-major (the checkpoint's layout), x: (n, k) f32.
- * One warp per R output rows (R = 2 by default; loads of the rows interleaved). Lane l reads the 16-byte chunks l, l+32, ... of
- * the row (coalesced 512-byte warp loads), keeps one fp32 accumulator per
- * token and adds w*x in chunk order; a fixed xor-butterfly then sums the 32
- * lanes. Tokens are taken in groups of TT, re-reading the row (from L1/L2)
- * for each group (TT = 8 up to 8 tokens, 16 above: a verify step or a batch
- * of up to 16 reads the weights once; prompt chunks go to k_gemm.cu). A
- * token's arithmetic is the same for any n and either TT: decode,
- * speculative verify and batched decode give bitwise-equal rows (DESIGN.md
- * principle 2). Memory-bound for small n: the weights are read once per group. */
+ * bf16 weights with k % 32 == 0 (every real model) run on the tensor cores
+ * (k_matvec_tc): a block owns 16 rows, its 8 warps take interleaved 32-wide
+ * k blocks (a split fixed by k alone), each lane loads 16 contiguous bytes of
+ * two rows and feeds them to mma.sync m16n8k16 with k permuted identically
+ * in A and B (a dot product does not care which k slot holds which pair);
+ * x is split exactly into two bf16 parts, hi = bf16(x) and lo = bf16(x - hi)
+ * (residual below 2^-17 |x|), multiplied in two mmas into the same fp32
+ * accumulators, 8 tokens per mma; the 8 warps' partial sums are added in
+ * warp order through shared memory. Weights are read once per 32 tokens.
+ * Other formats: one warp per R rows on the CUDA cores (k_matmul): lane l
+ * reads the 16-byte chunks l, l+32, ... of the row, keeps one fp32
+ * accumulator per token and adds w*x in chunk order; a fixed xor-butterfly
+ * sums the 32 lanes; tokens in groups of TT (8, or 16 above 8 tokens).
+ * Either way a token's arithmetic is the same for any n (an mma's output
+ * column depends only on its own column of B): decode, speculative verify
+ * and batched decode give bitwise-equal rows (DESIGN.md principle 2). */
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
 
@@ -88,6 +97,121 @@ k_matmul(float *__restrict__ out, const float *__restrict__ x, const W *__restri
     }
 }
 
+
+/* ---- bf16 on the tensor cores ---- */
+#define TC_WARPS 8
+#define TC_U 4 /* k blocks per warp in flight: 4 x 2 x 16 bytes per lane */
+
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo_k, float hi_k) {
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo_k, hi_k); /* .x (lower k) in the low half */
+    return *reinterpret_cast<uint32_t *>(&h);
+}
+
+/* c (16x8 fp32, this lane's 4) += A (16x16 bf16) * B (16x8 bf16) */
+__device__ __forceinline__ void mma_bf16(float *c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                         uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+/* Lane (g = lane / 4, q = lane % 4) holds the 8 weights k0 + 8q .. +7 of
+ * rows g and g + 8 of the block (wa, wb) and the 8 x values of token g of a
+ * group at the same k. mma 1 takes weights/x 0..3 (A regs: row g pair 0-1,
+ * row g+8 pair 0-1, row g pair 2-3, row g+8 pair 2-3; B regs: pair 0-1,
+ * pair 2-3 — the fragment layout of m16n8k16 with slot 2q+j <-> k 8q+j and
+ * slot 2q+8+j <-> k 8q+2+j), mma 2 takes 4..7. C: lane holds rows g, g+8 of
+ * tokens 2q, 2q+1. */
+template <int G, int HINT>
+__global__ void __launch_bounds__(TC_WARPS * 32)
+k_matvec_tc(float *__restrict__ out, const float *__restrict__ x, const __nv_bfloat16 *__restrict__ w,
+            const float *__restrict__ bias, int n, int k, int rows) {
+    __shared__ float red[TC_WARPS][G][4][32];
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+    int r0 = blockIdx.x * 16;
+    int ra = min(r0 + g, rows - 1), rb = min(r0 + g + 8, rows - 1);
+    const __nv_bfloat16 *wa = w + (size_t)ra * k + q * 8, *wb = w + (size_t)rb * k + q * 8;
+    int nkb = k >> 5;
+    bool waited = false;
+    for (int t0 = 0; t0 < n; t0 += 8 * G) {
+        float acc[G][4];
+#pragma unroll
+        for (int j = 0; j < G; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+        for (int kb0 = warp; kb0 < nkb; kb0 += TC_WARPS * TC_U) {
+            uint4 A[TC_U], B[TC_U];
+#pragma unroll
+            for (int u = 0; u < TC_U; u++) {
+                int kb = kb0 + u * TC_WARPS;
+                if (kb < nkb) {
+                    A[u] = ldw16<HINT>(wa + kb * 32);
+                    B[u] = ldw16<HINT>(wb + kb * 32);
+                }
+            }
+            /* the weights are constants: their first loads overlap the
+             * kernel before (programmatic launch); x is its output */
+            if (!waited) {
+                pdl_wait();
+                waited = true;
+            }
+#pragma unroll
+            for (int u = 0; u < TC_U; u++) {
+                int kb = kb0 + u * TC_WARPS;
+                if (kb >= nkb) break;
+#pragma unroll
+                for (int j = 0; j < G; j++) {
+                    if (t0 + j * 8 >= n) break;
+                    int tok = t0 + j * 8 + g;
+                    float xf[8];
+                    if (tok < n) load8(x + (size_t)tok * k + kb * 32 + q * 8, xf);
+                    else
+#pragma unroll
+                        for (int i = 0; i < 8; i++) xf[i] = 0.f;
+                    uint32_t hi[4], lo[4];
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        float h0 = __bfloat162float(__float2bfloat16_rn(xf[2 * i]));
+                        float h1 = __bfloat162float(__float2bfloat16_rn(xf[2 * i + 1]));
+                        hi[i] = pack_bf16x2(h0, h1);
+                        lo[i] = pack_bf16x2(xf[2 * i] - h0, xf[2 * i + 1] - h1);
+                    }
+                    mma_bf16(acc[j], A[u].x, B[u].x, A[u].y, B[u].y, hi[0], hi[1]);
+                    mma_bf16(acc[j], A[u].x, B[u].x, A[u].y, B[u].y, lo[0], lo[1]);
+                    mma_bf16(acc[j], A[u].z, B[u].z, A[u].w, B[u].w, hi[2], hi[3]);
+                    mma_bf16(acc[j], A[u].z, B[u].z, A[u].w, B[u].w, lo[2], lo[3]);
+                }
+            }
+        }
+        if (!waited) { /* no k block for this warp: still wait before writing out */
+            pdl_wait();
+            waited = true;
+        }
+        if (t0 == 0) pdl_trigger();
+#pragma unroll
+        for (int j = 0; j < G; j++)
+#pragma unroll
+            for (int c = 0; c < 4; c++) red[warp][j][c][lane] = acc[j][c];
+        __syncthreads();
+        for (int e = threadIdx.x; e < G * 128; e += TC_WARPS * 32) {
+            int j = e >> 7, c = (e >> 5) & 3, l = e & 31;
+            int r = r0 + (l >> 2) + (c >= 2 ? 8 : 0), tok = t0 + j * 8 + (l & 3) * 2 + (c & 1);
+            float v = red[0][j][c][l];
+#pragma unroll
+            for (int wi = 1; wi < TC_WARPS; wi++) v += red[wi][j][c][l];
+            if (tok < n && r < rows) out[(size_t)tok * rows + r] = bias ? v + bias[r] : v;
+        }
+        __syncthreads();
+    }
+}
+
+static void launch_tc(ks_stream s, float *out, const float *x, const __nv_bfloat16 *w, const float *bias, int n,
+                      int k, int rows) {
+    dim3 grid((rows + 15) / 16), block(TC_WARPS * 32);
+    if (n <= 8) ks_launch(k_matvec_tc<1, 1>, grid, block, 0, s, out, x, w, bias, n, k, rows);
+    else if (n <= 16) ks_launch(k_matvec_tc<2, 1>, grid, block, 0, s, out, x, w, bias, n, k, rows);
+    else ks_launch(k_matvec_tc<4, 1>, grid, block, 0, s, out, x, w, bias, n, k, rows);
+}
+
 /* f32 weights: two float4 per 8 elements, same chunk order */
 template <int MM_TT>
 __global__ void __launch_bounds__(MM_WARPS * 32)
@@ -142,15 +266,16 @@ __global__ void k_matmul_scalar(float *out, const float *x, const W *w, const fl
     }
 }
 
-/* KESTREL_MM_VARIANT (tuning aid): rows per warp 1/2/4 without (0, 1, 2) or
- * with (3, 4, 5) the L2 256-byte hint. Default 4 (2 rows, hint): on the H200
- * it read 2.7-3.9 TB/s at Qwen3-8B shapes where 0 read 1.3-2.1 (BENCHMARKS.md). */
+/* KESTREL_MM_VARIANT (tuning aid, bf16): 6 (default) the tensor cores;
+ * CUDA cores with rows per warp 1/2/4 without (0, 1, 2) or with (3, 4, 5)
+ * the L2 256-byte hint (4 read 2.7-3.9 TB/s at Qwen3-8B shapes on the H200,
+ * 0 read 1.3-2.1; BENCHMARKS.md). */
 static int mm_variant(void) {
     static int v = -1;
     if (v < 0) {
         const char *e = getenv("KESTREL_MM_VARIANT");
-        v = e ? atoi(e) : 4;
-        if (v < 0 || v > 5) v = 4;
+        v = e ? atoi(e) : 6;
+        if (v < 0 || v > 6) v = 6;
     }
     return v;
 }
@@ -187,6 +312,8 @@ extern "C" void ks_cuda_matmul(ks_stream s, float *out, const float *x, const vo
         if (wtype == 2) ks_launch(k_matmul_scalar<__nv_bfloat16>, grid, block, 0, s, out, x, (const __nv_bfloat16 *)w, bias, n, k, rows);
         else if (wtype == 1) ks_launch(k_matmul_scalar<__half>, grid, block, 0, s, out, x, (const __half *)w, bias, n, k, rows);
         else ks_launch(k_matmul_scalar<float>, grid, block, 0, s, out, x, (const float *)w, bias, n, k, rows);
+    } else if (wtype == 2 && k % 32 == 0 && mm_variant() == 6) {
+        launch_tc(s, out, x, (const __nv_bfloat16 *)w, bias, n, k, rows);
     } else if (wtype == 2) {
         launch_typed<__nv_bfloat16>(s, out, x, (const __nv_bfloat16 *)w, bias, n, k, rows);
     } else if (wtype == 1) {
