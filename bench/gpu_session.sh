@@ -33,9 +33,10 @@ echo "build: $(( $(date +%s) - t0 )) s"
 has() { case " $STAGES " in *" $1 "*) return 0 ;; esac; return 1; }
 
 # the random checkpoints get the Qwen3 tokenizer when it is carried
-# (.devcarry/qwen3tok: random tokens then decode to text, which the
+# (.devcarry/qwen3tok.tar.xz: random tokens then decode to text, which the
 # server's streams and the bench's token counts need), else tinycoder's
-QTOK=$PWD/.devcarry/qwen3tok
+QTOK=/tmp/qwen3tok
+[ -f .devcarry/qwen3tok.tar.xz ] && tar -xJf .devcarry/qwen3tok.tar.xz -C /tmp
 [ -f "$QTOK/tokenizer.json" ] || QTOK=$TC
 if has real || has ops || has batch || has long || has profile; then # written while the tests run
     ( python3 tools/make_random_checkpoint.py qwen3-8b /tmp/q8 --tokenizer-from "$QTOK" &&
