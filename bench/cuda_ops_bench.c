@@ -45,7 +45,7 @@ static void time_forward(backend *be, const char *dir) {
         seqs[i] = &s[i];
         for (int j = 0; j < P; j++) { tok[j] = 100 + i + j; pos[j] = j; }
         kv_seq_reserve(&kv, &s[i], P + 64);
-        model_batch b = {P, tok, pos, seq, 1, &seqs[i], 1, &row, P};
+        model_batch b = {P, tok, pos, seq, 1, &seqs[i], 1, &row, P, NULL};
         double t0 = now();
         model_forward(m, &kv, &b, logits);
         if (i == 0) printf("forward prefill n=%d: %.1f ms\n", P, (now() - t0) * 1e3);
@@ -55,7 +55,7 @@ static void time_forward(backend *be, const char *dir) {
         int ns = ns_list[li];
         int32_t dt[S], dp[S], dsq[S], dr[S];
         for (int i = 0; i < ns; i++) { dt[i] = 7 + i; dp[i] = P; dsq[i] = i; dr[i] = i; }
-        model_batch d = {ns, dt, dp, dsq, ns, seqs, ns, dr, 0};
+        model_batch d = {ns, dt, dp, dsq, ns, seqs, ns, dr, 0, NULL};
         for (int w = 0; w < 3; w++) model_forward(m, &kv, &d, logits);
         double t0 = now();
         for (int r = 0; r < 20; r++) model_forward(m, &kv, &d, logits);

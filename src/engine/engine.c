@@ -287,7 +287,7 @@ void engine_stop(engine *e) {
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv);
     free(e->active); free(e->preempted); free(e->raw); free(e->logits);
-    free(e->b_tok); free(e->b_pos); free(e->b_seq); free(e->b_rows);
+    free(e->b_tok); free(e->b_pos); free(e->b_seq); free(e->b_rows); free(e->b_ids);
     free(e);
 }
 

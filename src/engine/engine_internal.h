@@ -112,6 +112,7 @@ struct engine {
     float *logits;          /* (max rows, vocab) */
     int logits_rows;
     int32_t *b_tok, *b_pos, *b_seq, *b_rows;
+    int32_t *b_ids;         /* (b_cap) argmax of each logits row, from the backend */
     int b_cap;
     float *raw;             /* vocab scratch for logprobs */
     /* stats */
@@ -154,8 +155,11 @@ seq_state *engine_seq_new(engine *e, engine_req *r);
 void engine_seq_free(engine *e, seq_state *s);
 void engine_seq_finish(engine *e, seq_state *s, engine_finish why);
 void engine_cache_blocks(engine *e, seq_state *s);
-int engine_seq_sample(engine *e, seq_state *s, float *logits);
-int engine_seq_verify(engine *e, seq_state *s, float *rows, int n_cached_before);
+/* rows: the sequence's logits rows, or NULL when none of it needs more than
+ * the argmax (engine_seq_needs_logits false); ids: each row's argmax. */
+bool engine_seq_needs_logits(const seq_state *s);
+int engine_seq_sample(engine *e, seq_state *s, float *rows, const int32_t *ids);
+int engine_seq_verify(engine *e, seq_state *s, float *rows, const int32_t *ids, int n_cached_before);
 /* engine_sched.c */
 int engine_step(engine *e);
 /* engine_seq.c: the chance that src's next draft is accepted after the

@@ -101,7 +101,7 @@ static void admit(engine *e) {
 static int ensure_batch(engine *e, int n) {
     if (n <= e->b_cap) return 0;
     int cap = n * 2;
-    int32_t *a = realloc(e->b_tok, (size_t)cap * 4), *b, *c, *d;
+    int32_t *a = realloc(e->b_tok, (size_t)cap * 4), *b, *c, *d, *ids;
     if (!a) return -1;
     e->b_tok = a;
     if (!(b = realloc(e->b_pos, (size_t)cap * 4))) return -1;
@@ -110,6 +110,8 @@ static int ensure_batch(engine *e, int n) {
     e->b_seq = c;
     if (!(d = realloc(e->b_rows, (size_t)cap * 4))) return -1;
     e->b_rows = d;
+    if (!(ids = realloc(e->b_ids, (size_t)cap * 4))) return -1;
+    e->b_ids = ids;
     e->b_cap = cap;
     return 0;
 }
@@ -317,14 +319,18 @@ int engine_step(engine *e) {
         if (!s->n_draft && feed[i] && s->n_cached + feed[i] == s->n_ctx) e->b_rows[n_rows++] = t - 1;
         rows_of[i] = n_rows - first_row[i];
     }
-    if (n_rows > e->logits_rows) {
+    /* greedy steps take only each row's argmax off the device: a
+     * 16-sequence step would otherwise copy and scan 16 vocabulary rows */
+    bool need_rows = false;
+    for (int i = 0; i < na; i++) need_rows |= rows_of[i] && engine_seq_needs_logits(e->active[i]);
+    if (need_rows && n_rows > e->logits_rows) {
         float *l = realloc(e->logits, (size_t)n_rows * e->m->cfg.vocab_size * sizeof(float));
         if (!l) return 1;
         e->logits = l;
         e->logits_rows = n_rows;
     }
-    model_batch b = {n, e->b_tok, e->b_pos, e->b_seq, na, seqs, n_rows, e->b_rows, n_prompt};
-    if (model_forward(e->m, &e->kv, &b, e->logits) != 0) {
+    model_batch b = {n, e->b_tok, e->b_pos, e->b_seq, na, seqs, n_rows, e->b_rows, n_prompt, e->b_ids};
+    if (model_forward(e->m, &e->kv, &b, need_rows ? e->logits : NULL) != 0) {
         const char *msg = err_msg();
         for (int i = na - 1; i >= 0; i--) {
             engine_push_error(e->active[i]->r, msg);
@@ -337,14 +343,15 @@ int engine_step(engine *e) {
     memset(done, 0, sizeof done);
     for (int i = 0; i < na; i++) {
         seq_state *s = e->active[i];
-        float *rows = e->logits + (size_t)first_row[i] * e->m->cfg.vocab_size;
+        float *rows = need_rows ? e->logits + (size_t)first_row[i] * e->m->cfg.vocab_size : NULL;
+        const int32_t *ids = e->b_ids + first_row[i];
         if (s->n_draft) {
-            done[i] = engine_seq_verify(e, s, rows, s->n_cached);
+            done[i] = engine_seq_verify(e, s, rows, ids, s->n_cached);
             continue;
         }
         s->n_cached += feed[i];
         s->kv.n_tokens = s->n_cached;
-        if (rows_of[i]) done[i] = engine_seq_sample(e, s, rows);
+        if (rows_of[i]) done[i] = engine_seq_sample(e, s, rows, ids);
     }
     /* what prompt lookup will offer next step (a model proposer's pass is
      * skipped when lookup already offers more per unit of cost) */

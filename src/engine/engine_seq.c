@@ -262,8 +262,16 @@ static int seq_commit(engine *e, seq_state *s, int tok, const float *raw) {
  * a sample of p. Because every committed token consumes one draw in order,
  * a seeded request gives the same text with speculation on or off. (The
  * general rule for sampled drafts is sample_spec_accept.) */
-static int seq_choose(engine *e, seq_state *s, float *row, int d) {
+bool engine_seq_needs_logits(const seq_state *s) {
+    const engine_params *p = &s->r->p;
+    return p->sp.temperature > 0.0f || (p->sp.repetition_penalty != 1.0f && p->sp.repetition_penalty > 0) ||
+           p->sp.presence_penalty != 0.0f || p->sp.frequency_penalty != 0.0f || p->logprobs || p->top_logprobs > 0;
+}
+
+/* row NULL: a greedy sequence without penalties; id is the row's argmax */
+static int seq_choose(engine *e, seq_state *s, float *row, int d, int id) {
     (void)d;
+    if (!row) return id;
     const sample_params *sp = &s->r->p.sp;
     sample_apply_penalties(s->smp, sp, row, s->ctx, s->n_ctx, s->r->n_prompt);
     if (sp->temperature <= 0.0f) return sample_argmax(row, e->m->cfg.vocab_size);
@@ -299,10 +307,11 @@ static void learn_sources(seq_state *s, int k, int accepted, int base) {
 }
 
 /* Plain step: one row. Returns 1 when the sequence finished. */
-int engine_seq_sample(engine *e, seq_state *s, float *logits) {
+int engine_seq_sample(engine *e, seq_state *s, float *logits, const int32_t *ids) {
     engine_req *r = s->r;
-    if (r->p.logprobs || r->p.top_logprobs > 0) memcpy(e->raw, logits, (size_t)e->m->cfg.vocab_size * sizeof(float));
-    int tok = seq_choose(e, s, logits, -1), base = s->n_ctx;
+    if (logits && (r->p.logprobs || r->p.top_logprobs > 0))
+        memcpy(e->raw, logits, (size_t)e->m->cfg.vocab_size * sizeof(float));
+    int tok = seq_choose(e, s, logits, -1, ids[0]), base = s->n_ctx;
     int finished = seq_commit(e, s, tok, e->raw);
     learn_sources(s, 0, 0, base); /* drafts ready but not worth verifying: still compared */
     return finished;
@@ -342,7 +351,7 @@ void engine_src_off(engine *e, seq_state *s, int src) {
 /* Verify step: rows for [last token, d1..dk]; accepts the drafts the target
  * agrees with, commits them and the target's own next token, drops the KV of
  * rejected positions. Returns 1 when the sequence finished. */
-int engine_seq_verify(engine *e, seq_state *s, float *rows, int n_cached_before) {
+int engine_seq_verify(engine *e, seq_state *s, float *rows, const int32_t *ids, int n_cached_before) {
     int V = e->m->cfg.vocab_size, k = s->n_draft, accepted = 0, L = n_cached_before;
     engine_req *r = s->r;
     /* counted before committing: a commit may finish the sequence (its DONE
@@ -354,10 +363,10 @@ int engine_seq_verify(engine *e, seq_state *s, float *rows, int n_cached_before)
     atomic_fetch_add(&e->src_drafted_n[src], k);
     int finished = 0, base = s->n_ctx;
     for (int i = 0; i <= k && !finished; i++) {
-        float *row = rows + (size_t)i * V;
-        if (r->p.logprobs || r->p.top_logprobs > 0) memcpy(e->raw, row, (size_t)V * sizeof(float));
+        float *row = rows ? rows + (size_t)i * V : NULL;
+        if (row && (r->p.logprobs || r->p.top_logprobs > 0)) memcpy(e->raw, row, (size_t)V * sizeof(float));
         int d = i < k ? s->draft[i] : -1;
-        int tok = seq_choose(e, s, row, d);
+        int tok = seq_choose(e, s, row, d, ids[i]);
         bool hit = d >= 0 && tok == d;
         if (hit) {
             accepted++;

@@ -514,7 +514,11 @@ int model_forward(model *m, kv_cache *kv, const model_batch *b, float *logits) {
     forward_ctx f = {kv, &ab, n, b->n_logits};
     model_graph_key k = {MODEL_GRAPH_FORWARD, n, b->n_logits, b->n_seqs, kv->k[0], kv->n_blocks, NULL, ab.n_prompt};
     if ((rc = model_graph_run(m, &k, graph, forward_ops, &f))) return rc;
-    if (b->n_logits > 0)
+    if (b->n_logits > 0 && b->argmax) {
+        m->be->ops->argmax(m->be, m->d_ids, m->logits_dev, b->n_logits, c->vocab_size);
+        if ((rc = m->be->ops->buf_download(m->be, b->argmax, m->d_ids, (size_t)b->n_logits * 4))) return rc;
+    }
+    if (b->n_logits > 0 && logits)
         return m->be->ops->buf_download(m->be, logits, m->logits_dev, (size_t)b->n_logits * c->vocab_size * 4);
     return KS_OK;
 }

@@ -120,6 +120,10 @@ typedef struct {
      * token or a draft). Backends with a bulk path (matmul_prompt) compute
      * them there; a sequence's rows are all prompt rows or none. */
     int n_prompt;
+    /* optional (n_logits) host: each logits row's argmax (sample_argmax's
+     * rule), computed on the backend; model_forward's logits may then be
+     * NULL, and only these ids leave the device (greedy steps). */
+    int32_t *argmax;
 } model_batch;
 
 /* Loads dir (config.json + safetensors) onto the backend. */
@@ -127,6 +131,7 @@ int model_load(model **out, const char *dir, backend *be);
 void model_free(model *m);
 /* Creates a KV cache sized for n_ctx_tokens tokens in total. */
 int model_kv_init(const model *m, kv_cache *kv, int n_ctx_tokens);
+/* logits: (n_logits, vocab) host, or NULL when only b->argmax is wanted. */
 int model_forward(model *m, kv_cache *kv, const model_batch *b, float *logits);
 
 /* Internal to model/: one decoder layer over m->x; batch validation and

@@ -100,7 +100,6 @@ k_matmul(float *__restrict__ out, const float *__restrict__ x, const W *__restri
 
 /* ---- bf16 on the tensor cores ---- */
 #define TC_WARPS 8
-#define TC_U 4 /* k blocks per warp in flight: 4 x 2 x 16 bytes per lane */
 
 __device__ __forceinline__ uint32_t pack_bf16x2(float lo_k, float hi_k) {
     __nv_bfloat162 h = __floats2bfloat162_rn(lo_k, hi_k); /* .x (lower k) in the low half */
@@ -123,7 +122,20 @@ __device__ __forceinline__ void mma_bf16(float *c, uint32_t a0, uint32_t a1, uin
  * pair 2-3 — the fragment layout of m16n8k16 with slot 2q+j <-> k 8q+j and
  * slot 2q+8+j <-> k 8q+2+j), mma 2 takes 4..7. C: lane holds rows g, g+8 of
  * tokens 2q, 2q+1. */
-template <int G, int HINT>
+/* hi/lo halves of 8 x values, packed in k pairs */
+__device__ __forceinline__ void split8(const float *xf, uint32_t *hi, uint32_t *lo) {
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        float h0 = __bfloat162float(__float2bfloat16_rn(xf[2 * i]));
+        float h1 = __bfloat162float(__float2bfloat16_rn(xf[2 * i + 1]));
+        hi[i] = pack_bf16x2(h0, h1);
+        lo[i] = pack_bf16x2(xf[2 * i] - h0, xf[2 * i + 1] - h1);
+    }
+}
+
+/* U: k blocks per warp in flight; XH: a group's x loads for the U blocks
+ * are issued together before its mmas (else one block at a time) */
+template <int G, int U, int XH>
 __global__ void __launch_bounds__(TC_WARPS * 32)
 k_matvec_tc(float *__restrict__ out, const float *__restrict__ x, const __nv_bfloat16 *__restrict__ w,
             const float *__restrict__ bias, int n, int k, int rows) {
@@ -138,14 +150,14 @@ k_matvec_tc(float *__restrict__ out, const float *__restrict__ x, const __nv_bfl
         float acc[G][4];
 #pragma unroll
         for (int j = 0; j < G; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
-        for (int kb0 = warp; kb0 < nkb; kb0 += TC_WARPS * TC_U) {
-            uint4 A[TC_U], B[TC_U];
+        for (int kb0 = warp; kb0 < nkb; kb0 += TC_WARPS * U) {
+            uint4 A[U], B[U];
 #pragma unroll
-            for (int u = 0; u < TC_U; u++) {
+            for (int u = 0; u < U; u++) {
                 int kb = kb0 + u * TC_WARPS;
                 if (kb < nkb) {
-                    A[u] = ldw16<HINT>(wa + kb * 32);
-                    B[u] = ldw16<HINT>(wb + kb * 32);
+                    A[u] = ldw16<1>(wa + kb * 32);
+                    B[u] = ldw16<1>(wb + kb * 32);
                 }
             }
             /* the weights are constants: their first loads overlap the
@@ -155,30 +167,47 @@ k_matvec_tc(float *__restrict__ out, const float *__restrict__ x, const __nv_bfl
                 waited = true;
             }
 #pragma unroll
-            for (int u = 0; u < TC_U; u++) {
-                int kb = kb0 + u * TC_WARPS;
-                if (kb >= nkb) break;
+            for (int j = 0; j < G; j++) {
+                if (t0 + j * 8 >= n) break;
+                int tok = t0 + j * 8 + g;
+                const float *xr = x + (size_t)(tok < n ? tok : 0) * k + q * 8;
+                if (XH) {
+                    float xf[U][8];
 #pragma unroll
-                for (int j = 0; j < G; j++) {
-                    if (t0 + j * 8 >= n) break;
-                    int tok = t0 + j * 8 + g;
-                    float xf[8];
-                    if (tok < n) load8(x + (size_t)tok * k + kb * 32 + q * 8, xf);
-                    else
+                    for (int u = 0; u < U; u++) {
+                        int kb = kb0 + u * TC_WARPS;
+                        if (tok < n && kb < nkb) load8(xr + kb * 32, xf[u]);
+                        else
 #pragma unroll
-                        for (int i = 0; i < 8; i++) xf[i] = 0.f;
-                    uint32_t hi[4], lo[4];
-#pragma unroll
-                    for (int i = 0; i < 4; i++) {
-                        float h0 = __bfloat162float(__float2bfloat16_rn(xf[2 * i]));
-                        float h1 = __bfloat162float(__float2bfloat16_rn(xf[2 * i + 1]));
-                        hi[i] = pack_bf16x2(h0, h1);
-                        lo[i] = pack_bf16x2(xf[2 * i] - h0, xf[2 * i + 1] - h1);
+                            for (int i = 0; i < 8; i++) xf[u][i] = 0.f;
                     }
-                    mma_bf16(acc[j], A[u].x, B[u].x, A[u].y, B[u].y, hi[0], hi[1]);
-                    mma_bf16(acc[j], A[u].x, B[u].x, A[u].y, B[u].y, lo[0], lo[1]);
-                    mma_bf16(acc[j], A[u].z, B[u].z, A[u].w, B[u].w, hi[2], hi[3]);
-                    mma_bf16(acc[j], A[u].z, B[u].z, A[u].w, B[u].w, lo[2], lo[3]);
+#pragma unroll
+                    for (int u = 0; u < U; u++) {
+                        if (kb0 + u * TC_WARPS >= nkb) break;
+                        uint32_t hi[4], lo[4];
+                        split8(xf[u], hi, lo);
+                        mma_bf16(acc[j], A[u].x, B[u].x, A[u].y, B[u].y, hi[0], hi[1]);
+                        mma_bf16(acc[j], A[u].x, B[u].x, A[u].y, B[u].y, lo[0], lo[1]);
+                        mma_bf16(acc[j], A[u].z, B[u].z, A[u].w, B[u].w, hi[2], hi[3]);
+                        mma_bf16(acc[j], A[u].z, B[u].z, A[u].w, B[u].w, lo[2], lo[3]);
+                    }
+                } else {
+#pragma unroll
+                    for (int u = 0; u < U; u++) {
+                        int kb = kb0 + u * TC_WARPS;
+                        if (kb >= nkb) break;
+                        float xf[8];
+                        if (tok < n) load8(xr + kb * 32, xf);
+                        else
+#pragma unroll
+                            for (int i = 0; i < 8; i++) xf[i] = 0.f;
+                        uint32_t hi[4], lo[4];
+                        split8(xf, hi, lo);
+                        mma_bf16(acc[j], A[u].x, B[u].x, A[u].y, B[u].y, hi[0], hi[1]);
+                        mma_bf16(acc[j], A[u].x, B[u].x, A[u].y, B[u].y, lo[0], lo[1]);
+                        mma_bf16(acc[j], A[u].z, B[u].z, A[u].w, B[u].w, hi[2], hi[3]);
+                        mma_bf16(acc[j], A[u].z, B[u].z, A[u].w, B[u].w, lo[2], lo[3]);
+                    }
                 }
             }
         }
@@ -204,12 +233,35 @@ k_matvec_tc(float *__restrict__ out, const float *__restrict__ x, const __nv_bfl
     }
 }
 
+/* KESTREL_TC_VARIANT (tuning aid): 0 U=4 block by block, 1 U=4 hoisted x,
+ * 2 U=2 hoisted x, 3 U=8 block by block */
+static int tc_variant(void) {
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("KESTREL_TC_VARIANT");
+        v = e ? atoi(e) : 0;
+        if (v < 0 || v > 3) v = 0;
+    }
+    return v;
+}
+
+template <int U, int XH>
+static void launch_tc_v(ks_stream s, float *out, const float *x, const __nv_bfloat16 *w, const float *bias, int n,
+                        int k, int rows) {
+    dim3 grid((rows + 15) / 16), block(TC_WARPS * 32);
+    if (n <= 8) ks_launch(k_matvec_tc<1, U, XH>, grid, block, 0, s, out, x, w, bias, n, k, rows);
+    else if (n <= 16) ks_launch(k_matvec_tc<2, U, XH>, grid, block, 0, s, out, x, w, bias, n, k, rows);
+    else ks_launch(k_matvec_tc<4, U, XH>, grid, block, 0, s, out, x, w, bias, n, k, rows);
+}
+
 static void launch_tc(ks_stream s, float *out, const float *x, const __nv_bfloat16 *w, const float *bias, int n,
                       int k, int rows) {
-    dim3 grid((rows + 15) / 16), block(TC_WARPS * 32);
-    if (n <= 8) ks_launch(k_matvec_tc<1, 1>, grid, block, 0, s, out, x, w, bias, n, k, rows);
-    else if (n <= 16) ks_launch(k_matvec_tc<2, 1>, grid, block, 0, s, out, x, w, bias, n, k, rows);
-    else ks_launch(k_matvec_tc<4, 1>, grid, block, 0, s, out, x, w, bias, n, k, rows);
+    switch (tc_variant()) {
+    case 1: launch_tc_v<4, 1>(s, out, x, w, bias, n, k, rows); break;
+    case 2: launch_tc_v<2, 1>(s, out, x, w, bias, n, k, rows); break;
+    case 3: launch_tc_v<8, 0>(s, out, x, w, bias, n, k, rows); break;
+    default: launch_tc_v<4, 0>(s, out, x, w, bias, n, k, rows); break;
+    }
 }
 
 /* f32 weights: two float4 per 8 elements, same chunk order */
