@@ -78,7 +78,11 @@ if has ops; then # op timings at Qwen3-8B shapes; model_forward of 1 / 4 / 16 de
     { build/cuda_ops_bench; build/cuda_ops_bench /tmp/q8; } > "$OUT/ops.txt" 2>&1
     [ -n "${MM_OLD:-}" ] && { echo "== KESTREL_MM_VARIANT=4 (CUDA-core matvec)"; KESTREL_MM_VARIANT=4 build/cuda_ops_bench;
         KESTREL_MM_VARIANT=4 build/cuda_ops_bench /tmp/q8; } >> "$OUT/ops.txt" 2>&1
-    grep "forward\|matmul.*n=16 \|==" "$OUT/ops.txt"
+    for v in ${TC_VARIANTS:-}; do # KESTREL_TC_VARIANT candidates of the tensor-core matvec
+        { echo "== KESTREL_TC_VARIANT=$v"; KESTREL_TC_VARIANT=$v build/cuda_ops_bench; } |
+            grep "==\|matmul.*n=\(1\|4\|16\) " >> "$OUT/ops.txt"
+    done
+    grep "forward\|matmul.*n=\(1\|16\) \|==" "$OUT/ops.txt"
 fi
 if has long; then # Qwen3-8B decode after 16k and 64k tokens of context (the whole source tree as text)
     cat $(git ls-files 'src/*.c' 'src/*.h' 'src/*.cu' 'tests/*.c' 'docs/*.md' 2>/dev/null || find src tests docs -type f) > /tmp/all.txt
