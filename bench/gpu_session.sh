@@ -7,10 +7,10 @@
 # STAGES (default "test real spec"): test = `test_runner cuda`; real =
 # random-weight Qwen3-8B / 1.7B checkpoints, decode after a 512-token prompt
 # and prefill of a 4096-token prompt (NOPROMPT=1: also with the prompt path
-# off, KESTREL_PROMPT_PATH=0; MM_OLD=1: also with the CUDA-core matvec,
-# KESTREL_MM_VARIANT=4), CUDA graphs and programmatic dependent launch
+# off, KESTREL_PROMPT_PATH=0), CUDA graphs and programmatic dependent launch
 # on and off; profile = GPU time per op (KESTREL_CUDA_PROFILE) of a
-# 4096-token prefill + 64 decoded tokens; ops = cuda_ops_bench (op timings
+# 4096-token prefill + 64 decoded tokens (ATT_OLD=1: ops and long also
+# with the per-query-head attention, KESTREL_ATTN_GQA=0); ops = cuda_ops_bench (op timings
 # at Qwen3-8B shapes, model_forward of 1 / 4 / 16 decode sequences); spec = the proposer matrix on
 # tinycoder; long = Qwen3-8B decode after ~16k and ~64k tokens; batch =
 # Qwen3-8B concurrency sweep, prefix-cache TTFT and the 32k-prompt stall.
@@ -71,18 +71,13 @@ if has real; then
         run "$M decode512 graphs" X=1 -- "$M" "$p512" 256
         run "$M decode512 no-graphs" KESTREL_CUDA_GRAPHS=0 -- "$M" "$p512" 256
         run "$M decode512 no-pdl" KESTREL_CUDA_PDL=0 -- "$M" "$p512" 256
-        [ -n "${MM_OLD:-}" ] && run "$M decode512 cuda-core matvec" KESTREL_MM_VARIANT=4 -- "$M" "$p512" 256
     done
 fi
 if has ops; then # op timings at Qwen3-8B shapes; model_forward of 1 / 4 / 16 decode sequences
     { build/cuda_ops_bench; build/cuda_ops_bench /tmp/q8; } > "$OUT/ops.txt" 2>&1
-    [ -n "${MM_OLD:-}" ] && { echo "== KESTREL_MM_VARIANT=4 (CUDA-core matvec)"; KESTREL_MM_VARIANT=4 build/cuda_ops_bench;
-        KESTREL_MM_VARIANT=4 build/cuda_ops_bench /tmp/q8; } >> "$OUT/ops.txt" 2>&1
-    for v in ${TC_VARIANTS:-}; do # KESTREL_TC_VARIANT candidates of the tensor-core matvec
-        { echo "== KESTREL_TC_VARIANT=$v"; KESTREL_TC_VARIANT=$v build/cuda_ops_bench; } |
-            grep "==\|matmul.*n=\(1\|4\|16\) " >> "$OUT/ops.txt"
-    done
-    grep "forward\|matmul.*n=\(1\|16\) \|==" "$OUT/ops.txt"
+    [ -n "${ATT_OLD:-}" ] && { echo "== KESTREL_ATTN_GQA=0 (one block per query head)";
+        KESTREL_ATTN_GQA=0 build/cuda_ops_bench | grep attention; } >> "$OUT/ops.txt" 2>&1
+    grep "forward\|matmul.*n=\(1\|16\) \|==\|attention" "$OUT/ops.txt"
 fi
 if has long; then # Qwen3-8B decode after 16k and 64k tokens of context (the whole source tree as text)
     cat $(git ls-files 'src/*.c' 'src/*.h' 'src/*.cu' 'tests/*.c' 'docs/*.md' 2>/dev/null || find src tests docs -type f) > /tmp/all.txt
@@ -92,6 +87,9 @@ if has long; then # Qwen3-8B decode after 16k and 64k tokens of context (the who
         line=$(head -c $chars /tmp/all.txt | timeout 240 build/kestrel run /tmp/q8 -p - -n 128 --temp 0 --ignore-eos \
             --device cuda 2>&1 >/dev/null | grep "kestrel: prompt")
         echo "/tmp/q8 context ~$n: $line" | tee -a "$OUT/real.txt"
+        [ -n "${ATT_OLD:-}" ] && { line=$(head -c $chars /tmp/all.txt | KESTREL_ATTN_GQA=0 timeout 240 build/kestrel run /tmp/q8 \
+            -p - -n 128 --temp 0 --ignore-eos --device cuda 2>&1 >/dev/null | grep "kestrel: prompt");
+            echo "/tmp/q8 context ~$n, KESTREL_ATTN_GQA=0: $line" | tee -a "$OUT/real.txt"; }
     done
 fi
 if has batch; then # issue 7 on the GPU: streams 1/4/16 on Qwen3-8B; prefix-cache TTFT and the 32k stall

@@ -21,8 +21,6 @@
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
 
-#include <stdlib.h>
-
 #define MM_WARPS 8
 
 /* 16 weight bytes, read-only path; HINT asks L2 to fetch the whole 256-byte
@@ -115,13 +113,6 @@ __device__ __forceinline__ void mma_bf16(float *c, uint32_t a0, uint32_t a1, uin
                  : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-/* Lane (g = lane / 4, q = lane % 4) holds the 8 weights k0 + 8q .. +7 of
- * rows g and g + 8 of the block (wa, wb) and the 8 x values of token g of a
- * group at the same k. mma 1 takes weights/x 0..3 (A regs: row g pair 0-1,
- * row g+8 pair 0-1, row g pair 2-3, row g+8 pair 2-3; B regs: pair 0-1,
- * pair 2-3 — the fragment layout of m16n8k16 with slot 2q+j <-> k 8q+j and
- * slot 2q+8+j <-> k 8q+2+j), mma 2 takes 4..7. C: lane holds rows g, g+8 of
- * tokens 2q, 2q+1. */
 /* hi/lo halves of 8 x values, packed in k pairs */
 __device__ __forceinline__ void split8(const float *xf, uint32_t *hi, uint32_t *lo) {
 #pragma unroll
@@ -133,9 +124,19 @@ __device__ __forceinline__ void split8(const float *xf, uint32_t *hi, uint32_t *
     }
 }
 
-/* U: k blocks per warp in flight; XH: a group's x loads for the U blocks
- * are issued together before its mmas (else one block at a time) */
-template <int G, int U, int XH>
+/* Lane (g = lane / 4, q = lane % 4) holds the 8 weights k0 + 8q .. +7 of
+ * rows g and g + 8 of the block (wa, wb) and the 8 x values of token g of a
+ * group at the same k. mma 1 takes weights/x 0..3 (A regs: row g pair 0-1,
+ * row g+8 pair 0-1, row g pair 2-3, row g+8 pair 2-3; B regs: pair 0-1,
+ * pair 2-3 — the fragment layout of m16n8k16 with slot 2q+j <-> k 8q+j and
+ * slot 2q+8+j <-> k 8q+2+j), mma 2 takes 4..7. C: lane holds rows g, g+8 of
+ * tokens 2q, 2q+1.
+ * U k blocks per warp in flight; a token group's x loads for the U blocks
+ * are issued together before its mmas (on the H200 that read 3.4-3.9 TB/s
+ * at n = 1 and 1.8-2.8 TB/s at n = 16 on Qwen3-8B shapes, where taking the
+ * blocks one by one read 2.8-3.7 and 1.5-2.7, U = 2 3.3-4.3 and 1.9-3.1,
+ * U = 8 2.1-3.8 and 1.5-2.3; BENCHMARKS.md) */
+template <int G, int U>
 __global__ void __launch_bounds__(TC_WARPS * 32)
 k_matvec_tc(float *__restrict__ out, const float *__restrict__ x, const __nv_bfloat16 *__restrict__ w,
             const float *__restrict__ bias, int n, int k, int rows) {
@@ -171,43 +172,24 @@ k_matvec_tc(float *__restrict__ out, const float *__restrict__ x, const __nv_bfl
                 if (t0 + j * 8 >= n) break;
                 int tok = t0 + j * 8 + g;
                 const float *xr = x + (size_t)(tok < n ? tok : 0) * k + q * 8;
-                if (XH) {
-                    float xf[U][8];
+                float xf[U][8];
 #pragma unroll
-                    for (int u = 0; u < U; u++) {
-                        int kb = kb0 + u * TC_WARPS;
-                        if (tok < n && kb < nkb) load8(xr + kb * 32, xf[u]);
-                        else
+                for (int u = 0; u < U; u++) {
+                    int kb = kb0 + u * TC_WARPS;
+                    if (tok < n && kb < nkb) load8(xr + kb * 32, xf[u]);
+                    else
 #pragma unroll
-                            for (int i = 0; i < 8; i++) xf[u][i] = 0.f;
-                    }
+                        for (int i = 0; i < 8; i++) xf[u][i] = 0.f;
+                }
 #pragma unroll
-                    for (int u = 0; u < U; u++) {
-                        if (kb0 + u * TC_WARPS >= nkb) break;
-                        uint32_t hi[4], lo[4];
-                        split8(xf[u], hi, lo);
-                        mma_bf16(acc[j], A[u].x, B[u].x, A[u].y, B[u].y, hi[0], hi[1]);
-                        mma_bf16(acc[j], A[u].x, B[u].x, A[u].y, B[u].y, lo[0], lo[1]);
-                        mma_bf16(acc[j], A[u].z, B[u].z, A[u].w, B[u].w, hi[2], hi[3]);
-                        mma_bf16(acc[j], A[u].z, B[u].z, A[u].w, B[u].w, lo[2], lo[3]);
-                    }
-                } else {
-#pragma unroll
-                    for (int u = 0; u < U; u++) {
-                        int kb = kb0 + u * TC_WARPS;
-                        if (kb >= nkb) break;
-                        float xf[8];
-                        if (tok < n) load8(xr + kb * 32, xf);
-                        else
-#pragma unroll
-                            for (int i = 0; i < 8; i++) xf[i] = 0.f;
-                        uint32_t hi[4], lo[4];
-                        split8(xf, hi, lo);
-                        mma_bf16(acc[j], A[u].x, B[u].x, A[u].y, B[u].y, hi[0], hi[1]);
-                        mma_bf16(acc[j], A[u].x, B[u].x, A[u].y, B[u].y, lo[0], lo[1]);
-                        mma_bf16(acc[j], A[u].z, B[u].z, A[u].w, B[u].w, hi[2], hi[3]);
-                        mma_bf16(acc[j], A[u].z, B[u].z, A[u].w, B[u].w, lo[2], lo[3]);
-                    }
+                for (int u = 0; u < U; u++) {
+                    if (kb0 + u * TC_WARPS >= nkb) break;
+                    uint32_t hi[4], lo[4];
+                    split8(xf[u], hi, lo);
+                    mma_bf16(acc[j], A[u].x, B[u].x, A[u].y, B[u].y, hi[0], hi[1]);
+                    mma_bf16(acc[j], A[u].x, B[u].x, A[u].y, B[u].y, lo[0], lo[1]);
+                    mma_bf16(acc[j], A[u].z, B[u].z, A[u].w, B[u].w, hi[2], hi[3]);
+                    mma_bf16(acc[j], A[u].z, B[u].z, A[u].w, B[u].w, lo[2], lo[3]);
                 }
             }
         }
@@ -233,35 +215,12 @@ k_matvec_tc(float *__restrict__ out, const float *__restrict__ x, const __nv_bfl
     }
 }
 
-/* KESTREL_TC_VARIANT (tuning aid): 0 U=4 block by block, 1 U=4 hoisted x,
- * 2 U=2 hoisted x, 3 U=8 block by block */
-static int tc_variant(void) {
-    static int v = -1;
-    if (v < 0) {
-        const char *e = getenv("KESTREL_TC_VARIANT");
-        v = e ? atoi(e) : 0;
-        if (v < 0 || v > 3) v = 0;
-    }
-    return v;
-}
-
-template <int U, int XH>
-static void launch_tc_v(ks_stream s, float *out, const float *x, const __nv_bfloat16 *w, const float *bias, int n,
-                        int k, int rows) {
-    dim3 grid((rows + 15) / 16), block(TC_WARPS * 32);
-    if (n <= 8) ks_launch(k_matvec_tc<1, U, XH>, grid, block, 0, s, out, x, w, bias, n, k, rows);
-    else if (n <= 16) ks_launch(k_matvec_tc<2, U, XH>, grid, block, 0, s, out, x, w, bias, n, k, rows);
-    else ks_launch(k_matvec_tc<4, U, XH>, grid, block, 0, s, out, x, w, bias, n, k, rows);
-}
-
 static void launch_tc(ks_stream s, float *out, const float *x, const __nv_bfloat16 *w, const float *bias, int n,
                       int k, int rows) {
-    switch (tc_variant()) {
-    case 1: launch_tc_v<4, 1>(s, out, x, w, bias, n, k, rows); break;
-    case 2: launch_tc_v<2, 1>(s, out, x, w, bias, n, k, rows); break;
-    case 3: launch_tc_v<8, 0>(s, out, x, w, bias, n, k, rows); break;
-    default: launch_tc_v<4, 0>(s, out, x, w, bias, n, k, rows); break;
-    }
+    dim3 grid((rows + 15) / 16), block(TC_WARPS * 32);
+    if (n <= 8) ks_launch(k_matvec_tc<1, 4>, grid, block, 0, s, out, x, w, bias, n, k, rows);
+    else if (n <= 16) ks_launch(k_matvec_tc<2, 4>, grid, block, 0, s, out, x, w, bias, n, k, rows);
+    else ks_launch(k_matvec_tc<4, 4>, grid, block, 0, s, out, x, w, bias, n, k, rows);
 }
 
 /* f32 weights: two float4 per 8 elements, same chunk order */
@@ -318,41 +277,17 @@ __global__ void k_matmul_scalar(float *out, const float *x, const W *w, const fl
     }
 }
 
-/* KESTREL_MM_VARIANT (tuning aid, bf16): 6 (default) the tensor cores;
- * CUDA cores with rows per warp 1/2/4 without (0, 1, 2) or with (3, 4, 5)
- * the L2 256-byte hint (4 read 2.7-3.9 TB/s at Qwen3-8B shapes on the H200,
- * 0 read 1.3-2.1; BENCHMARKS.md). */
-static int mm_variant(void) {
-    static int v = -1;
-    if (v < 0) {
-        const char *e = getenv("KESTREL_MM_VARIANT");
-        v = e ? atoi(e) : 6;
-        if (v < 0 || v > 6) v = 6;
-    }
-    return v;
-}
-
-template <typename W, int R, int HINT>
-static void launch_vec(ks_stream s, float *out, const float *x, const W *w, const float *bias, int n, int k, int rows) {
-    int rows_per_block = MM_WARPS * R;
-    dim3 grid((rows + rows_per_block - 1) / rows_per_block), block(MM_WARPS * 32);
-    if (n > 8) /* a verify step or a batch of up to 16: one pass over the weights */
-        ks_launch(k_matmul<W, 16, R, HINT>, grid, block, 0, s, out, x, w, bias, n, k, rows);
-    else
-        ks_launch(k_matmul<W, 8, R, HINT>, grid, block, 0, s, out, x, w, bias, n, k, rows);
-}
-
+/* CUDA cores (f16 weights, k % 32 != 0): 2 rows per warp, L2 256-byte
+ * hint (read 2.7-3.9 TB/s at Qwen3-8B shapes on the H200 as bf16) */
 template <typename W>
 static void launch_typed(ks_stream s, float *out, const float *x, const W *w, const float *bias, int n, int k,
                          int rows) {
-    switch (mm_variant()) {
-    case 0: launch_vec<W, 1, 0>(s, out, x, w, bias, n, k, rows); break;
-    case 1: launch_vec<W, 2, 0>(s, out, x, w, bias, n, k, rows); break;
-    case 2: launch_vec<W, 4, 0>(s, out, x, w, bias, n, k, rows); break;
-    case 3: launch_vec<W, 1, 1>(s, out, x, w, bias, n, k, rows); break;
-    case 5: launch_vec<W, 4, 1>(s, out, x, w, bias, n, k, rows); break;
-    default: launch_vec<W, 2, 1>(s, out, x, w, bias, n, k, rows); break;
-    }
+    constexpr int R = 2;
+    dim3 grid((rows + MM_WARPS * R - 1) / (MM_WARPS * R)), block(MM_WARPS * 32);
+    if (n > 8) /* a verify step or a batch of up to 16: one pass over the weights */
+        ks_launch(k_matmul<W, 16, R, 1>, grid, block, 0, s, out, x, w, bias, n, k, rows);
+    else
+        ks_launch(k_matmul<W, 8, R, 1>, grid, block, 0, s, out, x, w, bias, n, k, rows);
 }
 
 extern "C" void ks_cuda_matmul(ks_stream s, float *out, const float *x, const void *w, int wtype, const float *bias,
@@ -364,7 +299,7 @@ extern "C" void ks_cuda_matmul(ks_stream s, float *out, const float *x, const vo
         if (wtype == 2) ks_launch(k_matmul_scalar<__nv_bfloat16>, grid, block, 0, s, out, x, (const __nv_bfloat16 *)w, bias, n, k, rows);
         else if (wtype == 1) ks_launch(k_matmul_scalar<__half>, grid, block, 0, s, out, x, (const __half *)w, bias, n, k, rows);
         else ks_launch(k_matmul_scalar<float>, grid, block, 0, s, out, x, (const float *)w, bias, n, k, rows);
-    } else if (wtype == 2 && k % 32 == 0 && mm_variant() == 6) {
+    } else if (wtype == 2 && k % 32 == 0) {
         launch_tc(s, out, x, (const __nv_bfloat16 *)w, bias, n, k, rows);
     } else if (wtype == 2) {
         launch_typed<__nv_bfloat16>(s, out, x, (const __nv_bfloat16 *)w, bias, n, k, rows);
