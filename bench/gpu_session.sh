@@ -9,8 +9,7 @@
 # and prefill of a 4096-token prompt (NOPROMPT=1: also with the prompt path
 # off, KESTREL_PROMPT_PATH=0), CUDA graphs and programmatic dependent launch
 # on and off; profile = GPU time per op (KESTREL_CUDA_PROFILE) of a
-# 4096-token prefill + 64 decoded tokens (ATT_OLD=1: ops and long also
-# with the per-query-head attention, KESTREL_ATTN_GQA=0); ops = cuda_ops_bench (op timings
+# 4096-token prefill + 64 decoded tokens; ops = cuda_ops_bench (op timings
 # at Qwen3-8B shapes, model_forward of 1 / 4 / 16 decode sequences); spec = the proposer matrix on
 # tinycoder; long = Qwen3-8B decode after ~16k and ~64k tokens; batch =
 # Qwen3-8B concurrency sweep, prefix-cache TTFT and the 32k-prompt stall.
@@ -75,8 +74,6 @@ if has real; then
 fi
 if has ops; then # op timings at Qwen3-8B shapes; model_forward of 1 / 4 / 16 decode sequences
     { build/cuda_ops_bench; build/cuda_ops_bench /tmp/q8; } > "$OUT/ops.txt" 2>&1
-    [ -n "${ATT_OLD:-}" ] && { echo "== KESTREL_ATTN_GQA=0 (one block per query head)";
-        KESTREL_ATTN_GQA=0 build/cuda_ops_bench | grep attention; } >> "$OUT/ops.txt" 2>&1
     grep "forward\|matmul.*n=\(1\|16\) \|==\|attention" "$OUT/ops.txt"
 fi
 if has long; then # Qwen3-8B decode after 16k and 64k tokens of context (the whole source tree as text)
@@ -87,9 +84,6 @@ if has long; then # Qwen3-8B decode after 16k and 64k tokens of context (the who
         line=$(head -c $chars /tmp/all.txt | timeout 240 build/kestrel run /tmp/q8 -p - -n 128 --temp 0 --ignore-eos \
             --device cuda 2>&1 >/dev/null | grep "kestrel: prompt")
         echo "/tmp/q8 context ~$n: $line" | tee -a "$OUT/real.txt"
-        [ -n "${ATT_OLD:-}" ] && { line=$(head -c $chars /tmp/all.txt | KESTREL_ATTN_GQA=0 timeout 240 build/kestrel run /tmp/q8 \
-            -p - -n 128 --temp 0 --ignore-eos --device cuda 2>&1 >/dev/null | grep "kestrel: prompt");
-            echo "/tmp/q8 context ~$n, KESTREL_ATTN_GQA=0: $line" | tee -a "$OUT/real.txt"; }
     done
 fi
 if has batch; then # issue 7 on the GPU: streams 1/4/16 on Qwen3-8B; prefix-cache TTFT and the 32k stall

@@ -16,8 +16,6 @@
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
 
-#include <stdlib.h>
-
 #define ATT_CHUNK 128
 #define ATT_THREADS 128
 #define ATT_MAX_HD 256
@@ -131,139 +129,6 @@ __global__ void k_attn_merge(float *out, const float *part_o, const float *part_
     }
 }
 
-/* D consecutive floats (D * 4-byte aligned) in one or two vector loads */
-template <int D>
-__device__ __forceinline__ void ld_dims(const float *p, float *f) {
-    if constexpr (D % 4 == 0) {
-#pragma unroll
-        for (int i = 0; i < D; i += 4) {
-            float4 v = __ldg(reinterpret_cast<const float4 *>(p + i));
-            f[i] = v.x; f[i + 1] = v.y; f[i + 2] = v.z; f[i + 3] = v.w;
-        }
-    } else if constexpr (D == 2) {
-        float2 v = __ldg(reinterpret_cast<const float2 *>(p));
-        f[0] = v.x; f[1] = v.y;
-    } else {
-#pragma unroll
-        for (int i = 0; i < D; i++) f[i] = __ldg(p + i);
-    }
-}
-
-/* Pass 1, GQA-aware (head_dim = 32 D, GQ query heads per KV head): one
- * block per (token, KV head, z) reads each K/V row once for all GQ heads.
- * Warp w takes keys w*32 .. w*32+31 of each of the block's chunks, KB at a
- * time (their K and V rows loaded together); lane l holds dims l*D .. +D-1;
- * a key's score is the fixed warp butterfly of the lanes' partial dots, and
- * each warp keeps an online (m, l, o) per head in key order. The 4 warps'
- * states are merged in warp order into the block's partial — the same
- * (m, l, o) partials k_attn_merge reads. */
-template <int D, int GQ, int KB>
-__global__ void __launch_bounds__(ATT_THREADS)
-k_attn_chunk_gqa(float *part_o, float *part_ml, const float *q, int q_stride, const float *kc, const float *vc,
-                 const int32_t *pos, const int32_t *seq, const int32_t *tables, int max_blocks, int bs, int nh,
-                 int nkv, float scale, int Z, int t_base) {
-    constexpr int HD = D * 32, NW = ATT_THREADS / 32;
-    pdl_start();
-    int t = t_base + blockIdx.x, g = blockIdx.y, z = blockIdx.z, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    int n_ctx = pos[t] + 1, kv_dim = nkv * HD;
-    const int32_t *table = tables + (size_t)seq[t] * max_blocks;
-    float qr[GQ][D], m[GQ], l[GQ], o[GQ][D];
-#pragma unroll
-    for (int h = 0; h < GQ; h++) {
-        const float *qh = q + (size_t)t * q_stride + (size_t)(g * GQ + h) * HD + lane * D;
-#pragma unroll
-        for (int i = 0; i < D; i++) {
-            qr[h][i] = qh[i];
-            o[h][i] = 0.f;
-        }
-        m[h] = -INFINITY;
-        l[h] = 0.f;
-    }
-    const float *kbase = kc + (size_t)g * HD + lane * D, *vbase = vc + (size_t)g * HD + lane * D;
-    for (int j0 = z * ATT_CHUNK; j0 < n_ctx; j0 += Z * ATT_CHUNK) {
-        int jw = j0 + warp * 32, jend = min(jw + 32, n_ctx);
-        for (int jb = jw; jb < jend; jb += KB) {
-            float kr[KB][D], vr[KB][D];
-#pragma unroll
-            for (int u = 0; u < KB; u++) {
-                int j = jb + u;
-                if (j < jend) {
-                    size_t off = (size_t)(table[j / bs] * bs + j % bs) * kv_dim;
-                    ld_dims<D>(kbase + off, kr[u]);
-                    ld_dims<D>(vbase + off, vr[u]);
-                }
-            }
-#pragma unroll
-            for (int u = 0; u < KB; u++) {
-                if (jb + u >= jend) break;
-#pragma unroll
-                for (int h = 0; h < GQ; h++) {
-                    float d0 = 0.f;
-#pragma unroll
-                    for (int i = 0; i < D; i++) d0 = fmaf(kr[u][i], qr[h][i], d0);
-                    float sc = warp_sum(d0) * scale;
-                    float mn = fmaxf(m[h], sc), a = expf(m[h] - mn), p = expf(sc - mn);
-                    l[h] = l[h] * a + p;
-#pragma unroll
-                    for (int i = 0; i < D; i++) o[h][i] = fmaf(p, vr[u][i], o[h][i] * a);
-                    m[h] = mn;
-                }
-            }
-        }
-    }
-    __shared__ float sm_ml[NW][GQ][2];
-    __shared__ float sm_o[NW][GQ][HD];
-#pragma unroll
-    for (int h = 0; h < GQ; h++) {
-#pragma unroll
-        for (int i = 0; i < D; i++) sm_o[warp][h][lane * D + i] = o[h][i];
-        if (lane == 0) {
-            sm_ml[warp][h][0] = m[h];
-            sm_ml[warp][h][1] = l[h];
-        }
-    }
-    __syncthreads();
-    for (int e = threadIdx.x; e < GQ * HD; e += ATT_THREADS) {
-        int h = e / HD, d = e % HD;
-        float M = sm_ml[0][h][0];
-        for (int w = 1; w < NW; w++) M = fmaxf(M, sm_ml[w][h][0]);
-        float L = 0.f, acc = 0.f;
-        for (int w = 0; w < NW; w++) {
-            float f = sm_ml[w][h][0] == -INFINITY ? 0.f : expf(sm_ml[w][h][0] - M);
-            L += sm_ml[w][h][1] * f;
-            acc += sm_o[w][h][d] * f;
-        }
-        size_t pidx = ((size_t)blockIdx.x * nh + g * GQ + h) * Z + z;
-        part_o[pidx * HD + d] = acc;
-        if (d == 0) {
-            part_ml[pidx * 2] = M;
-            part_ml[pidx * 2 + 1] = L;
-        }
-    }
-}
-
-/* the GQA kernel's instances: lanes hold D = head_dim / 32 dims; registers
- * bound D x GQ */
-typedef void (*attn_gqa_fn)(float *, float *, const float *, int, const float *, const float *, const int32_t *,
-                            const int32_t *, const int32_t *, int, int, int, int, float, int, int);
-static attn_gqa_fn attn_gqa_kernel(int hd, int gq) {
-    if (hd == 64) {
-        if (gq == 1) return k_attn_chunk_gqa<2, 1, 8>;
-        if (gq == 2) return k_attn_chunk_gqa<2, 2, 8>;
-        if (gq == 4) return k_attn_chunk_gqa<2, 4, 8>;
-        if (gq == 8) return k_attn_chunk_gqa<2, 8, 8>;
-    } else if (hd == 128) {
-        if (gq == 1) return k_attn_chunk_gqa<4, 1, 8>;
-        if (gq == 2) return k_attn_chunk_gqa<4, 2, 8>;
-        if (gq == 4) return k_attn_chunk_gqa<4, 4, 8>;
-        if (gq == 8) return k_attn_chunk_gqa<4, 8, 4>;
-    } else if (hd == 256) {
-        if (gq == 1) return k_attn_chunk_gqa<8, 1, 4>;
-        if (gq == 2) return k_attn_chunk_gqa<8, 2, 4>;
-    }
-    return NULL;
-}
-
 static float *ws;
 static size_t ws_bytes;
 
@@ -304,17 +169,11 @@ extern "C" void ks_cuda_attention(ks_stream s, float *out, const float *q, int q
         ws_bytes = need;
     }
     float *part_o = ws, *part_ml = ws + (size_t)slice * n_heads * Z * head_dim;
-    static int gqa_on = -1; /* KESTREL_ATTN_GQA=0: the per-query-head kernel (comparisons) */
-    if (gqa_on < 0) gqa_on = !getenv("KESTREL_ATTN_GQA") || atoi(getenv("KESTREL_ATTN_GQA")) != 0;
-    attn_gqa_fn gqa = gqa_on && n_heads % n_kv_heads == 0 ? attn_gqa_kernel(head_dim, n_heads / n_kv_heads) : NULL;
     for (int t0 = 0; t0 < n; t0 += slice) {
         int nt = n - t0 < slice ? n - t0 : slice;
-        if (gqa)
-            ks_launch(gqa, dim3(nt, n_kv_heads, Z), ATT_THREADS, 0, s, part_o, part_ml, q, q_stride, kc, vc, pos, seq,
-                      tables, max_blocks, block_size, n_heads, n_kv_heads, scale, Z, t0);
-        else
-            ks_launch(k_attn_chunk, dim3(nt, n_heads, Z), ATT_THREADS, 0, s, part_o, part_ml, q, q_stride, kc, vc, pos,
-                      seq, tables, max_blocks, block_size, n_heads, n_kv_heads, head_dim, scale, Z, t0);
+        ks_launch(k_attn_chunk, dim3(nt, n_heads, Z), ATT_THREADS, 0, s, part_o, part_ml, q, q_stride, kc, vc, pos, seq, tables,
+                                                                  max_blocks, block_size, n_heads, n_kv_heads,
+                                                                  head_dim, scale, Z, t0);
         CUDA_CHECK_LAUNCH();
         ks_launch(k_attn_merge, dim3(nt, n_heads), head_dim < 128 ? 32 : 128, 0, s, out, part_o, part_ml, pos, n_heads,
                                                                              head_dim, Z, t0);
