@@ -106,6 +106,19 @@ typedef struct backend_ops {
     void (*silu_mul)(backend *be, float *out, const float *gu, int n, int dim);
     /* x += y, n floats */
     void (*add)(backend *be, float *x, const float *y, size_t n);
+    /* add then rmsnorm in one pass: x += y over n rows of dim floats, then
+     * out = RMSNorm(x) * w (the residual add before a norm). out may equal
+     * y; the results equal add followed by rmsnorm. */
+    void (*add_rmsnorm)(backend *be, float *x, const float *y, float *out, const bk_weight *w, int n, int dim,
+                        float eps);
+    /* The attention input path of a qkv row in one pass: per-head RMSNorm
+     * of the n_heads q heads (q_norm) and n_kv_heads k heads (k_norm) that
+     * start each row of qkv (row stride `stride`; both norms skipped when
+     * q_norm is NULL), then rope over those heads — the results equal
+     * rmsnorm, rmsnorm, rope. */
+    void (*qk_norm_rope)(backend *be, float *qkv, int stride, int n, int n_heads, int n_kv_heads, int head_dim,
+                         const bk_weight *q_norm, const bk_weight *k_norm, float eps, const int32_t *pos,
+                         const float *inv_freq);
     /* out (n, dim) = in[idx[i]] */
     void (*gather_rows)(backend *be, float *out, const float *in, const int32_t *idx, int n, int dim);
     /* out (n) int32 = for each row of in (n, cols) the index of its largest

@@ -252,7 +252,7 @@ static void block_ops(model *m, const void *ctx) {
     int H = c->hidden_size;
     op->embed(be, m->x, &m->embed, m->d_tokens, x->n);
     for (int l = 0; l < c->n_layers; l++)
-        model_layer_forward(m, &m->layers[l], x->kv->k[l], x->kv->v[l], x->ab, m->d_pos, x->n);
+        model_layer_forward(m, &m->layers[l], x->kv->k[l], x->kv->v[l], x->ab, m->d_pos, x->n, false, NULL);
     op->gather_rows(be, m->xn, m->x, m->d_rows, x->nr, H);
     op->rmsnorm(be, m->xn, H, m->xn, H, &m->final_norm, x->nr, 1, H, c->rms_norm_eps);
     op->matmul(be, m->logits_dev, m->xn, &m->lm_head, NULL, x->nr);

@@ -278,32 +278,28 @@ static void mm(backend *be, float *out, const float *in, const bk_weight *w, con
 /* One decoder layer over the n rows of m->x (in place), with the KV cache
  * (k_cache, v_cache) of that layer. Shared by the target and the MTP head. */
 void model_layer_forward(model *m, const model_layer *L, float *k_cache, float *v_cache, const bk_attn_batch *ab,
-                         const int32_t *rope_pos, int n) {
+                         const int32_t *rope_pos, int n, bool normed, const bk_weight *next_norm) {
     backend *be = m->be;
     const backend_ops *op = be->ops;
     const model_config *c = &m->cfg;
     int H = c->hidden_size, hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
     int qkv_dim = (nh + 2 * nkv) * hd, kv_dim = nkv * hd, I = c->intermediate_size;
     float scale = 1.0f / sqrtf((float)hd);
-    op->rmsnorm(be, m->xn, H, m->x, H, &L->attn_norm, n, 1, H, c->rms_norm_eps);
+    if (!normed) op->rmsnorm(be, m->xn, H, m->x, H, &L->attn_norm, n, 1, H, c->rms_norm_eps);
     int np = ab->n_prompt;
     mm(be, m->qkv, m->xn, &L->wqkv, c->attention_bias ? &L->bqkv : NULL, n, np);
     float *q = m->qkv, *k = m->qkv + nh * hd, *v = k + kv_dim;
-    if (c->qk_norm) {
-        op->rmsnorm(be, q, qkv_dim, q, qkv_dim, &L->q_norm, n, nh, hd, c->rms_norm_eps);
-        op->rmsnorm(be, k, qkv_dim, k, qkv_dim, &L->k_norm, n, nkv, hd, c->rms_norm_eps);
-    }
-    op->rope(be, q, qkv_dim, n, nh, hd, rope_pos, m->inv_freq);
-    op->rope(be, k, qkv_dim, n, nkv, hd, rope_pos, m->inv_freq);
+    op->qk_norm_rope(be, q, qkv_dim, n, nh, nkv, hd, c->qk_norm ? &L->q_norm : NULL, c->qk_norm ? &L->k_norm : NULL,
+                     c->rms_norm_eps, rope_pos, m->inv_freq);
     op->kv_store(be, k_cache, v_cache, k, v, qkv_dim, ab, kv_dim);
     op->attention(be, m->attn, q, qkv_dim, k_cache, v_cache, ab, nh, nkv, hd, scale);
     mm(be, m->xn, m->attn, &L->wo, NULL, n, np);
-    op->add(be, m->x, m->xn, (size_t)n * H);
-    op->rmsnorm(be, m->xn, H, m->x, H, &L->ffn_norm, n, 1, H, c->rms_norm_eps);
+    op->add_rmsnorm(be, m->x, m->xn, m->xn, &L->ffn_norm, n, H, c->rms_norm_eps);
     mm(be, m->gu, m->xn, &L->w_gate_up, NULL, n, np);
     op->silu_mul(be, m->act, m->gu, n, I);
     mm(be, m->xn, m->act, &L->w_down, NULL, n, np);
-    op->add(be, m->x, m->xn, (size_t)n * H);
+    if (next_norm) op->add_rmsnorm(be, m->x, m->xn, m->xn, next_norm, n, H, c->rms_norm_eps);
+    else op->add(be, m->x, m->xn, (size_t)n * H);
 }
 
 /* The op sequence of one forward (everything after the uploads). With an MTP
@@ -315,7 +311,9 @@ static void run_layers(model *m, kv_cache *kv, const bk_attn_batch *ab, int n, i
     int H = c->hidden_size;
     op->embed(be, m->x, &m->embed, m->d_tokens, n);
     for (int l = 0; l < c->n_layers; l++) {
-        model_layer_forward(m, &m->layers[l], kv->k[l], kv->v[l], ab, m->d_pos, n);
+        /* each layer's final residual add also norms the next layer's input */
+        model_layer_forward(m, &m->layers[l], kv->k[l], kv->v[l], ab, m->d_pos, n, l > 0,
+                            l + 1 < c->n_layers ? &m->layers[l + 1].attn_norm : NULL);
         for (int j = 0; j < m->n_feat; j++)
             if (m->feat_layer[j] == l)
                 op->gather_rows(be, m->feat + (size_t)j * m->cap_tokens * H, m->x, m->d_iota, n, H);

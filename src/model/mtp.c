@@ -66,7 +66,7 @@ static void mtp_ops(model *m, const void *ctx) {
     op->rmsnorm(be, m->mtp_in, 2 * H, m->x, H, &m->mtp->pre_e, n, 1, H, c->rms_norm_eps);
     op->rmsnorm(be, m->mtp_in + H, 2 * H, m->mtp_src, H, &m->mtp->pre_h, n, 1, H, c->rms_norm_eps);
     op->matmul(be, m->x, m->mtp_in, &m->mtp->fc, NULL, n);
-    model_layer_forward(m, &m->mtp->layer, x->mkv->k[0], x->mkv->v[0], x->ab, m->d_mtp_pos, n);
+    model_layer_forward(m, &m->mtp->layer, x->mkv->k[0], x->mkv->v[0], x->ab, m->d_mtp_pos, n, false, NULL);
     op->rmsnorm(be, m->mtp_hid, H, m->x, H, &m->mtp->norm, n, 1, H, c->rms_norm_eps);
     if (x->n_logits <= 0) return;
     op->gather_rows(be, m->xn, m->mtp_hid, m->d_rows, x->n_logits, H);

@@ -277,3 +277,88 @@ TEST(test_cuda_long_context_attention_matches_cpu) {
     free(kc); free(vc); free(q); free(oa); free(ob); free(tables);
     close_pair(&p);
 }
+
+/* The fused ops (add_rmsnorm, qk_norm_rope) give bitwise what the separate
+ * CUDA ops give, and match the CPU's composition: hidden sizes on the block
+ * (>= 1024) and warp paths; head_dim 64 / 128 on the fused kernel, 80 on
+ * its fallback; with and without QK-norm weights. */
+TEST(test_cuda_fused_ops_equal_the_separate_ops) {
+    pair p = {0};
+    if (!open_pair(&p)) SKIP("no CUDA GPU");
+    int dims[2] = {2048, 384}, n = 3;
+    for (int di = 0; di < 2; di++) {
+        int dim = dims[di];
+        size_t nb = (size_t)n * dim * 4;
+        void *hw;
+        st_tensor tw = make_tensor(DTYPE_F32, dim, 0, &hw);
+        const st_tensor *pw[1] = {&tw};
+        bk_weight wc, wg;
+        CHECK(p.cpu->ops->weight_init(p.cpu, &wc, pw, 1) == 0 && p.gpu->ops->weight_init(p.gpu, &wg, pw, 1) == 0);
+        float *x = malloc(nb), *y = malloc(nb), *xa = malloc(nb), *oa = malloc(nb), *xb = malloc(nb), *ob = malloc(nb),
+              *xc = malloc(nb), *oc = malloc(nb);
+        for (int i = 0; i < n * dim; i++) x[i] = frand() * 3, y[i] = frand();
+        /* separate ops on the GPU */
+        float *dx = up(p.gpu, x, nb), *dy = up(p.gpu, y, nb), *dout = p.gpu->ops->buf_alloc(p.gpu, nb);
+        p.gpu->ops->add(p.gpu, dx, dy, (size_t)n * dim);
+        p.gpu->ops->rmsnorm(p.gpu, dout, dim, dx, dim, &wg, n, 1, dim, 1e-6f);
+        down(p.gpu, xa, dx, nb);
+        down(p.gpu, oa, dout, nb);
+        /* fused, out aliasing y (as the model calls it) */
+        p.gpu->ops->buf_upload(p.gpu, dx, x, nb);
+        p.gpu->ops->add_rmsnorm(p.gpu, dx, dy, dy, &wg, n, dim, 1e-6f);
+        down(p.gpu, xb, dx, nb);
+        down(p.gpu, ob, dy, nb);
+        CHECK_MSG(!memcmp(xa, xb, nb) && !memcmp(oa, ob, nb), "add_rmsnorm dim %d: not the separate ops' bits", dim);
+        memcpy(xc, x, nb);
+        memcpy(oc, y, nb);
+        p.cpu->ops->add_rmsnorm(p.cpu, xc, oc, oc, &wc, n, dim, 1e-6f);
+        CHECK_MSG(max_rel(ob, oc, (size_t)n * dim, NULL) < 1e-5, "add_rmsnorm dim %d vs cpu: %g", dim,
+                  max_rel(ob, oc, (size_t)n * dim, NULL));
+        CHECK(!memcmp(xc, xb, nb));
+        void *bufs[] = {dx, dy, dout};
+        for (int i = 0; i < 3; i++) p.gpu->ops->buf_free(p.gpu, bufs[i]);
+        p.gpu->ops->weight_release(p.gpu, &wg);
+        free(x); free(y); free(xa); free(oa); free(xb); free(ob); free(xc); free(oc); free(hw);
+    }
+    int hds[3] = {64, 128, 80};
+    for (int hi = 0; hi < 3; hi++)
+        for (int with_norm = 0; with_norm < 2; with_norm++) {
+            int hd = hds[hi], nh = 4, nkv = 2, stride = (nh + 2 * nkv) * hd + 8;
+            size_t nb = (size_t)n * stride * 4;
+            void *hq, *hk;
+            st_tensor tq = make_tensor(DTYPE_F32, hd, 0, &hq), tk = make_tensor(DTYPE_F32, hd, 0, &hk);
+            const st_tensor *pq[1] = {&tq}, *pk[1] = {&tk};
+            bk_weight qc, qg, kc, kg;
+            CHECK(p.cpu->ops->weight_init(p.cpu, &qc, pq, 1) == 0 && p.gpu->ops->weight_init(p.gpu, &qg, pq, 1) == 0);
+            CHECK(p.cpu->ops->weight_init(p.cpu, &kc, pk, 1) == 0 && p.gpu->ops->weight_init(p.gpu, &kg, pk, 1) == 0);
+            float *x = malloc(nb), *a = malloc(nb), *b = malloc(nb), *c = malloc(nb);
+            for (int i = 0; i < n * stride; i++) x[i] = frand() * 3;
+            int32_t pos[3] = {0, 9, 4000};
+            float inv[64];
+            for (int i = 0; i < hd / 2; i++) inv[i] = powf(1e6f, -(float)(2 * i) / hd);
+            int32_t *dpos = up(p.gpu, pos, sizeof pos);
+            float *dinv = up(p.gpu, inv, sizeof inv), *dx = up(p.gpu, x, nb);
+            if (with_norm) {
+                p.gpu->ops->rmsnorm(p.gpu, dx, stride, dx, stride, &qg, n, nh, hd, 1e-6f);
+                p.gpu->ops->rmsnorm(p.gpu, dx + nh * hd, stride, dx + nh * hd, stride, &kg, n, nkv, hd, 1e-6f);
+            }
+            p.gpu->ops->rope(p.gpu, dx, stride, n, nh + nkv, hd, dpos, dinv);
+            down(p.gpu, a, dx, nb);
+            p.gpu->ops->buf_upload(p.gpu, dx, x, nb);
+            p.gpu->ops->qk_norm_rope(p.gpu, dx, stride, n, nh, nkv, hd, with_norm ? &qg : NULL, with_norm ? &kg : NULL,
+                                     1e-6f, dpos, dinv);
+            down(p.gpu, b, dx, nb);
+            CHECK_MSG(!memcmp(a, b, nb), "qk_norm_rope hd %d norm %d: not the separate ops' bits", hd, with_norm);
+            memcpy(c, x, nb);
+            p.cpu->ops->qk_norm_rope(p.cpu, c, stride, n, nh, nkv, hd, with_norm ? &qc : NULL, with_norm ? &kc : NULL,
+                                     1e-6f, pos, inv);
+            CHECK_MSG(max_rel(b, c, (size_t)n * stride, NULL) < 1e-5, "qk_norm_rope hd %d vs cpu: %g", hd,
+                      max_rel(b, c, (size_t)n * stride, NULL));
+            void *bufs[] = {dpos, dinv, dx};
+            for (int i = 0; i < 3; i++) p.gpu->ops->buf_free(p.gpu, bufs[i]);
+            p.gpu->ops->weight_release(p.gpu, &qg);
+            p.gpu->ops->weight_release(p.gpu, &kg);
+            free(x); free(a); free(b); free(c); free(hq); free(hk);
+        }
+    close_pair(&p);
+}

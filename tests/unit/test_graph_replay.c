@@ -17,7 +17,9 @@
 #include "tok/tok.h"
 #include "test.h"
 
-typedef enum { R_EMBED, R_RMSNORM, R_MATMUL, R_ROPE, R_KV_STORE, R_ATTN, R_SILU, R_ADD, R_GATHER, R_ARGMAX } rec_kind;
+typedef enum {
+    R_EMBED, R_RMSNORM, R_MATMUL, R_ROPE, R_KV_STORE, R_ATTN, R_SILU, R_ADD, R_ADD_NORM, R_QK_NORM_ROPE, R_GATHER, R_ARGMAX
+} rec_kind;
 
 typedef struct {
     rec_kind k;
@@ -85,6 +87,10 @@ static void run_op(backend *be, const rec_op *o) {
     }
     case R_SILU: op->silu_mul(c, o->out, o->in, o->i[0], o->i[1]); break;
     case R_ADD: op->add(c, o->out, o->in, o->z); break;
+    case R_ADD_NORM: op->add_rmsnorm(c, o->out, o->in, o->out2, o->w, o->i[0], o->i[1], o->f); break;
+    case R_QK_NORM_ROPE:
+        op->qk_norm_rope(c, o->out, o->i[0], o->i[1], o->i[2], o->i[3], o->i[4], o->w, o->w2, o->f, o->ids, o->fp);
+        break;
     case R_GATHER: op->gather_rows(c, o->out, o->in, o->ids, o->i[0], o->i[1]); break;
     case R_ARGMAX: op->argmax(c, o->iout, o->in, o->i[0], o->i[1]); break;
     }
@@ -121,6 +127,14 @@ static void r_silu(backend *be, float *out, const float *gu, int n, int dim) {
     DO(.k = R_SILU, .out = out, .in = gu, .i = {n, dim});
 }
 static void r_add(backend *be, float *x, const float *y, size_t n) { DO(.k = R_ADD, .out = x, .in = y, .z = n); }
+static void r_add_norm(backend *be, float *x, const float *y, float *out, const bk_weight *w, int n, int dim,
+                       float eps) {
+    DO(.k = R_ADD_NORM, .out = x, .in = y, .out2 = out, .w = w, .i = {n, dim}, .f = eps);
+}
+static void r_qk_norm_rope(backend *be, float *qkv, int stride, int n, int nh, int nkv, int hd, const bk_weight *qn,
+                           const bk_weight *kn, float eps, const int32_t *pos, const float *inv) {
+    DO(.k = R_QK_NORM_ROPE, .out = qkv, .w = qn, .w2 = kn, .ids = pos, .fp = inv, .i = {stride, n, nh, nkv, hd}, .f = eps);
+}
 static void r_gather(backend *be, float *out, const float *in, const int32_t *idx, int n, int dim) {
     DO(.k = R_GATHER, .out = out, .in = in, .ids = idx, .i = {n, dim});
 }
@@ -170,6 +184,7 @@ static const backend_ops rec_ops = {
     .name = "recording", .buf_alloc = r_alloc, .buf_free = r_buf_free, .buf_upload = r_up, .buf_download = r_down,
     .weight_init = r_winit, .weight_release = r_wrel, .embed = r_embed, .rmsnorm = r_rmsnorm, .matmul = r_matmul,
     .rope = r_rope, .kv_store = r_kv_store, .attention = r_attention, .silu_mul = r_silu, .add = r_add,
+    .add_rmsnorm = r_add_norm, .qk_norm_rope = r_qk_norm_rope,
     .gather_rows = r_gather, .argmax = r_argmax, .graph_begin = r_graph_begin, .graph_end = r_graph_end, .graph_launch = r_graph_launch,
     .graph_free = r_graph_free, .free = r_free};
 

@@ -274,6 +274,21 @@ static void cpu_add(backend *be, float *x, const float *y, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] += y[i];
 }
 
+static void cpu_add_rmsnorm(backend *be, float *x, const float *y, float *out, const bk_weight *w, int n, int dim,
+                            float eps) {
+    cpu_add(be, x, y, (size_t)n * dim);
+    cpu_rmsnorm(be, out, dim, x, dim, w, n, 1, dim, eps);
+}
+
+static void cpu_qk_norm_rope(backend *be, float *qkv, int stride, int n, int nh, int nkv, int hd, const bk_weight *qn,
+                             const bk_weight *kn, float eps, const int32_t *pos, const float *inv_freq) {
+    if (qn) {
+        cpu_rmsnorm(be, qkv, stride, qkv, stride, qn, n, nh, hd, eps);
+        cpu_rmsnorm(be, qkv + nh * hd, stride, qkv + nh * hd, stride, kn, n, nkv, hd, eps);
+    }
+    cpu_rope(be, qkv, stride, n, nh + nkv, hd, pos, inv_freq);
+}
+
 static void cpu_gather_rows(backend *be, float *out, const float *in, const int32_t *idx, int n, int dim) {
     (void)be;
     for (int i = 0; i < n; i++)
@@ -317,6 +332,8 @@ static const backend_ops cpu_ops = {
     .attention = cpu_attention,
     .silu_mul = cpu_silu_mul,
     .add = cpu_add,
+    .add_rmsnorm = cpu_add_rmsnorm,
+    .qk_norm_rope = cpu_qk_norm_rope,
     .gather_rows = cpu_gather_rows,
     .argmax = cpu_argmax,
     .graph_begin = NULL,

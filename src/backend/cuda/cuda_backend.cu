@@ -290,6 +290,18 @@ static void cu_add(backend *be, float *x, const float *y, size_t n) {
     SKIP_IF_FAILED();
     PROF(be, "add", ks_cuda_add(S, x, y, (long long)n));
 }
+static void cu_add_rmsnorm(backend *be, float *x, const float *y, float *out, const bk_weight *w, int n, int dim,
+                           float eps) {
+    SKIP_IF_FAILED();
+    PROF(be, "add_rmsnorm", ks_cuda_add_rmsnorm(S, x, y, out, (const float *)w->impl, n, dim, eps));
+}
+static void cu_qk_norm_rope(backend *be, float *qkv, int stride, int n, int nh, int nkv, int hd, const bk_weight *qn,
+                            const bk_weight *kn, float eps, const int32_t *pos, const float *inv) {
+    SKIP_IF_FAILED();
+    PROF(be, "qk_norm_rope",
+         ks_cuda_qk_norm_rope(S, qkv, stride, n, nh, nkv, hd, qn ? (const float *)qn->impl : NULL,
+                              kn ? (const float *)kn->impl : NULL, eps, pos, inv));
+}
 static void cu_gather(backend *be, float *out, const float *in, const int32_t *idx, int n, int dim) {
     SKIP_IF_FAILED();
     PROF(be, "gather", ks_cuda_gather_rows(S, out, in, idx, n, dim));
@@ -350,7 +362,7 @@ static void cu_backend_free(backend *be) {
 static const backend_ops cuda_ops = {
     "cuda",       cu_alloc,       cu_free,      cu_upload,       cu_download,   cu_weight_init, cu_weight_release,
     cu_embed,     cu_rmsnorm,     cu_matmul,    cu_matmul_prompt, cu_rope,         cu_kv_store,   cu_attention,   cu_silu_mul,
-    cu_add,       cu_gather,      cu_argmax,    cu_graph_begin, cu_graph_end,  cu_graph_launch, cu_graph_free, cu_backend_free,
+    cu_add,       cu_add_rmsnorm, cu_qk_norm_rope, cu_gather,  cu_argmax,    cu_graph_begin, cu_graph_end,  cu_graph_launch, cu_graph_free, cu_backend_free,
 };
 
 static int pdl_state = -1; /* -1: not yet decided */

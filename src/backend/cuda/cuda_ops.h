@@ -22,6 +22,9 @@ void ks_cuda_rope(ks_stream s, float *x, int row_stride, int n, int n_heads, int
 void ks_cuda_embed(ks_stream s, float *out, const void *table, int wtype, const int32_t *ids, int n, int dim);
 void ks_cuda_silu_mul(ks_stream s, float *out, const float *gu, int n, int dim);
 void ks_cuda_add(ks_stream s, float *x, const float *y, long long n);
+void ks_cuda_add_rmsnorm(ks_stream s, float *x, const float *y, float *out, const float *w, int n, int dim, float eps);
+void ks_cuda_qk_norm_rope(ks_stream s, float *qkv, int stride, int n, int nh, int nkv, int hd, const float *q_w,
+                          const float *k_w, float eps, const int32_t *pos, const float *inv_freq);
 void ks_cuda_gather_rows(ks_stream s, float *out, const float *in, const int32_t *idx, int n, int dim);
 void ks_cuda_argmax(ks_stream s, int32_t *out, const float *in, int n, int cols);
 void ks_cuda_kv_store(ks_stream s, float *kc, float *vc, const float *k, const float *v, int src_stride,

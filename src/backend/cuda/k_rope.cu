@@ -24,3 +24,65 @@ extern "C" void ks_cuda_rope(ks_stream s, float *x, int row_stride, int n, int n
     ks_launch(k_rope, (unsigned)((total + 255) / 256), 256, 0, s, x, row_stride, n, n_heads, head_dim, pos, inv_freq);
     CUDA_CHECK_LAUNCH();
 }
+
+/* Per-head RMSNorm (Qwen3's QK-norm; skipped when q_w is NULL) and rope of
+ * the nh + nkv q and k heads that start each qkv row, one warp per (token,
+ * head) when head_dim is a multiple of 64: lane l holds dims l + 32e, so
+ * every rope pair (i, i + head_dim/2) is in one lane. The sum of squares
+ * runs in k_rmsnorm_warp's order and the rotation is k_rope's, so the
+ * results equal rmsnorm, rmsnorm, rope; other head sizes take those three. */
+template <int E>
+__global__ void k_qk_norm_rope(float *qkv, int stride, int n, int nh, int nkv, const float *q_w, const float *k_w,
+                               float eps, const int32_t *pos, const float *inv_freq) {
+    pdl_start();
+    constexpr int HD = 32 * E, HALF = HD / 2;
+    int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    int heads = nh + nkv;
+    if (row >= n * heads) return;
+    int t = row / heads, h = row % heads;
+    float *v = qkv + (size_t)t * stride + (size_t)h * HD;
+    float x[E];
+#pragma unroll
+    for (int e = 0; e < E; e++) x[e] = v[lane + 32 * e];
+    if (q_w) {
+        const float *w = h < nh ? q_w : k_w;
+        float ss = 0.f;
+#pragma unroll
+        for (int e = 0; e < E; e++) ss = fmaf(x[e], x[e], ss);
+        ss = warp_sum(ss);
+        float inv = 1.0f / sqrtf(ss / (float)HD + eps);
+#pragma unroll
+        for (int e = 0; e < E; e++) x[e] = w[lane + 32 * e] * (x[e] * inv);
+    }
+#pragma unroll
+    for (int e = 0; e < E / 2; e++) {
+        int i = lane + 32 * e;
+        float ang = (float)pos[t] * inv_freq[i];
+        float c = cosf(ang), s = sinf(ang);
+        float a = x[e], b = x[e + E / 2];
+        x[e] = a * c - b * s;
+        x[e + E / 2] = b * c + a * s;
+    }
+    (void)HALF;
+#pragma unroll
+    for (int e = 0; e < E; e++) v[lane + 32 * e] = x[e];
+}
+
+extern "C" void ks_cuda_qk_norm_rope(ks_stream s, float *qkv, int stride, int n, int nh, int nkv, int hd,
+                                     const float *q_w, const float *k_w, float eps, const int32_t *pos,
+                                     const float *inv_freq) {
+    int rows = n * (nh + nkv), blocks = (rows + 7) / 8;
+    if (rows <= 0) return;
+    if (hd == 64) ks_launch(k_qk_norm_rope<2>, blocks, 256, 0, s, qkv, stride, n, nh, nkv, q_w, k_w, eps, pos, inv_freq);
+    else if (hd == 128) ks_launch(k_qk_norm_rope<4>, blocks, 256, 0, s, qkv, stride, n, nh, nkv, q_w, k_w, eps, pos, inv_freq);
+    else if (hd == 256) ks_launch(k_qk_norm_rope<8>, blocks, 256, 0, s, qkv, stride, n, nh, nkv, q_w, k_w, eps, pos, inv_freq);
+    else {
+        if (q_w) {
+            ks_cuda_rmsnorm(s, qkv, stride, qkv, stride, q_w, n, nh, hd, eps);
+            ks_cuda_rmsnorm(s, qkv + (size_t)nh * hd, stride, qkv + (size_t)nh * hd, stride, k_w, n, nkv, hd, eps);
+        }
+        ks_cuda_rope(s, qkv, stride, n, nh + nkv, hd, pos, inv_freq);
+        return;
+    }
+    CUDA_CHECK_LAUNCH();
+}
