@@ -57,10 +57,6 @@ k_attn_chunk(float *part_o, float *part_ml, const float *q, int q_stride, const 
             if ((hd & 3) == 0) {
                 const float4 *k4 = reinterpret_cast<const float4 *>(kr);
                 const float4 *q4 = reinterpret_cast<const float4 *>(qs);
-                /* unrolled so the row's loads are in flight together (the
-                 * sum still runs in c order): one load at a time made each
-                 * chunk a chain of hd / 4 memory latencies */
-#pragma unroll 8
                 for (int c = 0; c < hd / 4; c++) {
                     float4 a = __ldg(k4 + c), b = q4[c];
                     d0 = fmaf(a.x, b.x, d0);
