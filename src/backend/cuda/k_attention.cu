@@ -90,9 +90,7 @@ k_attn_chunk(float *part_o, float *part_ml, const float *q, int q_stride, const 
             int d = tid + i * ATT_THREADS;
             if (d < hd) {
                 float o = 0.f;
-                /* 32 keys' V loads in flight at a time (the sum still runs
-                 * in key order): 8 made a chunk 16 memory round trips */
-#pragma unroll 32
+#pragma unroll 8
                 for (int jj = 0; jj < cnt; jj++)
                     o = fmaf(ps[jj], __ldg(vc + (size_t)slots[jj] * kv_dim + (size_t)g * hd + d), o);
                 acc[i] = acc[i] * fo + o * fc;
