@@ -98,6 +98,12 @@ static void admit(engine *e) {
     pthread_mutex_unlock(&e->mu);
 }
 
+static bool step_log(void) {
+    static int on = -1;
+    if (on < 0) on = getenv("KESTREL_STEP_LOG") && !strcmp(getenv("KESTREL_STEP_LOG"), "1");
+    return on;
+}
+
 static int ensure_batch(engine *e, int n) {
     if (n <= e->b_cap) return 0;
     int cap = n * 2;
@@ -330,7 +336,15 @@ int engine_step(engine *e) {
         e->logits_rows = n_rows;
     }
     model_batch b = {n, e->b_tok, e->b_pos, e->b_seq, na, seqs, n_rows, e->b_rows, n_prompt, e->b_ids};
-    if (model_forward(e->m, &e->kv, &b, need_rows ? e->logits : NULL) != 0) {
+    double t_fwd = now_s();
+    int fwd_rc = model_forward(e->m, &e->kv, &b, need_rows ? e->logits : NULL);
+    if (step_log()) { /* KESTREL_STEP_LOG=1: one line per forward (diagnostics) */
+        int ctx_max = 0;
+        for (int i = 0; i < na; i++) ctx_max = e->active[i]->n_cached > ctx_max ? e->active[i]->n_cached : ctx_max;
+        fprintf(stderr, "kestrel: step %d rows (%d prompt) of %d sequences, context <= %d: %.2f ms\n", n, n_prompt, na,
+                ctx_max, (now_s() - t_fwd) * 1e3);
+    }
+    if (fwd_rc != 0) {
         const char *msg = err_msg();
         for (int i = na - 1; i >= 0; i--) {
             engine_push_error(e->active[i]->r, msg);
