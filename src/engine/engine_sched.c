@@ -338,7 +338,8 @@ int engine_step(engine *e) {
     model_batch b = {n, e->b_tok, e->b_pos, e->b_seq, na, seqs, n_rows, e->b_rows, n_prompt, e->b_ids};
     double t_fwd = now_s();
     int fwd_rc = model_forward(e->m, &e->kv, &b, need_rows ? e->logits : NULL);
-    if (step_log()) { /* KESTREL_STEP_LOG=1: one line per forward (diagnostics) */
+    if (step_log()) { /* KESTREL_STEP_LOG=1: one line per forward, timed to its end (diagnostics) */
+        if (!fwd_rc) model_sync(e->m);
         int ctx_max = 0;
         for (int i = 0; i < na; i++) ctx_max = e->active[i]->n_cached > ctx_max ? e->active[i]->n_cached : ctx_max;
         fprintf(stderr, "kestrel: step %d rows (%d prompt) of %d sequences, context <= %d: %.2f ms\n", n, n_prompt, na,

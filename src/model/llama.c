@@ -502,6 +502,11 @@ static void forward_ops(model *m, const void *ctx) {
     run_layers(m, f->kv, f->ab, f->n, f->n_logits);
 }
 
+int model_sync(model *m) {
+    float v;
+    return m->x ? m->be->ops->buf_download(m->be, &v, m->x, sizeof v) : KS_OK;
+}
+
 int model_forward(model *m, kv_cache *kv, const model_batch *b, float *logits) {
     const model_config *c = &m->cfg;
     int n = b->n_tokens;

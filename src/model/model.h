@@ -131,6 +131,8 @@ int model_load(model **out, const char *dir, backend *be);
 void model_free(model *m);
 /* Creates a KV cache sized for n_ctx_tokens tokens in total. */
 int model_kv_init(const model *m, kv_cache *kv, int n_ctx_tokens);
+/* Waits for the backend's queued work (diagnostic timing). */
+int model_sync(model *m);
 /* logits: (n_logits, vocab) host, or NULL when only b->argmax is wanted. */
 int model_forward(model *m, kv_cache *kv, const model_batch *b, float *logits);
 
