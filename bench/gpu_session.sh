@@ -10,7 +10,9 @@
 # off, KESTREL_PROMPT_PATH=0), CUDA graphs and programmatic dependent launch
 # on and off; profile = GPU time per op (KESTREL_CUDA_PROFILE) of a
 # 4096-token prefill + 64 decoded tokens; ops = cuda_ops_bench (op timings
-# at Qwen3-8B shapes, model_forward of 1 / 4 / 16 decode sequences); spec = the proposer matrix on
+# at Qwen3-8B shapes, model_forward of 1 / 4 / 16 decode sequences); ncu =
+# Nsight Compute sections for a few launches of NCU_KERNELS (default: the
+# decode attention and the tensor-core matvec); spec = the proposer matrix on
 # tinycoder; long = Qwen3-8B decode after ~16k and ~64k tokens; batch =
 # Qwen3-8B concurrency sweep, prefix-cache TTFT and the 32k-prompt stall.
 set -u
@@ -75,6 +77,17 @@ fi
 if has ops; then # op timings at Qwen3-8B shapes; model_forward of 1 / 4 / 16 decode sequences
     { build/cuda_ops_bench; build/cuda_ops_bench /tmp/q8; } > "$OUT/ops.txt" 2>&1
     grep "forward\|matmul.*n=\(1\|16\) \|==\|attention" "$OUT/ops.txt"
+fi
+if has ncu; then # Nsight Compute on a few launches of the kernels named by NCU_KERNELS (regex)
+    NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null)
+    if [ -n "$NCU" ]; then
+        timeout 300 "$NCU" --kernel-name "regex:${NCU_KERNELS:-k_attn_chunk|k_attn_merge|k_matvec_tc}" --launch-skip 20 \
+            --launch-count 6 --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
+            --section LaunchStats build/cuda_ops_bench > "$OUT/ncu.txt" 2>&1
+        grep -E "k_attn|k_matvec|Duration|Memory Throughput|Achieved Occupancy|DRAM Throughput" "$OUT/ncu.txt" | head -60
+    else
+        echo "ncu: not on this machine"
+    fi
 fi
 if has long; then # Qwen3-8B decode after 16k and 64k tokens of context (the whole source tree as text)
     cat $(git ls-files 'src/*.c' 'src/*.h' 'src/*.cu' 'tests/*.c' 'docs/*.md' 2>/dev/null || find src tests docs -type f) > /tmp/all.txt
