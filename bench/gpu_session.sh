@@ -2,8 +2,13 @@
 # bench/gpu_session.sh OUT [STAGES] — one full run on the lent H200 (device
 # time is scarce: build, test and benchmark in one call). Run from the repo
 # root with .devcarry/ carried (gpu.tar.xz: tinycoder + prompts + reference
-# + dflash; sysroot/: the Debian -dev headers and libraries the machine
-# lacks; runlib/: their shared objects). Everything lands in OUT.
+# + dflash; drafter.tar.xz: tinycoder/drafter; qwen3tok.tar.xz: the Qwen3
+# tokenizer for the random checkpoints; sysroot/: the Debian -dev headers
+# and libraries the machine lacks; runlib/: their shared objects). The
+# device call: carry [".devcarry/gpu.tar.xz", ".devcarry/drafter.tar.xz",
+# ".devcarry/qwen3tok.tar.xz", ".devcarry/sysroot", ".devcarry/runlib"],
+# command `timeout 590 bash bench/gpu_session.sh $OUT "STAGES"`. Everything
+# lands in OUT.
 # STAGES (default "test real spec"): test = `test_runner cuda`; real =
 # random-weight Qwen3-8B / 1.7B checkpoints, decode after a 512-token prompt
 # and prefill of a 4096-token prompt (NOPROMPT=1: also with the prompt path
@@ -20,6 +25,9 @@ OUT=${1:?usage: bench/gpu_session.sh OUT [STAGES]}
 STAGES=${2:-test real profile spec}
 mkdir -p "$OUT" /tmp/sh
 tar -xJf .devcarry/gpu.tar.xz -C /tmp/sh
+# tinycoder's draft model travels apart (.devcarry/drafter.tar.xz) to keep
+# each file small; the spec stage's drafter row needs it
+[ -f .devcarry/drafter.tar.xz ] && tar -xJf .devcarry/drafter.tar.xz -C /tmp/sh
 export KESTREL_SHARED=/tmp/sh/shared LD_LIBRARY_PATH=$PWD/.devcarry/runlib
 SR=$PWD/.devcarry/sysroot/usr
 TC=/tmp/sh/shared/models/tinycoder
@@ -125,7 +133,7 @@ if has spec; then
     done
     [ -n "${SPEC_NOGATES:-}" ] && KESTREL=build/kestrel NOGATES=1 WORKLOADS=code CONFIGS="mtp dflash" timeout 200 \
         bash bench/proposer_bench.sh "$TC" -- --device cuda >> "$OUT/spec.txt" 2>&1
-    KESTREL=build/kestrel CONFIGS="${SPEC_CONFIGS:-plain pld mtp dflash dflash8 auto}" timeout 300 \
+    KESTREL=build/kestrel CONFIGS="${SPEC_CONFIGS:-plain pld mtp drafter dflash dflash8 auto}" timeout 300 \
         bash bench/proposer_bench.sh "$TC" -- --device cuda >> "$OUT/spec.txt" 2>&1
     tail -8 "$OUT/spec.txt"
 fi
