@@ -201,6 +201,8 @@ int engine_start(engine **out, model *m, const tokenizer *tok, const engine_conf
     if (e->cfg.kv_tokens <= 0) e->cfg.kv_tokens = e->cfg.ctx_size * e->cfg.max_concurrent;
     const char *lg = getenv("KESTREL_LOG");
     if (lg && !strcmp(lg, "debug")) e->cfg.log_requests = true;
+    const char *sl = getenv("KESTREL_STEP_LOG");
+    if (sl && !strcmp(sl, "1")) e->cfg.log_steps = true;
     if (e->cfg.pld_key_len < 1) e->cfg.pld_key_len = 3;
     if (e->cfg.pld_draft_len < 1) e->cfg.pld_draft_len = 5;
     if (e->cfg.pld_draft_len > ENGINE_MAX_DRAFT) e->cfg.pld_draft_len = ENGINE_MAX_DRAFT;

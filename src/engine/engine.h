@@ -88,6 +88,7 @@ typedef struct {
                                    runs without speculation (< 0: default) */
     bool no_runtime_gates;   /* draft whatever the measured costs say (tests: timing-independent) */
     bool log_requests;       /* one debug line per finished request on stderr (also KESTREL_LOG=debug) */
+    bool log_steps;          /* one line per forward, waited for and timed (also KESTREL_STEP_LOG=1) */
     bool mtp;                /* draft with the model's native MTP head when it has one */
     int mtp_depth;           /* most MTP drafts per step (default 3); a controller picks 1..this */
     model *drafter;          /* draft model (borrowed; NULL: none), drafts when PLD finds nothing */

@@ -98,12 +98,6 @@ static void admit(engine *e) {
     pthread_mutex_unlock(&e->mu);
 }
 
-static bool step_log(void) {
-    static int on = -1;
-    if (on < 0) on = getenv("KESTREL_STEP_LOG") && !strcmp(getenv("KESTREL_STEP_LOG"), "1");
-    return on;
-}
-
 static int ensure_batch(engine *e, int n) {
     if (n <= e->b_cap) return 0;
     int cap = n * 2;
@@ -336,9 +330,9 @@ int engine_step(engine *e) {
         e->logits_rows = n_rows;
     }
     model_batch b = {n, e->b_tok, e->b_pos, e->b_seq, na, seqs, n_rows, e->b_rows, n_prompt, e->b_ids};
-    double t_fwd = now_s();
+    double t_fwd = e->cfg.log_steps ? now_s() : 0.0;
     int fwd_rc = model_forward(e->m, &e->kv, &b, need_rows ? e->logits : NULL);
-    if (step_log()) { /* KESTREL_STEP_LOG=1: one line per forward, timed to its end (diagnostics) */
+    if (e->cfg.log_steps) { /* one line per forward, timed to its end (diagnostics) */
         if (!fwd_rc) model_sync(e->m);
         int ctx_max = 0;
         for (int i = 0; i < na; i++) ctx_max = e->active[i]->n_cached > ctx_max ? e->active[i]->n_cached : ctx_max;
