@@ -23,23 +23,19 @@
 
 #define MM_WARPS 8
 
-/* 16 weight bytes, read-only path; HINT asks L2 to fetch the whole 256-byte
+/* 16 weight bytes, read-only path, asking L2 to fetch the whole 256-byte
  * sector group (the rest of the row is read right after). */
-template <int HINT>
 __device__ __forceinline__ uint4 ldw16(const void *p) {
     uint4 u;
-    if (HINT)
-        asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
-                     : "=r"(u.x), "=r"(u.y), "=r"(u.z), "=r"(u.w)
-                     : "l"(p));
-    else
-        u = __ldg(reinterpret_cast<const uint4 *>(p));
+    asm volatile("ld.global.nc.L1::no_allocate.L2::256B.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(u.x), "=r"(u.y), "=r"(u.z), "=r"(u.w)
+                 : "l"(p));
     return u;
 }
 
 /* One warp computes R consecutive rows (their loads interleaved, R x more
  * bytes in flight); each row's sum is formed exactly as with R = 1. */
-template <typename W, int MM_TT, int R, int HINT>
+template <typename W, int MM_TT, int R>
 __global__ void __launch_bounds__(MM_WARPS * 32)
 k_matmul(float *__restrict__ out, const float *__restrict__ x, const W *__restrict__ w,
          const float *__restrict__ bias, int n, int k, int rows) {
@@ -63,7 +59,7 @@ k_matmul(float *__restrict__ out, const float *__restrict__ x, const W *__restri
 #pragma unroll
             for (int q = 0; q < R; q++) {
                 int r = r0 + q < rows ? r0 + q : rows - 1;
-                wv[q] = ldw16<HINT>(w + (size_t)r * k + kk);
+                wv[q] = ldw16(w + (size_t)r * k + kk);
             }
 #pragma unroll
             for (int t = 0; t < MM_TT; t++) {
@@ -157,8 +153,8 @@ k_matvec_tc(float *__restrict__ out, const float *__restrict__ x, const __nv_bfl
             for (int u = 0; u < U; u++) {
                 int kb = kb0 + u * TC_WARPS;
                 if (kb < nkb) {
-                    A[u] = ldw16<1>(wa + kb * 32);
-                    B[u] = ldw16<1>(wb + kb * 32);
+                    A[u] = ldw16(wa + kb * 32);
+                    B[u] = ldw16(wb + kb * 32);
                 }
             }
             /* the weights are constants: their first loads overlap the
@@ -285,9 +281,9 @@ static void launch_typed(ks_stream s, float *out, const float *x, const W *w, co
     constexpr int R = 2;
     dim3 grid((rows + MM_WARPS * R - 1) / (MM_WARPS * R)), block(MM_WARPS * 32);
     if (n > 8) /* a verify step or a batch of up to 16: one pass over the weights */
-        ks_launch(k_matmul<W, 16, R, 1>, grid, block, 0, s, out, x, w, bias, n, k, rows);
+        ks_launch(k_matmul<W, 16, R>, grid, block, 0, s, out, x, w, bias, n, k, rows);
     else
-        ks_launch(k_matmul<W, 8, R, 1>, grid, block, 0, s, out, x, w, bias, n, k, rows);
+        ks_launch(k_matmul<W, 8, R>, grid, block, 0, s, out, x, w, bias, n, k, rows);
 }
 
 extern "C" void ks_cuda_matmul(ks_stream s, float *out, const float *x, const void *w, int wtype, const float *bias,

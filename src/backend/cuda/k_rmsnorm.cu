@@ -11,6 +11,17 @@
 
 #define RN_THREADS 256
 
+/* The block's sum of v: a fixed butterfly per warp, then the warps in
+ * order (red: RN_THREADS / 32 floats of shared memory) */
+__device__ __forceinline__ float block_sum(float v, float *red) {
+    v = warp_sum(v);
+    if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
+    __syncthreads();
+    float tot = red[0];
+    for (int i = 1; i < RN_THREADS / 32; i++) tot += red[i];
+    return tot;
+}
+
 __global__ void k_rmsnorm_warp(float *out, int os, const float *in, int is, const float *w, int n, int nh, int dim,
                                float eps) {
     pdl_start();
@@ -37,11 +48,7 @@ k_rmsnorm_block(float *out, int os, const float *in, int is, const float *w, int
     float ss = 0.f;
 #pragma unroll 4
     for (int j = tid; j < dim; j += RN_THREADS) ss = fmaf(x[j], x[j], ss);
-    ss = warp_sum(ss);
-    if ((tid & 31) == 0) red[tid >> 5] = ss;
-    __syncthreads();
-    float tot = red[0];
-    for (int i = 1; i < RN_THREADS / 32; i++) tot += red[i];
+    float tot = block_sum(ss, red);
     float inv = 1.0f / sqrtf(tot / (float)dim + eps);
 #pragma unroll 4
     for (int j = tid; j < dim; j += RN_THREADS) y[j] = w[j] * (x[j] * inv);
@@ -65,11 +72,7 @@ k_add_rmsnorm_block(float *x, const float *y, float *out, const float *w, int di
         xr[j] = v;
         ss = fmaf(v, v, ss);
     }
-    ss = warp_sum(ss);
-    if ((tid & 31) == 0) red[tid >> 5] = ss;
-    __syncthreads();
-    float tot = red[0];
-    for (int i = 1; i < RN_THREADS / 32; i++) tot += red[i];
+    float tot = block_sum(ss, red);
     float inv = 1.0f / sqrtf(tot / (float)dim + eps);
 #pragma unroll 4
     for (int j = tid; j < dim; j += RN_THREADS) o[j] = w[j] * (xr[j] * inv);

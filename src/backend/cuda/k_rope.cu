@@ -35,7 +35,7 @@ template <int E>
 __global__ void k_qk_norm_rope(float *qkv, int stride, int n, int nh, int nkv, const float *q_w, const float *k_w,
                                float eps, const int32_t *pos, const float *inv_freq) {
     pdl_start();
-    constexpr int HD = 32 * E, HALF = HD / 2;
+    constexpr int HD = 32 * E;
     int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     int heads = nh + nkv;
     if (row >= n * heads) return;
@@ -63,7 +63,6 @@ __global__ void k_qk_norm_rope(float *qkv, int stride, int n, int nh, int nkv, c
         x[e] = a * c - b * s;
         x[e + E / 2] = b * c + a * s;
     }
-    (void)HALF;
 #pragma unroll
     for (int e = 0; e < E; e++) v[lane + 32 * e] = x[e];
 }
