@@ -113,7 +113,8 @@ TEST(test_cuda_prompt_attention_matches_cpu_and_is_tiling_invariant) {
     CHECK(backend_cuda_new(&gpu, 0) == 0);
     int hds[2] = {64, 128};
     for (int hi = 0; hi < 2; hi++) {
-        int nh = 8, nkv = 2, hd = hds[hi], kv_dim = nkv * hd, bs = 16, L = 300, nblocks = 24;
+        /* 2300 rows: three 1024-key segments of the prompt kernel */
+        int nh = 8, nkv = 2, hd = hds[hi], kv_dim = nkv * hd, bs = 16, L = 2300, nblocks = 150;
         int max_blocks = (L + bs - 1) / bs + 1;
         int32_t *tables = malloc((size_t)2 * max_blocks * 4);
         for (int i = 0; i < 2 * max_blocks; i++) tables[i] = (i * 7 + 3) % nblocks; /* scattered, seqs share none needed */
@@ -134,7 +135,7 @@ TEST(test_cuda_prompt_attention_matches_cpu_and_is_tiling_invariant) {
               *dq = dev_copy(gpu, q, (size_t)(L + 1) * qs * 4);
         int32_t *dpos = dev_copy(gpu, pos, (size_t)(L + 1) * 4), *dseq = dev_copy(gpu, seq, (size_t)(L + 1) * 4),
                 *dtab = dev_copy(gpu, tables, (size_t)2 * max_blocks * 4), *dslots = dev_copy(gpu, slots, (size_t)(L + 1) * 4);
-        int32_t tiles[64];
+        int32_t tiles[256];
         int nt = cut_tiles(tiles, L, 0);
         int32_t *dtiles = dev_copy(gpu, tiles, (size_t)nt * 8);
         float *dout = gpu->ops->buf_alloc(gpu, (size_t)(L + 1) * qs * 4);
@@ -150,14 +151,14 @@ TEST(test_cuda_prompt_attention_matches_cpu_and_is_tiling_invariant) {
         /* the same rows in two calls (137 rows cut 37 + 64 + 36, then 163
          * rows) and the tiles padded with unused entries: bitwise equal */
         int split = 137;
-        int32_t t2[64];
+        int32_t t2[256];
         int nt2 = cut_tiles(t2, split, 37);
         t2[2 * nt2] = t2[2 * nt2 + 1] = 0; /* an unused entry */
         int32_t *dt2 = dev_copy(gpu, t2, (size_t)(nt2 + 1) * 8);
         bk_attn_batch ab1 = {split, dpos, dseq, dslots, dtab, max_blocks, bs, split - 1, nblocks * bs, split, dt2, nt2 + 1};
         gpu->ops->attention(gpu, dout, dq, qs, dkc, dvc, &ab1, nh, nkv, hd, sc);
         dev_read(gpu, o2, dout, (size_t)split * qs * 4);
-        int32_t t3[64];
+        int32_t t3[256];
         int nt3 = cut_tiles(t3, L - split, 0);
         int32_t *dt3 = dev_copy(gpu, t3, (size_t)nt3 * 8);
         bk_attn_batch ab2 = {L - split, dpos + split, dseq, dslots, dtab, max_blocks, bs, L - 1, nblocks * bs,
@@ -165,6 +166,16 @@ TEST(test_cuda_prompt_attention_matches_cpu_and_is_tiling_invariant) {
         gpu->ops->attention(gpu, dout, dq + (size_t)split * qs, qs, dkc, dvc, &ab2, nh, nkv, hd, sc);
         dev_read(gpu, o2 + (size_t)split * qs, dout, (size_t)(L - split) * qs * 4);
         CHECK_MSG(!memcmp(o2, og, (size_t)L * qs * 4), "prompt attention hd=%d: rows differ with another tiling", hd);
+        /* the prompt's last 16 rows alone (the tail after a prefix-cache
+         * hit: one short tile deep in the context): bitwise the same rows */
+        int32_t t4[2] = {0, 16};
+        int32_t *dt4 = dev_copy(gpu, t4, 8);
+        bk_attn_batch ab4 = {16, dpos + (L - 16), dseq, dslots, dtab, max_blocks, bs, L - 1, nblocks * bs, 16, dt4, 1};
+        gpu->ops->attention(gpu, dout, dq + (size_t)(L - 16) * qs, qs, dkc, dvc, &ab4, nh, nkv, hd, sc);
+        dev_read(gpu, o2, dout, (size_t)16 * qs * 4);
+        CHECK_MSG(!memcmp(o2, og + (size_t)(L - 16) * qs, (size_t)16 * qs * 4),
+                  "prompt attention hd=%d: the last 16 rows alone differ", hd);
+        gpu->ops->buf_free(gpu, dt4);
         /* a prompt row next to a generated row: the generated row (flash-
          * decoding) is bitwise what it is alone */
         int32_t mpos[2] = {5, 200}, mseq[2] = {0, 0}, mt[4] = {0, 1, 0, 0};

@@ -274,7 +274,8 @@ static void cu_attention(backend *be, float *out, const float *q, int qs, const 
     if (np > 0)
         PROF(be, "attention (prompt)",
              if (ks_cuda_attention_prompt(S, out, q, qs, kc, vc, ab->tiles, ab->max_tiles, ab->pos, ab->seq,
-                                          ab->block_tables, ab->max_blocks, ab->block_size, nh, nkv, hd, scale) != 0)
+                                          ab->block_tables, ab->max_blocks, ab->block_size, nh, nkv, hd, scale,
+                                          ab->kv_capacity) != 0)
                  np = 0);
     if (np < ab->n_tokens)
         PROF(be, "attention",

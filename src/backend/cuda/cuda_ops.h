@@ -41,7 +41,7 @@ int ks_cuda_gemm(ks_stream s, float *out, const float *x, const void *w, int wty
 int ks_cuda_attention_prompt(ks_stream s, float *out, const float *q, int q_stride, const float *kc, const float *vc,
                              const int32_t *tiles, int max_tiles, const int32_t *pos, const int32_t *seq,
                              const int32_t *tables, int max_blocks, int block_size, int n_heads, int n_kv_heads,
-                             int head_dim, float scale);
+                             int head_dim, float scale, int kv_capacity);
 
 #ifdef __cplusplus
 }

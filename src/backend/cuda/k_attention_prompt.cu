@@ -12,6 +12,14 @@
  * per row (running max m and sum l in fp32, exp in fp32), P rounded to bf16,
  * O = O * e^(m_old - m_new) + P V with O in fp32 accumulator fragments; at
  * the end O / l.
+ * Keys are split in segments of PA_SEG (1024) from position 0, one block
+ * per (tile, heads, segment): a block walks only its segment's chunks and
+ * leaves the rows' partial (m, l, unnormalised O) in a workspace; a merge
+ * kernel then combines a row's segments in order (M = max m, L = sum l
+ * e^(m - M), out = sum O e^(m - M) / L). A few rows deep in a context (a
+ * prompt's tail after a prefix-cache hit) so get one block per 1024 keys
+ * instead of one block walking them all. Every tile takes the same
+ * segments, so this changes no row's dependence on the tiling.
  * Row invariance: the key chunks are fixed by absolute position, a row's
  * scores and sums are formed from its own row only, and chunks past a row's
  * position change nothing (p = 0, factor 1), so a row's result does not
@@ -30,6 +38,8 @@ using namespace nvcuda;
 #define PA_ROWS 64
 #define PA_KEYS 64
 #define PA_PAD 8 /* bf16 row padding (16 bytes): fewer bank conflicts, ld stays a multiple of 8 */
+#define PA_SEG 1024 /* keys per segment (a multiple of PA_KEYS) */
+#define PA_WS_BYTES (256u << 20) /* partials workspace cap: tiles are sliced to fit */
 
 typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> frag_a;
 typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> frag_bt;
@@ -74,10 +84,10 @@ __device__ __forceinline__ void load_rows_bf16(__nv_bfloat16 *dst, int nrows, in
 
 template <int HD, int HPB>
 __global__ void __launch_bounds__(HPB * 4 * 32)
-k_attn_prompt(float *__restrict__ out, const float *__restrict__ q, int q_stride, const float *__restrict__ kc,
-              const float *__restrict__ vc, const int32_t *__restrict__ tiles, const int32_t *__restrict__ pos,
-              const int32_t *__restrict__ seq, const int32_t *__restrict__ tables, int max_blocks, int bs, int nh,
-              int nkv, float scale) {
+k_attn_prompt(float *__restrict__ part_o, float *__restrict__ part_ml, const float *__restrict__ q, int q_stride,
+              const float *__restrict__ kc, const float *__restrict__ vc, const int32_t *__restrict__ tiles,
+              const int32_t *__restrict__ pos, const int32_t *__restrict__ seq, const int32_t *__restrict__ tables,
+              int max_blocks, int bs, int nh, int nkv, float scale, int nseg, int t_first) {
     pdl_start();
     typedef pa_layout<HD, HPB> LY;
     constexpr int LD = LY::LD, SLD = LY::SLD, PLD = LY::PLD, NF = HD / 16, NT = LY::WARPS * 32;
@@ -91,12 +101,15 @@ k_attn_prompt(float *__restrict__ out, const float *__restrict__ q, int q_stride
     float *fac = (float *)(wmem + LY::q_bytes + LY::scr_bytes + (size_t)16 * PLD * 2);
     float *ridx = (float *)(smem + LY::ridx);
 
-    int r0 = tiles[2 * blockIdx.x], cnt = tiles[2 * blockIdx.x + 1];
+    int tile = t_first + blockIdx.x, z = blockIdx.z;
+    int r0 = tiles[2 * tile], cnt = tiles[2 * tile + 1], base = tiles[2 * t_first];
     if (cnt <= 0) return;
     int h = blockIdx.y * HPB + warp / 4, rw = (warp % 4) * 16; /* this warp: head h, tile rows rw .. rw+15 */
     int g = h / (nh / nkv), kv_dim = nkv * HD;
     const int32_t *table = tables + (size_t)seq[r0] * max_blocks;
     int p_last = pos[r0 + cnt - 1];
+    int j_begin = z * PA_SEG, j_end = min(j_begin + PA_SEG, p_last + 1);
+    if (j_begin > p_last) return; /* the whole block: no row of the tile reaches this segment */
     int wcnt = cnt - rw < 0 ? 0 : cnt - rw > 16 ? 16 : cnt - rw; /* valid rows of this warp */
     bool warp_live = wcnt > 0;
     int warp_last = warp_live ? pos[r0 + rw + wcnt - 1] : -1;
@@ -120,8 +133,8 @@ k_attn_prompt(float *__restrict__ out, const float *__restrict__ q, int q_stride
     int my_pos = row_ok ? pos[r0 + rw + my_row] : -1;
     float M = -INFINITY, L = 0.f;
 
-    for (int j0 = 0; j0 <= p_last; j0 += PA_KEYS) {
-        int kc_cnt = p_last + 1 - j0 < PA_KEYS ? p_last + 1 - j0 : PA_KEYS;
+    for (int j0 = j_begin; j0 < j_end; j0 += PA_KEYS) {
+        int kc_cnt = j_end - j0 < PA_KEYS ? j_end - j0 : PA_KEYS;
         __syncthreads(); /* the previous chunk's K/V are consumed */
         auto krow = [&](int r) {
             int j = j0 + r;
@@ -191,39 +204,97 @@ k_attn_prompt(float *__restrict__ out, const float *__restrict__ q, int q_stride
         __syncwarp(); /* Ps, fac and scr are rewritten next chunk */
     }
     if (!warp_live) return;
-    if (!half) fac[my_row] = L > 0.f ? 1.0f / L : 0.f;
-    __syncwarp();
-    /* out rows, 64 columns at a time through the scratch */
+    /* this segment's partial of each row: (m, l) and the unnormalised O */
+    size_t pbase = (size_t)(r0 + rw - base) * nh + h; /* partial of row r: ((pbase + r * nh) * nseg + z) */
+    if (!half && row_ok) {
+        part_ml[((pbase + (size_t)my_row * nh) * nseg + z) * 2] = M;
+        part_ml[((pbase + (size_t)my_row * nh) * nseg + z) * 2 + 1] = L;
+    }
+    /* O rows, 64 columns at a time through the scratch */
 #pragma unroll
     for (int f0 = 0; f0 < NF; f0 += 4) {
 #pragma unroll
-        for (int fi = f0; fi < f0 + 4 && fi < NF; fi++) {
-#pragma unroll
-            for (int e = 0; e < o[fi].num_elements; e++) o[fi].x[e] *= fac[(int)rowof.x[e]];
+        for (int fi = f0; fi < f0 + 4 && fi < NF; fi++)
             wmma::store_matrix_sync(scr + (fi - f0) * 16, o[fi], SLD, wmma::mem_row_major);
-        }
         __syncwarp();
         int wc = NF - f0 < 4 ? (NF - f0) * 16 : 64;
         for (int i = lane; i < 16 * wc; i += 32) {
             int r = i / wc, d = i % wc;
-            if (r < wcnt) out[((size_t)(r0 + rw + r) * nh + h) * HD + f0 * 16 + d] = scr[r * SLD + d];
+            if (r < wcnt) part_o[((pbase + (size_t)r * nh) * nseg + z) * HD + f0 * 16 + d] = scr[r * SLD + d];
         }
         __syncwarp();
     }
 }
 
+/* One block per (tile, head): each row's segments 0 .. pos / PA_SEG merged
+ * in order; out = O / L. */
+__global__ void k_attn_prompt_merge(float *out, const float *part_o, const float *part_ml, const int32_t *tiles,
+                                    const int32_t *pos, int nh, int hd, int nseg, int t_first) {
+    pdl_start();
+    int tile = t_first + blockIdx.x, h = blockIdx.y;
+    int r0 = tiles[2 * tile], cnt = tiles[2 * tile + 1], base = tiles[2 * t_first];
+    for (int r = r0; r < r0 + cnt; r++) {
+        int used = pos[r] / PA_SEG + 1;
+        size_t pi = ((size_t)(r - base) * nh + h) * nseg;
+        float M = -INFINITY;
+        for (int z = 0; z < used; z++) M = fmaxf(M, part_ml[(pi + z) * 2]);
+        float L = 0.f;
+        for (int z = 0; z < used; z++) L += part_ml[(pi + z) * 2 + 1] * expf(part_ml[(pi + z) * 2] - M);
+        float inv = L > 0.f ? 1.0f / L : 0.f;
+        for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+            float acc = 0.f;
+            for (int z = 0; z < used; z++) acc += part_o[(pi + z) * hd + d] * expf(part_ml[(pi + z) * 2] - M);
+            out[((size_t)r * nh + h) * hd + d] = acc * inv;
+        }
+    }
+}
+
+static float *pa_ws;
+static size_t pa_ws_bytes;
+
 template <int HD, int HPB>
 static void launch(ks_stream s, float *out, const float *q, int q_stride, const float *kc, const float *vc,
                    const int32_t *tiles, int max_tiles, const int32_t *pos, const int32_t *seq, const int32_t *tables,
-                   int max_blocks, int bs, int nh, int nkv, float scale) {
+                   int max_blocks, int bs, int nh, int nkv, float scale, int kv_capacity) {
     static int attr_set;
     size_t bytes = pa_layout<HD, HPB>::bytes;
     if (!attr_set) {
         CUDA_CHECK(cudaFuncSetAttribute(k_attn_prompt<HD, HPB>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
         attr_set = 1;
     }
-    ks_launch(k_attn_prompt<HD, HPB>, dim3(max_tiles, nh / HPB), HPB * 4 * 32, bytes, s, out, q, q_stride, kc, vc,
-              tiles, pos, seq, tables, max_blocks, bs, nh, nkv, scale);
+    /* segments from the KV capacity (fixed launch shapes for graphs);
+     * blocks past a tile's last position return at once */
+    int nseg = (kv_capacity + PA_SEG - 1) / PA_SEG;
+    if (nseg < 1) nseg = 1;
+    size_t per_tile = (size_t)PA_ROWS * nh * nseg * (HD + 2) * sizeof(float);
+    int slice = (int)(PA_WS_BYTES / per_tile);
+    if (slice < 1) slice = 1;
+    if (slice > max_tiles) slice = max_tiles;
+    size_t need = per_tile * (size_t)slice;
+    if (need > pa_ws_bytes) {
+        cudaStreamCaptureStatus cs;
+        if (cudaStreamIsCapturing(s, &cs) == cudaSuccess && cs != cudaStreamCaptureStatusNone) {
+            ks_cuda_fail("prompt attention: workspace must be sized before graph capture",
+                         cudaErrorStreamCaptureUnsupported, __FILE__, __LINE__);
+            return;
+        }
+        if (pa_ws) cudaFree(pa_ws);
+        pa_ws = NULL;
+        pa_ws_bytes = 0;
+        CUDA_CHECK(cudaMalloc((void **)&pa_ws, need));
+        if (!pa_ws) return;
+        pa_ws_bytes = need;
+    }
+    float *part_o = pa_ws, *part_ml = pa_ws + (size_t)slice * PA_ROWS * nh * nseg * HD;
+    for (int t0 = 0; t0 < max_tiles; t0 += slice) {
+        int nt = max_tiles - t0 < slice ? max_tiles - t0 : slice;
+        ks_launch(k_attn_prompt<HD, HPB>, dim3(nt, nh / HPB, nseg), HPB * 4 * 32, bytes, s, part_o, part_ml, q,
+                  q_stride, kc, vc, tiles, pos, seq, tables, max_blocks, bs, nh, nkv, scale, nseg, t0);
+        CUDA_CHECK_LAUNCH();
+        ks_launch(k_attn_prompt_merge, dim3(nt, nh), HD < 128 ? 64 : 128, 0, s, out, part_o, part_ml, tiles, pos, nh,
+                  HD, nseg, t0);
+        CUDA_CHECK_LAUNCH();
+    }
 }
 
 /* heads per block: as many query heads of one KV head as fit (4 at most;
@@ -231,26 +302,27 @@ static void launch(ks_stream s, float *out, const float *q, int q_stride, const 
 template <int HD>
 static void launch_hd(ks_stream s, float *out, const float *q, int q_stride, const float *kc, const float *vc,
                       const int32_t *tiles, int max_tiles, const int32_t *pos, const int32_t *seq,
-                      const int32_t *tables, int max_blocks, int bs, int nh, int nkv, float scale) {
+                      const int32_t *tables, int max_blocks, int bs, int nh, int nkv, float scale, int kv_capacity) {
     int G = nh / nkv;
     if (G % 4 == 0 && HD <= 128)
-        launch<HD, 4>(s, out, q, q_stride, kc, vc, tiles, max_tiles, pos, seq, tables, max_blocks, bs, nh, nkv, scale);
+        launch<HD, 4>(s, out, q, q_stride, kc, vc, tiles, max_tiles, pos, seq, tables, max_blocks, bs, nh, nkv, scale, kv_capacity);
     else if (G % 2 == 0)
-        launch<HD, 2>(s, out, q, q_stride, kc, vc, tiles, max_tiles, pos, seq, tables, max_blocks, bs, nh, nkv, scale);
+        launch<HD, 2>(s, out, q, q_stride, kc, vc, tiles, max_tiles, pos, seq, tables, max_blocks, bs, nh, nkv, scale, kv_capacity);
     else
-        launch<HD, 1>(s, out, q, q_stride, kc, vc, tiles, max_tiles, pos, seq, tables, max_blocks, bs, nh, nkv, scale);
+        launch<HD, 1>(s, out, q, q_stride, kc, vc, tiles, max_tiles, pos, seq, tables, max_blocks, bs, nh, nkv, scale,
+                      kv_capacity);
 }
 
 extern "C" int ks_cuda_attention_prompt(ks_stream s, float *out, const float *q, int q_stride, const float *kc,
                                         const float *vc, const int32_t *tiles, int max_tiles, const int32_t *pos,
                                         const int32_t *seq, const int32_t *tables, int max_blocks, int block_size,
-                                        int n_heads, int n_kv_heads, int head_dim, float scale) {
+                                        int n_heads, int n_kv_heads, int head_dim, float scale, int kv_capacity) {
     if (max_tiles <= 0) return 0;
     if (q_stride % 4 || n_kv_heads <= 0 || n_heads % n_kv_heads) return -1;
     switch (head_dim) {
-    case 64: launch_hd<64>(s, out, q, q_stride, kc, vc, tiles, max_tiles, pos, seq, tables, max_blocks, block_size, n_heads, n_kv_heads, scale); return 0;
-    case 128: launch_hd<128>(s, out, q, q_stride, kc, vc, tiles, max_tiles, pos, seq, tables, max_blocks, block_size, n_heads, n_kv_heads, scale); return 0;
-    case 256: launch_hd<256>(s, out, q, q_stride, kc, vc, tiles, max_tiles, pos, seq, tables, max_blocks, block_size, n_heads, n_kv_heads, scale); return 0;
+    case 64: launch_hd<64>(s, out, q, q_stride, kc, vc, tiles, max_tiles, pos, seq, tables, max_blocks, block_size, n_heads, n_kv_heads, scale, kv_capacity); return 0;
+    case 128: launch_hd<128>(s, out, q, q_stride, kc, vc, tiles, max_tiles, pos, seq, tables, max_blocks, block_size, n_heads, n_kv_heads, scale, kv_capacity); return 0;
+    case 256: launch_hd<256>(s, out, q, q_stride, kc, vc, tiles, max_tiles, pos, seq, tables, max_blocks, block_size, n_heads, n_kv_heads, scale, kv_capacity); return 0;
     default: return -1;
     }
 }
