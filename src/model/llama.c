@@ -511,7 +511,10 @@ int model_forward(model *m, kv_cache *kv, const model_batch *b, float *logits) {
     const model_config *c = &m->cfg;
     int n = b->n_tokens;
     bk_attn_batch ab;
-    bool graph = model_graphs_on(m, n);
+    /* steps with prompt rows are not replayed: the prompt attention's launch
+     * shape follows the step's deepest position (they are one per prompt
+     * chunk; a decode step is the one that repeats) */
+    bool graph = model_graphs_on(m, n) && b->n_prompt == 0;
     int rc = model_prepare_batch(m, kv, b, graph, &ab);
     if (rc) return rc;
     forward_ctx f = {kv, &ab, n, b->n_logits};

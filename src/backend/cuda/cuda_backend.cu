@@ -275,7 +275,7 @@ static void cu_attention(backend *be, float *out, const float *q, int qs, const 
         PROF(be, "attention (prompt)",
              if (ks_cuda_attention_prompt(S, out, q, qs, kc, vc, ab->tiles, ab->max_tiles, ab->pos, ab->seq,
                                           ab->block_tables, ab->max_blocks, ab->block_size, nh, nkv, hd, scale,
-                                          ab->kv_capacity) != 0)
+                                          ab->max_pos) != 0)
                  np = 0);
     if (np < ab->n_tokens)
         PROF(be, "attention",

@@ -31,7 +31,7 @@ void ks_cuda_kv_store(ks_stream s, float *kc, float *vc, const float *k, const f
                       const int32_t *slots, int n, int kv_dim);
 void ks_cuda_attention(ks_stream s, float *out, const float *q, int q_stride, const float *kc, const float *vc,
                        const int32_t *pos, const int32_t *seq, const int32_t *tables, int max_blocks, int block_size,
-                       int n, int n_heads, int n_kv_heads, int head_dim, float scale, int kv_capacity);
+                       int n, int n_heads, int n_kv_heads, int head_dim, float scale, int max_pos);
 
 /* Prompt rows (k_gemm.cu, k_attention_prompt.cu): return -1 when the path
  * cannot serve the call (no cuBLASLt, f32 weights, an unsupported head_dim),
@@ -41,7 +41,7 @@ int ks_cuda_gemm(ks_stream s, float *out, const float *x, const void *w, int wty
 int ks_cuda_attention_prompt(ks_stream s, float *out, const float *q, int q_stride, const float *kc, const float *vc,
                              const int32_t *tiles, int max_tiles, const int32_t *pos, const int32_t *seq,
                              const int32_t *tables, int max_blocks, int block_size, int n_heads, int n_kv_heads,
-                             int head_dim, float scale, int kv_capacity);
+                             int head_dim, float scale, int max_pos);
 
 #ifdef __cplusplus
 }

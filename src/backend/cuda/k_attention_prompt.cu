@@ -255,16 +255,17 @@ static size_t pa_ws_bytes;
 template <int HD, int HPB>
 static void launch(ks_stream s, float *out, const float *q, int q_stride, const float *kc, const float *vc,
                    const int32_t *tiles, int max_tiles, const int32_t *pos, const int32_t *seq, const int32_t *tables,
-                   int max_blocks, int bs, int nh, int nkv, float scale, int kv_capacity) {
+                   int max_blocks, int bs, int nh, int nkv, float scale, int max_pos) {
     static int attr_set;
     size_t bytes = pa_layout<HD, HPB>::bytes;
     if (!attr_set) {
         CUDA_CHECK(cudaFuncSetAttribute(k_attn_prompt<HD, HPB>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
         attr_set = 1;
     }
-    /* segments from the KV capacity (fixed launch shapes for graphs);
+    /* segments up to the step's deepest position (steps with prompt rows
+     * are never replayed as graphs, so the shape may follow the step);
      * blocks past a tile's last position return at once */
-    int nseg = (kv_capacity + PA_SEG - 1) / PA_SEG;
+    int nseg = max_pos / PA_SEG + 1;
     if (nseg < 1) nseg = 1;
     size_t per_tile = (size_t)PA_ROWS * nh * nseg * (HD + 2) * sizeof(float);
     int slice = (int)(PA_WS_BYTES / per_tile);
@@ -302,27 +303,27 @@ static void launch(ks_stream s, float *out, const float *q, int q_stride, const 
 template <int HD>
 static void launch_hd(ks_stream s, float *out, const float *q, int q_stride, const float *kc, const float *vc,
                       const int32_t *tiles, int max_tiles, const int32_t *pos, const int32_t *seq,
-                      const int32_t *tables, int max_blocks, int bs, int nh, int nkv, float scale, int kv_capacity) {
+                      const int32_t *tables, int max_blocks, int bs, int nh, int nkv, float scale, int max_pos) {
     int G = nh / nkv;
     if (G % 4 == 0 && HD <= 128)
-        launch<HD, 4>(s, out, q, q_stride, kc, vc, tiles, max_tiles, pos, seq, tables, max_blocks, bs, nh, nkv, scale, kv_capacity);
+        launch<HD, 4>(s, out, q, q_stride, kc, vc, tiles, max_tiles, pos, seq, tables, max_blocks, bs, nh, nkv, scale, max_pos);
     else if (G % 2 == 0)
-        launch<HD, 2>(s, out, q, q_stride, kc, vc, tiles, max_tiles, pos, seq, tables, max_blocks, bs, nh, nkv, scale, kv_capacity);
+        launch<HD, 2>(s, out, q, q_stride, kc, vc, tiles, max_tiles, pos, seq, tables, max_blocks, bs, nh, nkv, scale, max_pos);
     else
         launch<HD, 1>(s, out, q, q_stride, kc, vc, tiles, max_tiles, pos, seq, tables, max_blocks, bs, nh, nkv, scale,
-                      kv_capacity);
+                      max_pos);
 }
 
 extern "C" int ks_cuda_attention_prompt(ks_stream s, float *out, const float *q, int q_stride, const float *kc,
                                         const float *vc, const int32_t *tiles, int max_tiles, const int32_t *pos,
                                         const int32_t *seq, const int32_t *tables, int max_blocks, int block_size,
-                                        int n_heads, int n_kv_heads, int head_dim, float scale, int kv_capacity) {
+                                        int n_heads, int n_kv_heads, int head_dim, float scale, int max_pos) {
     if (max_tiles <= 0) return 0;
     if (q_stride % 4 || n_kv_heads <= 0 || n_heads % n_kv_heads) return -1;
     switch (head_dim) {
-    case 64: launch_hd<64>(s, out, q, q_stride, kc, vc, tiles, max_tiles, pos, seq, tables, max_blocks, block_size, n_heads, n_kv_heads, scale, kv_capacity); return 0;
-    case 128: launch_hd<128>(s, out, q, q_stride, kc, vc, tiles, max_tiles, pos, seq, tables, max_blocks, block_size, n_heads, n_kv_heads, scale, kv_capacity); return 0;
-    case 256: launch_hd<256>(s, out, q, q_stride, kc, vc, tiles, max_tiles, pos, seq, tables, max_blocks, block_size, n_heads, n_kv_heads, scale, kv_capacity); return 0;
+    case 64: launch_hd<64>(s, out, q, q_stride, kc, vc, tiles, max_tiles, pos, seq, tables, max_blocks, block_size, n_heads, n_kv_heads, scale, max_pos); return 0;
+    case 128: launch_hd<128>(s, out, q, q_stride, kc, vc, tiles, max_tiles, pos, seq, tables, max_blocks, block_size, n_heads, n_kv_heads, scale, max_pos); return 0;
+    case 256: launch_hd<256>(s, out, q, q_stride, kc, vc, tiles, max_tiles, pos, seq, tables, max_blocks, block_size, n_heads, n_kv_heads, scale, max_pos); return 0;
     default: return -1;
     }
 }
