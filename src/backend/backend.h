@@ -127,10 +127,13 @@ typedef struct backend_ops {
     void (*argmax)(backend *be, int32_t *out, const float *in, int n, int cols);
     /* Optional (NULL on the CPU): record the ops issued between graph_begin
      * and graph_end into a replayable graph (CUDA graphs). Replays read the
-     * same buffers, so only their contents may change between launches. */
+     * same buffers, so only their contents may change between launches.
+     * graph_launch returns 1 without launching when the graph is stale (a
+     * backend scratch buffer it reads has been replaced since it was
+     * recorded): the caller frees it and records it again. */
     int (*graph_begin)(backend *be);
     void *(*graph_end)(backend *be); /* executable graph, NULL on failure */
-    int (*graph_launch)(backend *be, void *graph);
+    int (*graph_launch)(backend *be, void *graph); /* KS_OK, 1 = stale, or an error */
     void (*graph_free)(backend *be, void *graph);
     void (*free)(backend *be);
 } backend_ops;

@@ -388,12 +388,17 @@ int model_graph_run(model *m, const model_graph_key *key, bool graph, void (*ops
     k.kv_blocks = key->kv_blocks;
     k.dep = key->dep;
     int slot = graph && op->graph_begin && graphs_enabled() ? find_graph(m, &k) : -1;
-    if (slot >= 0 && m->graphs[slot].exec) return op->graph_launch(be, m->graphs[slot].exec);
+    int rc;
+    if (slot >= 0 && m->graphs[slot].exec) {
+        if ((rc = op->graph_launch(be, m->graphs[slot].exec)) != 1) return rc;
+        op->graph_free(be, m->graphs[slot].exec); /* stale: record it again (buffers are sized) */
+        m->graphs[slot].exec = NULL;
+    }
     if (slot >= 0 && m->graphs[slot].seen++ > 0 && op->graph_begin(be) == KS_OK) {
         /* second sight of this key: buffers are sized, record it */
         ops(m, ctx);
         m->graphs[slot].exec = op->graph_end(be);
-        if (m->graphs[slot].exec) return op->graph_launch(be, m->graphs[slot].exec);
+        if (m->graphs[slot].exec && (rc = op->graph_launch(be, m->graphs[slot].exec)) != 1) return rc;
     }
     ops(m, ctx);
     return KS_OK;

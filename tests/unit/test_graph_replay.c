@@ -7,7 +7,10 @@
  * context and block passes, all replayed from recordings) must equal the
  * plain CPU's, and graphs must really have been recorded and replayed. This
  * catches a recording keyed on too little (a host-side value that changes
- * between calls with one key) or a buffer that moves under a recording. */
+ * between calls with one key) or a buffer that moves under a recording.
+ * Every second eager forward advances the backend's epoch, as the CUDA
+ * backend's does when a scratch buffer grows: graphs recorded before are
+ * refused as stale and the model must record them again. */
 #include <jansson.h>
 #include <stdlib.h>
 
@@ -39,12 +42,14 @@ typedef struct {
 typedef struct {
     rec_op *ops;
     int n, cap;
+    int epoch; /* the backend's epoch when recorded */
 } rec_graph;
 
 typedef struct {
     backend *cpu;
     rec_graph *cur; /* capturing into this, or NULL */
     int recorded, launched;
+    int eager, epoch, refused; /* forwards run eagerly; the epoch; launches refused as stale */
 } rec_state;
 
 static rec_state *st(backend *be) { return be->impl; }
@@ -53,7 +58,10 @@ static backend *cpu(backend *be) { return st(be)->cpu; }
 /* Records op during a capture (returns 1), else 0: run it now. */
 static int rec(backend *be, const rec_op *op) {
     rec_graph *g = st(be)->cur;
-    if (!g) return 0;
+    if (!g) {
+        if (op->k == R_EMBED && ++st(be)->eager % 2 == 0) st(be)->epoch++; /* a scratch buffer grew */
+        return 0;
+    }
     if (g->n == g->cap) {
         g->cap = g->cap ? g->cap * 2 : 64;
         g->ops = realloc(g->ops, (size_t)g->cap * sizeof *g->ops);
@@ -150,11 +158,16 @@ static int r_graph_begin(backend *be) {
 static void *r_graph_end(backend *be) {
     rec_graph *g = st(be)->cur;
     st(be)->cur = NULL;
+    g->epoch = st(be)->epoch;
     st(be)->recorded++;
     return g;
 }
 static int r_graph_launch(backend *be, void *graph) {
     rec_graph *g = graph;
+    if (g->epoch != st(be)->epoch) {
+        st(be)->refused++;
+        return 1; /* stale */
+    }
     for (int i = 0; i < g->n; i++) run_op(be, &g->ops[i]);
     st(be)->launched++;
     return 0;
@@ -274,8 +287,9 @@ TEST(test_graph_replay_matches_direct) {
         greedy2(rb, ids, n, 96, mtp, fl, b, nb, &acc_b);
         rec_state *s = st(rb);
         static const char *names[3] = {"plain", "MTP", "DFlash"};
-        printf("    %s: 2 x %d tokens decoded together; %d graphs recorded, %d replays; %lld / %lld drafts accepted\n",
-               names[v], nb[0], s->recorded, s->launched, acc_a, acc_b);
+        printf("    %s: 2 x %d tokens decoded together; %d graphs recorded, %d replays, %d refused as stale; %lld / %lld "
+               "drafts accepted\n",
+               names[v], nb[0], s->recorded, s->launched, s->refused, acc_a, acc_b);
         for (int p = 0; p < 2; p++) {
             CHECK_EQ_INT(na[p], 96);
             CHECK_MSG(na[p] == nb[p] && !memcmp(a[p], b[p], (size_t)na[p] * sizeof **a),
@@ -283,6 +297,7 @@ TEST(test_graph_replay_matches_direct) {
         }
         CHECK_EQ_INT(acc_a, acc_b); /* the drafts themselves were the same */
         CHECK(s->recorded > 0 && s->launched > s->recorded);
+        if (v > 0) CHECK(s->refused > 0); /* plain decoding runs nothing eagerly once its graphs exist */
         backend_free(plain);
         backend_free(rb);
     }

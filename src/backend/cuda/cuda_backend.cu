@@ -28,6 +28,24 @@ extern "C" int ks_cuda_fail(const char *what, cudaError_t e, const char *file, i
     return -1;
 }
 
+static unsigned ws_epoch; /* advanced by every workspace growth */
+
+extern "C" void *ks_cuda_workspace(ks_workspace *w, cudaStream_t s, size_t need, const char *what) {
+    if (need <= w->bytes) return w->p;
+    cudaStreamCaptureStatus cs;
+    if (cudaStreamIsCapturing(s, &cs) == cudaSuccess && cs != cudaStreamCaptureStatusNone) {
+        ks_cuda_fail(what, cudaErrorStreamCaptureUnsupported, __FILE__, __LINE__);
+        return NULL;
+    }
+    if (w->p) cudaFree(w->p); /* synchronizes the device: no queued work reads it any more */
+    w->p = NULL;
+    w->bytes = 0;
+    ws_epoch++;
+    CUDA_CHECK(cudaMalloc(&w->p, need));
+    if (w->p) w->bytes = need;
+    return w->p;
+}
+
 typedef struct {
     const void *host;   /* first part's host view: the sharing key */
     int n_parts;
@@ -319,6 +337,12 @@ static int cu_graph_begin(backend *be) {
     return failed ? err_set(KS_EIO, "%s", fail_msg) : KS_OK;
 }
 
+/* an executable graph and the workspace epoch it was recorded under */
+typedef struct {
+    cudaGraphExec_t exec;
+    unsigned epoch;
+} cu_graph;
+
 static void *cu_graph_end(backend *be) {
     cudaGraph_t g = NULL;
     cudaGraphExec_t ge = NULL;
@@ -330,22 +354,31 @@ static void *cu_graph_end(backend *be) {
     }
     e = cudaGraphInstantiate(&ge, g, 0);
     cudaGraphDestroy(g);
-    if (e != cudaSuccess) {
+    cu_graph *cg = e == cudaSuccess ? (cu_graph *)malloc(sizeof *cg) : NULL;
+    if (!cg) {
         cudaGetLastError();
+        if (ge) cudaGraphExecDestroy(ge);
         return NULL;
     }
-    return (void *)ge;
+    cg->exec = ge;
+    cg->epoch = ws_epoch;
+    return cg;
 }
 
-static int cu_graph_launch(backend *be, void *ge) {
+static int cu_graph_launch(backend *be, void *graph) {
     SKIP_IF_FAILED() err_set(KS_EIO, "%s", fail_msg);
-    CUDA_CHECK(cudaGraphLaunch((cudaGraphExec_t)ge, S));
+    cu_graph *cg = (cu_graph *)graph;
+    if (cg->epoch != ws_epoch) return 1; /* a workspace it reads was replaced since */
+    CUDA_CHECK(cudaGraphLaunch(cg->exec, S));
     return failed ? err_set(KS_EIO, "%s", fail_msg) : KS_OK;
 }
 
-static void cu_graph_free(backend *be, void *ge) {
+static void cu_graph_free(backend *be, void *graph) {
     (void)be;
-    if (ge) cudaGraphExecDestroy((cudaGraphExec_t)ge);
+    cu_graph *cg = (cu_graph *)graph;
+    if (!cg) return;
+    cudaGraphExecDestroy(cg->exec);
+    free(cg);
 }
 
 static void cu_backend_free(backend *be) {

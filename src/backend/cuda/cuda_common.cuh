@@ -21,6 +21,19 @@ extern "C" int ks_cuda_fail(const char *what, cudaError_t e, const char *file, i
     } while (0)
 #define CUDA_CHECK_LAUNCH() CUDA_CHECK(cudaGetLastError())
 
+/* A device scratch buffer that grows on demand (cuda_backend.cu). Growing
+ * replaces the buffer, and a graph recorded before then would replay on the
+ * freed one: every growth advances an epoch, and a graph recorded under an
+ * older epoch is refused at launch (graph_launch returns 1; the model
+ * records it again). Growth during graph capture is an error (the first
+ * sight of a shape runs eagerly, so capture finds its buffers sized).
+ * Returns NULL on failure (recorded through ks_cuda_fail). */
+typedef struct {
+    void *p;
+    size_t bytes;
+} ks_workspace;
+extern "C" void *ks_cuda_workspace(ks_workspace *w, cudaStream_t s, size_t need, const char *what);
+
 /* Programmatic dependent launch (Hopper and later): every kernel is
  * launched with ks_launch, which lets it start while the kernel before it
  * in the stream is still running; each kernel opens with pdl_trigger()

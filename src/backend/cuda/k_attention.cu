@@ -129,8 +129,7 @@ __global__ void k_attn_merge(float *out, const float *part_o, const float *part_
     }
 }
 
-static float *ws;
-static size_t ws_bytes;
+static ks_workspace att_ws;
 
 /* Z (blocks per head) from the KV capacity only: the work split of a token
  * never depends on the batch, and graph replays see fixed launch shapes. */
@@ -154,20 +153,8 @@ extern "C" void ks_cuda_attention(ks_stream s, float *out, const float *q, int q
     if (slice < 1) slice = 1;
     if (slice > n) slice = n;
     size_t need = per_tok * (size_t)slice;
-    if (need > ws_bytes) {
-        cudaStreamCaptureStatus cs;
-        if (cudaStreamIsCapturing(s, &cs) == cudaSuccess && cs != cudaStreamCaptureStatusNone) {
-            ks_cuda_fail("attention: workspace must be sized before graph capture", cudaErrorStreamCaptureUnsupported,
-                         __FILE__, __LINE__);
-            return;
-        }
-        if (ws) cudaFree(ws);
-        ws = NULL;
-        ws_bytes = 0;
-        CUDA_CHECK(cudaMalloc((void **)&ws, need));
-        if (!ws) return;
-        ws_bytes = need;
-    }
+    float *ws = (float *)ks_cuda_workspace(&att_ws, s, need, "attention workspace");
+    if (!ws) return;
     float *part_o = ws, *part_ml = ws + (size_t)slice * n_heads * Z * head_dim;
     for (int t0 = 0; t0 < n; t0 += slice) {
         int nt = n - t0 < slice ? n - t0 : slice;

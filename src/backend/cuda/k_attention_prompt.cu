@@ -249,8 +249,7 @@ __global__ void k_attn_prompt_merge(float *out, const float *part_o, const float
     }
 }
 
-static float *pa_ws;
-static size_t pa_ws_bytes;
+static ks_workspace pa_ws_buf;
 
 template <int HD, int HPB>
 static void launch(ks_stream s, float *out, const float *q, int q_stride, const float *kc, const float *vc,
@@ -272,20 +271,8 @@ static void launch(ks_stream s, float *out, const float *q, int q_stride, const 
     if (slice < 1) slice = 1;
     if (slice > max_tiles) slice = max_tiles;
     size_t need = per_tile * (size_t)slice;
-    if (need > pa_ws_bytes) {
-        cudaStreamCaptureStatus cs;
-        if (cudaStreamIsCapturing(s, &cs) == cudaSuccess && cs != cudaStreamCaptureStatusNone) {
-            ks_cuda_fail("prompt attention: workspace must be sized before graph capture",
-                         cudaErrorStreamCaptureUnsupported, __FILE__, __LINE__);
-            return;
-        }
-        if (pa_ws) cudaFree(pa_ws);
-        pa_ws = NULL;
-        pa_ws_bytes = 0;
-        CUDA_CHECK(cudaMalloc((void **)&pa_ws, need));
-        if (!pa_ws) return;
-        pa_ws_bytes = need;
-    }
+    float *pa_ws = (float *)ks_cuda_workspace(&pa_ws_buf, s, need, "prompt attention workspace");
+    if (!pa_ws) return;
     float *part_o = pa_ws, *part_ml = pa_ws + (size_t)slice * PA_ROWS * nh * nseg * HD;
     for (int t0 = 0; t0 < max_tiles; t0 += slice) {
         int nt = max_tiles - t0 < slice ? max_tiles - t0 : slice;

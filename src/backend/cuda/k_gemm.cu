@@ -69,8 +69,7 @@ static struct {
     decltype(&cublasLtMatmul) matmul;
     cublasLtHandle_t h;
     void *ws;          /* cuBLASLt workspace (GEMM_WS_BYTES) */
-    void *stage;       /* x in 16-bit */
-    size_t stage_bytes;
+    ks_workspace stage; /* x in 16-bit */
     struct {
         int rows, k, wtype, bias, ok;
         cublasLtMatmulDesc_t desc;
@@ -179,27 +178,15 @@ extern "C" int ks_cuda_gemm(ks_stream s, float *out, const float *x, const void 
     int si = shape_of(rows, k, wtype, bias != NULL);
     if (si < 0) return -1;
     size_t need = (size_t)n * k * 2;
-    if (need > lt.stage_bytes) {
-        cudaStreamCaptureStatus cs;
-        if (cudaStreamIsCapturing(s, &cs) == cudaSuccess && cs != cudaStreamCaptureStatusNone) {
-            ks_cuda_fail("gemm: staging must be sized before graph capture", cudaErrorStreamCaptureUnsupported,
-                         __FILE__, __LINE__);
-            return 0;
-        }
-        if (lt.stage) cudaFree(lt.stage);
-        lt.stage = NULL;
-        lt.stage_bytes = 0;
-        CUDA_CHECK(cudaMalloc(&lt.stage, need));
-        if (!lt.stage) return 0;
-        lt.stage_bytes = need;
-    }
+    void *stage = ks_cuda_workspace(&lt.stage, s, need, "gemm staging");
+    if (!stage) return 0;
     long long cnt = (long long)n * k;
     int blocks = (int)((cnt / 2 + 255) / 256);
     if (blocks > 4096) blocks = 4096;
     if (wtype == 2)
-        ks_launch(k_to_16<__nv_bfloat16>, blocks, 256, 0, s, (__nv_bfloat16 *)lt.stage, x, cnt);
+        ks_launch(k_to_16<__nv_bfloat16>, blocks, 256, 0, s, (__nv_bfloat16 *)stage, x, cnt);
     else
-        ks_launch(k_to_16<__half>, blocks, 256, 0, s, (__half *)lt.stage, x, cnt);
+        ks_launch(k_to_16<__half>, blocks, 256, 0, s, (__half *)stage, x, cnt);
     CUDA_CHECK_LAUNCH();
     cublasLtMatmulDesc_t d = lt.shapes[si].desc;
     if (bias && lt.desc_set(d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias) != CUBLAS_STATUS_SUCCESS) {
@@ -214,7 +201,7 @@ extern "C" int ks_cuda_gemm(ks_stream s, float *out, const float *x, const void 
     float alpha = 1.f, beta = 0.f;
     cublasStatus_t st = CUBLAS_STATUS_NOT_INITIALIZED;
     if (ok)
-        st = lt.matmul(lt.h, d, &alpha, w, la, lt.stage, lb, &beta, out, lc, out, lc, &lt.shapes[si].algo, lt.ws,
+        st = lt.matmul(lt.h, d, &alpha, w, la, stage, lb, &beta, out, lc, out, lc, &lt.shapes[si].algo, lt.ws,
                        GEMM_WS_BYTES, s);
     if (la) lt.layout_destroy(la);
     if (lb) lt.layout_destroy(lb);
