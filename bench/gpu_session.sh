@@ -84,6 +84,10 @@ if has real; then
 fi
 if has ops; then # op timings at Qwen3-8B shapes; model_forward of 1 / 4 / 16 decode sequences
     { build/cuda_ops_bench; build/cuda_ops_bench /tmp/q8; } > "$OUT/ops.txt" 2>&1
+    for v in ${TC_VARIANTS:-}; do # KESTREL_TC_VARIANT candidates of the tensor-core matvec: exactness, then speed
+        { echo "== KESTREL_TC_VARIANT=$v"; KESTREL_TC_VARIANT=$v ./build/test_runner cuda_matmul | tail -1
+          KESTREL_TC_VARIANT=$v build/cuda_ops_bench; KESTREL_TC_VARIANT=$v build/cuda_ops_bench /tmp/q8; } 2>&1 | grep "==\|passed\|matmul.*n=\(1\|4\|16\) \|forward" >> "$OUT/ops.txt"
+    done
     grep "forward\|matmul.*n=\(1\|16\) \|==\|attention" "$OUT/ops.txt"
 fi
 if has ncu; then # Nsight Compute on a few launches of the kernels named by NCU_KERNELS (regex)

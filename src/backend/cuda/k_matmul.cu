@@ -18,6 +18,8 @@
  * Either way a token's arithmetic is the same for any n (an mma's output
  * column depends only on its own column of B): decode, speculative verify
  * and batched decode give bitwise-equal rows (DESIGN.md principle 2). */
+#include <stdlib.h>
+
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
 
@@ -132,30 +134,39 @@ __device__ __forceinline__ void split8(const float *xf, uint32_t *hi, uint32_t *
  * at n = 1 and 1.8-2.8 TB/s at n = 16 on Qwen3-8B shapes, where taking the
  * blocks one by one read 2.8-3.7 and 1.5-2.7, U = 2 3.3-4.3 and 1.9-3.1,
  * U = 8 2.1-3.8 and 1.5-2.3; BENCHMARKS.md) */
-template <int G, int U>
+template <int G, int U, int MT>
 __global__ void __launch_bounds__(TC_WARPS * 32)
 k_matvec_tc(float *__restrict__ out, const float *__restrict__ x, const __nv_bfloat16 *__restrict__ w,
             const float *__restrict__ bias, int n, int k, int rows) {
-    __shared__ float red[TC_WARPS][G][4][32];
+    __shared__ float red[TC_WARPS][G][MT][4][32];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-    int r0 = blockIdx.x * 16;
-    int ra = min(r0 + g, rows - 1), rb = min(r0 + g + 8, rows - 1);
-    const __nv_bfloat16 *wa = w + (size_t)ra * k + q * 8, *wb = w + (size_t)rb * k + q * 8;
+    int r0 = blockIdx.x * 16 * MT;
+    const __nv_bfloat16 *wa[MT], *wb[MT];
+#pragma unroll
+    for (int m = 0; m < MT; m++) {
+        int ra = min(r0 + m * 16 + g, rows - 1), rb = min(r0 + m * 16 + g + 8, rows - 1);
+        wa[m] = w + (size_t)ra * k + q * 8;
+        wb[m] = w + (size_t)rb * k + q * 8;
+    }
     int nkb = k >> 5;
     bool waited = false;
     for (int t0 = 0; t0 < n; t0 += 8 * G) {
-        float acc[G][4];
+        float acc[G][MT][4];
 #pragma unroll
-        for (int j = 0; j < G; j++) acc[j][0] = acc[j][1] = acc[j][2] = acc[j][3] = 0.f;
+        for (int j = 0; j < G; j++)
+#pragma unroll
+            for (int m = 0; m < MT; m++) acc[j][m][0] = acc[j][m][1] = acc[j][m][2] = acc[j][m][3] = 0.f;
         for (int kb0 = warp; kb0 < nkb; kb0 += TC_WARPS * U) {
-            uint4 A[U], B[U];
+            uint4 A[U][MT], B[U][MT];
 #pragma unroll
             for (int u = 0; u < U; u++) {
                 int kb = kb0 + u * TC_WARPS;
-                if (kb < nkb) {
-                    A[u] = ldw16(wa + kb * 32);
-                    B[u] = ldw16(wb + kb * 32);
-                }
+                if (kb < nkb)
+#pragma unroll
+                    for (int m = 0; m < MT; m++) {
+                        A[u][m] = ldw16(wa[m] + kb * 32);
+                        B[u][m] = ldw16(wb[m] + kb * 32);
+                    }
             }
             /* the weights are constants: their first loads overlap the
              * kernel before (programmatic launch); x is its output */
@@ -182,10 +193,14 @@ k_matvec_tc(float *__restrict__ out, const float *__restrict__ x, const __nv_bfl
                     if (kb0 + u * TC_WARPS >= nkb) break;
                     uint32_t hi[4], lo[4];
                     split8(xf[u], hi, lo);
-                    mma_bf16(acc[j], A[u].x, B[u].x, A[u].y, B[u].y, hi[0], hi[1]);
-                    mma_bf16(acc[j], A[u].x, B[u].x, A[u].y, B[u].y, lo[0], lo[1]);
-                    mma_bf16(acc[j], A[u].z, B[u].z, A[u].w, B[u].w, hi[2], hi[3]);
-                    mma_bf16(acc[j], A[u].z, B[u].z, A[u].w, B[u].w, lo[2], lo[3]);
+#pragma unroll
+                    for (int m = 0; m < MT; m++) {
+                        float *c = acc[j][m];
+                        mma_bf16(c, A[u][m].x, B[u][m].x, A[u][m].y, B[u][m].y, hi[0], hi[1]);
+                        mma_bf16(c, A[u][m].x, B[u][m].x, A[u][m].y, B[u][m].y, lo[0], lo[1]);
+                        mma_bf16(c, A[u][m].z, B[u][m].z, A[u][m].w, B[u][m].w, hi[2], hi[3]);
+                        mma_bf16(c, A[u][m].z, B[u][m].z, A[u][m].w, B[u][m].w, lo[2], lo[3]);
+                    }
                 }
             }
         }
@@ -197,26 +212,58 @@ k_matvec_tc(float *__restrict__ out, const float *__restrict__ x, const __nv_bfl
 #pragma unroll
         for (int j = 0; j < G; j++)
 #pragma unroll
-            for (int c = 0; c < 4; c++) red[warp][j][c][lane] = acc[j][c];
-        __syncthreads();
-        for (int e = threadIdx.x; e < G * 128; e += TC_WARPS * 32) {
-            int j = e >> 7, c = (e >> 5) & 3, l = e & 31;
-            int r = r0 + (l >> 2) + (c >= 2 ? 8 : 0), tok = t0 + j * 8 + (l & 3) * 2 + (c & 1);
-            float v = red[0][j][c][l];
+            for (int m = 0; m < MT; m++)
 #pragma unroll
-            for (int wi = 1; wi < TC_WARPS; wi++) v += red[wi][j][c][l];
+                for (int c = 0; c < 4; c++) red[warp][j][m][c][lane] = acc[j][m][c];
+        __syncthreads();
+        for (int e = threadIdx.x; e < G * MT * 128; e += TC_WARPS * 32) {
+            int j = e / (MT * 128), m = (e >> 7) % MT, c = (e >> 5) & 3, l = e & 31;
+            int r = r0 + m * 16 + (l >> 2) + (c >= 2 ? 8 : 0), tok = t0 + j * 8 + (l & 3) * 2 + (c & 1);
+            float v = red[0][j][m][c][l];
+#pragma unroll
+            for (int wi = 1; wi < TC_WARPS; wi++) v += red[wi][j][m][c][l];
             if (tok < n && r < rows) out[(size_t)tok * rows + r] = bias ? v + bias[r] : v;
         }
         __syncthreads();
     }
 }
 
+/* KESTREL_TC_VARIANT (tuning aid, removed once chosen): (16-row tiles per
+ * block, k blocks in flight) = 0 (1,4), 1 (2,2), 2 (2,4), 3 (4,1), 4 (4,2),
+ * 5 (1,4) up to 8 tokens and (2,2) above */
+static int tc_variant(void) {
+    static int v = -1;
+    if (v < 0) {
+        const char *e = getenv("KESTREL_TC_VARIANT");
+        v = e ? atoi(e) : 0;
+        if (v < 0 || v > 5) v = 0;
+    }
+    return v;
+}
+
+template <int U, int MT>
+static void launch_tc_v(ks_stream s, float *out, const float *x, const __nv_bfloat16 *w, const float *bias, int n,
+                        int k, int rows) {
+    constexpr int MT4 = MT > 2 ? 2 : MT; /* above 16 tokens: the reduction's shared memory caps the tiles */
+    dim3 block(TC_WARPS * 32);
+    if (n <= 8) ks_launch(k_matvec_tc<1, U, MT>, dim3((rows + 16 * MT - 1) / (16 * MT)), block, 0, s, out, x, w, bias, n, k, rows);
+    else if (n <= 16) ks_launch(k_matvec_tc<2, U, MT>, dim3((rows + 16 * MT - 1) / (16 * MT)), block, 0, s, out, x, w, bias, n, k, rows);
+    else ks_launch(k_matvec_tc<4, U, MT4>, dim3((rows + 16 * MT4 - 1) / (16 * MT4)), block, 0, s, out, x, w, bias, n, k, rows);
+}
+
 static void launch_tc(ks_stream s, float *out, const float *x, const __nv_bfloat16 *w, const float *bias, int n,
                       int k, int rows) {
-    dim3 grid((rows + 15) / 16), block(TC_WARPS * 32);
-    if (n <= 8) ks_launch(k_matvec_tc<1, 4>, grid, block, 0, s, out, x, w, bias, n, k, rows);
-    else if (n <= 16) ks_launch(k_matvec_tc<2, 4>, grid, block, 0, s, out, x, w, bias, n, k, rows);
-    else ks_launch(k_matvec_tc<4, 4>, grid, block, 0, s, out, x, w, bias, n, k, rows);
+    switch (tc_variant()) {
+    case 1: launch_tc_v<2, 2>(s, out, x, w, bias, n, k, rows); break;
+    case 2: launch_tc_v<4, 2>(s, out, x, w, bias, n, k, rows); break;
+    case 3: launch_tc_v<1, 4>(s, out, x, w, bias, n, k, rows); break;
+    case 4: launch_tc_v<2, 4>(s, out, x, w, bias, n, k, rows); break;
+    case 5:
+        if (n <= 8) launch_tc_v<4, 1>(s, out, x, w, bias, n, k, rows);
+        else launch_tc_v<2, 2>(s, out, x, w, bias, n, k, rows);
+        break;
+    default: launch_tc_v<4, 1>(s, out, x, w, bias, n, k, rows);
+    }
 }
 
 /* f32 weights: two float4 per 8 elements, same chunk order */
