@@ -76,9 +76,14 @@ TEST(test_cuda_matmul_matches_cpu_and_is_batch_invariant) {
     if (!open_pair(&p)) SKIP("no CUDA GPU");
     dtype_t dts[3] = {DTYPE_BF16, DTYPE_F16, DTYPE_F32};
     int ks[4] = {64, 512, 100, 1568}; /* 1568 = 49 blocks of 32: a partial last round of k blocks */
-    for (int di = 0; di < 3; di++)
-        for (int ki = 0; ki < 4; ki++) {
-            int k = ks[ki], rows = 100, n = 17; /* 100: a partial 16-row block on the tensor cores */
+    /* 12 cases of 100 rows (a partial 16-row tile on the tensor cores), then
+     * two bf16 matrices of 24616 rows: large enough for 32- and 64-row
+     * blocks (which the tensor-core kernel picks by token count), with a
+     * partial last block */
+    for (int ci = 0; ci < 14; ci++) {
+        int di = ci < 12 ? ci / 4 : 0, ki = ci < 12 ? ci % 4 : ci - 12;
+        {
+            int k = ks[ki], rows = ci < 12 ? 100 : 24616, n = 17;
             void *h0, *h1, *hb;
             st_tensor t0 = make_tensor(dts[di], 40, k, &h0), t1 = make_tensor(dts[di], rows - 40, k, &h1);
             st_tensor tb = make_tensor(DTYPE_BF16, rows, 0, &hb);
@@ -114,23 +119,25 @@ TEST(test_cuda_matmul_matches_cpu_and_is_batch_invariant) {
             /* bf16 with k % 32 == 0 runs on the tensor cores with x split in
              * two bf16 parts: each product off by at most 2^-17 of |w x| */
             double tol = dts[di] == DTYPE_BF16 && k % 32 == 0 ? 8e-6 : 2e-6;
-            CHECK_MSG(e < tol, "matmul %s k=%d: max rel err %g", dtype_name(dts[di]), k, e);
+            CHECK_MSG(e < tol, "matmul %s k=%d rows=%d: max rel err %g", dtype_name(dts[di]), k, rows, e);
             /* batch invariance: token 5 alone and within 12 == token 5 within
              * the batch of 17 (each a different token grouping) */
             p.gpu->ops->matmul(p.gpu, dout, dx + 5 * k, &wg, &bg, 1);
             down(p.gpu, o1, dout, (size_t)rows * 4);
-            CHECK_MSG(!memcmp(o1, og + 5 * rows, (size_t)rows * 4), "matmul %s k=%d: not batch-invariant",
-                      dtype_name(dts[di]), k);
+            CHECK_MSG(!memcmp(o1, og + 5 * rows, (size_t)rows * 4), "matmul %s k=%d rows=%d: not batch-invariant",
+                      dtype_name(dts[di]), k, rows);
             p.gpu->ops->matmul(p.gpu, dout, dx, &wg, &bg, 12);
             down(p.gpu, oc, dout, (size_t)12 * rows * 4);
             CHECK_MSG(!memcmp(oc + 5 * rows, og + 5 * rows, (size_t)rows * 4),
-                      "matmul %s k=%d: token 5 of 12 differs from token 5 of 17", dtype_name(dts[di]), k);
+                      "matmul %s k=%d rows=%d: token 5 of 12 differs from token 5 of 17", dtype_name(dts[di]),
+                      k, rows);
             p.gpu->ops->buf_free(p.gpu, dx);
             p.gpu->ops->buf_free(p.gpu, dout);
             p.gpu->ops->weight_release(p.gpu, &wg);
             p.gpu->ops->weight_release(p.gpu, &bg);
             free(x); free(oc); free(og); free(o1); free(scale); free(h0); free(h1); free(hb);
         }
+    }
     close_pair(&p);
 }
 

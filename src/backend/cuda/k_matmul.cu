@@ -3,7 +3,8 @@
  * decode; prompt chunks go to k_gemm.cu).
  *   W: (rows, k) bf16 / f16 / f32 row-major (the checkpoint's layout), x: (n, k) f32.
  * bf16 weights with k % 32 == 0 (every real model) run on the tensor cores
- * (k_matvec_tc): a block owns 16 rows, its 8 warps take interleaved 32-wide
+ * (k_matvec_tc): a block owns 16 rows (or 32 / 64 on large matrices: the
+ * x loads shared by more rows), its 8 warps take interleaved 32-wide
  * k blocks (a split fixed by k alone), each lane loads 16 contiguous bytes of
  * two rows and feeds them to mma.sync m16n8k16 with k permuted identically
  * in A and B (a dot product does not care which k slot holds which pair);
@@ -18,8 +19,6 @@
  * Either way a token's arithmetic is the same for any n (an mma's output
  * column depends only on its own column of B): decode, speculative verify
  * and batched decode give bitwise-equal rows (DESIGN.md principle 2). */
-#include <stdlib.h>
-
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
 
@@ -129,6 +128,7 @@ __device__ __forceinline__ void split8(const float *xf, uint32_t *hi, uint32_t *
  * pair 2-3 — the fragment layout of m16n8k16 with slot 2q+j <-> k 8q+j and
  * slot 2q+8+j <-> k 8q+2+j), mma 2 takes 4..7. C: lane holds rows g, g+8 of
  * tokens 2q, 2q+1.
+ * MT tiles of 16 rows per block share each x load and split.
  * U k blocks per warp in flight; a token group's x loads for the U blocks
  * are issued together before its mmas (on the H200 that read 3.4-3.9 TB/s
  * at n = 1 and 1.8-2.8 TB/s at n = 16 on Qwen3-8B shapes, where taking the
@@ -228,42 +228,31 @@ k_matvec_tc(float *__restrict__ out, const float *__restrict__ x, const __nv_bfl
     }
 }
 
-/* KESTREL_TC_VARIANT (tuning aid, removed once chosen): (16-row tiles per
- * block, k blocks in flight) = 0 (1,4), 1 (2,2), 2 (2,4), 3 (4,1), 4 (4,2),
- * 5 (1,4) up to 8 tokens and (2,2) above */
-static int tc_variant(void) {
-    static int v = -1;
-    if (v < 0) {
-        const char *e = getenv("KESTREL_TC_VARIANT");
-        v = e ? atoi(e) : 0;
-        if (v < 0 || v > 5) v = 0;
-    }
-    return v;
-}
-
 template <int U, int MT>
 static void launch_tc_v(ks_stream s, float *out, const float *x, const __nv_bfloat16 *w, const float *bias, int n,
                         int k, int rows) {
-    constexpr int MT4 = MT > 2 ? 2 : MT; /* above 16 tokens: the reduction's shared memory caps the tiles */
-    dim3 block(TC_WARPS * 32);
-    if (n <= 8) ks_launch(k_matvec_tc<1, U, MT>, dim3((rows + 16 * MT - 1) / (16 * MT)), block, 0, s, out, x, w, bias, n, k, rows);
-    else if (n <= 16) ks_launch(k_matvec_tc<2, U, MT>, dim3((rows + 16 * MT - 1) / (16 * MT)), block, 0, s, out, x, w, bias, n, k, rows);
-    else ks_launch(k_matvec_tc<4, U, MT4>, dim3((rows + 16 * MT4 - 1) / (16 * MT4)), block, 0, s, out, x, w, bias, n, k, rows);
+    /* above 16 tokens the reduction's shared memory caps the tiles at 2
+     * (same bytes in flight: more k blocks) */
+    constexpr int MT4 = MT > 2 ? 2 : MT, U4 = U * MT / MT4;
+    dim3 block(TC_WARPS * 32), grid((rows + 16 * MT - 1) / (16 * MT)), grid4((rows + 16 * MT4 - 1) / (16 * MT4));
+    if (n <= 8) ks_launch(k_matvec_tc<1, U, MT>, grid, block, 0, s, out, x, w, bias, n, k, rows);
+    else if (n <= 16) ks_launch(k_matvec_tc<2, U, MT>, grid, block, 0, s, out, x, w, bias, n, k, rows);
+    else ks_launch(k_matvec_tc<4, U4, MT4>, grid4, block, 0, s, out, x, w, bias, n, k, rows);
 }
 
+/* Tiles per block and k blocks in flight: more rows per block share each
+ * x load (which matters with many tokens) but leave fewer blocks, so they
+ * are taken only for matrices with rows to spare. From an H200 sweep at
+ * Qwen3-8B shapes (BENCHMARKS.md): 16 tokens, (4,1) read gate_up in 66 us
+ * and lm_head in 323 us vs 78 / 439 with (1,4), (2,2) qkv in 24 vs 27, and
+ * 4096-row matrices are fastest with (1,4); 1 token, (2,2) read gate_up in
+ * 50 us vs 54 and (1,4) is best elsewhere. Tiles never change a row's
+ * arithmetic, so the choice may follow the token count. */
 static void launch_tc(ks_stream s, float *out, const float *x, const __nv_bfloat16 *w, const float *bias, int n,
                       int k, int rows) {
-    switch (tc_variant()) {
-    case 1: launch_tc_v<2, 2>(s, out, x, w, bias, n, k, rows); break;
-    case 2: launch_tc_v<4, 2>(s, out, x, w, bias, n, k, rows); break;
-    case 3: launch_tc_v<1, 4>(s, out, x, w, bias, n, k, rows); break;
-    case 4: launch_tc_v<2, 4>(s, out, x, w, bias, n, k, rows); break;
-    case 5:
-        if (n <= 8) launch_tc_v<4, 1>(s, out, x, w, bias, n, k, rows);
-        else launch_tc_v<2, 2>(s, out, x, w, bias, n, k, rows);
-        break;
-    default: launch_tc_v<4, 1>(s, out, x, w, bias, n, k, rows);
-    }
+    if (n > 8 && rows >= 384 * 64) launch_tc_v<1, 4>(s, out, x, w, bias, n, k, rows);
+    else if ((n > 8 && rows >= 192 * 32) || rows >= 768 * 32) launch_tc_v<2, 2>(s, out, x, w, bias, n, k, rows);
+    else launch_tc_v<4, 1>(s, out, x, w, bias, n, k, rows);
 }
 
 /* f32 weights: two float4 per 8 elements, same chunk order */
