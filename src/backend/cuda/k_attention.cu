@@ -4,13 +4,10 @@
  * K/V row of position j of sequence seq[t]: slot = table[j / bs] * bs + j % bs.
  * Keys are cut in chunks of ATT_CHUNK; Z = min(KV capacity / ATT_CHUNK,
  * ATT_MAX_Z) blocks per (token, query head) take chunks z, z+Z, z+2Z, ...
- * Pass 1, per block and chunk: warp w scores keys 32w .. 32w+31, lane l
- * holding dims l, l+32, ... of q and of 8 key rows at a time (coalesced row
- * reads, 8 rows in flight), each dot summed over the lanes by a fixed
- * butterfly; the chunk's max and sum are reduced in a fixed order; warp w
- * sums p_j V[j] over its 32 keys in order (same layout), the 4 warps' sums
- * are added in warp order, and the chunk is merged into the block's running
- * (m, l, o) online -> one partial per block.
+ * Pass 1, per block and chunk: thread i scores key j0+i (q in shared memory,
+ * float4 loads of the key row), the chunk's max and sum are reduced in a fixed
+ * order, thread d sums p_j * V[j, d] in key order, and the chunk is merged
+ * into the block's running (m, l, o) online -> one partial per block.
  * Pass 2, one block per (token, head): merges the partials in order:
  *   M = max m_z, L = sum l_z e^(m_z - M), out = sum o_z e^(m_z - M) / L.
  * The split depends only on the token's context length and the (fixed) KV
@@ -24,9 +21,6 @@
 #define ATT_MAX_HD 256
 #define ATT_WS_BYTES (256u << 20) /* workspace cap: tokens are sliced to fit */
 #define ATT_MAX_Z 32             /* blocks per (token, head); each loops over its chunks */
-#define ATT_WARPS (ATT_THREADS / 32)
-#define ATT_DPL (ATT_MAX_HD / 32) /* dims per lane, at most */
-#define ATT_KPI 8                 /* K or V rows a warp has in flight */
 
 __global__ void __launch_bounds__(ATT_THREADS)
 k_attn_chunk(float *part_o, float *part_ml, const float *q, int q_stride, const float *kc, const float *vc,
@@ -34,104 +28,72 @@ k_attn_chunk(float *part_o, float *part_ml, const float *q, int q_stride, const 
              int hd, float scale, int Z, int t_base) {
     pdl_start();
     int t = t_base + blockIdx.x, h = blockIdx.y, z = blockIdx.z, tid = threadIdx.x;
-    int warp = tid >> 5, lane = tid & 31;
     int n_ctx = pos[t] + 1;
     size_t pidx = ((size_t)blockIdx.x * nh + h) * Z + z;
     int g = h / (nh / nkv), kv_dim = nkv * hd;
     const int32_t *table = tables + (size_t)seq[t] * max_blocks;
+    __shared__ __align__(16) float qs[ATT_MAX_HD];
     __shared__ float ps[ATT_CHUNK];
     __shared__ int slots[ATT_CHUNK];
-    __shared__ float red[ATT_WARPS];
-    __shared__ float ov[ATT_WARPS][ATT_MAX_HD];
-    /* lane owns dims lane, lane + 32, ... (coalesced across the warp) */
+    __shared__ float red[ATT_THREADS / 32];
     const float *qh = q + (size_t)t * q_stride + (size_t)h * hd;
-    float qr[ATT_DPL];
-#pragma unroll
-    for (int i = 0; i < ATT_DPL; i++) qr[i] = lane + 32 * i < hd ? qh[lane + 32 * i] : 0.f;
+    for (int d = tid; d < hd; d += ATT_THREADS) qs[d] = qh[d];
     float M = -INFINITY, L = 0.f, acc[ATT_MAX_HD / ATT_THREADS];
 #pragma unroll
     for (int i = 0; i < ATT_MAX_HD / ATT_THREADS; i++) acc[i] = 0.f;
-    size_t off = (size_t)g * hd;
     /* this block takes chunks z, z + Z, z + 2Z, ... and merges them online */
     for (int j0 = z * ATT_CHUNK; j0 < n_ctx; j0 += Z * ATT_CHUNK) {
         int cnt = n_ctx - j0 < ATT_CHUNK ? n_ctx - j0 : ATT_CHUNK;
-        __syncthreads(); /* the previous chunk's ps, slots and ov are consumed */
+        __syncthreads(); /* qs ready / previous chunk's ps and slots consumed */
         if (tid < cnt) {
             int j = j0 + tid;
             slots[tid] = table[j / bs] * bs + j % bs;
         }
         __syncthreads();
-        /* scores: warp w takes keys 32w .. 32w + 31, ATT_KPI at a time (their
-         * loads in flight together); a key's dot is summed over the lanes
-         * by a fixed butterfly */
-        for (int k0 = warp * 32; k0 < warp * 32 + 32 && k0 < cnt; k0 += ATT_KPI) {
-            float kr[ATT_KPI][ATT_DPL];
-#pragma unroll
-            for (int u = 0; u < ATT_KPI; u++) {
-                const float *kp = kc + (size_t)slots[k0 + u < cnt ? k0 + u : k0] * kv_dim + off;
-#pragma unroll
-                for (int i = 0; i < ATT_DPL; i++)
-                    kr[u][i] = k0 + u < cnt && lane + 32 * i < hd ? __ldg(kp + lane + 32 * i) : 0.f;
+        float sc = -INFINITY;
+        if (tid < cnt) {
+            const float *kr = kc + (size_t)slots[tid] * kv_dim + (size_t)g * hd;
+            float d0 = 0.f;
+            if ((hd & 3) == 0) {
+                const float4 *k4 = reinterpret_cast<const float4 *>(kr);
+                const float4 *q4 = reinterpret_cast<const float4 *>(qs);
+                for (int c = 0; c < hd / 4; c++) {
+                    float4 a = __ldg(k4 + c), b = q4[c];
+                    d0 = fmaf(a.x, b.x, d0);
+                    d0 = fmaf(a.y, b.y, d0);
+                    d0 = fmaf(a.z, b.z, d0);
+                    d0 = fmaf(a.w, b.w, d0);
+                }
+            } else {
+                for (int c = 0; c < hd; c++) d0 = fmaf(kr[c], qs[c], d0);
             }
-#pragma unroll
-            for (int u = 0; u < ATT_KPI; u++) {
-                float d0 = 0.f;
-#pragma unroll
-                for (int i = 0; i < ATT_DPL; i++) d0 = fmaf(kr[u][i], qr[i], d0);
-                d0 = warp_sum(d0);
-                if (lane == 0 && k0 + u < cnt) ps[k0 + u] = d0 * scale;
-            }
+            sc = d0 * scale;
         }
-        __syncthreads();
-        float sc = tid < cnt ? ps[tid] : -INFINITY;
         /* chunk max, fixed order: warp butterfly, then warps in order */
         float m = warp_max(sc);
-        if (lane == 0) red[warp] = m;
+        if ((tid & 31) == 0) red[tid >> 5] = m;
         __syncthreads();
         m = red[0];
-        for (int w = 1; w < ATT_WARPS; w++) m = fmaxf(m, red[w]);
+        for (int w = 1; w < ATT_THREADS / 32; w++) m = fmaxf(m, red[w]);
         __syncthreads();
         float p = tid < cnt ? expf(sc - m) : 0.f;
         ps[tid] = p;
         float l = warp_sum(p);
-        if (lane == 0) red[warp] = l;
-        __syncthreads(); /* ps and red complete */
-        l = red[0];
-        for (int w = 1; w < ATT_WARPS; w++) l += red[w];
-        /* P V: warp w sums its 32 keys in order, ATT_KPI rows in flight */
-        float o[ATT_DPL];
-#pragma unroll
-        for (int i = 0; i < ATT_DPL; i++) o[i] = 0.f;
-        for (int k0 = warp * 32; k0 < warp * 32 + 32 && k0 < cnt; k0 += ATT_KPI) {
-            float vr[ATT_KPI][ATT_DPL];
-#pragma unroll
-            for (int u = 0; u < ATT_KPI; u++) {
-                const float *vp = vc + (size_t)slots[k0 + u < cnt ? k0 + u : k0] * kv_dim + off;
-#pragma unroll
-                for (int i = 0; i < ATT_DPL; i++)
-                    vr[u][i] = k0 + u < cnt && lane + 32 * i < hd ? __ldg(vp + lane + 32 * i) : 0.f;
-            }
-#pragma unroll
-            for (int u = 0; u < ATT_KPI; u++) {
-                float pu = k0 + u < cnt ? ps[k0 + u] : 0.f;
-#pragma unroll
-                for (int i = 0; i < ATT_DPL; i++) o[i] = fmaf(pu, vr[u][i], o[i]);
-            }
-        }
-#pragma unroll
-        for (int i = 0; i < ATT_DPL; i++)
-            if (lane + 32 * i < hd) ov[warp][lane + 32 * i] = o[i];
+        if ((tid & 31) == 0) red[tid >> 5] = l;
         __syncthreads();
+        l = red[0];
+        for (int w = 1; w < ATT_THREADS / 32; w++) l += red[w];
         float Mn = fmaxf(M, m), fo = expf(M - Mn), fc = expf(m - Mn);
         L = L * fo + l * fc;
 #pragma unroll
         for (int i = 0; i < ATT_MAX_HD / ATT_THREADS; i++) {
             int d = tid + i * ATT_THREADS;
             if (d < hd) {
-                float os = ov[0][d];
-#pragma unroll
-                for (int w = 1; w < ATT_WARPS; w++) os += ov[w][d]; /* warps in order */
-                acc[i] = acc[i] * fo + os * fc;
+                float o = 0.f;
+#pragma unroll 8
+                for (int jj = 0; jj < cnt; jj++)
+                    o = fmaf(ps[jj], __ldg(vc + (size_t)slots[jj] * kv_dim + (size_t)g * hd + d), o);
+                acc[i] = acc[i] * fo + o * fc;
             }
         }
         M = Mn;
