@@ -211,8 +211,8 @@ TEST(test_cuda_norm_rope_elementwise_match_cpu) {
 TEST(test_cuda_paged_attention_matches_cpu) {
     pair p = {0};
     if (!open_pair(&p)) SKIP("no CUDA GPU");
-    int hds[3] = {16, 64, 128};
-    for (int hi = 0; hi < 3; hi++) {
+    int hds[5] = {16, 64, 80, 128, 256};
+    for (int hi = 0; hi < 5; hi++) {
         int nh = 8, nkv = 2, hd = hds[hi], kv_dim = nkv * hd, bs = 16, nblocks = 12;
         int n = 6; /* two sequences: 4 tokens of seq 0 at 40..43, 2 of seq 1 at 0..1 */
         int32_t pos[6] = {40, 41, 42, 43, 0, 1}, seq[6] = {0, 0, 0, 0, 1, 1};
