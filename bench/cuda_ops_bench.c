@@ -144,7 +144,7 @@ int main(int argc, char **argv) {
     int ctxs[] = {512, 4096, 16384, 65536};
     for (int ci = 0; ci < 4; ci++) {
         int ctx = ctxs[ci], nb = ctx / bs;
-        size_t cache = (size_t)nb * bs * nkv * hd * 4;
+        size_t cache = (size_t)nb * bs * nkv * hd * (size_t)be->ops->kv_elem_bytes;
         float *kc = be->ops->buf_alloc(be, cache), *vc = be->ops->buf_alloc(be, cache);
         int32_t *tab = malloc((size_t)nb * 4);
         for (int i = 0; i < nb; i++) tab[i] = i;
@@ -164,7 +164,8 @@ int main(int argc, char **argv) {
         for (int r = 0; r < 50; r++) be->ops->attention(be, o, q, qs, kc, vc, &ab, nh, nkv, hd, 0.088f);
         sync(be);
         double dt = (now() - t0) / 50;
-        printf("attention ctx=%-6d %9.1f us  %7.0f GB/s of KV (f32)\n", ctx, dt * 1e6, 2.0 * cache / dt / 1e9);
+        printf("attention ctx=%-6d %9.1f us  %7.0f GB/s of KV (%s)\n", ctx, dt * 1e6, 2.0 * cache / dt / 1e9,
+               be->ops->kv_elem_bytes == 2 ? "bf16" : "f32");
         void *bufs[] = {kc, vc, dtab, dpos, dseq, dslot, q, o};
         for (int i = 0; i < 8; i++) be->ops->buf_free(be, bufs[i]);
         free(tab);

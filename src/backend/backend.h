@@ -63,6 +63,11 @@ typedef struct {
 
 typedef struct backend_ops {
     const char *name;
+    /* Bytes per KV cache element: 4 (f32, the CPU) or 2 (bf16, CUDA — what
+     * a bf16 checkpoint's attention sees in transformers, half the bytes of
+     * f32 for decode attention and the pool). The cache buffers belong to
+     * the backend's format; only kv_store and attention read or write them. */
+    int kv_elem_bytes;
     void *(*buf_alloc)(backend *be, size_t bytes);
     void (*buf_free)(backend *be, void *p);
     int (*buf_upload)(backend *be, void *dst, const void *src, size_t bytes);
@@ -94,13 +99,14 @@ typedef struct backend_ops {
     void (*rope)(backend *be, float *x, int row_stride, int n, int n_heads, int head_dim,
                  const int32_t *pos, const float *inv_freq);
     /* Writes k and v rows (n, n_kv_heads*head_dim at row stride src_stride)
-     * into the layer's cache (n_blocks, block_size, n_kv_heads, head_dim). */
-    void (*kv_store)(backend *be, float *k_cache, float *v_cache, const float *k, const float *v,
+     * into the layer's cache (n_blocks, block_size, n_kv_heads, head_dim),
+     * in the backend's KV format (kv_elem_bytes). */
+    void (*kv_store)(backend *be, void *k_cache, void *v_cache, const float *k, const float *v,
                      int src_stride, const bk_attn_batch *ab, int kv_dim);
     /* Causal attention over paged KV, GQA: out (n, n_heads*head_dim). q rows
      * at q + t*q_stride. */
     void (*attention)(backend *be, float *out, const float *q, int q_stride,
-                      const float *k_cache, const float *v_cache, const bk_attn_batch *ab,
+                      const void *k_cache, const void *v_cache, const bk_attn_batch *ab,
                       int n_heads, int n_kv_heads, int head_dim, float scale);
     /* out (n, dim) = silu(gu[:, :dim]) * gu[:, dim:]   (gu is (n, 2*dim)) */
     void (*silu_mul)(backend *be, float *out, const float *gu, int n, int dim);

@@ -13,6 +13,7 @@
 #include "base/err.h"
 #include "cli/cli.h"
 #include "cli/cli_opts.h"
+#include "kv/kv_cache.h"
 #include "server/app.h"
 #include "server/http.h"
 
@@ -127,10 +128,11 @@ int cmd_serve(int argc, char **argv) {
                         .prefix_cache = use_pc != 0, .log_requests = log_requests != 0, .drafter = dm, .dflash = fl};
     cli_model_opts_apply(&mo, &ec);
     if (pc_entries > 0) ec.prefix_cache_blocks = (int)pc_entries;
-    /* bytes of one 16-token block: K and V, every layer, f32 */
-    long long per_block = 16LL * a.m->cfg.n_kv_heads * a.m->cfg.head_dim * 2 * a.m->cfg.n_layers * 4;
+    /* bytes of one KV block: K and V, every layer, in the backend's KV format */
+    long long per_block = (long long)KV_BLOCK_SIZE * a.m->cfg.n_kv_heads * a.m->cfg.head_dim * 2 * a.m->cfg.n_layers *
+                          be->ops->kv_elem_bytes;
     if (kv_mem > 0) {
-        long long tokens = kv_mem / per_block * 16;
+        long long tokens = kv_mem / per_block * KV_BLOCK_SIZE;
         if (tokens < ctx) {
             fprintf(stderr, "kestrel: --kv-mem %lld bytes holds %lld tokens, less than one context (%ld)\n", kv_mem,
                     tokens, ctx);

@@ -23,7 +23,7 @@ typedef struct prefix_cache prefix_cache;
 typedef struct kv_cache {
     backend *be;
     int n_layers, kv_dim, block_size, n_blocks;
-    float **k, **v;       /* (n_layers) backend buffers */
+    void **k, **v;        /* (n_layers) backend buffers, in the backend's KV format */
     int32_t *free_list;   /* host stack of free block ids */
     int n_free;
     int32_t *refs;        /* (n_blocks) references held on each block */

@@ -277,7 +277,7 @@ static void mm(backend *be, float *out, const float *in, const bk_weight *w, con
 
 /* One decoder layer over the n rows of m->x (in place), with the KV cache
  * (k_cache, v_cache) of that layer. Shared by the target and the MTP head. */
-void model_layer_forward(model *m, const model_layer *L, float *k_cache, float *v_cache, const bk_attn_batch *ab,
+void model_layer_forward(model *m, const model_layer *L, void *k_cache, void *v_cache, const bk_attn_batch *ab,
                          const int32_t *rope_pos, int n, bool normed, const bk_weight *next_norm) {
     backend *be = m->be;
     const backend_ops *op = be->ops;

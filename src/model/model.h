@@ -141,7 +141,7 @@ int model_forward(model *m, kv_cache *kv, const model_batch *b, float *logits);
 /* normed: m->xn already holds attn_norm(m->x) (the layer before fused it);
  * next_norm: when set, the final residual add also writes
  * next_norm(m->x) into m->xn (one op instead of two). */
-void model_layer_forward(model *m, const model_layer *L, float *k_cache, float *v_cache, const bk_attn_batch *ab,
+void model_layer_forward(model *m, const model_layer *L, void *k_cache, void *v_cache, const bk_attn_batch *ab,
                          const int32_t *rope_pos, int n, bool normed, const bk_weight *next_norm);
 int model_prepare_batch(model *m, kv_cache *kv, const model_batch *b, bool graph, bk_attn_batch *ab);
 int model_load_layer(model *m, model_layer *L, const char *prefix);

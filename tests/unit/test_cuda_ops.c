@@ -7,6 +7,7 @@
 #include <stdlib.h>
 
 #include "backend/backend.h"
+#include "kv_upload.h"
 #include "test.h"
 
 static unsigned rng_state = 12345;
@@ -228,7 +229,9 @@ TEST(test_cuda_paged_attention_matches_cpu) {
         /* store this call's k/v through kv_store on both backends */
         p.cpu->ops->kv_store(p.cpu, kc, vc, q + nh * hd, q + (nh + nkv) * hd, qs,
                              &(bk_attn_batch){n, pos, seq, slots, tables, 4, bs, 43, nblocks * bs, 0, NULL, 0}, kv_dim);
-        float *dkc = up(p.gpu, kc, cache * 4), *dvc = up(p.gpu, vc, cache * 4), *dq = up(p.gpu, q, (size_t)n * qs * 4);
+        /* the device cache in its own format (bf16: kc/vc rounded to it) */
+        void *dkc = kv_upload(p.gpu, kc, cache), *dvc = kv_upload(p.gpu, vc, cache);
+        float *dq = up(p.gpu, q, (size_t)n * qs * 4);
         int32_t *dpos = up(p.gpu, pos, sizeof pos), *dseq = up(p.gpu, seq, sizeof seq), *dtab = up(p.gpu, tables, sizeof tables),
                 *dslots = up(p.gpu, slots, sizeof slots);
         bk_attn_batch abc = {n, pos, seq, slots, tables, 4, bs, 43, nblocks * bs, 0, NULL, 0},
@@ -240,12 +243,19 @@ TEST(test_cuda_paged_attention_matches_cpu) {
         down(p.gpu, ob, dout, (size_t)n * nh * hd * 4);
         double e = max_rel(ob, oa, (size_t)n * nh * hd, NULL);
         CHECK_MSG(e < 1e-5, "attention hd=%d: max err %g", hd, e);
-        /* kv_store on the GPU wrote the same cache */
-        p.gpu->ops->buf_upload(p.gpu, dkc, kc, cache * 4); /* reset then store */
+        /* kv_store on the GPU wrote the same cache (in its format: the
+         * stored rows rounded like the rest) */
+        p.gpu->ops->buf_free(p.gpu, dkc);
+        dkc = kv_upload(p.gpu, kc, cache); /* reset then store */
         float *kb = malloc(cache * 4);
         p.gpu->ops->kv_store(p.gpu, dkc, dvc, dq + nh * hd, dq + (nh + nkv) * hd, qs, &abg, kv_dim);
-        down(p.gpu, kb, dkc, cache * 4);
-        CHECK(!memcmp(kb, kc, cache * 4));
+        kv_download(p.gpu, kb, dkc, cache);
+        p.cpu->ops->kv_store(p.cpu, kc, vc, q + nh * hd, q + (nh + nkv) * hd, qs, &abc, kv_dim);
+        float *kr = malloc(cache * 4); /* the CPU's cache rounded to the device format */
+        memcpy(kr, kc, cache * 4);
+        p.gpu->ops->buf_free(p.gpu, kv_upload(p.gpu, kr, cache));
+        CHECK(!memcmp(kb, kr, cache * 4));
+        free(kr);
         void *bufs[] = {dkc, dvc, dq, dpos, dseq, dtab, dslots, dout};
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) p.gpu->ops->buf_free(p.gpu, bufs[i]);
         free(kc); free(vc); free(q); free(oa); free(ob); free(kb);
@@ -268,7 +278,8 @@ TEST(test_cuda_long_context_attention_matches_cpu) {
     int qs = (nh + 2 * nkv) * hd;
     float *q = malloc((size_t)n * qs * 4), *oa = malloc((size_t)n * nh * hd * 4), *ob = malloc((size_t)n * nh * hd * 4);
     for (int i = 0; i < n * qs; i++) q[i] = frand();
-    float *dkc = up(p.gpu, kc, cache * 4), *dvc = up(p.gpu, vc, cache * 4), *dq = up(p.gpu, q, (size_t)n * qs * 4);
+    void *dkc = kv_upload(p.gpu, kc, cache), *dvc = kv_upload(p.gpu, vc, cache);
+    float *dq = up(p.gpu, q, (size_t)n * qs * 4);
     int32_t *dpos = up(p.gpu, pos, sizeof pos), *dseq = up(p.gpu, seq, sizeof seq), *dtab = up(p.gpu, tables, (size_t)nblocks * 4),
             *dslots = up(p.gpu, slots, sizeof slots);
     bk_attn_batch abc = {n, pos, seq, slots, tables, nblocks, bs, 5000, nblocks * bs, 0, NULL, 0},

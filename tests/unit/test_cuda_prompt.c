@@ -10,6 +10,7 @@
 #include <stdlib.h>
 
 #include "backend/backend.h"
+#include "kv_upload.h"
 #include "test.h"
 
 static unsigned rng = 777;
@@ -130,9 +131,9 @@ TEST(test_cuda_prompt_attention_matches_cpu_and_is_tiling_invariant) {
         for (size_t i = 0; i < (size_t)(L + 1) * qs; i++) q[i] = frnd();
         float sc = 1.0f / sqrtf((float)hd);
         bk_attn_batch abc = {L, pos, seq, slots, tables, max_blocks, bs, L - 1, nblocks * bs, 0, NULL, 0};
+        void *dkc = kv_upload(gpu, kc, cache), *dvc = kv_upload(gpu, vc, cache); /* kc, vc: as the device holds them */
         cpu->ops->attention(cpu, oc, q, qs, kc, vc, &abc, nh, nkv, hd, sc);
-        float *dkc = dev_copy(gpu, kc, cache * 4), *dvc = dev_copy(gpu, vc, cache * 4),
-              *dq = dev_copy(gpu, q, (size_t)(L + 1) * qs * 4);
+        float *dq = dev_copy(gpu, q, (size_t)(L + 1) * qs * 4);
         int32_t *dpos = dev_copy(gpu, pos, (size_t)(L + 1) * 4), *dseq = dev_copy(gpu, seq, (size_t)(L + 1) * 4),
                 *dtab = dev_copy(gpu, tables, (size_t)2 * max_blocks * 4), *dslots = dev_copy(gpu, slots, (size_t)(L + 1) * 4);
         int32_t tiles[256];

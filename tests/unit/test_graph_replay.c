@@ -123,11 +123,11 @@ static void r_matmul(backend *be, float *out, const float *in, const bk_weight *
 static void r_rope(backend *be, float *x, int rs, int n, int nh, int hd, const int32_t *pos, const float *inv) {
     DO(.k = R_ROPE, .out = x, .ids = pos, .fp = inv, .i = {rs, n, nh, hd});
 }
-static void r_kv_store(backend *be, float *kc, float *vc, const float *k, const float *v, int ss, const bk_attn_batch *ab,
-                       int kvd) {
+static void r_kv_store(backend *be, void *kc, void *vc, const float *k, const float *v, int ss, const bk_attn_batch *ab,
+                       int kvd) { /* the CPU's f32 KV */
     DO(.k = R_KV_STORE, .out = kc, .out2 = vc, .in = k, .in2 = v, .i = {ss, kvd}, .ab = *ab);
 }
-static void r_attention(backend *be, float *out, const float *q, int qs, const float *kc, const float *vc,
+static void r_attention(backend *be, float *out, const float *q, int qs, const void *kc, const void *vc,
                         const bk_attn_batch *ab, int nh, int nkv, int hd, float scale) {
     DO(.k = R_ATTN, .out = out, .in = q, .in2 = kc, .fp = vc, .i = {qs, nh, nkv, hd}, .f = scale, .ab = *ab);
 }
@@ -194,7 +194,7 @@ static void r_free(backend *be) {
 }
 
 static const backend_ops rec_ops = {
-    .name = "recording", .buf_alloc = r_alloc, .buf_free = r_buf_free, .buf_upload = r_up, .buf_download = r_down,
+    .name = "recording", .kv_elem_bytes = 4, .buf_alloc = r_alloc, .buf_free = r_buf_free, .buf_upload = r_up, .buf_download = r_down,
     .weight_init = r_winit, .weight_release = r_wrel, .embed = r_embed, .rmsnorm = r_rmsnorm, .matmul = r_matmul,
     .rope = r_rope, .kv_store = r_kv_store, .attention = r_attention, .silu_mul = r_silu, .add = r_add,
     .add_rmsnorm = r_add_norm, .qk_norm_rope = r_qk_norm_rope,

@@ -183,9 +183,10 @@ static void cpu_rope(backend *be, float *x, int row_stride, int n, int n_heads, 
 
 /* ---- KV cache --------------------------------------------------------- */
 
-static void cpu_kv_store(backend *be, float *k_cache, float *v_cache, const float *k, const float *v,
-                         int src_stride, const bk_attn_batch *ab, int kv_dim) {
+static void cpu_kv_store(backend *be, void *kcv, void *vcv, const float *k, const float *v, int src_stride,
+                         const bk_attn_batch *ab, int kv_dim) {
     (void)be;
+    float *k_cache = kcv, *v_cache = vcv; /* f32 KV */
     for (int t = 0; t < ab->n_tokens; t++) {
         int64_t slot = ab->slots[t];
         memcpy(k_cache + slot * kv_dim, k + (int64_t)t * src_stride, (size_t)kv_dim * sizeof(float));
@@ -243,8 +244,8 @@ static void attn_task(void *v, int task, int thread) {
     }
 }
 
-static void cpu_attention(backend *be, float *out, const float *q, int q_stride, const float *k_cache,
-                          const float *v_cache, const bk_attn_batch *ab, int n_heads, int n_kv_heads,
+static void cpu_attention(backend *be, float *out, const float *q, int q_stride, const void *k_cache,
+                          const void *v_cache, const bk_attn_batch *ab, int n_heads, int n_kv_heads,
                           int head_dim, float scale) {
     cpu_impl *im = impl_of(be);
     size_t need = (size_t)(n_heads / n_kv_heads) * (size_t)(ab->max_pos + 1);
@@ -318,6 +319,7 @@ static void cpu_free(backend *be) {
 
 static const backend_ops cpu_ops = {
     .name = "cpu",
+    .kv_elem_bytes = 4,
     .buf_alloc = cpu_buf_alloc,
     .buf_free = cpu_buf_free,
     .buf_upload = cpu_buf_copy,

@@ -280,12 +280,12 @@ static void cu_rope(backend *be, float *x, int stride, int n, int nh, int hd, co
     SKIP_IF_FAILED();
     PROF(be, "rope", ks_cuda_rope(S, x, stride, n, nh, hd, pos, inv));
 }
-static void cu_kv_store(backend *be, float *kc, float *vc, const float *k, const float *v, int stride,
+static void cu_kv_store(backend *be, void *kc, void *vc, const float *k, const float *v, int stride,
                         const bk_attn_batch *ab, int kv_dim) {
     SKIP_IF_FAILED();
     PROF(be, "kv_store", ks_cuda_kv_store(S, kc, vc, k, v, stride, ab->slots, ab->n_tokens, kv_dim));
 }
-static void cu_attention(backend *be, float *out, const float *q, int qs, const float *kc, const float *vc,
+static void cu_attention(backend *be, float *out, const float *q, int qs, const void *kc, const void *vc,
                          const bk_attn_batch *ab, int nh, int nkv, int hd, float scale) {
     SKIP_IF_FAILED();
     int np = ab->n_prompt; /* prompt rows: the tensor-core kernel; the rest: flash-decoding */
@@ -394,7 +394,7 @@ static void cu_backend_free(backend *be) {
 }
 
 static const backend_ops cuda_ops = {
-    "cuda",       cu_alloc,       cu_free,      cu_upload,       cu_download,   cu_weight_init, cu_weight_release,
+    "cuda",       2 /* bf16 KV */, cu_alloc,       cu_free,      cu_upload,       cu_download,   cu_weight_init, cu_weight_release,
     cu_embed,     cu_rmsnorm,     cu_matmul,    cu_matmul_prompt, cu_rope,         cu_kv_store,   cu_attention,   cu_silu_mul,
     cu_add,       cu_add_rmsnorm, cu_qk_norm_rope, cu_gather,  cu_argmax,    cu_graph_begin, cu_graph_end,  cu_graph_launch, cu_graph_free, cu_backend_free,
 };

@@ -27,9 +27,10 @@ void ks_cuda_qk_norm_rope(ks_stream s, float *qkv, int stride, int n, int nh, in
                           const float *k_w, float eps, const int32_t *pos, const float *inv_freq);
 void ks_cuda_gather_rows(ks_stream s, float *out, const float *in, const int32_t *idx, int n, int dim);
 void ks_cuda_argmax(ks_stream s, int32_t *out, const float *in, int n, int cols);
-void ks_cuda_kv_store(ks_stream s, float *kc, float *vc, const float *k, const float *v, int src_stride,
+/* KV caches hold bf16 (backend_ops.kv_elem_bytes = 2) */
+void ks_cuda_kv_store(ks_stream s, void *kc, void *vc, const float *k, const float *v, int src_stride,
                       const int32_t *slots, int n, int kv_dim);
-void ks_cuda_attention(ks_stream s, float *out, const float *q, int q_stride, const float *kc, const float *vc,
+void ks_cuda_attention(ks_stream s, float *out, const float *q, int q_stride, const void *kc, const void *vc,
                        const int32_t *pos, const int32_t *seq, const int32_t *tables, int max_blocks, int block_size,
                        int n, int n_heads, int n_kv_heads, int head_dim, float scale, int max_pos);
 
@@ -38,7 +39,7 @@ void ks_cuda_attention(ks_stream s, float *out, const float *q, int q_stride, co
  * and the caller uses the kernels above. */
 int ks_cuda_gemm(ks_stream s, float *out, const float *x, const void *w, int wtype, const float *bias, int n, int k,
                  int rows);
-int ks_cuda_attention_prompt(ks_stream s, float *out, const float *q, int q_stride, const float *kc, const float *vc,
+int ks_cuda_attention_prompt(ks_stream s, float *out, const float *q, int q_stride, const void *kc, const void *vc,
                              const int32_t *tiles, int max_tiles, const int32_t *pos, const int32_t *seq,
                              const int32_t *tables, int max_blocks, int block_size, int n_heads, int n_kv_heads,
                              int head_dim, float scale, int max_pos);

@@ -23,7 +23,8 @@
 #define ATT_MAX_Z 32             /* blocks per (token, head); each loops over its chunks */
 
 __global__ void __launch_bounds__(ATT_THREADS)
-k_attn_chunk(float *part_o, float *part_ml, const float *q, int q_stride, const float *kc, const float *vc,
+k_attn_chunk(float *part_o, float *part_ml, const float *q, int q_stride, const __nv_bfloat16 *kc,
+             const __nv_bfloat16 *vc,
              const int32_t *pos, const int32_t *seq, const int32_t *tables, int max_blocks, int bs, int nh, int nkv,
              int hd, float scale, int Z, int t_base) {
     pdl_start();
@@ -52,20 +53,18 @@ k_attn_chunk(float *part_o, float *part_ml, const float *q, int q_stride, const 
         __syncthreads();
         float sc = -INFINITY;
         if (tid < cnt) {
-            const float *kr = kc + (size_t)slots[tid] * kv_dim + (size_t)g * hd;
+            const __nv_bfloat16 *kr = kc + (size_t)slots[tid] * kv_dim + (size_t)g * hd;
             float d0 = 0.f;
-            if ((hd & 3) == 0) {
-                const float4 *k4 = reinterpret_cast<const float4 *>(kr);
-                const float4 *q4 = reinterpret_cast<const float4 *>(qs);
-                for (int c = 0; c < hd / 4; c++) {
-                    float4 a = __ldg(k4 + c), b = q4[c];
-                    d0 = fmaf(a.x, b.x, d0);
-                    d0 = fmaf(a.y, b.y, d0);
-                    d0 = fmaf(a.z, b.z, d0);
-                    d0 = fmaf(a.w, b.w, d0);
+            if ((hd & 7) == 0) { /* 8 bf16 per 16-byte load */
+                const uint4 *k8 = reinterpret_cast<const uint4 *>(kr);
+                for (int c = 0; c < hd / 8; c++) {
+                    float a[8];
+                    unpack8(__ldg(k8 + c), kr, a);
+#pragma unroll
+                    for (int i = 0; i < 8; i++) d0 = fmaf(a[i], qs[c * 8 + i], d0);
                 }
             } else {
-                for (int c = 0; c < hd; c++) d0 = fmaf(kr[c], qs[c], d0);
+                for (int c = 0; c < hd; c++) d0 = fmaf(__bfloat162float(kr[c]), qs[c], d0);
             }
             sc = d0 * scale;
         }
@@ -92,7 +91,7 @@ k_attn_chunk(float *part_o, float *part_ml, const float *q, int q_stride, const 
                 float o = 0.f;
 #pragma unroll 8
                 for (int jj = 0; jj < cnt; jj++)
-                    o = fmaf(ps[jj], __ldg(vc + (size_t)slots[jj] * kv_dim + (size_t)g * hd + d), o);
+                    o = fmaf(ps[jj], __bfloat162float(__ldg(vc + (size_t)slots[jj] * kv_dim + (size_t)g * hd + d)), o);
                 acc[i] = acc[i] * fo + o * fc;
             }
         }
@@ -138,11 +137,12 @@ static int att_z(int kv_capacity) {
     return z < 1 ? 1 : z > ATT_MAX_Z ? ATT_MAX_Z : z;
 }
 
-extern "C" void ks_cuda_attention(ks_stream s, float *out, const float *q, int q_stride, const float *kc,
-                                  const float *vc, const int32_t *pos, const int32_t *seq, const int32_t *tables,
+extern "C" void ks_cuda_attention(ks_stream s, float *out, const float *q, int q_stride, const void *kcv,
+                                  const void *vcv, const int32_t *pos, const int32_t *seq, const int32_t *tables,
                                   int max_blocks, int block_size, int n, int n_heads, int n_kv_heads, int head_dim,
                                   float scale, int kv_capacity) {
     if (n <= 0) return;
+    const __nv_bfloat16 *kc = (const __nv_bfloat16 *)kcv, *vc = (const __nv_bfloat16 *)vcv;
     if (head_dim > ATT_MAX_HD) {
         ks_cuda_fail("attention: head_dim > 256 not supported", cudaErrorInvalidValue, __FILE__, __LINE__);
         return;

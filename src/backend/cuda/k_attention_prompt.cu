@@ -82,10 +82,24 @@ __device__ __forceinline__ void load_rows_bf16(__nv_bfloat16 *dst, int nrows, in
     }
 }
 
+/* rows (nrows x HD) of bf16 at src(r) (the KV cache) -> smem (ld LD), 16
+ * bytes per load; rows >= cnt zero */
+template <int HD, typename RowPtr>
+__device__ __forceinline__ void copy_rows_bf16(__nv_bfloat16 *dst, int nrows, int cnt, int t, int nthr, RowPtr src) {
+    constexpr int LD = HD + PA_PAD, C8 = HD / 8;
+    for (int i = t; i < nrows * C8; i += nthr) {
+        int r = i / C8, c = (i % C8) * 8;
+        uint4 v = make_uint4(0u, 0u, 0u, 0u);
+        if (r < cnt) v = __ldg(reinterpret_cast<const uint4 *>(src(r) + c));
+        *reinterpret_cast<uint4 *>(dst + (size_t)r * LD + c) = v;
+    }
+}
+
 template <int HD, int HPB>
 __global__ void __launch_bounds__(HPB * 4 * 32)
 k_attn_prompt(float *__restrict__ part_o, float *__restrict__ part_ml, const float *__restrict__ q, int q_stride,
-              const float *__restrict__ kc, const float *__restrict__ vc, const int32_t *__restrict__ tiles,
+              const __nv_bfloat16 *__restrict__ kc, const __nv_bfloat16 *__restrict__ vc,
+              const int32_t *__restrict__ tiles,
               const int32_t *__restrict__ pos, const int32_t *__restrict__ seq, const int32_t *__restrict__ tables,
               int max_blocks, int bs, int nh, int nkv, float scale, int nseg, int t_first) {
     pdl_start();
@@ -144,8 +158,8 @@ k_attn_prompt(float *__restrict__ part_o, float *__restrict__ part_ml, const flo
             int j = j0 + r;
             return vc + ((size_t)table[j / bs] * bs + j % bs) * kv_dim + (size_t)g * HD;
         };
-        load_rows_bf16<HD>(Ks, PA_KEYS, kc_cnt, threadIdx.x, NT, krow);
-        load_rows_bf16<HD>(Vs, PA_KEYS, kc_cnt, threadIdx.x, NT, vrow);
+        copy_rows_bf16<HD>(Ks, PA_KEYS, kc_cnt, threadIdx.x, NT, krow);
+        copy_rows_bf16<HD>(Vs, PA_KEYS, kc_cnt, threadIdx.x, NT, vrow);
         __syncthreads();
         if (j0 > warp_last) continue; /* every row of this warp is before the chunk: nothing changes */
         /* S (16 x 64) = Q_w K^T */
@@ -252,7 +266,7 @@ __global__ void k_attn_prompt_merge(float *out, const float *part_o, const float
 static ks_workspace pa_ws_buf;
 
 template <int HD, int HPB>
-static void launch(ks_stream s, float *out, const float *q, int q_stride, const float *kc, const float *vc,
+static void launch(ks_stream s, float *out, const float *q, int q_stride, const void *kc, const void *vc,
                    const int32_t *tiles, int max_tiles, const int32_t *pos, const int32_t *seq, const int32_t *tables,
                    int max_blocks, int bs, int nh, int nkv, float scale, int max_pos) {
     static int attr_set;
@@ -277,7 +291,7 @@ static void launch(ks_stream s, float *out, const float *q, int q_stride, const 
     for (int t0 = 0; t0 < max_tiles; t0 += slice) {
         int nt = max_tiles - t0 < slice ? max_tiles - t0 : slice;
         ks_launch(k_attn_prompt<HD, HPB>, dim3(nt, nh / HPB, nseg), HPB * 4 * 32, bytes, s, part_o, part_ml, q,
-                  q_stride, kc, vc, tiles, pos, seq, tables, max_blocks, bs, nh, nkv, scale, nseg, t0);
+                  q_stride, (const __nv_bfloat16 *)kc, (const __nv_bfloat16 *)vc, tiles, pos, seq, tables, max_blocks, bs, nh, nkv, scale, nseg, t0);
         CUDA_CHECK_LAUNCH();
         ks_launch(k_attn_prompt_merge, dim3(nt, nh), HD < 128 ? 64 : 128, 0, s, out, part_o, part_ml, tiles, pos, nh,
                   HD, nseg, t0);
@@ -288,7 +302,7 @@ static void launch(ks_stream s, float *out, const float *q, int q_stride, const 
 /* heads per block: as many query heads of one KV head as fit (4 at most;
  * 2 at head_dim 256, for shared memory) */
 template <int HD>
-static void launch_hd(ks_stream s, float *out, const float *q, int q_stride, const float *kc, const float *vc,
+static void launch_hd(ks_stream s, float *out, const float *q, int q_stride, const void *kc, const void *vc,
                       const int32_t *tiles, int max_tiles, const int32_t *pos, const int32_t *seq,
                       const int32_t *tables, int max_blocks, int bs, int nh, int nkv, float scale, int max_pos) {
     int G = nh / nkv;
@@ -301,8 +315,8 @@ static void launch_hd(ks_stream s, float *out, const float *q, int q_stride, con
                       max_pos);
 }
 
-extern "C" int ks_cuda_attention_prompt(ks_stream s, float *out, const float *q, int q_stride, const float *kc,
-                                        const float *vc, const int32_t *tiles, int max_tiles, const int32_t *pos,
+extern "C" int ks_cuda_attention_prompt(ks_stream s, float *out, const float *q, int q_stride, const void *kc,
+                                        const void *vc, const int32_t *tiles, int max_tiles, const int32_t *pos,
                                         const int32_t *seq, const int32_t *tables, int max_blocks, int block_size,
                                         int n_heads, int n_kv_heads, int head_dim, float scale, int max_pos) {
     if (max_tiles <= 0) return 0;

@@ -3,7 +3,8 @@
  *   silu_mul: out[t, j] = silu(gu[t, j]) * gu[t, dim + j],  silu(g) = g / (1 + exp(-g))
  *   add:     x += y
  *   gather:  out[i, :] = in[idx[i], :]
- *   kv_store: kc[slot[t], :] = k[t, :], vc[slot[t], :] = v[t, :]   (rows of kv_dim) */
+ *   kv_store: kc[slot[t], :] = bf16(k[t, :]), vc[slot[t], :] = bf16(v[t, :])
+ *             (rows of kv_dim; round to nearest even) */
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
 
@@ -46,15 +47,15 @@ __global__ void k_gather(float *out, const float *in, const int32_t *idx, int n,
     out[i] = in[(size_t)idx[r] * dim + j];
 }
 
-__global__ void k_kv_store(float *kc, float *vc, const float *k, const float *v, int stride, const int32_t *slots,
+__global__ void k_kv_store(__nv_bfloat16 *kc, __nv_bfloat16 *vc, const float *k, const float *v, int stride, const int32_t *slots,
                            int n, int kv_dim) {
     pdl_start();
     long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     if (i >= (long long)n * kv_dim) return;
     int t = (int)(i / kv_dim), j = (int)(i % kv_dim);
     size_t dst = (size_t)slots[t] * kv_dim + j;
-    kc[dst] = k[(size_t)t * stride + j];
-    vc[dst] = v[(size_t)t * stride + j];
+    kc[dst] = __float2bfloat16_rn(k[(size_t)t * stride + j]);
+    vc[dst] = __float2bfloat16_rn(v[(size_t)t * stride + j]);
 }
 
 static unsigned blocks(long long n) { return (unsigned)((n + 255) / 256); }
@@ -83,8 +84,9 @@ extern "C" void ks_cuda_gather_rows(ks_stream s, float *out, const float *in, co
     CUDA_CHECK_LAUNCH();
 }
 
-extern "C" void ks_cuda_kv_store(ks_stream s, float *kc, float *vc, const float *k, const float *v, int src_stride,
+extern "C" void ks_cuda_kv_store(ks_stream s, void *kc, void *vc, const float *k, const float *v, int src_stride,
                                  const int32_t *slots, int n, int kv_dim) {
-    ks_launch(k_kv_store, blocks((long long)n * kv_dim), 256, 0, s, kc, vc, k, v, src_stride, slots, n, kv_dim);
+    ks_launch(k_kv_store, blocks((long long)n * kv_dim), 256, 0, s, (__nv_bfloat16 *)kc, (__nv_bfloat16 *)vc, k, v,
+              src_stride, slots, n, kv_dim);
     CUDA_CHECK_LAUNCH();
 }
