@@ -54,21 +54,9 @@ typedef struct {
     int refs;
 } shared_weight;
 
-/* Small transfers (a step's tokens, positions, slots, block tables; draft
- * ids back) go through pinned host memory: from pageable memory every
- * cudaMemcpyAsync first stages the bytes synchronously. Uploads take
- * consecutive pieces of a ring and wrap after a stream sync, so bytes
- * still queued for copy are never overwritten; downloads (always followed
- * by a sync) share one buffer. Never used during graph capture (nothing
- * uploads there). */
-#define XFER_RING (4u << 20)
-#define XFER_SMALL (64u << 10)
-
 typedef struct {
     cudaStream_t stream;
     int device;
-    unsigned char *ring, *dl; /* pinned: upload ring (XFER_RING), download buffer (XFER_SMALL); NULL: direct */
-    size_t ring_off;
     shared_weight *shared;
     int n_shared, cap_shared;
     size_t weight_bytes;
@@ -93,28 +81,14 @@ static void cu_free(backend *be, void *p) {
 
 static int cu_upload(backend *be, void *dst, const void *src, size_t bytes) {
     if (!bytes) return KS_OK;
-    cuda_impl *im = impl_of(be);
-    if (im->ring && bytes <= XFER_SMALL) {
-        size_t off = (im->ring_off + 255) & ~(size_t)255;
-        if (off + bytes > XFER_RING) { /* wrap once every queued copy has run */
-            CUDA_CHECK(cudaStreamSynchronize(im->stream));
-            off = 0;
-        }
-        memcpy(im->ring + off, src, bytes);
-        CUDA_CHECK(cudaMemcpyAsync(dst, im->ring + off, bytes, cudaMemcpyHostToDevice, im->stream));
-        im->ring_off = off + bytes;
-    } else {
-        CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, im->stream));
-    }
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, impl_of(be)->stream));
     return failed ? err_set(KS_EIO, "%s", fail_msg) : KS_OK;
 }
 
 static int cu_download(backend *be, void *dst, const void *src, size_t bytes) {
     cuda_impl *im = impl_of(be);
-    bool staged = im->dl && bytes && bytes <= XFER_SMALL;
-    if (bytes) CUDA_CHECK(cudaMemcpyAsync(staged ? im->dl : dst, src, bytes, cudaMemcpyDeviceToHost, im->stream));
+    if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, im->stream));
     CUDA_CHECK(cudaStreamSynchronize(im->stream));
-    if (staged && !failed) memcpy(dst, im->dl, bytes);
     return failed ? err_set(KS_EIO, "%s", fail_msg) : KS_OK;
 }
 
@@ -414,8 +388,6 @@ static void cu_backend_free(backend *be) {
         for (int i = 0; i < im->n_shared; i++) cudaFree(im->shared[i].dev);
         free(im->shared);
         cudaStreamDestroy(im->stream);
-        if (im->ring) cudaFreeHost(im->ring);
-        if (im->dl) cudaFreeHost(im->dl);
         free(im);
     }
     free(be);
@@ -475,12 +447,6 @@ extern "C" int backend_cuda_new(backend **out, int device) {
         return err_set(KS_EIO, "--device cuda: cannot initialise GPU %d", device);
     }
     im->device = device;
-    if (cudaMallocHost((void **)&im->ring, XFER_RING) != cudaSuccess ||
-        cudaMallocHost((void **)&im->dl, XFER_SMALL) != cudaSuccess) { /* pinned memory is a speed-up, not a need */
-        cudaGetLastError();
-        if (im->ring) cudaFreeHost(im->ring);
-        im->ring = im->dl = NULL;
-    }
     be->ops = &cuda_ops;
     be->impl = im;
     *out = be;
