@@ -249,9 +249,14 @@ int engine_step(engine *e) {
             if (k > 0 && !s->r->p.n_prediction && s->n_draft >= 0) choose_drafts(e, s, k);
             if (s->n_draft == 0 && s->use_drafter && k > 0 && drafter_pays(e, s)) {
                 int kd = e->cfg.drafter_len < k ? e->cfg.drafter_len : k;
+                /* tokens the draft model has yet to take in: a request's
+                 * first proposal feeds it the whole prompt, which is
+                 * prefill, not the per-draft cost the gate weighs (timed, it
+                 * had closed the gate for every later request) */
+                int behind = s->n_ctx - s->dseq.n_cached;
                 double t0 = now_s();
                 s->n_draft = drafter_propose(e->dr, &s->dseq, s->ctx, s->n_ctx, kd, s->draft);
-                engine_track_cost(e, &e->dr_ratio, now_s() - t0, s->n_draft);
+                if (behind <= e->cfg.drafter_len + 1) engine_track_cost(e, &e->dr_ratio, now_s() - t0, s->n_draft);
                 s->draft_src = DRAFT_SRC_DRAFTER;
                 if (s->n_draft < 0) { /* the drafter failed: keep prompt lookup only */
                     s->n_draft = 0;
