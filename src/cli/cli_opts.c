@@ -105,7 +105,7 @@ const char cli_model_opts_help[] =
     "  --device D             cpu, cuda or cuda:N (default: cuda when a GPU is present)\n"
     "  --drafter DIR          draft model or DFlash block drafter (default: MODEL/drafter and\n"
     "                         MODEL/dflash when present); --no-drafter: neither\n"
-    "  --draft-block-size N   drafter tokens per verify step (default 4), DFlash block size\n"
+    "  --draft-block-size N   most drafter tokens per verify step (default 4), DFlash block size\n"
     "                         (default: the checkpoint's; a controller verifies 1..N-1 drafts)\n"
     "  --mtp / --no-mtp       draft with the model's own MTP head when it has one (default on;\n"
     "                         per request in serve: \"enable_mtp\": true|false)\n"

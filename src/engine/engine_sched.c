@@ -137,17 +137,25 @@ static int lookup_drafts(const engine *e, const seq_state *s, int k, int32_t *ou
                        k_pld, e->cfg.pld_draft_len, s->pld, out);
 }
 
-/* The draft model runs k sequential forwards for its drafts: only while a
- * chain of drafter_len drafts at its acceptance so far beats plain decoding
- * counting those forwards (else it is off for the request). */
-static bool drafter_pays(engine *e, seq_state *s) {
-    if (e->cfg.no_runtime_gates) return true;
-    int k = e->cfg.drafter_len;
-    if (chain_value(e, engine_src_accept_rate(s, DRAFT_SRC_DRAFTER), k, k * e->dr_ratio, s->n_cached) > 1.0)
-        return true;
+/* The draft model runs one forward per draft: the chain length, up to
+ * drafter_len and k, with the most expected tokens per unit of cost
+ * (verify plus those forwards) at its acceptance so far; 0 when no length
+ * beats plain decoding (the drafter is then off for the request). */
+static int drafter_chain(engine *e, seq_state *s, int k) {
+    int kmax = e->cfg.drafter_len < k ? e->cfg.drafter_len : k, best_n = 0;
+    if (e->cfg.no_runtime_gates) return kmax;
+    double r = engine_src_accept_rate(s, DRAFT_SRC_DRAFTER), best = 1.0;
+    for (int n = 1; n <= kmax; n++) {
+        double v = chain_value(e, r, n, n * e->dr_ratio, s->n_cached);
+        if (v > best) {
+            best = v;
+            best_n = n;
+        }
+    }
+    if (best_n) return best_n;
     engine_src_off(e, s, DRAFT_SRC_DRAFTER);
     atomic_fetch_add(&e->gate_runtime_off, 1);
-    return false;
+    return 0;
 }
 
 /* Among the drafts ready for this step — prompt lookup's (s->draft), the
@@ -247,8 +255,8 @@ int engine_step(engine *e) {
             if (k > 0) s->n_draft = s->lookup_at == s->n_ctx ? s->n_lookup : lookup_drafts(e, s, k, s->draft);
             s->draft_src = DRAFT_SRC_LOOKUP;
             if (k > 0 && !s->r->p.n_prediction && s->n_draft >= 0) choose_drafts(e, s, k);
-            if (s->n_draft == 0 && s->use_drafter && k > 0 && drafter_pays(e, s)) {
-                int kd = e->cfg.drafter_len < k ? e->cfg.drafter_len : k;
+            int kd = s->n_draft == 0 && s->use_drafter && k > 0 ? drafter_chain(e, s, k) : 0;
+            if (kd > 0) {
                 /* tokens the draft model has yet to take in: a request's
                  * first proposal feeds it the whole prompt, which is
                  * prefill, not the per-draft cost the gate weighs (timed, it
