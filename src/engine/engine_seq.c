@@ -325,15 +325,13 @@ static bool gate_says_off(const engine *e, int steps, int accepted, double cost)
 }
 
 /* What one of src's verify steps costs, in decode steps at context L: the
- * verify of its drafts (on average so far; the draft model always drafts
- * drafter_len) plus its passes — one DFlash block, one MTP head pass per
- * draft, drafter_len draft-model forwards. */
+ * verify of its drafts (on average so far) plus its passes — one DFlash
+ * block, one MTP head pass or one draft-model forward per draft. */
 static double source_step_cost(const engine *e, const seq_state *s, int src, int L) {
     double kbar = (double)s->src_drafted[src] / s->src_steps[src];
     if (src == DRAFT_SRC_DFLASH) return engine_verify_cost(e, kbar, L) + engine_pass_cost(e, e->fl_ratio, L);
-    if (src == DRAFT_SRC_MTP) return engine_verify_cost(e, kbar, L) + engine_pass_cost(e, kbar * e->mtp_ratio, L);
-    int kd = e->cfg.drafter_len;
-    return engine_verify_cost(e, kd, L) + engine_pass_cost(e, kd * e->dr_ratio, L);
+    return engine_verify_cost(e, kbar, L) +
+           engine_pass_cost(e, kbar * (src == DRAFT_SRC_MTP ? e->mtp_ratio : e->dr_ratio), L);
 }
 
 void engine_src_off(engine *e, seq_state *s, int src) {
