@@ -34,6 +34,37 @@ typedef struct {
 } ks_workspace;
 extern "C" void *ks_cuda_workspace(ks_workspace *w, cudaStream_t s, size_t need, const char *what);
 
+/* Split attention (the decode and the prompt kernels) leaves partials per
+ * item — (m, l) and an unnormalised o of hd floats for each of its splits
+ * — in a workspace of at most cap bytes; items go through in slices that
+ * fit. Returns the workspace (o of every item of a slice first, then
+ * their (m, l) pairs) and sets *slice; NULL on failure. */
+static inline float *ks_partials_ws(ks_workspace *w, cudaStream_t s, int n_items, size_t splits_per_item, int hd,
+                                    size_t cap, const char *what, int *slice) {
+    size_t per_item = splits_per_item * ((size_t)hd + 2) * sizeof(float);
+    int sl = (int)(cap / per_item);
+    if (sl < 1) sl = 1;
+    if (sl > n_items) sl = n_items;
+    *slice = sl;
+    return (float *)ks_cuda_workspace(w, s, per_item * (size_t)sl, what);
+}
+
+/* One output row from its n partials at po (n x hd) and pml (n x 2), in
+ * order: M = max m, L = sum l e^(m - M), out = sum o e^(m - M) / L; the
+ * block's threads share the hd columns. */
+__device__ __forceinline__ void merge_partials(float *out, const float *po, const float *pml, int n, int hd) {
+    float M = -INFINITY;
+    for (int z = 0; z < n; z++) M = fmaxf(M, pml[2 * z]);
+    float L = 0.f;
+    for (int z = 0; z < n; z++) L += pml[2 * z + 1] * expf(pml[2 * z] - M);
+    float inv = L > 0.f ? 1.0f / L : 0.f;
+    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
+        float acc = 0.f;
+        for (int z = 0; z < n; z++) acc += po[(size_t)z * hd + d] * expf(pml[2 * z] - M);
+        out[d] = acc * inv;
+    }
+}
+
 /* Programmatic dependent launch (Hopper and later): every kernel is
  * launched with ks_launch, which lets it start while the kernel before it
  * in the stream is still running; each kernel opens with pdl_trigger()

@@ -116,16 +116,7 @@ __global__ void k_attn_merge(float *out, const float *part_o, const float *part_
     int n_chunks = (pos[t] + ATT_CHUNK) / ATT_CHUNK;
     int used = n_chunks < Z ? n_chunks : Z; /* blocks that saw keys */
     size_t base = ((size_t)blockIdx.x * nh + h) * Z;
-    float M = -INFINITY;
-    for (int s = 0; s < used; s++) M = fmaxf(M, part_ml[(base + s) * 2]);
-    float L = 0.f;
-    for (int s = 0; s < used; s++) L += part_ml[(base + s) * 2 + 1] * expf(part_ml[(base + s) * 2] - M);
-    float inv = 1.0f / L;
-    for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-        float acc = 0.f;
-        for (int s = 0; s < used; s++) acc += part_o[(base + s) * hd + d] * expf(part_ml[(base + s) * 2] - M);
-        out[((size_t)t * nh + h) * hd + d] = acc * inv;
-    }
+    merge_partials(out + ((size_t)t * nh + h) * hd, part_o + base * hd, part_ml + base * 2, used, hd);
 }
 
 static ks_workspace att_ws;
@@ -148,12 +139,8 @@ extern "C" void ks_cuda_attention(ks_stream s, float *out, const float *q, int q
         return;
     }
     int Z = att_z(kv_capacity);
-    size_t per_tok = (size_t)n_heads * Z * ((size_t)head_dim + 2) * sizeof(float);
-    int slice = (int)(ATT_WS_BYTES / per_tok);
-    if (slice < 1) slice = 1;
-    if (slice > n) slice = n;
-    size_t need = per_tok * (size_t)slice;
-    float *ws = (float *)ks_cuda_workspace(&att_ws, s, need, "attention workspace");
+    int slice;
+    float *ws = ks_partials_ws(&att_ws, s, n, (size_t)n_heads * Z, head_dim, ATT_WS_BYTES, "attention workspace", &slice);
     if (!ws) return;
     float *part_o = ws, *part_ml = ws + (size_t)slice * n_heads * Z * head_dim;
     for (int t0 = 0; t0 < n; t0 += slice) {

@@ -250,16 +250,7 @@ __global__ void k_attn_prompt_merge(float *out, const float *part_o, const float
     for (int r = r0; r < r0 + cnt; r++) {
         int used = pos[r] / PA_SEG + 1;
         size_t pi = ((size_t)(r - base) * nh + h) * nseg;
-        float M = -INFINITY;
-        for (int z = 0; z < used; z++) M = fmaxf(M, part_ml[(pi + z) * 2]);
-        float L = 0.f;
-        for (int z = 0; z < used; z++) L += part_ml[(pi + z) * 2 + 1] * expf(part_ml[(pi + z) * 2] - M);
-        float inv = L > 0.f ? 1.0f / L : 0.f;
-        for (int d = threadIdx.x; d < hd; d += blockDim.x) {
-            float acc = 0.f;
-            for (int z = 0; z < used; z++) acc += part_o[(pi + z) * hd + d] * expf(part_ml[(pi + z) * 2] - M);
-            out[((size_t)r * nh + h) * hd + d] = acc * inv;
-        }
+        merge_partials(out + ((size_t)r * nh + h) * hd, part_o + pi * hd, part_ml + pi * 2, used, hd);
     }
 }
 
@@ -278,14 +269,9 @@ static void launch(ks_stream s, float *out, const float *q, int q_stride, const 
     /* segments up to the step's deepest position (steps with prompt rows
      * are never replayed as graphs, so the shape may follow the step);
      * blocks past a tile's last position return at once */
-    int nseg = max_pos / PA_SEG + 1;
-    if (nseg < 1) nseg = 1;
-    size_t per_tile = (size_t)PA_ROWS * nh * nseg * (HD + 2) * sizeof(float);
-    int slice = (int)(PA_WS_BYTES / per_tile);
-    if (slice < 1) slice = 1;
-    if (slice > max_tiles) slice = max_tiles;
-    size_t need = per_tile * (size_t)slice;
-    float *pa_ws = (float *)ks_cuda_workspace(&pa_ws_buf, s, need, "prompt attention workspace");
+    int nseg = max_pos / PA_SEG + 1, slice;
+    float *pa_ws = ks_partials_ws(&pa_ws_buf, s, max_tiles, (size_t)PA_ROWS * nh * nseg, HD, PA_WS_BYTES,
+                                  "prompt attention workspace", &slice);
     if (!pa_ws) return;
     float *part_o = pa_ws, *part_ml = pa_ws + (size_t)slice * PA_ROWS * nh * nseg * HD;
     for (int t0 = 0; t0 < max_tiles; t0 += slice) {
