@@ -84,6 +84,18 @@ double chain_value(const engine *e, double r, int n, double pass_ratio, int L) {
     return tok / (engine_verify_cost(e, n, L) + engine_pass_cost(e, pass_ratio, L));
 }
 
+int engine_best_chain(const engine *e, double r, int n_max, double pass_ratio, double bar, int L) {
+    int best_n = 0;
+    for (int n = 1; n <= n_max; n++) {
+        double v = chain_value(e, r, n, n * pass_ratio, L);
+        if (v > bar) {
+            bar = v;
+            best_n = n;
+        }
+    }
+    return best_n;
+}
+
 double engine_best_drafts(const engine *e, double r, int n, int L, int *best_j) {
     double tok = 1.0, pr = 1.0, best = 1.0;
     *best_j = 0;

@@ -195,6 +195,10 @@ void engine_track_cost(engine *e, double *ratio, double dt, int passes);
  * unit of cost of a chain of n drafts, each accepted with probability r
  * after the previous one was */
 double chain_value(const engine *e, double r, int n, double pass_ratio, int L);
+/* The chain length n in 1..n_max whose drafts are made by n sequential
+ * passes (pass_ratio decode steps each) with the best chain_value; 0 when
+ * none beats bar */
+int engine_best_chain(const engine *e, double r, int n_max, double pass_ratio, double bar, int L);
 /* The best number *best_j of the first n drafts to verify (0: none) and its
  * value (1: plain decoding); with the runtime gates off (tests) always n. */
 double engine_best_drafts(const engine *e, double r, int n, int L, int *best_j);

@@ -38,16 +38,8 @@ void engine_mtp_reset(engine *e, seq_state *s) {
  * passes. 0 when no depth beats `bar` (plain decoding: 1). */
 static int mtp_best_depth(const engine *e, const seq_state *s, double bar) {
     if (e->cfg.no_runtime_gates) return e->cfg.mtp_depth;
-    double r = engine_src_accept_rate(s, DRAFT_SRC_MTP), best = bar;
-    int bd = 0;
-    for (int d = 1; d <= e->cfg.mtp_depth; d++) {
-        double v = chain_value(e, r, d, d * e->mtp_ratio, s->n_cached);
-        if (v > best) {
-            best = v;
-            bd = d;
-        }
-    }
-    return bd;
+    return engine_best_chain(e, engine_src_accept_rate(s, DRAFT_SRC_MTP), e->cfg.mtp_depth, e->mtp_ratio, bar,
+                             s->n_cached);
 }
 
 /* After a target forward: enter the positions whose hidden states it just

@@ -142,17 +142,10 @@ static int lookup_drafts(const engine *e, const seq_state *s, int k, int32_t *ou
  * (verify plus those forwards) at its acceptance so far; 0 when no length
  * beats plain decoding (the drafter is then off for the request). */
 static int drafter_chain(engine *e, seq_state *s, int k) {
-    int kmax = e->cfg.drafter_len < k ? e->cfg.drafter_len : k, best_n = 0;
+    int kmax = e->cfg.drafter_len < k ? e->cfg.drafter_len : k;
     if (e->cfg.no_runtime_gates) return kmax;
-    double r = engine_src_accept_rate(s, DRAFT_SRC_DRAFTER), best = 1.0;
-    for (int n = 1; n <= kmax; n++) {
-        double v = chain_value(e, r, n, n * e->dr_ratio, s->n_cached);
-        if (v > best) {
-            best = v;
-            best_n = n;
-        }
-    }
-    if (best_n) return best_n;
+    int n = engine_best_chain(e, engine_src_accept_rate(s, DRAFT_SRC_DRAFTER), kmax, e->dr_ratio, 1.0, s->n_cached);
+    if (n) return n;
     engine_src_off(e, s, DRAFT_SRC_DRAFTER);
     atomic_fetch_add(&e->gate_runtime_off, 1);
     return 0;

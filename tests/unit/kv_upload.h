@@ -15,7 +15,10 @@
 static inline void *kv_upload(backend *be, float *host, size_t n) {
     size_t eb = (size_t)be->ops->kv_elem_bytes;
     void *d = be->ops->buf_alloc(be, n * eb), *tmp = eb == 4 ? host : malloc(n * eb);
-    if (!d || !tmp) return NULL;
+    if (!d || !tmp) {
+        if (d) be->ops->buf_free(be, d);
+        return NULL;
+    }
     if (eb == 2)
         for (size_t i = 0; i < n; i++) {
             uint16_t h = f32_to_bf16(host[i]);
