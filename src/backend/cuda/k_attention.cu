@@ -1,13 +1,20 @@
 /* k_attention.cu — causal attention over the paged KV cache, GQA, as
  * flash-decoding in two passes:
  *   out[t, h] = sum_{j <= pos[t]} softmax_j(q[t,h] . K[j, h/g] * scale) V[j, h/g]
- * K/V row of position j of sequence seq[t]: slot = table[j / bs] * bs + j % bs.
+ * K/V row of position j of sequence seq[t]: slot = table[j / bs] * bs + j % bs
+ * (bf16 rows of nkv * hd; hd a multiple of 8, at most 256).
  * Keys are cut in chunks of ATT_CHUNK; Z = min(KV capacity / ATT_CHUNK,
  * ATT_MAX_Z) blocks per (token, query head) take chunks z, z+Z, z+2Z, ...
- * Pass 1, per block and chunk: thread i scores key j0+i (q in shared memory,
- * float4 loads of the key row), the chunk's max and sum are reduced in a fixed
- * order, thread d sums p_j * V[j, d] in key order, and the chunk is merged
- * into the block's running (m, l, o) online -> one partial per block.
+ * Pass 1, per block and chunk:
+ *   scores — thread i scores key j0+i, its row's 16-byte loads all issued
+ *            before the dot product (q in shared memory); the chunk's max and
+ *            sum are reduced in a fixed order;
+ *   values — warp w takes keys w, w+4, ... of the chunk, lane l holds dims
+ *            l*D .. l*D+D-1 (D = HD/32: one coalesced row read per key and
+ *            warp), VB keys' rows loaded at a time; the 4 warps' sums are added in
+ *            warp order through shared memory;
+ * and the chunk is merged into the block's running (m, l, o) online -> one
+ * partial per block.
  * Pass 2, one block per (token, head): merges the partials in order:
  *   M = max m_z, L = sum l_z e^(m_z - M), out = sum o_z e^(m_z - M) / L.
  * The split depends only on the token's context length and the (fixed) KV
@@ -18,34 +25,58 @@
 
 #define ATT_CHUNK 128
 #define ATT_THREADS 128
+#define ATT_WARPS (ATT_THREADS / 32)
 #define ATT_MAX_HD 256
 #define ATT_WS_BYTES (256u << 20) /* workspace cap: tokens are sliced to fit */
 #define ATT_MAX_Z 32             /* blocks per (token, head); each loops over its chunks */
 
-__global__ void __launch_bounds__(ATT_THREADS)
+/* D consecutive bf16 (2 D bytes, aligned) -> floats */
+template <int D>
+__device__ __forceinline__ void loadv(const __nv_bfloat16 *p, float *f) {
+    if constexpr (D == 8) {
+        unpack8(__ldg(reinterpret_cast<const uint4 *>(p)), p, f);
+    } else if constexpr (D == 4) {
+        uint2 u = __ldg(reinterpret_cast<const uint2 *>(p));
+        f[0] = __uint_as_float(u.x << 16); f[1] = __uint_as_float(u.x & 0xffff0000u);
+        f[2] = __uint_as_float(u.y << 16); f[3] = __uint_as_float(u.y & 0xffff0000u);
+    } else {
+        uint32_t u = __ldg(reinterpret_cast<const unsigned int *>(p));
+        f[0] = __uint_as_float(u << 16); f[1] = __uint_as_float(u & 0xffff0000u);
+    }
+}
+
+/* HD: 64, 128 or 256, the bound on hd that sizes the per-lane work */
+template <int HD>
+__global__ void __launch_bounds__(ATT_THREADS, 4)
 k_attn_chunk(float *part_o, float *part_ml, const float *q, int q_stride, const __nv_bfloat16 *kc,
-             const __nv_bfloat16 *vc,
-             const int32_t *pos, const int32_t *seq, const int32_t *tables, int max_blocks, int bs, int nh, int nkv,
-             int hd, float scale, int Z, int t_base) {
+             const __nv_bfloat16 *vc, const int32_t *pos, const int32_t *seq, const int32_t *tables, int max_blocks,
+             int bs, int nh, int nkv, int hd, float scale, int Z, int t_base) {
+    constexpr int D = HD / 32;           /* value dims per lane */
+    constexpr int KB = HD / 8 < 8 ? HD / 8 : 8; /* key loads in flight per thread */
+    constexpr int VB = D == 8 ? 4 : 8;   /* value rows in flight per warp */
+    constexpr int NA = (HD + ATT_THREADS - 1) / ATT_THREADS; /* output dims per thread */
     pdl_start();
     int t = t_base + blockIdx.x, h = blockIdx.y, z = blockIdx.z, tid = threadIdx.x;
+    int warp = tid >> 5, lane = tid & 31;
     int n_ctx = pos[t] + 1;
     size_t pidx = ((size_t)blockIdx.x * nh + h) * Z + z;
-    int g = h / (nh / nkv), kv_dim = nkv * hd;
+    int g = h / (nh / nkv), kv_dim = nkv * hd, hd8 = hd / 8;
     const int32_t *table = tables + (size_t)seq[t] * max_blocks;
-    __shared__ __align__(16) float qs[ATT_MAX_HD];
+    __shared__ __align__(16) float qs[HD];
     __shared__ float ps[ATT_CHUNK];
     __shared__ int slots[ATT_CHUNK];
-    __shared__ float red[ATT_THREADS / 32];
+    __shared__ float red[ATT_WARPS];
+    __shared__ float ow[ATT_WARPS][HD];
     const float *qh = q + (size_t)t * q_stride + (size_t)h * hd;
     for (int d = tid; d < hd; d += ATT_THREADS) qs[d] = qh[d];
-    float M = -INFINITY, L = 0.f, acc[ATT_MAX_HD / ATT_THREADS];
+    float M = -INFINITY, L = 0.f, acc[NA];
 #pragma unroll
-    for (int i = 0; i < ATT_MAX_HD / ATT_THREADS; i++) acc[i] = 0.f;
+    for (int i = 0; i < NA; i++) acc[i] = 0.f;
+    const bool vlane = lane * D < hd;
     /* this block takes chunks z, z + Z, z + 2Z, ... and merges them online */
     for (int j0 = z * ATT_CHUNK; j0 < n_ctx; j0 += Z * ATT_CHUNK) {
         int cnt = n_ctx - j0 < ATT_CHUNK ? n_ctx - j0 : ATT_CHUNK;
-        __syncthreads(); /* qs ready / previous chunk's ps and slots consumed */
+        __syncthreads(); /* qs ready / previous chunk's ps, slots and ow consumed */
         if (tid < cnt) {
             int j = j0 + tid;
             slots[tid] = table[j / bs] * bs + j % bs;
@@ -53,53 +84,85 @@ k_attn_chunk(float *part_o, float *part_ml, const float *q, int q_stride, const 
         __syncthreads();
         float sc = -INFINITY;
         if (tid < cnt) {
-            const __nv_bfloat16 *kr = kc + (size_t)slots[tid] * kv_dim + (size_t)g * hd;
+            const uint4 *k8 = reinterpret_cast<const uint4 *>(kc + (size_t)slots[tid] * kv_dim + (size_t)g * hd);
             float d0 = 0.f;
-            if ((hd & 7) == 0) { /* 8 bf16 per 16-byte load */
-                const uint4 *k8 = reinterpret_cast<const uint4 *>(kr);
-                for (int c = 0; c < hd / 8; c++) {
-                    float a[8];
-                    unpack8(__ldg(k8 + c), kr, a);
 #pragma unroll
-                    for (int i = 0; i < 8; i++) d0 = fmaf(a[i], qs[c * 8 + i], d0);
-                }
-            } else {
-                for (int c = 0; c < hd; c++) d0 = fmaf(__bfloat162float(kr[c]), qs[c], d0);
+            for (int c0 = 0; c0 < HD / 8; c0 += KB) {
+                uint4 kr[KB];
+#pragma unroll
+                for (int c = 0; c < KB; c++)
+                    if (c0 + c < hd8) kr[c] = __ldg(k8 + c0 + c);
+#pragma unroll
+                for (int c = 0; c < KB; c++)
+                    if (c0 + c < hd8) {
+                        float a[8];
+                        unpack8(kr[c], kc, a);
+#pragma unroll
+                        for (int i = 0; i < 8; i++) d0 = fmaf(a[i], qs[(c0 + c) * 8 + i], d0);
+                    }
             }
             sc = d0 * scale;
         }
         /* chunk max, fixed order: warp butterfly, then warps in order */
         float m = warp_max(sc);
-        if ((tid & 31) == 0) red[tid >> 5] = m;
+        if (lane == 0) red[warp] = m;
         __syncthreads();
         m = red[0];
-        for (int w = 1; w < ATT_THREADS / 32; w++) m = fmaxf(m, red[w]);
+        for (int w = 1; w < ATT_WARPS; w++) m = fmaxf(m, red[w]);
         __syncthreads();
         float p = tid < cnt ? expf(sc - m) : 0.f;
         ps[tid] = p;
         float l = warp_sum(p);
-        if ((tid & 31) == 0) red[tid >> 5] = l;
-        __syncthreads();
+        if (lane == 0) red[warp] = l;
+        __syncthreads(); /* red and ps complete */
         l = red[0];
-        for (int w = 1; w < ATT_THREADS / 32; w++) l += red[w];
+        for (int w = 1; w < ATT_WARPS; w++) l += red[w];
+        /* values: warp w, keys w, w + 4, ... in key order */
+        float o[D];
+#pragma unroll
+        for (int i = 0; i < D; i++) o[i] = 0.f;
+        const __nv_bfloat16 *vbase = vc + (size_t)g * hd + lane * D;
+        for (int jb = warp; jb < cnt; jb += VB * ATT_WARPS) {
+            float vf[VB][D];
+#pragma unroll
+            for (int u = 0; u < VB; u++) {
+                int jj = jb + u * ATT_WARPS;
+                if (vlane && jj < cnt) loadv<D>(vbase + (size_t)slots[jj] * kv_dim, vf[u]);
+                else
+#pragma unroll
+                    for (int i = 0; i < D; i++) vf[u][i] = 0.f;
+            }
+#pragma unroll
+            for (int u = 0; u < VB; u++) {
+                int jj = jb + u * ATT_WARPS;
+                if (jj < cnt) {
+                    float pj = ps[jj];
+#pragma unroll
+                    for (int i = 0; i < D; i++) o[i] = fmaf(pj, vf[u][i], o[i]);
+                }
+            }
+        }
+        if (vlane)
+#pragma unroll
+            for (int i = 0; i < D; i++) ow[warp][lane * D + i] = o[i];
+        __syncthreads();
         float Mn = fmaxf(M, m), fo = expf(M - Mn), fc = expf(m - Mn);
         L = L * fo + l * fc;
 #pragma unroll
-        for (int i = 0; i < ATT_MAX_HD / ATT_THREADS; i++) {
+        for (int i = 0; i < NA; i++) {
             int d = tid + i * ATT_THREADS;
             if (d < hd) {
-                float o = 0.f;
-#pragma unroll 8
-                for (int jj = 0; jj < cnt; jj++)
-                    o = fmaf(ps[jj], __bfloat162float(__ldg(vc + (size_t)slots[jj] * kv_dim + (size_t)g * hd + d)), o);
-                acc[i] = acc[i] * fo + o * fc;
+                float s = ow[0][d];
+#pragma unroll
+                for (int w = 1; w < ATT_WARPS; w++) s += ow[w][d];
+                acc[i] = acc[i] * fo + s * fc;
             }
         }
         M = Mn;
     }
     float *po = part_o + pidx * hd;
 #pragma unroll
-    for (int i = 0; i < ATT_MAX_HD / ATT_THREADS; i++) {
+    for (int i = 0; i < NA; i++) {
         int d = tid + i * ATT_THREADS;
         if (d < hd) po[d] = acc[i];
     }
@@ -134,10 +197,12 @@ extern "C" void ks_cuda_attention(ks_stream s, float *out, const float *q, int q
                                   float scale, int kv_capacity) {
     if (n <= 0) return;
     const __nv_bfloat16 *kc = (const __nv_bfloat16 *)kcv, *vc = (const __nv_bfloat16 *)vcv;
-    if (head_dim > ATT_MAX_HD) {
-        ks_cuda_fail("attention: head_dim > 256 not supported", cudaErrorInvalidValue, __FILE__, __LINE__);
+    if (head_dim > ATT_MAX_HD || head_dim % 8) {
+        ks_cuda_fail("attention: head_dim must be a multiple of 8, at most 256", cudaErrorInvalidValue, __FILE__,
+                     __LINE__);
         return;
     }
+    auto chunk = head_dim <= 64 ? k_attn_chunk<64> : head_dim <= 128 ? k_attn_chunk<128> : k_attn_chunk<256>;
     int Z = att_z(kv_capacity);
     int slice;
     float *ws = ks_partials_ws(&att_ws, s, n, (size_t)n_heads * Z, head_dim, ATT_WS_BYTES, "attention workspace", &slice);
@@ -145,7 +210,7 @@ extern "C" void ks_cuda_attention(ks_stream s, float *out, const float *q, int q
     float *part_o = ws, *part_ml = ws + (size_t)slice * n_heads * Z * head_dim;
     for (int t0 = 0; t0 < n; t0 += slice) {
         int nt = n - t0 < slice ? n - t0 : slice;
-        ks_launch(k_attn_chunk, dim3(nt, n_heads, Z), ATT_THREADS, 0, s, part_o, part_ml, q, q_stride, kc, vc, pos, seq, tables,
+        ks_launch(chunk, dim3(nt, n_heads, Z), ATT_THREADS, 0, s, part_o, part_ml, q, q_stride, kc, vc, pos, seq, tables,
                                                                   max_blocks, block_size, n_heads, n_kv_heads,
                                                                   head_dim, scale, Z, t0);
         CUDA_CHECK_LAUNCH();
