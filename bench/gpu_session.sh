@@ -19,7 +19,8 @@
 # Nsight Compute sections for a few launches of NCU_KERNELS (default: the
 # decode attention and the tensor-core matvec); spec = the proposer matrix on
 # tinycoder; long = Qwen3-8B decode after ~16k and ~64k tokens; batch =
-# Qwen3-8B concurrency sweep, prefix-cache TTFT and the 32k-prompt stall.
+# Qwen3-8B concurrency sweep, prefix-cache TTFT and the 32k-prompt stall;
+# nsys = Nsight Systems GPU time per kernel of a graphed Qwen3-8B decode.
 set -u
 OUT=${1:?usage: bench/gpu_session.sh OUT [STAGES]}
 STAGES=${2:-test real profile spec}
@@ -47,7 +48,7 @@ has() { case " $STAGES " in *" $1 "*) return 0 ;; esac; return 1; }
 QTOK=/tmp/qwen3tok
 [ -f .devcarry/qwen3tok.tar.xz ] && tar -xJf .devcarry/qwen3tok.tar.xz -C /tmp
 [ -f "$QTOK/tokenizer.json" ] || QTOK=$TC
-if has real || has ops || has batch || has long || has profile; then # written while the tests run
+if has real || has ops || has batch || has long || has profile || has nsys; then # written while the tests run
     ( python3 tools/make_random_checkpoint.py qwen3-8b /tmp/q8 --tokenizer-from "$QTOK" &&
       { has real || has profile; } &&
       python3 tools/make_random_checkpoint.py qwen3-1.7b /tmp/q17 --tokenizer-from "$QTOK" ) > /tmp/checkpoints.log 2>&1 &
@@ -129,6 +130,25 @@ if has profile; then # GPU time per op (KESTREL_CUDA_PROFILE, graphs off): a 409
             --temp 0 --ignore-eos --device cuda 2>&1 >/dev/null | grep -A30 "kestrel: prompt" > "/tmp/profile_$b.txt"
         { echo "== $b"; cat "/tmp/profile_$b.txt"; } | tee -a "$OUT/profile.txt"
     done
+fi
+if has nsys; then # Nsight Systems: GPU time per kernel inside the graphed decode of Qwen3-8B (PDL on and off)
+    NSYS=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)
+    if [ -n "$NSYS" ] && [ -f /tmp/q8/config.json ]; then
+        for pdl in 1 0; do
+            KESTREL_CUDA_PDL=$pdl timeout 200 "$NSYS" profile --cuda-graph-trace=node -t cuda -o /tmp/nsys_pdl$pdl -f true \
+                build/kestrel run /tmp/q8 -p "$(head -c 1378 /tmp/src.txt)" -n 128 --temp 0 --ignore-eos --device cuda \
+                > /tmp/nsys_run$pdl.txt 2>&1
+            { echo "== PDL $pdl: $(grep 'kestrel: prompt' /tmp/nsys_run$pdl.txt)"
+              "$NSYS" stats -q -r cuda_gpu_kern_sum -f csv /tmp/nsys_pdl$pdl.nsys-rep 2>/dev/null | python3 -c '
+import csv, sys
+rows = [r for r in csv.reader(sys.stdin) if len(r) >= 9 and r[0][:1].isdigit()]
+for r in rows[:25]:
+    print("%6s%% %14s ns %8s calls %10.0f ns avg  %s" % (r[0], r[1], r[2], float(r[3]), r[8][:70]))'
+            } | tee -a "$OUT/nsys.txt"
+        done
+    else
+        echo "nsys: not on this machine or no checkpoint"
+    fi
 fi
 if has spec; then
     for f in "--mtp --no-pld" "--drafter $TC/dflash --no-pld --no-mtp"; do # the measured pass costs
