@@ -20,7 +20,7 @@
 # decode attention and the tensor-core matvec); spec = the proposer matrix on
 # tinycoder; long = Qwen3-8B decode after ~16k and ~64k tokens; batch =
 # Qwen3-8B concurrency sweep, prefix-cache TTFT and the 32k-prompt stall;
-# nsys = Nsight Systems GPU time per kernel of a graphed Qwen3-8B decode.
+# kprof = GPU time of each kernel of a Qwen3-8B decode step (Nsight Compute).
 set -u
 OUT=${1:?usage: bench/gpu_session.sh OUT [STAGES]}
 STAGES=${2:-test real profile spec}
@@ -48,7 +48,7 @@ has() { case " $STAGES " in *" $1 "*) return 0 ;; esac; return 1; }
 QTOK=/tmp/qwen3tok
 [ -f .devcarry/qwen3tok.tar.xz ] && tar -xJf .devcarry/qwen3tok.tar.xz -C /tmp
 [ -f "$QTOK/tokenizer.json" ] || QTOK=$TC
-if has real || has ops || has batch || has long || has profile || has nsys; then # written while the tests run
+if has real || has ops || has batch || has long || has profile || has kprof; then # written while the tests run
     ( python3 tools/make_random_checkpoint.py qwen3-8b /tmp/q8 --tokenizer-from "$QTOK" &&
       { has real || has profile; } &&
       python3 tools/make_random_checkpoint.py qwen3-1.7b /tmp/q17 --tokenizer-from "$QTOK" ) > /tmp/checkpoints.log 2>&1 &
@@ -131,23 +131,27 @@ if has profile; then # GPU time per op (KESTREL_CUDA_PROFILE, graphs off): a 409
         { echo "== $b"; cat "/tmp/profile_$b.txt"; } | tee -a "$OUT/profile.txt"
     done
 fi
-if has nsys; then # Nsight Systems: GPU time per kernel inside the graphed decode of Qwen3-8B (PDL on and off)
-    NSYS=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)
-    if [ -n "$NSYS" ] && [ -f /tmp/q8/config.json ]; then
-        for pdl in 1 0; do
-            KESTREL_CUDA_PDL=$pdl timeout 200 "$NSYS" profile --cuda-graph-trace=node -t cuda -o /tmp/nsys_pdl$pdl -f true \
-                build/kestrel run /tmp/q8 -p "$(head -c 1378 /tmp/src.txt)" -n 128 --temp 0 --ignore-eos --device cuda \
-                > /tmp/nsys_run$pdl.txt 2>&1
-            { echo "== PDL $pdl: $(grep 'kestrel: prompt' /tmp/nsys_run$pdl.txt)"
-              "$NSYS" stats -q -r cuda_gpu_kern_sum -f csv /tmp/nsys_pdl$pdl.nsys-rep 2>/dev/null | python3 -c '
-import csv, sys
-rows = [r for r in csv.reader(sys.stdin) if len(r) >= 9 and r[0][:1].isdigit()]
-for r in rows[:25]:
-    print("%6s%% %14s ns %8s calls %10.0f ns avg  %s" % (r[0], r[1], r[2], float(r[3]), r[8][:70]))'
-            } | tee -a "$OUT/nsys.txt"
-        done
+if has kprof; then # GPU time of every kernel of one Qwen3-8B decode step (Nsight Compute, each kernel alone)
+    NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null)
+    if [ -n "$NCU" ] && [ -f /tmp/q8/config.json ]; then
+        KESTREL_CUDA_GRAPHS=0 timeout 300 "$NCU" --metrics gpu__time_duration.sum --csv --launch-skip ${KPROF_SKIP:-3000} \
+            --launch-count ${KPROF_COUNT:-420} build/kestrel run /tmp/q8 -p "$(head -c 1378 /tmp/src.txt)" -n 16 --temp 0 \
+            --ignore-eos --device cuda 2>/dev/null > /tmp/kprof.csv
+        python3 - /tmp/kprof.csv <<'PY' | tee -a "$OUT/kprof.txt"
+import csv, sys, collections
+tot = collections.OrderedDict()
+for r in csv.DictReader(l for l in open(sys.argv[1]) if l.startswith('"')):
+    name = r["Kernel Name"].split("(")[0] + " " + r["Grid Size"]
+    v = float(r["Metric Value"]) * (1000.0 if r["Metric Unit"] == "usecond" else 1.0 if r["Metric Unit"] == "nsecond" else 1e6)
+    c, t = tot.get(name, (0, 0.0))
+    tot[name] = (c + 1, t + v)
+allns = sum(t for c, t in tot.values())
+print("kernels: %d, GPU time %.1f us (each kernel alone, no overlap)" % (sum(c for c, t in tot.values()), allns / 1e3))
+for name, (c, t) in sorted(tot.items(), key=lambda kv: -kv[1][1]):
+    print("%8.1f us %5d calls %8.2f us/call  %s" % (t / 1e3, c, t / 1e3 / c, name[:90]))
+PY
     else
-        echo "nsys: not on this machine or no checkpoint"
+        echo "kprof: no ncu or no checkpoint"
     fi
 fi
 if has spec; then
