@@ -142,7 +142,7 @@ import csv, sys, collections
 tot = collections.OrderedDict()
 for r in csv.DictReader(l for l in open(sys.argv[1]) if l.startswith('"')):
     name = r["Kernel Name"].split("(")[0] + " " + r["Grid Size"]
-    v = float(r["Metric Value"]) * (1000.0 if r["Metric Unit"] == "usecond" else 1.0 if r["Metric Unit"] == "nsecond" else 1e6)
+    v = float(r["Metric Value"].replace(",", "")) * (1000.0 if r["Metric Unit"] == "usecond" else 1.0 if r["Metric Unit"] == "nsecond" else 1e6)
     c, t = tot.get(name, (0, 0.0))
     tot[name] = (c + 1, t + v)
 allns = sum(t for c, t in tot.values())
