@@ -121,10 +121,12 @@ typedef struct backend_ops {
      * of the n_heads q heads (q_norm) and n_kv_heads k heads (k_norm) that
      * start each row of qkv (row stride `stride`; both norms skipped when
      * q_norm is NULL), then rope over those heads — the results equal
-     * rmsnorm, rmsnorm, rope. */
+     * rmsnorm, rmsnorm, rope. With k_cache non-NULL it also stores each
+     * row's k (as rotated) and v heads in the layer's cache, as kv_store
+     * would (one pass fewer on the GPU). */
     void (*qk_norm_rope)(backend *be, float *qkv, int stride, int n, int n_heads, int n_kv_heads, int head_dim,
                          const bk_weight *q_norm, const bk_weight *k_norm, float eps, const int32_t *pos,
-                         const float *inv_freq);
+                         const float *inv_freq, void *k_cache, void *v_cache, const bk_attn_batch *ab);
     /* out (n, dim) = in[idx[i]] */
     void (*gather_rows)(backend *be, float *out, const float *in, const int32_t *idx, int n, int dim);
     /* out (n) int32 = for each row of in (n, cols) the index of its largest

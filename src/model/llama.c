@@ -288,10 +288,9 @@ void model_layer_forward(model *m, const model_layer *L, void *k_cache, void *v_
     if (!normed) op->rmsnorm(be, m->xn, H, m->x, H, &L->attn_norm, n, 1, H, c->rms_norm_eps);
     int np = ab->n_prompt;
     mm(be, m->qkv, m->xn, &L->wqkv, c->attention_bias ? &L->bqkv : NULL, n, np);
-    float *q = m->qkv, *k = m->qkv + nh * hd, *v = k + kv_dim;
+    float *q = m->qkv;
     op->qk_norm_rope(be, q, qkv_dim, n, nh, nkv, hd, c->qk_norm ? &L->q_norm : NULL, c->qk_norm ? &L->k_norm : NULL,
-                     c->rms_norm_eps, rope_pos, m->inv_freq);
-    op->kv_store(be, k_cache, v_cache, k, v, qkv_dim, ab, kv_dim);
+                     c->rms_norm_eps, rope_pos, m->inv_freq, k_cache, v_cache, ab);
     op->attention(be, m->attn, q, qkv_dim, k_cache, v_cache, ab, nh, nkv, hd, scale);
     mm(be, m->xn, m->attn, &L->wo, NULL, n, np);
     op->add_rmsnorm(be, m->x, m->xn, m->xn, &L->ffn_norm, n, H, c->rms_norm_eps);

@@ -298,13 +298,13 @@ TEST(test_cuda_long_context_attention_matches_cpu) {
 
 /* The fused ops (add_rmsnorm, qk_norm_rope) give bitwise what the separate
  * CUDA ops give, and match the CPU's composition: hidden sizes on the block
- * (>= 1024) and warp paths; head_dim 64 / 128 on the fused kernel, 80 on
+ * (>= 1024; 1536 leaves some threads a chunk short) and warp paths; head_dim 64 / 128 on the fused kernel, 80 on
  * its fallback; with and without QK-norm weights. */
 TEST(test_cuda_fused_ops_equal_the_separate_ops) {
     pair p = {0};
     if (!open_pair(&p)) SKIP("no CUDA GPU");
-    int dims[2] = {2048, 384}, n = 3;
-    for (int di = 0; di < 2; di++) {
+    int dims[3] = {2048, 384, 1536}, n = 3;
+    for (int di = 0; di < 3; di++) {
         int dim = dims[di];
         size_t nb = (size_t)n * dim * 4;
         void *hw;
@@ -364,12 +364,39 @@ TEST(test_cuda_fused_ops_equal_the_separate_ops) {
             down(p.gpu, a, dx, nb);
             p.gpu->ops->buf_upload(p.gpu, dx, x, nb);
             p.gpu->ops->qk_norm_rope(p.gpu, dx, stride, n, nh, nkv, hd, with_norm ? &qg : NULL, with_norm ? &kg : NULL,
-                                     1e-6f, dpos, dinv);
+                                     1e-6f, dpos, dinv, NULL, NULL, NULL);
             down(p.gpu, b, dx, nb);
             CHECK_MSG(!memcmp(a, b, nb), "qk_norm_rope hd %d norm %d: not the separate ops' bits", hd, with_norm);
+            /* storing k and v in the cache on the way: what kv_store writes
+             * from the rows above (16-row cache, tokens at slots 5, 0, 11) */
+            {
+                int kvd = nkv * hd;
+                int32_t slots[3] = {5, 0, 11}, *dslots = up(p.gpu, slots, sizeof slots);
+                bk_attn_batch ab = {n, dpos, NULL, dslots, NULL, 0, 16, 0, 16, 0, NULL, 0};
+                float *z = calloc((size_t)16 * kvd, 4), *ka = malloc((size_t)16 * kvd * 4), *kb = malloc((size_t)16 * kvd * 4),
+                      *va = malloc((size_t)16 * kvd * 4), *vb = malloc((size_t)16 * kvd * 4);
+                void *dk1 = kv_upload(p.gpu, z, (size_t)16 * kvd), *dv1 = kv_upload(p.gpu, z, (size_t)16 * kvd),
+                     *dk2 = kv_upload(p.gpu, z, (size_t)16 * kvd), *dv2 = kv_upload(p.gpu, z, (size_t)16 * kvd);
+                p.gpu->ops->kv_store(p.gpu, dk1, dv1, dx + nh * hd, dx + (nh + nkv) * hd, stride, &ab, kvd);
+                p.gpu->ops->buf_upload(p.gpu, dx, x, nb);
+                p.gpu->ops->qk_norm_rope(p.gpu, dx, stride, n, nh, nkv, hd, with_norm ? &qg : NULL,
+                                         with_norm ? &kg : NULL, 1e-6f, dpos, dinv, dk2, dv2, &ab);
+                down(p.gpu, c, dx, nb);
+                kv_download(p.gpu, ka, dk1, (size_t)16 * kvd);
+                kv_download(p.gpu, kb, dk2, (size_t)16 * kvd);
+                kv_download(p.gpu, va, dv1, (size_t)16 * kvd);
+                kv_download(p.gpu, vb, dv2, (size_t)16 * kvd);
+                CHECK_MSG(!memcmp(b, c, nb) && !memcmp(ka, kb, (size_t)16 * kvd * 4) &&
+                              !memcmp(va, vb, (size_t)16 * kvd * 4),
+                          "qk_norm_rope hd %d norm %d: the stored k/v are not kv_store's", hd, with_norm);
+                CHECK(ka[5 * kvd] != 0.f || ka[5 * kvd + 1] != 0.f); /* something was stored */
+                void *kvb[] = {dslots, dk1, dv1, dk2, dv2};
+                for (int i = 0; i < 5; i++) p.gpu->ops->buf_free(p.gpu, kvb[i]);
+                free(z); free(ka); free(kb); free(va); free(vb);
+            }
             memcpy(c, x, nb);
             p.cpu->ops->qk_norm_rope(p.cpu, c, stride, n, nh, nkv, hd, with_norm ? &qc : NULL, with_norm ? &kc : NULL,
-                                     1e-6f, pos, inv);
+                                     1e-6f, pos, inv, NULL, NULL, NULL);
             CHECK_MSG(max_rel(b, c, (size_t)n * stride, NULL) < 1e-5, "qk_norm_rope hd %d vs cpu: %g", hd,
                       max_rel(b, c, (size_t)n * stride, NULL));
             void *bufs[] = {dpos, dinv, dx};

@@ -97,7 +97,8 @@ static void run_op(backend *be, const rec_op *o) {
     case R_ADD: op->add(c, o->out, o->in, o->z); break;
     case R_ADD_NORM: op->add_rmsnorm(c, o->out, o->in, o->out2, o->w, o->i[0], o->i[1], o->f); break;
     case R_QK_NORM_ROPE:
-        op->qk_norm_rope(c, o->out, o->i[0], o->i[1], o->i[2], o->i[3], o->i[4], o->w, o->w2, o->f, o->ids, o->fp);
+        op->qk_norm_rope(c, o->out, o->i[0], o->i[1], o->i[2], o->i[3], o->i[4], o->w, o->w2, o->f, o->ids, o->fp,
+                         o->out2, (void *)o->in2, &o->ab);
         break;
     case R_GATHER: op->gather_rows(c, o->out, o->in, o->ids, o->i[0], o->i[1]); break;
     case R_ARGMAX: op->argmax(c, o->iout, o->in, o->i[0], o->i[1]); break;
@@ -140,8 +141,10 @@ static void r_add_norm(backend *be, float *x, const float *y, float *out, const 
     DO(.k = R_ADD_NORM, .out = x, .in = y, .out2 = out, .w = w, .i = {n, dim}, .f = eps);
 }
 static void r_qk_norm_rope(backend *be, float *qkv, int stride, int n, int nh, int nkv, int hd, const bk_weight *qn,
-                           const bk_weight *kn, float eps, const int32_t *pos, const float *inv) {
-    DO(.k = R_QK_NORM_ROPE, .out = qkv, .w = qn, .w2 = kn, .ids = pos, .fp = inv, .i = {stride, n, nh, nkv, hd}, .f = eps);
+                           const bk_weight *kn, float eps, const int32_t *pos, const float *inv, void *kc, void *vc,
+                           const bk_attn_batch *ab) {
+    DO(.k = R_QK_NORM_ROPE, .out = qkv, .w = qn, .w2 = kn, .ids = pos, .fp = inv, .i = {stride, n, nh, nkv, hd}, .f = eps,
+       .out2 = kc, .in2 = vc, .ab = ab ? *ab : (bk_attn_batch){0});
 }
 static void r_gather(backend *be, float *out, const float *in, const int32_t *idx, int n, int dim) {
     DO(.k = R_GATHER, .out = out, .in = in, .ids = idx, .i = {n, dim});

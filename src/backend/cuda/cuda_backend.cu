@@ -315,11 +315,12 @@ static void cu_add_rmsnorm(backend *be, float *x, const float *y, float *out, co
     PROF(be, "add_rmsnorm", ks_cuda_add_rmsnorm(S, x, y, out, (const float *)w->impl, n, dim, eps));
 }
 static void cu_qk_norm_rope(backend *be, float *qkv, int stride, int n, int nh, int nkv, int hd, const bk_weight *qn,
-                            const bk_weight *kn, float eps, const int32_t *pos, const float *inv) {
+                            const bk_weight *kn, float eps, const int32_t *pos, const float *inv, void *kc, void *vc,
+                            const bk_attn_batch *ab) {
     SKIP_IF_FAILED();
     PROF(be, "qk_norm_rope",
          ks_cuda_qk_norm_rope(S, qkv, stride, n, nh, nkv, hd, qn ? (const float *)qn->impl : NULL,
-                              kn ? (const float *)kn->impl : NULL, eps, pos, inv));
+                              kn ? (const float *)kn->impl : NULL, eps, pos, inv, kc, vc, kc ? ab->slots : NULL));
 }
 static void cu_gather(backend *be, float *out, const float *in, const int32_t *idx, int n, int dim) {
     SKIP_IF_FAILED();

@@ -24,7 +24,8 @@ void ks_cuda_silu_mul(ks_stream s, float *out, const float *gu, int n, int dim);
 void ks_cuda_add(ks_stream s, float *x, const float *y, long long n);
 void ks_cuda_add_rmsnorm(ks_stream s, float *x, const float *y, float *out, const float *w, int n, int dim, float eps);
 void ks_cuda_qk_norm_rope(ks_stream s, float *qkv, int stride, int n, int nh, int nkv, int hd, const float *q_w,
-                          const float *k_w, float eps, const int32_t *pos, const float *inv_freq);
+                          const float *k_w, float eps, const int32_t *pos, const float *inv_freq, void *kc, void *vc,
+                          const int32_t *slots);
 void ks_cuda_gather_rows(ks_stream s, float *out, const float *in, const int32_t *idx, int n, int dim);
 void ks_cuda_argmax(ks_stream s, int32_t *out, const float *in, int n, int cols);
 /* KV caches hold bf16 (backend_ops.kv_elem_bytes = 2) */

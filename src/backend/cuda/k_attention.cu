@@ -61,7 +61,7 @@ k_attn_chunk(float *part_o, float *part_ml, const float *q, int q_stride, const 
              int bs, int nh, int nkv, int hd, float scale, int Z, int t_base) {
     constexpr int D = HD / 32;           /* value dims per lane */
     constexpr int KB = HD / 8 < 8 ? HD / 8 : 8; /* key loads in flight per thread */
-    constexpr int VB = D == 8 ? 4 : 8;   /* value rows in flight per warp */
+    constexpr int VB = D == 8 ? 4 : 8;   /* value rows in flight per warp (more spill) */
     constexpr int NA = (HD + ATT_THREADS - 1) / ATT_THREADS; /* output dims per thread */
     constexpr int HB = ATT_HB;
     pdl_start();

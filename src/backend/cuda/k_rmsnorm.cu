@@ -2,8 +2,9 @@
  * floats: row (t, h) at in + t*in_stride + h*dim (h < n_heads; heads = 1 for
  * the hidden state, n_heads for Qwen3's per-head QK-norm).
  * Short rows (dim < 1024: per-head norms): one warp per row. Long rows (the
- * hidden state): one block of 256 threads per row, so the row is read by many
- * loads in flight instead of one warp's sequential loop. In both, the sum of
+ * hidden state, dim a multiple of 4 up to 16384, 16-byte aligned): one block
+ * of 256 threads per row, each thread holding its float4 chunks in
+ * registers, so the row is read in one round of loads. In both, the sum of
  * squares is strided per thread, reduced by a fixed butterfly, then (blocks)
  * warps in order — the arithmetic depends only on dim, never on the batch. */
 #include "backend/cuda/cuda_common.cuh"
@@ -38,44 +39,88 @@ __global__ void k_rmsnorm_warp(float *out, int os, const float *in, int is, cons
     for (int j = lane; j < dim; j += 32) y[j] = w[j] * (x[j] * inv);
 }
 
+/* Long rows, in float4 chunks held in registers: thread i takes chunks
+ * i, i + 256, ... (at most NC of them; dim <= 1024 NC), squares their 4
+ * elements in order, chunk by chunk; the weights, constants, are loaded
+ * before the wait on the kernel before (programmatic launch). One round of
+ * loads, one block reduction, one round of stores. */
+template <int NC>
 __global__ void __launch_bounds__(RN_THREADS)
 k_rmsnorm_block(float *out, int os, const float *in, int is, const float *w, int nh, int dim, float eps) {
-    pdl_start();
-    int row = blockIdx.x, t = row / nh, h = row % nh, tid = threadIdx.x;
-    const float *x = in + (size_t)t * is + (size_t)h * dim;
-    float *y = out + (size_t)t * os + (size_t)h * dim;
+    pdl_trigger();
+    int row = blockIdx.x, t = row / nh, h = row % nh, tid = threadIdx.x, d4 = dim / 4;
+    const float4 *x = reinterpret_cast<const float4 *>(in + (size_t)t * is + (size_t)h * dim);
+    float4 *y = reinterpret_cast<float4 *>(out + (size_t)t * os + (size_t)h * dim);
+    const float4 *w4 = reinterpret_cast<const float4 *>(w);
     __shared__ float red[RN_THREADS / 32];
+    float4 wv[NC], v[NC];
+#pragma unroll
+    for (int c = 0; c < NC; c++)
+        if (tid + c * RN_THREADS < d4) wv[c] = w4[tid + c * RN_THREADS];
+    pdl_wait();
+#pragma unroll
+    for (int c = 0; c < NC; c++)
+        if (tid + c * RN_THREADS < d4) v[c] = x[tid + c * RN_THREADS];
     float ss = 0.f;
-#pragma unroll 4
-    for (int j = tid; j < dim; j += RN_THREADS) ss = fmaf(x[j], x[j], ss);
+#pragma unroll
+    for (int c = 0; c < NC; c++)
+        if (tid + c * RN_THREADS < d4) {
+            ss = fmaf(v[c].x, v[c].x, ss);
+            ss = fmaf(v[c].y, v[c].y, ss);
+            ss = fmaf(v[c].z, v[c].z, ss);
+            ss = fmaf(v[c].w, v[c].w, ss);
+        }
     float tot = block_sum(ss, red);
     float inv = 1.0f / sqrtf(tot / (float)dim + eps);
-#pragma unroll 4
-    for (int j = tid; j < dim; j += RN_THREADS) y[j] = w[j] * (x[j] * inv);
+#pragma unroll
+    for (int c = 0; c < NC; c++)
+        if (tid + c * RN_THREADS < d4)
+            y[tid + c * RN_THREADS] = make_float4(wv[c].x * (v[c].x * inv), wv[c].y * (v[c].y * inv),
+                                                  wv[c].z * (v[c].z * inv), wv[c].w * (v[c].w * inv));
 }
 
 /* The residual add fused in front: x += y, then out = rmsnorm(x) * w, with
  * each thread adding exactly the elements it then squares in the same order
  * as k_rmsnorm_*: the results equal ks_cuda_add followed by ks_cuda_rmsnorm.
  * out may alias y (each element is read before the same thread writes it). */
+template <int NC>
 __global__ void __launch_bounds__(RN_THREADS)
 k_add_rmsnorm_block(float *x, const float *y, float *out, const float *w, int dim, float eps) {
-    pdl_start();
-    int tid = threadIdx.x;
-    float *xr = x + (size_t)blockIdx.x * dim, *o = out + (size_t)blockIdx.x * dim;
-    const float *yr = y + (size_t)blockIdx.x * dim;
+    pdl_trigger();
+    int tid = threadIdx.x, d4 = dim / 4;
+    float4 *xr = reinterpret_cast<float4 *>(x + (size_t)blockIdx.x * dim);
+    float4 *o = reinterpret_cast<float4 *>(out + (size_t)blockIdx.x * dim);
+    const float4 *yr = reinterpret_cast<const float4 *>(y + (size_t)blockIdx.x * dim);
+    const float4 *w4 = reinterpret_cast<const float4 *>(w);
     __shared__ float red[RN_THREADS / 32];
+    float4 wv[NC], v[NC];
+#pragma unroll
+    for (int c = 0; c < NC; c++)
+        if (tid + c * RN_THREADS < d4) wv[c] = w4[tid + c * RN_THREADS];
+    pdl_wait();
+#pragma unroll
+    for (int c = 0; c < NC; c++)
+        if (tid + c * RN_THREADS < d4) {
+            float4 a = xr[tid + c * RN_THREADS], b = yr[tid + c * RN_THREADS];
+            v[c] = make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+        }
     float ss = 0.f;
-#pragma unroll 4
-    for (int j = tid; j < dim; j += RN_THREADS) {
-        float v = xr[j] + yr[j];
-        xr[j] = v;
-        ss = fmaf(v, v, ss);
-    }
+#pragma unroll
+    for (int c = 0; c < NC; c++)
+        if (tid + c * RN_THREADS < d4) {
+            xr[tid + c * RN_THREADS] = v[c];
+            ss = fmaf(v[c].x, v[c].x, ss);
+            ss = fmaf(v[c].y, v[c].y, ss);
+            ss = fmaf(v[c].z, v[c].z, ss);
+            ss = fmaf(v[c].w, v[c].w, ss);
+        }
     float tot = block_sum(ss, red);
     float inv = 1.0f / sqrtf(tot / (float)dim + eps);
-#pragma unroll 4
-    for (int j = tid; j < dim; j += RN_THREADS) o[j] = w[j] * (xr[j] * inv);
+#pragma unroll
+    for (int c = 0; c < NC; c++)
+        if (tid + c * RN_THREADS < d4)
+            o[tid + c * RN_THREADS] = make_float4(wv[c].x * (v[c].x * inv), wv[c].y * (v[c].y * inv),
+                                                  wv[c].z * (v[c].z * inv), wv[c].w * (v[c].w * inv));
 }
 
 __global__ void k_add_rmsnorm_warp(float *x, const float *y, float *out, const float *w, int n, int dim, float eps) {
@@ -95,10 +140,26 @@ __global__ void k_add_rmsnorm_warp(float *x, const float *y, float *out, const f
     for (int j = lane; j < dim; j += 32) o[j] = w[j] * (xr[j] * inv);
 }
 
+/* float4 chunks per thread for the block kernels (1, 2, 4, 8 or 16), or 0
+ * for the warp kernels: short rows (dim < 1024), dims not in whole float4s
+ * or beyond 16 chunks, unaligned (or NULL) buffers. */
+static int block_chunks(int dim, const void *a, const void *b, const void *c, const void *d) {
+    if (dim < 1024 || dim % 4 || ((uintptr_t)a | (uintptr_t)b | (uintptr_t)c | (uintptr_t)d) % 16 || !c || !d) return 0;
+    int need = (dim / 4 + RN_THREADS - 1) / RN_THREADS;
+    for (int nc = 1; nc <= 16; nc *= 2)
+        if (need <= nc) return nc;
+    return 0;
+}
+
 extern "C" void ks_cuda_add_rmsnorm(ks_stream s, float *x, const float *y, float *out, const float *w, int n, int dim,
                                     float eps) {
     if (n <= 0) return;
-    if (dim >= 1024) ks_launch(k_add_rmsnorm_block, n, RN_THREADS, 0, s, x, y, out, w, dim, eps);
+    int nc = block_chunks(dim, x, y, out, w);
+    if (nc == 1) ks_launch(k_add_rmsnorm_block<1>, n, RN_THREADS, 0, s, x, y, out, w, dim, eps);
+    else if (nc == 2) ks_launch(k_add_rmsnorm_block<2>, n, RN_THREADS, 0, s, x, y, out, w, dim, eps);
+    else if (nc == 4) ks_launch(k_add_rmsnorm_block<4>, n, RN_THREADS, 0, s, x, y, out, w, dim, eps);
+    else if (nc == 8) ks_launch(k_add_rmsnorm_block<8>, n, RN_THREADS, 0, s, x, y, out, w, dim, eps);
+    else if (nc == 16) ks_launch(k_add_rmsnorm_block<16>, n, RN_THREADS, 0, s, x, y, out, w, dim, eps);
     else ks_launch(k_add_rmsnorm_warp, (n + 7) / 8, 256, 0, s, x, y, out, w, n, dim, eps);
     CUDA_CHECK_LAUNCH();
 }
@@ -107,9 +168,15 @@ extern "C" void ks_cuda_rmsnorm(ks_stream s, float *out, int out_stride, const f
                                 const float *w, int n, int n_heads, int dim, float eps) {
     int rows = n * n_heads;
     if (rows <= 0) return;
-    if (dim >= 1024) {
-        ks_launch(k_rmsnorm_block, rows, RN_THREADS, 0, s, out, out_stride, in, in_stride, w, n_heads, dim, eps);
-    } else {
+    int nc = block_chunks(dim, out, in, in_stride % 4 ? NULL : w, out_stride % 4 ? NULL : w);
+#define RN_BLOCK(NC) ks_launch(k_rmsnorm_block<NC>, rows, RN_THREADS, 0, s, out, out_stride, in, in_stride, w, n_heads, dim, eps)
+    if (nc == 1) RN_BLOCK(1);
+    else if (nc == 2) RN_BLOCK(2);
+    else if (nc == 4) RN_BLOCK(4);
+    else if (nc == 8) RN_BLOCK(8);
+    else if (nc == 16) RN_BLOCK(16);
+#undef RN_BLOCK
+    else {
         int wpb = 8;
         ks_launch(k_rmsnorm_warp, (rows + wpb - 1) / wpb, wpb * 32, 0, s, out, out_stride, in, in_stride, w, n, n_heads, dim,
                                                                   eps);

@@ -30,20 +30,30 @@ extern "C" void ks_cuda_rope(ks_stream s, float *x, int row_stride, int n, int n
  * head) when head_dim is a multiple of 64: lane l holds dims l + 32e, so
  * every rope pair (i, i + head_dim/2) is in one lane. The sum of squares
  * runs in k_rmsnorm_warp's order and the rotation is k_rope's, so the
- * results equal rmsnorm, rmsnorm, rope; other head sizes take those three. */
+ * results equal rmsnorm, rmsnorm, rope; other head sizes take those three.
+ * With a cache (kc non-NULL) the k heads are also stored, rounded to bf16
+ * as ks_cuda_kv_store does, at row slots[t], and nkv more warps per token
+ * store the v heads. */
 template <int E>
 __global__ void k_qk_norm_rope(float *qkv, int stride, int n, int nh, int nkv, const float *q_w, const float *k_w,
-                               float eps, const int32_t *pos, const float *inv_freq) {
+                               float eps, const int32_t *pos, const float *inv_freq, __nv_bfloat16 *kc,
+                               __nv_bfloat16 *vc, const int32_t *slots) {
     pdl_start();
     constexpr int HD = 32 * E;
     int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
-    int heads = nh + nkv;
+    int heads = nh + nkv + (kc ? nkv : 0);
     if (row >= n * heads) return;
     int t = row / heads, h = row % heads;
     float *v = qkv + (size_t)t * stride + (size_t)h * HD;
     float x[E];
 #pragma unroll
     for (int e = 0; e < E; e++) x[e] = v[lane + 32 * e];
+    if (h >= nh + nkv) { /* a v head: stored as it is */
+        __nv_bfloat16 *dst = vc + (size_t)slots[t] * nkv * HD + (size_t)(h - nh - nkv) * HD;
+#pragma unroll
+        for (int e = 0; e < E; e++) dst[lane + 32 * e] = __float2bfloat16_rn(x[e]);
+        return;
+    }
     if (q_w) {
         const float *w = h < nh ? q_w : k_w;
         float ss = 0.f;
@@ -65,22 +75,33 @@ __global__ void k_qk_norm_rope(float *qkv, int stride, int n, int nh, int nkv, c
     }
 #pragma unroll
     for (int e = 0; e < E; e++) v[lane + 32 * e] = x[e];
+    if (kc && h >= nh) {
+        __nv_bfloat16 *dst = kc + (size_t)slots[t] * nkv * HD + (size_t)(h - nh) * HD;
+#pragma unroll
+        for (int e = 0; e < E; e++) dst[lane + 32 * e] = __float2bfloat16_rn(x[e]);
+    }
 }
 
 extern "C" void ks_cuda_qk_norm_rope(ks_stream s, float *qkv, int stride, int n, int nh, int nkv, int hd,
                                      const float *q_w, const float *k_w, float eps, const int32_t *pos,
-                                     const float *inv_freq) {
-    int rows = n * (nh + nkv), blocks = (rows + 7) / 8;
-    if (rows <= 0) return;
-    if (hd == 64) ks_launch(k_qk_norm_rope<2>, blocks, 256, 0, s, qkv, stride, n, nh, nkv, q_w, k_w, eps, pos, inv_freq);
-    else if (hd == 128) ks_launch(k_qk_norm_rope<4>, blocks, 256, 0, s, qkv, stride, n, nh, nkv, q_w, k_w, eps, pos, inv_freq);
-    else if (hd == 256) ks_launch(k_qk_norm_rope<8>, blocks, 256, 0, s, qkv, stride, n, nh, nkv, q_w, k_w, eps, pos, inv_freq);
+                                     const float *inv_freq, void *kcv, void *vcv, const int32_t *slots) {
+    __nv_bfloat16 *kc = (__nv_bfloat16 *)kcv, *vc = (__nv_bfloat16 *)vcv;
+    int rows = n * (nh + nkv + (kc ? nkv : 0)), blocks = (rows + 7) / 8;
+    if (n <= 0) return;
+#define QKR(E) ks_launch(k_qk_norm_rope<E>, blocks, 256, 0, s, qkv, stride, n, nh, nkv, q_w, k_w, eps, pos, inv_freq, kc, vc, slots)
+    if (hd == 64) QKR(2);
+    else if (hd == 128) QKR(4);
+    else if (hd == 256) QKR(8);
+#undef QKR
     else {
         if (q_w) {
             ks_cuda_rmsnorm(s, qkv, stride, qkv, stride, q_w, n, nh, hd, eps);
             ks_cuda_rmsnorm(s, qkv + (size_t)nh * hd, stride, qkv + (size_t)nh * hd, stride, k_w, n, nkv, hd, eps);
         }
         ks_cuda_rope(s, qkv, stride, n, nh + nkv, hd, pos, inv_freq);
+        if (kc)
+            ks_cuda_kv_store(s, kc, vc, qkv + (size_t)nh * hd, qkv + (size_t)(nh + nkv) * hd, stride, slots, n,
+                             nkv * hd);
         return;
     }
     CUDA_CHECK_LAUNCH();
