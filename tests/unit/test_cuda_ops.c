@@ -80,11 +80,12 @@ TEST(test_cuda_matmul_matches_cpu_and_is_batch_invariant) {
     /* 12 cases of 100 rows (a partial 16-row tile on the tensor cores), then
      * two bf16 matrices of 24616 rows: large enough for 32- and 64-row
      * blocks (which the tensor-core kernel picks by token count), with a
-     * partial last block */
-    for (int ci = 0; ci < 14; ci++) {
-        int di = ci < 12 ? ci / 4 : 0, ki = ci < 12 ? ci % 4 : ci - 12;
+     * partial last block, and one of 6184 rows (32-row blocks at up to 8
+     * tokens) */
+    for (int ci = 0; ci < 15; ci++) {
+        int di = ci < 12 ? ci / 4 : 0, ki = ci < 12 ? ci % 4 : ci == 14 ? 3 : ci - 12;
         {
-            int k = ks[ki], rows = ci < 12 ? 100 : 24616, n = 17;
+            int k = ks[ki], rows = ci < 12 ? 100 : ci < 14 ? 24616 : 6184, n = 17;
             void *h0, *h1, *hb;
             st_tensor t0 = make_tensor(dts[di], 40, k, &h0), t1 = make_tensor(dts[di], rows - 40, k, &h1);
             st_tensor tb = make_tensor(DTYPE_BF16, rows, 0, &hb);

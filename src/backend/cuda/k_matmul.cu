@@ -246,12 +246,15 @@ static void launch_tc_v(ks_stream s, float *out, const float *x, const __nv_bflo
  * Qwen3-8B shapes (BENCHMARKS.md): 16 tokens, (4,1) read gate_up in 66 us
  * and lm_head in 323 us vs 78 / 439 with (1,4), (2,2) qkv in 24 vs 27, and
  * 4096-row matrices are fastest with (1,4); 1 token, (2,2) read gate_up in
- * 50 us vs 54 and (1,4) is best elsewhere. Tiles never change a row's
- * arithmetic, so the choice may follow the token count. */
+ * 50 us vs 54, (2,4) qkv (6144 rows) in 15.8 vs 17.7, and (1,4) is best
+ * on 4096-row matrices (with 2 tiles they leave SMs without a block).
+ * Tiles never change a row's arithmetic, so the choice may follow the
+ * token count. */
 static void launch_tc(ks_stream s, float *out, const float *x, const __nv_bfloat16 *w, const float *bias, int n,
                       int k, int rows) {
     if (n > 8 && rows >= 384 * 64) launch_tc_v<1, 4>(s, out, x, w, bias, n, k, rows);
     else if ((n > 8 && rows >= 192 * 32) || rows >= 768 * 32) launch_tc_v<2, 2>(s, out, x, w, bias, n, k, rows);
+    else if (n <= 8 && rows >= 192 * 32) launch_tc_v<4, 2>(s, out, x, w, bias, n, k, rows);
     else launch_tc_v<4, 1>(s, out, x, w, bias, n, k, rows);
 }
 
