@@ -152,6 +152,7 @@ static void free_acts(model *m) {
     m->d_iota = m->d_tiles = m->d_ids = NULL;
     free(m->h_tiles);
     m->h_tiles = NULL;
+    m->tab_gen++; /* d_tables gone: its mirror too */
     m->cap_tokens = 0;
     m->cap_tables = 0;
     m->cap_logits = 0;
@@ -176,6 +177,7 @@ void model_free(model *m) {
     free(m->layers);
     free(m->h_slots);
     free(m->h_tables);
+    free(m->h_tab_len);
     st_close(&m->st);
     free(m);
 }
@@ -255,6 +257,7 @@ static int ensure_acts(model *m, int n, int n_logits, int table_entries) {
         if (m->d_tables) be->ops->buf_free(be, m->d_tables);
         int cap = table_entries < 64 ? 64 : table_entries * 2;
         m->d_tables = be->ops->buf_alloc(be, (size_t)cap * 4);
+        m->tab_gen++;
         m->cap_tables = m->d_tables ? cap : 0;
         if (!m->d_tables) return err_set(KS_ENOMEM, "model: out of memory for block tables");
     }
@@ -283,7 +286,7 @@ void model_layer_forward(model *m, const model_layer *L, void *k_cache, void *v_
     const backend_ops *op = be->ops;
     const model_config *c = &m->cfg;
     int H = c->hidden_size, hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
-    int qkv_dim = (nh + 2 * nkv) * hd, kv_dim = nkv * hd, I = c->intermediate_size;
+    int qkv_dim = (nh + 2 * nkv) * hd, I = c->intermediate_size;
     float scale = 1.0f / sqrtf((float)hd);
     if (!normed) op->rmsnorm(be, m->xn, H, m->x, H, &L->attn_norm, n, 1, H, c->rms_norm_eps);
     int np = ab->n_prompt;
@@ -437,6 +440,42 @@ static int prompt_tiles(model *m, const model_batch *b, bk_attn_batch *a) {
 /* Validates a batch, sizes the buffers and uploads tokens, positions,
  * slots, block tables and logit rows; fills *ab. graph: fixed launch shapes
  * (the block table spans the whole pool). */
+/* The block tables of a batch's sequences into d_tables (rows of width
+ * max_blocks; entries past a sequence's blocks are never read). Only the
+ * rows that differ from what the device holds are sent, each as its
+ * sequence's blocks: a graph's rows are as wide as the whole pool, and a
+ * decoding sequence gains a block only every KV_BLOCK_SIZE tokens. */
+static int upload_tables(model *m, const kv_cache *kv, const model_batch *b, int max_blocks) {
+    backend *be = m->be;
+    int32_t *tables = m->h_tables;
+    if (m->tab_kv != (const void *)kv || m->tab_width != max_blocks || m->tab_gen_seen != m->tab_gen) {
+        m->tab_kv = kv; /* another layout: nothing on the device counts */
+        m->tab_width = max_blocks;
+        m->tab_gen_seen = m->tab_gen;
+        for (int s = 0; s < m->h_cap_tab_len; s++) m->h_tab_len[s] = 0;
+    }
+    if (b->n_seqs > m->h_cap_tab_len) {
+        int cap = b->n_seqs * 2, *nl = realloc(m->h_tab_len, (size_t)cap * sizeof *nl);
+        if (!nl) return err_set(KS_ENOMEM, "forward: out of memory");
+        for (int s = m->h_cap_tab_len; s < cap; s++) nl[s] = 0;
+        m->h_tab_len = nl;
+        m->h_cap_tab_len = cap;
+    }
+    for (int s = 0; s < b->n_seqs; s++) {
+        int nb = b->seqs[s]->n_blocks; /* a sequence in the batch may hold no blocks (no tokens here) */
+        int32_t *row = tables + (size_t)s * max_blocks;
+        if (!nb || (nb <= m->h_tab_len[s] && !memcmp(row, b->seqs[s]->blocks, (size_t)nb * 4))) continue;
+        memcpy(row, b->seqs[s]->blocks, (size_t)nb * 4);
+        int rc = be->ops->buf_upload(be, m->d_tables + (size_t)s * max_blocks, row, (size_t)nb * 4);
+        if (rc) {
+            m->tab_gen++;
+            return rc;
+        }
+        m->h_tab_len[s] = nb;
+    }
+    return KS_OK;
+}
+
 int model_prepare_batch(model *m, kv_cache *kv, const model_batch *b, bool graph, bk_attn_batch *ab) {
     backend *be = m->be;
     const backend_ops *op = be->ops;
@@ -464,7 +503,7 @@ int model_prepare_batch(model *m, kv_cache *kv, const model_batch *b, bool graph
         m->h_tables = nt;
         m->h_cap_tables = ct;
     }
-    int32_t *slots = m->h_slots, *tables = m->h_tables;
+    int32_t *slots = m->h_slots;
     for (int i = 0; i < n; i++) {
         int s = b->seq[i], p = b->pos[i];
         if (s < 0 || s >= b->n_seqs || p < 0 || p / kv->block_size >= b->seqs[s]->n_blocks ||
@@ -478,14 +517,11 @@ int model_prepare_batch(model *m, kv_cache *kv, const model_batch *b, bool graph
         if (b->logit_rows[r] < 0 || b->logit_rows[r] >= n) {
             return err_set(KS_EINVAL, "forward: logit row %d out of range", b->logit_rows[r]);
         }
-    for (int s = 0; s < b->n_seqs; s++)
-        if (b->seqs[s]->n_blocks) /* a sequence in the batch may hold no blocks (no tokens here) */
-            memcpy(tables + (size_t)s * max_blocks, b->seqs[s]->blocks, (size_t)b->seqs[s]->n_blocks * 4);
+    if ((rc = upload_tables(m, kv, b, max_blocks))) return rc;
     op->buf_upload(be, m->d_tokens, b->tokens, (size_t)n * 4);
     op->buf_upload(be, m->d_pos, b->pos, (size_t)n * 4);
     op->buf_upload(be, m->d_seq, b->seq, (size_t)n * 4);
     op->buf_upload(be, m->d_slots, slots, (size_t)n * 4);
-    op->buf_upload(be, m->d_tables, tables, (size_t)b->n_seqs * max_blocks * 4);
     op->buf_upload(be, m->d_rows, b->logit_rows, (size_t)b->n_logits * 4);
 
     bk_attn_batch a = {n, m->d_pos, m->d_seq, m->d_slots, m->d_tables, max_blocks, kv->block_size, max_pos,

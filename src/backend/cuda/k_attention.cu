@@ -71,6 +71,7 @@ k_attn_chunk(float *part_o, float *part_ml, const float *q, int q_stride, const 
     int g = blockIdx.y / nsub, h0 = g * G + (blockIdx.y % nsub) * HB;
     int nhb = G - (h0 - g * G) < HB ? G - (h0 - g * G) : HB;
     int n_ctx = pos[t] + 1;
+    if (z * ATT_CHUNK >= n_ctx) return; /* no keys here: the merge reads only the blocks that saw keys */
     int kv_dim = nkv * hd, hd8 = hd / 8;
     const int32_t *table = tables + (size_t)seq[t] * max_blocks;
     __shared__ __align__(16) float qs[HB][HD];
