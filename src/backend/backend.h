@@ -66,7 +66,8 @@ typedef struct backend_ops {
     /* Bytes per KV cache element: 4 (f32, the CPU) or 2 (bf16, CUDA — what
      * a bf16 checkpoint's attention sees in transformers, half the bytes of
      * f32 for decode attention and the pool). The cache buffers belong to
-     * the backend's format; only kv_store and attention read or write them. */
+     * the backend's format; only kv_store, qk_norm_rope (storing K/V) and
+     * attention read or write them. */
     int kv_elem_bytes;
     void *(*buf_alloc)(backend *be, size_t bytes);
     void (*buf_free)(backend *be, void *p);
