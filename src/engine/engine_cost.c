@@ -30,13 +30,13 @@ void engine_measure_step(engine *e) {
     for (int i = 0; ok && i < n_all; i++) pos[i] = i;
     for (int i = 0; ok && i < k1; i++) rows[i] = i;
     if (ok && L0) { /* the context, once */
-        model_batch b = {L0, tok, pos, seq, 1, seqs, 0, rows, 0, NULL};
+        model_batch b = {L0, tok, pos, seq, 1, seqs, 0, rows, 0, NULL, false};
         ok = model_forward(e->m, &e->kv, &b, logits) == 0;
     }
     for (int rep = 0; ok && rep < 4; rep++)
         for (int v = 0; ok && v < (L0 ? 4 : 2); v++) {
             int n = v % 2 ? k1 : 1, from = v / 2 ? L0 : 0;
-            model_batch b = {n, tok, pos + from, seq, 1, seqs, n, rows, 0, NULL};
+            model_batch b = {n, tok, pos + from, seq, 1, seqs, n, rows, 0, NULL, false};
             double t0 = now_s();
             ok = model_forward(e->m, &e->kv, &b, logits) == 0;
             double dt = now_s() - t0;
@@ -125,7 +125,7 @@ double engine_probe_cost(engine *e, probe_fn pass, void *arg, double fallback) {
     if (logits && kv_seq_reserve(&e->kv, &s, ENGINE_MAX_DRAFT + 1) == 0)
         for (int rep = 0; rep < 4; rep++) {
             int32_t row0 = 0;
-            model_batch b = {1, tok, pos, seq, 1, seqs, 1, &row0, 0, NULL};
+            model_batch b = {1, tok, pos, seq, 1, seqs, 1, &row0, 0, NULL, false};
             double t0 = now_s();
             if (model_forward(e->m, &e->kv, &b, logits) != 0) break;
             double t1 = now_s();
@@ -145,7 +145,7 @@ double engine_probe_cost(engine *e, probe_fn pass, void *arg, double fallback) {
 static int mtp_pass(engine *e, const probe_ctx *pc, void *arg) {
     kv_seq *ms = arg, *mseqs[1] = {ms};
     int32_t idx = 0, q = 1, hid = 0, row = 0;
-    model_batch mb = {1, pc->tok, &idx, pc->seq_idx, 1, mseqs, 1, &row, 0, NULL};
+    model_batch mb = {1, pc->tok, &idx, pc->seq_idx, 1, mseqs, 1, &row, 0, NULL, false};
     int32_t id;
     return model_mtp_forward(e->m, &e->mtp_kv, &mb, &q, &hid, MTP_SRC_TARGET, NULL, &id);
 }
@@ -160,7 +160,7 @@ static int drafter_pass(engine *e, const probe_ctx *pc, void *arg) {
     drafter_probe *d = arg;
     kv_seq *seqs[1] = {&d->s};
     int32_t row = 0;
-    model_batch b = {1, pc->tok, pc->pos, pc->seq_idx, 1, seqs, 1, &row, 0, NULL};
+    model_batch b = {1, pc->tok, pc->pos, pc->seq_idx, 1, seqs, 1, &row, 0, NULL, false};
     return model_forward(e->cfg.drafter, &d->kv, &b, pc->logits);
 }
 

@@ -96,7 +96,7 @@ int engine_mtp_update(engine *e, int na, const int *feed, const int *tstart, con
         }
     }
     if (!n) return 0;
-    model_batch b = {n, e->mtp_tok, e->mtp_idx, e->mtp_seq, na, seqs, n_rows, e->mtp_rows, 0, NULL};
+    model_batch b = {n, e->mtp_tok, e->mtp_idx, e->mtp_seq, na, seqs, n_rows, e->mtp_rows, 0, NULL, false};
     if (model_mtp_forward(e->m, &e->mtp_kv, &b, e->mtp_pos, e->mtp_hid, MTP_SRC_TARGET, NULL, e->mtp_ids) != 0) {
         for (int i = 0; i < na; i++) e->active[i]->use_mtp = false;
         return 0;
@@ -126,7 +126,7 @@ int engine_mtp_update(engine *e, int na, const int *feed, const int *tstart, con
         }
         if (!m) break;
         passes++;
-        model_batch bd = {m, e->mtp_tok, e->mtp_idx, e->mtp_seq, na, seqs, m, e->mtp_rows, 0, NULL};
+        model_batch bd = {m, e->mtp_tok, e->mtp_idx, e->mtp_seq, na, seqs, m, e->mtp_rows, 0, NULL, false};
         if (model_mtp_forward(e->m, &e->mtp_kv, &bd, e->mtp_pos, e->mtp_hid, MTP_SRC_MTP, NULL, e->mtp_ids) != 0) break;
         for (int i = 0; i < na; i++)
             if (depth_of[i] == d && e->active[i]->mtp_depth > d) {

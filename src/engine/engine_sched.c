@@ -335,7 +335,10 @@ int engine_step(engine *e) {
         e->logits = l;
         e->logits_rows = n_rows;
     }
-    model_batch b = {n, e->b_tok, e->b_pos, e->b_seq, na, seqs, n_rows, e->b_rows, n_prompt, e->b_ids};
+    /* a drafter's features only for steps that feed one of its sequences */
+    bool features = false;
+    for (int i = 0; i < na; i++) features |= feed[i] && e->active[i]->use_dflash;
+    model_batch b = {n, e->b_tok, e->b_pos, e->b_seq, na, seqs, n_rows, e->b_rows, n_prompt, e->b_ids, !features};
     double t_fwd = e->cfg.log_steps ? now_s() : 0.0;
     int fwd_rc = model_forward(e->m, &e->kv, &b, need_rows ? e->logits : NULL);
     if (e->cfg.log_steps) { /* one line per forward, timed to its end (diagnostics) */

@@ -230,7 +230,7 @@ int dflash_add_context(dflash *d, kv_cache *kv, int n, const int32_t *idx, const
         for (int j = 0; j < nf; j++) d->h_idx[i * nf + j] = j * t->cap_tokens + row[i];
         d->h_tok[i] = d->mask_id; /* context entries have no token; the batch needs a valid id */
     }
-    model_batch b = {n, d->h_tok, idx, seq, n_seqs, seqs, 0, NULL, 0, NULL};
+    model_batch b = {n, d->h_tok, idx, seq, n_seqs, seqs, 0, NULL, 0, NULL, false};
     bk_attn_batch ab;
     bool graph = model_graphs_on(m, n);
     if ((rc = model_prepare_batch(m, kv, &b, graph, &ab))) return rc;
@@ -277,7 +277,7 @@ int dflash_draft(dflash *d, kv_cache *kv, int n_seqs, kv_seq *const *seqs, const
             d->h_seq[i] = s;
             if (j) d->h_rows[s * (block - 1) + j - 1] = i;
         }
-    model_batch b = {n, d->h_tok, d->h_pos, d->h_seq, n_seqs, seqs, nr, d->h_rows, 0, NULL};
+    model_batch b = {n, d->h_tok, d->h_pos, d->h_seq, n_seqs, seqs, nr, d->h_rows, 0, NULL, false};
     bk_attn_batch ab;
     bool graph = model_graphs_on(m, n_seqs); /* one block per sequence: bounded like a verify step */
     if ((rc = model_prepare_batch(m, kv, &b, graph, &ab))) return rc;

@@ -306,7 +306,7 @@ void model_layer_forward(model *m, const model_layer *L, void *k_cache, void *v_
 
 /* The op sequence of one forward (everything after the uploads). With an MTP
  * head the final norm runs on every row into m->hid (its input later). */
-static void run_layers(model *m, kv_cache *kv, const bk_attn_batch *ab, int n, int n_logits) {
+static void run_layers(model *m, kv_cache *kv, const bk_attn_batch *ab, int n, int n_logits, bool features) {
     backend *be = m->be;
     const backend_ops *op = be->ops;
     const model_config *c = &m->cfg;
@@ -316,7 +316,7 @@ static void run_layers(model *m, kv_cache *kv, const bk_attn_batch *ab, int n, i
         /* each layer's final residual add also norms the next layer's input */
         model_layer_forward(m, &m->layers[l], kv->k[l], kv->v[l], ab, m->d_pos, n, l > 0,
                             l + 1 < c->n_layers ? &m->layers[l + 1].attn_norm : NULL);
-        for (int j = 0; j < m->n_feat; j++)
+        for (int j = 0; features && j < m->n_feat; j++)
             if (m->feat_layer[j] == l)
                 op->gather_rows(be, m->feat + (size_t)j * m->cap_tokens * H, m->x, m->d_iota, n, H);
     }
@@ -535,11 +535,12 @@ typedef struct {
     kv_cache *kv;
     const bk_attn_batch *ab;
     int n, n_logits;
+    bool features; /* capture the DFlash features (model_capture_layers) */
 } forward_ctx;
 
 static void forward_ops(model *m, const void *ctx) {
     const forward_ctx *f = ctx;
-    run_layers(m, f->kv, f->ab, f->n, f->n_logits);
+    run_layers(m, f->kv, f->ab, f->n, f->n_logits, f->features);
 }
 
 int model_sync(model *m) {
@@ -557,8 +558,10 @@ int model_forward(model *m, kv_cache *kv, const model_batch *b, float *logits) {
     bool graph = model_graphs_on(m, n) && b->n_prompt == 0;
     int rc = model_prepare_batch(m, kv, b, graph, &ab);
     if (rc) return rc;
-    forward_ctx f = {kv, &ab, n, b->n_logits};
-    model_graph_key k = {MODEL_GRAPH_FORWARD, n, b->n_logits, b->n_seqs, kv->k[0], kv->n_blocks, NULL, ab.n_prompt};
+    bool features = m->n_feat && !b->no_features;
+    forward_ctx f = {kv, &ab, n, b->n_logits, features};
+    model_graph_key k = {features || !m->n_feat ? MODEL_GRAPH_FORWARD : MODEL_GRAPH_FORWARD_NO_FEATURES, n, b->n_logits,
+                         b->n_seqs, kv->k[0], kv->n_blocks, NULL, ab.n_prompt};
     if ((rc = model_graph_run(m, &k, graph, forward_ops, &f))) return rc;
     if (b->n_logits > 0 && b->argmax) {
         m->be->ops->argmax(m->be, m->d_ids, m->logits_dev, b->n_logits, c->vocab_size);

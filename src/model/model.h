@@ -36,7 +36,7 @@ typedef struct {
 } model_graph_key;
 
 enum { MODEL_GRAPH_FORWARD = 0, MODEL_GRAPH_MTP_TARGET, MODEL_GRAPH_MTP_SELF, MODEL_GRAPH_DFLASH_CTX,
-       MODEL_GRAPH_DFLASH_BLOCK };
+       MODEL_GRAPH_DFLASH_BLOCK, MODEL_GRAPH_FORWARD_NO_FEATURES };
 
 typedef struct {
     bk_weight attn_norm;  /* (hidden) */
@@ -130,6 +130,9 @@ typedef struct {
      * rule), computed on the backend; model_forward's logits may then be
      * NULL, and only these ids leave the device (greedy steps). */
     int32_t *argmax;
+    /* no row here feeds a DFlash drafter: the forward skips capturing the
+     * features of model_capture_layers (one gather per layer id) */
+    bool no_features;
 } model_batch;
 
 /* Loads dir (config.json + safetensors) onto the backend. */

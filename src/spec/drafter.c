@@ -74,7 +74,7 @@ static int step(drafter *d, drafter_seq *s, const int32_t *tokens, int n, int fr
     }
     int32_t row = n - 1;
     kv_seq *seqs[1] = {&s->kv};
-    model_batch b = {n, tokens, d->pos, d->seq, 1, seqs, 1, &row, 0, NULL};
+    model_batch b = {n, tokens, d->pos, d->seq, 1, seqs, 1, &row, 0, NULL, false};
     int rc = model_forward(d->m, &d->kv, &b, d->logits);
     if (rc) return rc;
     s->n_cached = from + n;

@@ -39,7 +39,7 @@ static void check_mtp(const char *device) {
     kv_seq *seqs[1] = {&s}, *mseqs[1] = {&ms};
     CHECK(kv_seq_reserve(&kv, &s, n) == 0);
     int32_t last = n - 1;
-    model_batch b = {n, ids, pos, seq, 1, seqs, 1, &last, 0, NULL};
+    model_batch b = {n, ids, pos, seq, 1, seqs, 1, &last, 0, NULL, false};
     CHECK(model_forward(m, &kv, &b, logits) == 0);
     int t_n = 0;
     for (int v = 1; v < V; v++)
@@ -55,7 +55,7 @@ static void check_mtp(const char *device) {
         hidx[q - 1] = q - 1;
     }
     CHECK(kv_seq_reserve(&mkv, &ms, n + 2) == 0);
-    model_batch mb = {n, toks, kidx, seq, 1, mseqs, n, rows, 0, NULL};
+    model_batch mb = {n, toks, kidx, seq, 1, mseqs, n, rows, 0, NULL, false};
     CHECK(model_mtp_forward(m, &mkv, &mb, mpos, hidx, MTP_SRC_TARGET, logits, NULL) == 0);
     json_t *every = json_object_get(ref, "draft1_top1_every_position");
     /* every position agrees, except (within the device's logit tolerance)
@@ -85,7 +85,7 @@ static void check_mtp(const char *device) {
     int d1 = (int)json_integer_value(json_array_get(tids, 0));
     /* depth 2: the head's output at position n (row n-1 of its last pass) with d1 at n+1 */
     int32_t tok2 = d1, pos2 = n + 1, idx2 = n, hid2 = n - 1, row0 = 0, ids2[1] = {-1};
-    model_batch mb2 = {1, &tok2, &idx2, seq, 1, mseqs, 1, &row0, 0, NULL};
+    model_batch mb2 = {1, &tok2, &idx2, seq, 1, mseqs, 1, &row0, 0, NULL, false};
     CHECK(model_mtp_forward(m, &mkv, &mb2, &pos2, &hid2, MTP_SRC_MTP, logits, ids2) == 0);
     int d2 = 0;
     for (int v = 1; v < V; v++)

@@ -41,7 +41,7 @@ static double check_tiny(const char *name, const char *device) {
         kv_seq s = {0};
         kv_seq *seqs[1] = {&s};
         CHECK(kv_seq_reserve(&kv, &s, n) == 0);
-        model_batch b = {n, ids, pos, seq, 1, seqs, n, rows, 0, NULL};
+        model_batch b = {n, ids, pos, seq, 1, seqs, n, rows, 0, NULL, false};
         CHECK(model_forward(m, &kv, &b, logits) == 0);
         worst = 0;
         for (int t = 0; t < n; t++) {
