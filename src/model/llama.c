@@ -152,7 +152,7 @@ static void free_acts(model *m) {
     m->d_iota = m->d_tiles = m->d_ids = NULL;
     free(m->h_tiles);
     m->h_tiles = NULL;
-    m->tab_gen++; /* d_tables gone: its mirror too */
+    m->tab_kv = NULL; /* d_tables gone: its mirror too */
     m->cap_tokens = 0;
     m->cap_tables = 0;
     m->cap_logits = 0;
@@ -257,7 +257,7 @@ static int ensure_acts(model *m, int n, int n_logits, int table_entries) {
         if (m->d_tables) be->ops->buf_free(be, m->d_tables);
         int cap = table_entries < 64 ? 64 : table_entries * 2;
         m->d_tables = be->ops->buf_alloc(be, (size_t)cap * 4);
-        m->tab_gen++;
+        m->tab_kv = NULL;
         m->cap_tables = m->d_tables ? cap : 0;
         if (!m->d_tables) return err_set(KS_ENOMEM, "model: out of memory for block tables");
     }
@@ -448,10 +448,9 @@ static int prompt_tiles(model *m, const model_batch *b, bk_attn_batch *a) {
 static int upload_tables(model *m, const kv_cache *kv, const model_batch *b, int max_blocks) {
     backend *be = m->be;
     int32_t *tables = m->h_tables;
-    if (m->tab_kv != (const void *)kv || m->tab_width != max_blocks || m->tab_gen_seen != m->tab_gen) {
+    if (m->tab_kv != (const void *)kv || m->tab_width != max_blocks) {
         m->tab_kv = kv; /* another layout: nothing on the device counts */
         m->tab_width = max_blocks;
-        m->tab_gen_seen = m->tab_gen;
         for (int s = 0; s < m->h_cap_tab_len; s++) m->h_tab_len[s] = 0;
     }
     if (b->n_seqs > m->h_cap_tab_len) {
@@ -468,7 +467,7 @@ static int upload_tables(model *m, const kv_cache *kv, const model_batch *b, int
         memcpy(row, b->seqs[s]->blocks, (size_t)nb * 4);
         int rc = be->ops->buf_upload(be, m->d_tables + (size_t)s * max_blocks, row, (size_t)nb * 4);
         if (rc) {
-            m->tab_gen++;
+            m->tab_kv = NULL;
             return rc;
         }
         m->h_tab_len[s] = nb;

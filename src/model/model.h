@@ -83,11 +83,11 @@ typedef struct model {
     int32_t *h_slots, *h_tables; /* host staging of the same (owned) */
     size_t h_cap_slots, h_cap_tables;
     /* h_tables as a mirror of d_tables: row s holds h_tab_len[s] block ids
-     * already on the device, valid while the layout (KV cache, row width,
-     * buffer generation) stays; unchanged rows are not sent again */
+     * already on the device, valid while the layout (KV cache tab_kv, row
+     * width) stays; tab_kv NULL: nothing on the device counts (a new
+     * buffer, a failed upload). Unchanged rows are not sent again. */
     int *h_tab_len, h_cap_tab_len, tab_width;
     const void *tab_kv;
-    unsigned tab_gen, tab_gen_seen;
     /* MTP head (NULL without one) and its buffers (backend, cap_tokens rows) */
     model_mtp *mtp;
     float *hid;           /* (cap, hidden) target's final-normed hidden states of the last forward */

@@ -10,6 +10,8 @@
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
 
+#include <type_traits>
+
 #define RN_THREADS 256
 
 /* The block's sum of v: a fixed butterfly per warp, then the warps in
@@ -45,22 +47,19 @@ __global__ void k_rmsnorm_warp(float *out, int os, const float *in, int is, cons
  * before the wait on the kernel before (programmatic launch). One round of
  * loads, one block reduction, one round of stores. */
 template <int NC>
-__global__ void __launch_bounds__(RN_THREADS)
-k_rmsnorm_block(float *out, int os, const float *in, int is, const float *w, int nh, int dim, float eps) {
-    pdl_trigger();
-    int row = blockIdx.x, t = row / nh, h = row % nh, tid = threadIdx.x, d4 = dim / 4;
-    const float4 *x = reinterpret_cast<const float4 *>(in + (size_t)t * is + (size_t)h * dim);
-    float4 *y = reinterpret_cast<float4 *>(out + (size_t)t * os + (size_t)h * dim);
-    const float4 *w4 = reinterpret_cast<const float4 *>(w);
+__device__ __forceinline__ void load_chunks(float4 *v, const float *p, int d4) {
+    const float4 *p4 = reinterpret_cast<const float4 *>(p);
+#pragma unroll
+    for (int c = 0; c < NC; c++)
+        if (threadIdx.x + c * RN_THREADS < d4) v[c] = p4[threadIdx.x + c * RN_THREADS];
+}
+
+/* dst = w * (v / sqrt(mean(v^2) + eps)) over the row's chunks v (wv: the
+ * weights' chunks); the sum of squares in chunk order, then block_sum */
+template <int NC>
+__device__ __forceinline__ void norm_chunks(float *dst, const float4 *v, const float4 *wv, int dim, float eps) {
     __shared__ float red[RN_THREADS / 32];
-    float4 wv[NC], v[NC];
-#pragma unroll
-    for (int c = 0; c < NC; c++)
-        if (tid + c * RN_THREADS < d4) wv[c] = w4[tid + c * RN_THREADS];
-    pdl_wait();
-#pragma unroll
-    for (int c = 0; c < NC; c++)
-        if (tid + c * RN_THREADS < d4) v[c] = x[tid + c * RN_THREADS];
+    int tid = threadIdx.x, d4 = dim / 4;
     float ss = 0.f;
 #pragma unroll
     for (int c = 0; c < NC; c++)
@@ -72,11 +71,24 @@ k_rmsnorm_block(float *out, int os, const float *in, int is, const float *w, int
         }
     float tot = block_sum(ss, red);
     float inv = 1.0f / sqrtf(tot / (float)dim + eps);
+    float4 *y = reinterpret_cast<float4 *>(dst);
 #pragma unroll
     for (int c = 0; c < NC; c++)
         if (tid + c * RN_THREADS < d4)
             y[tid + c * RN_THREADS] = make_float4(wv[c].x * (v[c].x * inv), wv[c].y * (v[c].y * inv),
                                                   wv[c].z * (v[c].z * inv), wv[c].w * (v[c].w * inv));
+}
+
+template <int NC>
+__global__ void __launch_bounds__(RN_THREADS)
+k_rmsnorm_block(float *out, int os, const float *in, int is, const float *w, int nh, int dim, float eps) {
+    pdl_trigger();
+    int row = blockIdx.x, t = row / nh, h = row % nh, d4 = dim / 4;
+    float4 wv[NC], v[NC];
+    load_chunks<NC>(wv, w, d4);
+    pdl_wait();
+    load_chunks<NC>(v, in + (size_t)t * is + (size_t)h * dim, d4);
+    norm_chunks<NC>(out + (size_t)t * os + (size_t)h * dim, v, wv, dim, eps);
 }
 
 /* The residual add fused in front: x += y, then out = rmsnorm(x) * w, with
@@ -88,39 +100,20 @@ __global__ void __launch_bounds__(RN_THREADS)
 k_add_rmsnorm_block(float *x, const float *y, float *out, const float *w, int dim, float eps) {
     pdl_trigger();
     int tid = threadIdx.x, d4 = dim / 4;
-    float4 *xr = reinterpret_cast<float4 *>(x + (size_t)blockIdx.x * dim);
-    float4 *o = reinterpret_cast<float4 *>(out + (size_t)blockIdx.x * dim);
-    const float4 *yr = reinterpret_cast<const float4 *>(y + (size_t)blockIdx.x * dim);
-    const float4 *w4 = reinterpret_cast<const float4 *>(w);
-    __shared__ float red[RN_THREADS / 32];
-    float4 wv[NC], v[NC];
-#pragma unroll
-    for (int c = 0; c < NC; c++)
-        if (tid + c * RN_THREADS < d4) wv[c] = w4[tid + c * RN_THREADS];
+    float *xr = x + (size_t)blockIdx.x * dim;
+    float4 wv[NC], v[NC], b[NC];
+    load_chunks<NC>(wv, w, d4);
     pdl_wait();
+    load_chunks<NC>(v, xr, d4);
+    load_chunks<NC>(b, y + (size_t)blockIdx.x * dim, d4);
+    float4 *x4 = reinterpret_cast<float4 *>(xr);
 #pragma unroll
     for (int c = 0; c < NC; c++)
         if (tid + c * RN_THREADS < d4) {
-            float4 a = xr[tid + c * RN_THREADS], b = yr[tid + c * RN_THREADS];
-            v[c] = make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
+            v[c] = make_float4(v[c].x + b[c].x, v[c].y + b[c].y, v[c].z + b[c].z, v[c].w + b[c].w);
+            x4[tid + c * RN_THREADS] = v[c];
         }
-    float ss = 0.f;
-#pragma unroll
-    for (int c = 0; c < NC; c++)
-        if (tid + c * RN_THREADS < d4) {
-            xr[tid + c * RN_THREADS] = v[c];
-            ss = fmaf(v[c].x, v[c].x, ss);
-            ss = fmaf(v[c].y, v[c].y, ss);
-            ss = fmaf(v[c].z, v[c].z, ss);
-            ss = fmaf(v[c].w, v[c].w, ss);
-        }
-    float tot = block_sum(ss, red);
-    float inv = 1.0f / sqrtf(tot / (float)dim + eps);
-#pragma unroll
-    for (int c = 0; c < NC; c++)
-        if (tid + c * RN_THREADS < d4)
-            o[tid + c * RN_THREADS] = make_float4(wv[c].x * (v[c].x * inv), wv[c].y * (v[c].y * inv),
-                                                  wv[c].z * (v[c].z * inv), wv[c].w * (v[c].w * inv));
+    norm_chunks<NC>(out + (size_t)blockIdx.x * dim, v, wv, dim, eps);
 }
 
 __global__ void k_add_rmsnorm_warp(float *x, const float *y, float *out, const float *w, int n, int dim, float eps) {
@@ -151,15 +144,24 @@ static int block_chunks(int dim, const void *a, const void *b, const void *c, co
     return 0;
 }
 
+/* Calls f with std::integral_constant<int, nc> for nc in 1, 2, 4, 8, 16. */
+template <class F>
+static void with_chunks(int nc, F f) {
+    if (nc == 1) f(std::integral_constant<int, 1>());
+    else if (nc == 2) f(std::integral_constant<int, 2>());
+    else if (nc == 4) f(std::integral_constant<int, 4>());
+    else if (nc == 8) f(std::integral_constant<int, 8>());
+    else f(std::integral_constant<int, 16>());
+}
+
 extern "C" void ks_cuda_add_rmsnorm(ks_stream s, float *x, const float *y, float *out, const float *w, int n, int dim,
                                     float eps) {
     if (n <= 0) return;
     int nc = block_chunks(dim, x, y, out, w);
-    if (nc == 1) ks_launch(k_add_rmsnorm_block<1>, n, RN_THREADS, 0, s, x, y, out, w, dim, eps);
-    else if (nc == 2) ks_launch(k_add_rmsnorm_block<2>, n, RN_THREADS, 0, s, x, y, out, w, dim, eps);
-    else if (nc == 4) ks_launch(k_add_rmsnorm_block<4>, n, RN_THREADS, 0, s, x, y, out, w, dim, eps);
-    else if (nc == 8) ks_launch(k_add_rmsnorm_block<8>, n, RN_THREADS, 0, s, x, y, out, w, dim, eps);
-    else if (nc == 16) ks_launch(k_add_rmsnorm_block<16>, n, RN_THREADS, 0, s, x, y, out, w, dim, eps);
+    if (nc)
+        with_chunks(nc, [&](auto NC) {
+            ks_launch(k_add_rmsnorm_block<decltype(NC)::value>, n, RN_THREADS, 0, s, x, y, out, w, dim, eps);
+        });
     else ks_launch(k_add_rmsnorm_warp, (n + 7) / 8, 256, 0, s, x, y, out, w, n, dim, eps);
     CUDA_CHECK_LAUNCH();
 }
@@ -169,14 +171,12 @@ extern "C" void ks_cuda_rmsnorm(ks_stream s, float *out, int out_stride, const f
     int rows = n * n_heads;
     if (rows <= 0) return;
     int nc = block_chunks(dim, out, in, in_stride % 4 ? NULL : w, out_stride % 4 ? NULL : w);
-#define RN_BLOCK(NC) ks_launch(k_rmsnorm_block<NC>, rows, RN_THREADS, 0, s, out, out_stride, in, in_stride, w, n_heads, dim, eps)
-    if (nc == 1) RN_BLOCK(1);
-    else if (nc == 2) RN_BLOCK(2);
-    else if (nc == 4) RN_BLOCK(4);
-    else if (nc == 8) RN_BLOCK(8);
-    else if (nc == 16) RN_BLOCK(16);
-#undef RN_BLOCK
-    else {
+    if (nc) {
+        with_chunks(nc, [&](auto NC) {
+            ks_launch(k_rmsnorm_block<decltype(NC)::value>, rows, RN_THREADS, 0, s, out, out_stride, in, in_stride, w,
+                      n_heads, dim, eps);
+        });
+    } else {
         int wpb = 8;
         ks_launch(k_rmsnorm_warp, (rows + wpb - 1) / wpb, wpb * 32, 0, s, out, out_stride, in, in_stride, w, n, n_heads, dim,
                                                                   eps);

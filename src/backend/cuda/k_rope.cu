@@ -34,6 +34,14 @@ extern "C" void ks_cuda_rope(ks_stream s, float *x, int row_stride, int n, int n
  * With a cache (kc non-NULL) the k heads are also stored, rounded to bf16
  * as ks_cuda_kv_store does, at row slots[t], and nkv more warps per token
  * store the v heads. */
+/* a warp's head (lane l holds dims l + 32e) into a cache row, rounded to
+ * bf16 as ks_cuda_kv_store does */
+template <int E>
+__device__ __forceinline__ void store_head(__nv_bfloat16 *dst, const float *x, int lane) {
+#pragma unroll
+    for (int e = 0; e < E; e++) dst[lane + 32 * e] = __float2bfloat16_rn(x[e]);
+}
+
 template <int E>
 __global__ void k_qk_norm_rope(float *qkv, int stride, int n, int nh, int nkv, const float *q_w, const float *k_w,
                                float eps, const int32_t *pos, const float *inv_freq, __nv_bfloat16 *kc,
@@ -49,9 +57,7 @@ __global__ void k_qk_norm_rope(float *qkv, int stride, int n, int nh, int nkv, c
 #pragma unroll
     for (int e = 0; e < E; e++) x[e] = v[lane + 32 * e];
     if (h >= nh + nkv) { /* a v head: stored as it is */
-        __nv_bfloat16 *dst = vc + (size_t)slots[t] * nkv * HD + (size_t)(h - nh - nkv) * HD;
-#pragma unroll
-        for (int e = 0; e < E; e++) dst[lane + 32 * e] = __float2bfloat16_rn(x[e]);
+        store_head<E>(vc + (size_t)slots[t] * nkv * HD + (size_t)(h - nh - nkv) * HD, x, lane);
         return;
     }
     if (q_w) {
@@ -75,11 +81,7 @@ __global__ void k_qk_norm_rope(float *qkv, int stride, int n, int nh, int nkv, c
     }
 #pragma unroll
     for (int e = 0; e < E; e++) v[lane + 32 * e] = x[e];
-    if (kc && h >= nh) {
-        __nv_bfloat16 *dst = kc + (size_t)slots[t] * nkv * HD + (size_t)(h - nh) * HD;
-#pragma unroll
-        for (int e = 0; e < E; e++) dst[lane + 32 * e] = __float2bfloat16_rn(x[e]);
-    }
+    if (kc && h >= nh) store_head<E>(kc + (size_t)slots[t] * nkv * HD + (size_t)(h - nh) * HD, x, lane);
 }
 
 extern "C" void ks_cuda_qk_norm_rope(ks_stream s, float *qkv, int stride, int n, int nh, int nkv, int hd,
