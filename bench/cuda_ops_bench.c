@@ -136,6 +136,20 @@ int main(int argc, char **argv) {
             be->ops->buf_free(be, x);
             be->ops->buf_free(be, o);
         }
+        /* prompt rows: the tensor-core GEMM (not lm_head: only last rows reach it) */
+        for (int n = 1024; n <= 4096 && si < 4 && be->ops->matmul_prompt; n *= 4) {
+            float *x = be->ops->buf_alloc(be, (size_t)n * k * 4), *o = be->ops->buf_alloc(be, (size_t)n * rows * 4);
+            be->ops->matmul_prompt(be, o, x, &w, NULL, n);
+            sync(be);
+            double t0 = now();
+            for (int r = 0; r < 10; r++) be->ops->matmul_prompt(be, o, x, &w, NULL, n);
+            sync(be);
+            double dt = (now() - t0) / 10;
+            printf("gemm   %-8s %6dx%-5d n=%-4d %9.1f us  %6.1f TFLOP/s\n", names[si], rows, k, n, dt * 1e6,
+                   2.0 * rows * k * n / dt / 1e12);
+            be->ops->buf_free(be, x);
+            be->ops->buf_free(be, o);
+        }
         be->ops->weight_release(be, &w);
         free(hw);
     }

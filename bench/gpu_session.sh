@@ -89,7 +89,10 @@ if has ops; then # op timings at Qwen3-8B shapes; model_forward of 1 / 4 / 16 de
         { echo "== KESTREL_TC_VARIANT=$v"; KESTREL_TC_VARIANT=$v ./build/test_runner cuda_matmul | tail -1
           KESTREL_TC_VARIANT=$v build/cuda_ops_bench; KESTREL_TC_VARIANT=$v build/cuda_ops_bench /tmp/q8; } 2>&1 | grep "==\|passed\|matmul.*n=\(1\|4\|16\) \|forward" >> "$OUT/ops.txt"
     done
-    grep "forward\|matmul.*n=\(1\|16\) \|==\|attention" "$OUT/ops.txt"
+    for a in ${GEMM_ALGOS:-}; do # KESTREL_GEMM_ALGO: cuBLASLt's heuristic candidates for the prompt GEMMs
+        { echo "== KESTREL_GEMM_ALGO=$a"; KESTREL_GEMM_ALGO=$a build/cuda_ops_bench | grep "^gemm"; } >> "$OUT/ops.txt" 2>&1
+    done
+    grep "forward\|matmul.*n=\(1\|16\) \|==\|attention\|^gemm" "$OUT/ops.txt"
 fi
 if has ncu; then # Nsight Compute on a few launches of the kernels named by NCU_KERNELS (regex)
     NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null)
@@ -123,7 +126,7 @@ if has batch; then # issue 7 on the GPU: streams 1/4/16 on Qwen3-8B; prefix-cach
     fi
 fi
 if has profile; then # GPU time per op (KESTREL_CUDA_PROFILE, graphs off): a 4096-token prefill + 64 tokens
-    for M in /tmp/q8 /tmp/q17 "$TC"; do
+    for M in ${PROFILE_MODELS:-/tmp/q8 /tmp/q17 $TC}; do
         [ -f "$M/config.json" ] || continue
         b=$(basename "$M")
         KESTREL_CUDA_PROFILE=1 KESTREL_CUDA_GRAPHS=0 build/kestrel run "$M" -p "$(head -c 11030 /tmp/src.txt)" -n 64 \

@@ -153,9 +153,14 @@ static int shape_of(int rows, int k, int wtype, int bias) {
     ok = ok && lt.pref_create(&pref) == CUBLAS_STATUS_SUCCESS;
     uint64_t wsb = GEMM_WS_BYTES;
     ok = ok && lt.pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb) == CUBLAS_STATUS_SUCCESS;
-    cublasLtMatmulHeuristicResult_t res;
+    /* KESTREL_GEMM_ALGO=i (a tuning aid): the heuristic's i-th candidate */
+    const char *ae = getenv("KESTREL_GEMM_ALGO");
+    int want = ae ? atoi(ae) : 0;
+    if (want < 0 || want > 7) want = 0;
+    cublasLtMatmulHeuristicResult_t cand[8], res;
     int nres = 0;
-    ok = ok && lt.heuristic(lt.h, d, la, lb, lc, lc, pref, 1, &res, &nres) == CUBLAS_STATUS_SUCCESS && nres > 0;
+    ok = ok && lt.heuristic(lt.h, d, la, lb, lc, lc, pref, want + 1, cand, &nres) == CUBLAS_STATUS_SUCCESS && nres > 0;
+    if (ok) res = cand[want < nres ? want : nres - 1];
     if (la) lt.layout_destroy(la);
     if (lb) lt.layout_destroy(lb);
     if (lc) lt.layout_destroy(lc);
