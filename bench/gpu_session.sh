@@ -48,7 +48,7 @@ has() { case " $STAGES " in *" $1 "*) return 0 ;; esac; return 1; }
 QTOK=/tmp/qwen3tok
 [ -f .devcarry/qwen3tok.tar.xz ] && tar -xJf .devcarry/qwen3tok.tar.xz -C /tmp
 [ -f "$QTOK/tokenizer.json" ] || QTOK=$TC
-if has real || has ops || has batch || has long || has profile || has kprof; then # written while the tests run
+if has real || has ops || has batch || has long || has profile || has kprof || has gprof; then # written while the tests run
     ( python3 tools/make_random_checkpoint.py qwen3-8b /tmp/q8 --tokenizer-from "$QTOK" &&
       { has real || has profile; } &&
       python3 tools/make_random_checkpoint.py qwen3-1.7b /tmp/q17 --tokenizer-from "$QTOK" ) > /tmp/checkpoints.log 2>&1 &
@@ -77,6 +77,7 @@ if has real; then
     for M in /tmp/q8 /tmp/q17 "$TC"; do
         [ -f "$M/config.json" ] || { echo "no checkpoint $M (see checkpoints.log)"; continue; }
         run "$M prefill4k prompt-path" X=1 -- "$M" "$p4k" 16
+        run "$M prefill4k no-pdl" KESTREL_CUDA_PDL=0 -- "$M" "$p4k" 16
         [ -n "${NOPROMPT:-}" ] && run "$M prefill4k no-prompt-path" KESTREL_PROMPT_PATH=0 -- "$M" "$p4k" 16
         run "$M decode512 graphs" X=1 -- "$M" "$p512" 256
         run "$M decode512 no-graphs" KESTREL_CUDA_GRAPHS=0 -- "$M" "$p512" 256
@@ -155,6 +156,38 @@ for name, (c, t) in sorted(tot.items(), key=lambda kv: -kv[1][1]):
 PY
     else
         echo "kprof: no ncu or no checkpoint"
+    fi
+fi
+if has gprof; then # GPU time of each prompt-path kernel (GEMMs, prompt attention) in a Qwen3-8B prefill vs cuda_ops_bench
+    NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null)
+    if [ -n "$NCU" ] && [ -f /tmp/q8/config.json ]; then
+        p4k=$(head -c 11030 /tmp/src.txt)
+        for cmd in kestrel cuda_ops_bench; do
+            args=(build/cuda_ops_bench)
+            [ $cmd = kestrel ] && args=(build/kestrel run /tmp/q8 -n 1 --temp 0 --ignore-eos --device cuda -p "$p4k")
+            KESTREL_CUDA_GRAPHS=0 timeout 200 "$NCU" --clock-control none --kernel-name "regex:gemm|nvjet|cutlass|xmma|k_attn_prompt|k_to_16" \
+                --launch-count ${GPROF_COUNT:-160} --metrics gpu__time_duration.sum,sm__cycles_elapsed.avg.per_second --csv \
+                "${args[@]}" 2>/dev/null > /tmp/gprof.csv
+            echo "== $cmd" | tee -a "$OUT/gprof.txt"
+            python3 - /tmp/gprof.csv <<'PY' | tee -a "$OUT/gprof.txt"
+import csv, sys, collections
+rows = collections.OrderedDict()
+for r in csv.DictReader(l for l in open(sys.argv[1]) if l.startswith('"')):
+    key = (r["Kernel Name"].split("(")[0][:70], r["Grid Size"], r["Block Size"])
+    d = rows.setdefault(key, {"n": 0})
+    v = float(r["Metric Value"].replace(",", ""))
+    u = r["Metric Unit"]
+    if r["Metric Name"].startswith("gpu__time"):
+        d["n"] += 1
+        d["us"] = d.get("us", 0) + v * (1e-3 if u == "nsecond" else 1.0 if u == "usecond" else 1e3)
+    else:
+        d["ghz"] = v / (1e9 if u.startswith("cycle/second") or u == "Hz" else 1e0 if u == "cycle/nsecond" else 1e3 if u.startswith("cycle/usecond") else 1e9)
+for (name, grid, blk), d in rows.items():
+    print("%5d x %9.1f us  %s  grid %s block %s  clk %s" % (d["n"], d.get("us", 0) / max(d["n"], 1), name, grid, blk, d.get("ghz", "?")))
+PY
+        done
+    else
+        echo "gprof: no ncu or no checkpoint"
     fi
 fi
 if has spec; then

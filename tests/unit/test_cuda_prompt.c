@@ -112,8 +112,8 @@ TEST(test_cuda_prompt_attention_matches_cpu_and_is_tiling_invariant) {
     backend *cpu = NULL, *gpu = NULL;
     CHECK(backend_cpu_new(&cpu, 2) == 0);
     CHECK(backend_cuda_new(&gpu, 0) == 0);
-    int hds[2] = {64, 128};
-    for (int hi = 0; hi < 2; hi++) {
+    int hds[3] = {64, 128, 256};
+    for (int hi = 0; hi < 3; hi++) {
         /* 2300 rows: three 1024-key segments of the prompt kernel */
         int nh = 8, nkv = 2, hd = hds[hi], kv_dim = nkv * hd, bs = 16, L = 2300, nblocks = 150;
         int max_blocks = (L + bs - 1) / bs + 1;
@@ -187,7 +187,7 @@ TEST(test_cuda_prompt_attention_matches_cpu_and_is_tiling_invariant) {
         int32_t *dmpos = dev_copy(gpu, mpos, 8), *dmseq = dev_copy(gpu, mseq, 8), *dmt = dev_copy(gpu, mt, 16);
         bk_attn_batch abm = {2, dmpos, dmseq, dslots, dtab, max_blocks, bs, 200, nblocks * bs, 1, dmt, 2};
         bk_attn_batch aba = {1, dmpos + 1, dmseq, dslots, dtab, max_blocks, bs, 200, nblocks * bs, 0, NULL, 0};
-        float om[2 * 1024], oa[1024];
+        float *om = malloc((size_t)2 * qs * 4), *oa = malloc((size_t)qs * 4);
         gpu->ops->attention(gpu, dout, dqm, qs, dkc, dvc, &abm, nh, nkv, hd, sc);
         dev_read(gpu, om, dout, (size_t)2 * qs * 4);
         gpu->ops->attention(gpu, dout, dqm + qs, qs, dkc, dvc, &aba, nh, nkv, hd, sc);
@@ -197,7 +197,7 @@ TEST(test_cuda_prompt_attention_matches_cpu_and_is_tiling_invariant) {
         CHECK_MSG(!memcmp(om, og + (size_t)5 * qs, (size_t)qs * 4), "prompt attention hd=%d: lone row differs", hd);
         void *bufs[] = {dkc, dvc, dq, dpos, dseq, dtab, dslots, dtiles, dout, dt2, dt3, dmpos, dmseq, dmt, dqm};
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) gpu->ops->buf_free(gpu, bufs[i]);
-        free(tables); free(kc); free(vc); free(pos); free(seq); free(slots); free(q); free(oc); free(og); free(o2); free(qm);
+        free(tables); free(kc); free(vc); free(pos); free(seq); free(slots); free(q); free(oc); free(og); free(o2); free(qm); free(om); free(oa);
     }
     backend_free(cpu);
     backend_free(gpu);

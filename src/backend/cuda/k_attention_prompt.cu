@@ -1,17 +1,18 @@
 /* k_attention_prompt.cu — causal attention of prompt rows on the tensor
- * cores (flash attention, WMMA bf16 x bf16 -> fp32):
+ * cores (flash attention with mma.sync m16n8k16, bf16 x bf16 -> fp32):
  *   out[t, h] = sum_{j <= pos[t]} softmax_j(q[t,h] . K[j, h/g] * scale) V[j, h/g]
- * One block per (tile, HPB query heads of one KV head); a tile is up to 64
- * prompt rows of one sequence at consecutive positions (bk_attn_batch.tiles).
- * Its 4 * HPB warps own 16 rows of one head each. Keys go in chunks of 64 from position 0: the chunk's K and V
- * rows are read once through the block table, rounded to bf16 into shared
- * memory and used by all the block's rows and heads (GQA: HPB = up to 4
- * heads share them). A warp whose rows all lie before a chunk skips it.
- * Per warp and chunk: S = Q K^T (16 x 64) on
- * the tensor cores, scaled and masked (key > row's position), online softmax
- * per row (running max m and sum l in fp32, exp in fp32), P rounded to bf16,
- * O = O * e^(m_old - m_new) + P V with O in fp32 accumulator fragments; at
- * the end O / l.
+ * One block per (tile, HPB query heads of one KV head, key segment); a tile
+ * is up to 64 prompt rows of one sequence at consecutive positions
+ * (bk_attn_batch.tiles). Its 4 * HPB warps own 16 rows of one head each.
+ * Keys go in chunks of 64 from position 0: the chunk's K and V rows (bf16
+ * in the cache) are copied through the block table into shared memory with
+ * cp.async, the next chunk's copy in flight while this one is used, and
+ * shared by all the block's rows and heads (GQA). Per warp and chunk, in
+ * registers: S = Q K^T (16 x 64; Q rounded to bf16 once, K and Q fragments
+ * by ldmatrix), scaled and masked (key > row's position), online softmax per
+ * row (running max m and sum l in fp32, base-2 exponent), P rounded to bf16
+ * straight from the accumulators into A fragments, O = O * 2^(m_old - m_new)
+ * + P V (V fragments by ldmatrix.trans) with O in fp32 accumulators.
  * Keys are split in segments of PA_SEG (1024) from position 0, one block
  * per (tile, heads, segment): a block walks only its segment's chunks and
  * leaves the rows' partial (m, l, unnormalised O) in a workspace; a merge
@@ -21,222 +22,247 @@
  * instead of one block walking them all. Every tile takes the same
  * segments, so this changes no row's dependence on the tiling.
  * Row invariance: the key chunks are fixed by absolute position, a row's
- * scores and sums are formed from its own row only, and chunks past a row's
- * position change nothing (p = 0, factor 1), so a row's result does not
- * depend on the tiling or on the rest of the batch. It differs in the last
- * bits from the flash-decoding kernel (k_attention.cu), which generated rows
- * use; the model sends each row to one of them by its role.
- * Shapes: head_dim a multiple of 16, at most 256; otherwise the launcher
- * returns -1 and the caller uses flash-decoding for these rows. */
+ * scores and sums are formed from its own row only (an mma's output element
+ * depends on its own row of A), and chunks past a row's position change
+ * nothing (p = 0, factor 1), so a row's result does not depend on the
+ * tiling or on the rest of the batch. It differs in the last bits from the
+ * flash-decoding kernel (k_attention.cu), which generated rows use; the
+ * model sends each row to one of them by its role.
+ * Shapes: head_dim 64, 128 or 256; otherwise the launcher returns -1 and
+ * the caller uses flash-decoding for these rows. */
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
 
-#include <mma.h>
-
-using namespace nvcuda;
-
 #define PA_ROWS 64
 #define PA_KEYS 64
-#define PA_PAD 8 /* bf16 row padding (16 bytes): fewer bank conflicts, ld stays a multiple of 8 */
+#define PA_PAD 8 /* bf16 row padding (16 bytes): ldmatrix rows fall in distinct banks */
 #define PA_SEG 1024 /* keys per segment (a multiple of PA_KEYS) */
 #define PA_WS_BYTES (256u << 20) /* partials workspace cap: tiles are sliced to fit */
 
-typedef wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> frag_a;
-typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> frag_bt;
-typedef wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> frag_b;
-typedef wmma::fragment<wmma::accumulator, 16, 16, 16, float> frag_c;
-
-/* Shared memory, in order: K, V (64 x (HD + PA_PAD) bf16 each); per warp
- * its 16 Q rows (bf16, ld LD), a 16 x SLD fp32 scratch (scores, then the
- * output), a 16 x PLD bf16 P and 16 row factors; a 16 x 16 row-index matrix.
- * (Q stays in shared memory, not in registers: 512 threads leave 128
- * registers each, which the output fragments mostly take.) */
+/* Shared memory, in order: K in two stages, V in two stages (64 x LD bf16
+ * each), then per warp its 16 Q rows (bf16, 16 x LD). */
 template <int HD, int HPB>
 struct pa_layout {
     static constexpr int WARPS = 4 * HPB;
     static constexpr int LD = HD + PA_PAD;
-    static constexpr int SLD = PA_KEYS + 4;
-    static constexpr int PLD = PA_KEYS + PA_PAD;
-    static constexpr size_t q_bytes = (size_t)16 * LD * 2;
-    static constexpr size_t scr_bytes = (size_t)16 * SLD * 4;
-    static constexpr size_t warp_bytes = q_bytes + scr_bytes + (size_t)16 * PLD * 2 + 16 * 4;
+    static constexpr size_t chunk = (size_t)PA_KEYS * LD * 2;
     static constexpr size_t k = 0;
-    static constexpr size_t v = k + (size_t)PA_KEYS * LD * 2;
-    static constexpr size_t warps = v + (size_t)PA_KEYS * LD * 2;
-    static constexpr size_t ridx = warps + (size_t)WARPS * warp_bytes;
-    static constexpr size_t bytes = ridx + 16 * 16 * 4;
+    static constexpr size_t v = 2 * chunk;
+    static constexpr size_t q = 4 * chunk;
+    static constexpr size_t bytes = q + (size_t)WARPS * 16 * LD * 2;
 };
 
-/* rows (nrows x HD) of f32 at src(r) -> bf16 smem (ld LD), by nthr threads
- * from thread t; rows >= cnt zero */
-template <int HD, typename RowPtr>
-__device__ __forceinline__ void load_rows_bf16(__nv_bfloat16 *dst, int nrows, int cnt, int t, int nthr, RowPtr src) {
-    constexpr int LD = HD + PA_PAD, C4 = HD / 4;
-    for (int i = t; i < nrows * C4; i += nthr) {
-        int r = i / C4, c = (i % C4) * 4;
-        float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (r < cnt) v = *reinterpret_cast<const float4 *>(src(r) + c);
-        __nv_bfloat162 *d = reinterpret_cast<__nv_bfloat162 *>(dst + (size_t)r * LD + c);
-        d[0] = __floats2bfloat162_rn(v.x, v.y);
-        d[1] = __floats2bfloat162_rn(v.z, v.w);
-    }
+__device__ __forceinline__ uint32_t smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+/* 16 bytes global -> shared, asynchronously; src_bytes 0 writes zeros */
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, int src_bytes) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
-/* rows (nrows x HD) of bf16 at src(r) (the KV cache) -> smem (ld LD), 16
- * bytes per load; rows >= cnt zero */
-template <int HD, typename RowPtr>
-__device__ __forceinline__ void copy_rows_bf16(__nv_bfloat16 *dst, int nrows, int cnt, int t, int nthr, RowPtr src) {
-    constexpr int LD = HD + PA_PAD, C8 = HD / 8;
-    for (int i = t; i < nrows * C8; i += nthr) {
-        int r = i / C8, c = (i % C8) * 8;
-        uint4 v = make_uint4(0u, 0u, 0u, 0u);
-        if (r < cnt) v = __ldg(reinterpret_cast<const uint4 *>(src(r) + c));
-        *reinterpret_cast<uint4 *>(dst + (size_t)r * LD + c) = v;
-    }
+/* four 8x8 bf16 matrices from shared memory (lane l gives the address of
+ * row l % 8 of matrix l / 8); .trans transposes each */
+__device__ __forceinline__ void ldsm4(uint32_t *r, uint32_t addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr)
+                 : "memory");
+}
+__device__ __forceinline__ void ldsm4_trans(uint32_t *r, uint32_t addr) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr)
+                 : "memory");
 }
 
+/* c (16 x 8 fp32) += a (16 x 16 bf16, row) * b (16 x 8 bf16, col) */
+__device__ __forceinline__ void mma_16816(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+                 "{%0, %1, %2, %3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t *>(&v);
+}
+
+/* Accumulator fragments (m16n8): lane l holds rows l/4 ("a") and l/4 + 8
+ * ("b"), columns 2 (l % 4) and 2 (l % 4) + 1 of each 8-column tile. */
 template <int HD, int HPB>
-__global__ void __launch_bounds__(HPB * 4 * 32)
+__global__ void __launch_bounds__(HPB * 4 * 32, HD <= 128 ? 2 : 1)
 k_attn_prompt(float *__restrict__ part_o, float *__restrict__ part_ml, const float *__restrict__ q, int q_stride,
               const __nv_bfloat16 *__restrict__ kc, const __nv_bfloat16 *__restrict__ vc,
               const int32_t *__restrict__ tiles,
               const int32_t *__restrict__ pos, const int32_t *__restrict__ seq, const int32_t *__restrict__ tables,
-              int max_blocks, int bs, int nh, int nkv, float scale, int nseg, int t_first) {
+              int max_blocks, int bs, int nh, int nkv, float scale_log2, int nseg, int t_first) {
     pdl_start();
     typedef pa_layout<HD, HPB> LY;
-    constexpr int LD = LY::LD, SLD = LY::SLD, PLD = LY::PLD, NF = HD / 16, NT = LY::WARPS * 32;
+    constexpr int LD = LY::LD, NT = LY::WARPS * 32, NKS = HD / 16, NDT = HD / 8, NST = PA_KEYS / 8, C8 = HD / 8;
     extern __shared__ __align__(128) unsigned char smem[];
-    __nv_bfloat16 *Ks = (__nv_bfloat16 *)(smem + LY::k), *Vs = (__nv_bfloat16 *)(smem + LY::v);
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    unsigned char *wmem = smem + LY::warps + (size_t)warp * LY::warp_bytes;
-    __nv_bfloat16 *Qs = (__nv_bfloat16 *)wmem;
-    float *scr = (float *)(wmem + LY::q_bytes);
-    __nv_bfloat16 *Ps = (__nv_bfloat16 *)(wmem + LY::q_bytes + LY::scr_bytes);
-    float *fac = (float *)(wmem + LY::q_bytes + LY::scr_bytes + (size_t)16 * PLD * 2);
-    float *ridx = (float *)(smem + LY::ridx);
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g8 = lane >> 2, t4 = lane & 3;
 
     int tile = t_first + blockIdx.x, z = blockIdx.z;
     int r0 = tiles[2 * tile], cnt = tiles[2 * tile + 1], base = tiles[2 * t_first];
     if (cnt <= 0) return;
     int h = blockIdx.y * HPB + warp / 4, rw = (warp % 4) * 16; /* this warp: head h, tile rows rw .. rw+15 */
-    int g = h / (nh / nkv), kv_dim = nkv * HD;
+    int g = (blockIdx.y * HPB) / (nh / nkv), kv_dim = nkv * HD; /* HPB divides the group: one KV head */
     const int32_t *table = tables + (size_t)seq[r0] * max_blocks;
     int p_last = pos[r0 + cnt - 1];
     int j_begin = z * PA_SEG, j_end = min(j_begin + PA_SEG, p_last + 1);
     if (j_begin > p_last) return; /* the whole block: no row of the tile reaches this segment */
     int wcnt = cnt - rw < 0 ? 0 : cnt - rw > 16 ? 16 : cnt - rw; /* valid rows of this warp */
-    bool warp_live = wcnt > 0;
-    int warp_last = warp_live ? pos[r0 + rw + wcnt - 1] : -1;
+    int warp_last = wcnt > 0 ? pos[r0 + rw + wcnt - 1] : -1;
+    int pa = g8 < wcnt ? pos[r0 + rw + g8] : -1, pb = g8 + 8 < wcnt ? pos[r0 + rw + g8 + 8] : -1;
 
-    for (int i = threadIdx.x; i < 256; i += NT) ridx[i] = (float)(i / 16);
-    /* this warp's 16 Q rows -> bf16 */
-    load_rows_bf16<HD>(Qs, 16, wcnt, lane, 32,
-                       [&](int r) { return q + (size_t)(r0 + rw + r) * q_stride + (size_t)h * HD; });
-    __syncthreads();
-    /* which row of the warp's 16 each accumulator element holds (the
-     * fragment layout is opaque: learn it from a matrix of row numbers) */
-    frag_c rowof;
-    wmma::load_matrix_sync(rowof, ridx, 16, wmma::mem_row_major);
+    /* K/V chunk at key j0 -> stage st (rows past j_end zero) */
+    auto load_chunk = [&](int st, int j0) {
+        __nv_bfloat16 *kd = (__nv_bfloat16 *)(smem + LY::k + st * LY::chunk);
+        __nv_bfloat16 *vd = (__nv_bfloat16 *)(smem + LY::v + st * LY::chunk);
+        for (int i = threadIdx.x; i < PA_KEYS * C8; i += NT) {
+            int r = i / C8, c = (i % C8) * 8, j = j0 + r;
+            bool ok = j < j_end;
+            size_t off = ok ? ((size_t)table[j / bs] * bs + j % bs) * kv_dim + (size_t)g * HD + c : 0;
+            cp_async16(smem_addr(kd + r * LD + c), kc + off, ok ? 16 : 0);
+            cp_async16(smem_addr(vd + r * LD + c), vc + off, ok ? 16 : 0);
+        }
+        cp_async_commit();
+    };
+    load_chunk(0, j_begin);
 
-    frag_c o[NF];
-#pragma unroll
-    for (int f = 0; f < NF; f++) wmma::fill_fragment(o[f], 0.f);
-    /* lanes 2r and 2r+1 keep row r's running max and sum */
-    int my_row = lane >> 1, half = lane & 1;
-    bool row_ok = my_row < wcnt;
-    int my_pos = row_ok ? pos[r0 + rw + my_row] : -1;
-    float M = -INFINITY, L = 0.f;
-
-    for (int j0 = j_begin; j0 < j_end; j0 += PA_KEYS) {
-        int kc_cnt = j_end - j0 < PA_KEYS ? j_end - j0 : PA_KEYS;
-        __syncthreads(); /* the previous chunk's K/V are consumed */
-        auto krow = [&](int r) {
-            int j = j0 + r;
-            return kc + ((size_t)table[j / bs] * bs + j % bs) * kv_dim + (size_t)g * HD;
-        };
-        auto vrow = [&](int r) {
-            int j = j0 + r;
-            return vc + ((size_t)table[j / bs] * bs + j % bs) * kv_dim + (size_t)g * HD;
-        };
-        copy_rows_bf16<HD>(Ks, PA_KEYS, kc_cnt, threadIdx.x, NT, krow);
-        copy_rows_bf16<HD>(Vs, PA_KEYS, kc_cnt, threadIdx.x, NT, vrow);
-        __syncthreads();
-        if (j0 > warp_last) continue; /* every row of this warp is before the chunk: nothing changes */
-        /* S (16 x 64) = Q_w K^T */
-#pragma unroll
-        for (int c = 0; c < PA_KEYS / 16; c++) {
-            frag_c sc;
-            wmma::fill_fragment(sc, 0.f);
-#pragma unroll
-            for (int kk = 0; kk < NF; kk++) {
-                frag_a a;
-                frag_bt b;
-                wmma::load_matrix_sync(a, Qs + kk * 16, LD);
-                wmma::load_matrix_sync(b, Ks + (size_t)(c * 16) * LD + kk * 16, LD);
-                wmma::mma_sync(sc, a, b, sc);
-            }
-            wmma::store_matrix_sync(scr + c * 16, sc, SLD, wmma::mem_row_major);
-        }
-        __syncwarp();
-        /* online softmax: lane pair (2r, 2r+1) takes row r, 32 keys each */
-        float mx = -INFINITY;
-        const float *srow = scr + my_row * SLD + half * 32;
-        int jlim = my_pos - (j0 + half * 32); /* keys i <= jlim of this lane's 32 are visible */
-#pragma unroll 8
-        for (int i = 0; i < 32; i++) mx = fmaxf(mx, row_ok && i <= jlim ? srow[i] * scale : -INFINITY);
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        float Mn = fmaxf(M, mx);
-        float base = Mn == -INFINITY ? 0.f : Mn; /* a row with no key yet (only rows past cnt) */
-        float sum = 0.f;
-#pragma unroll 8
-        for (int i = 0; i < 32; i++) {
-            float p = row_ok && i <= jlim ? expf(srow[i] * scale - base) : 0.f;
-            sum += p;
-            Ps[my_row * PLD + half * 32 + i] = __float2bfloat16_rn(p);
-        }
-        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-        float f = M == -INFINITY ? 0.f : expf(M - Mn);
-        L = L * f + sum;
-        M = Mn;
-        if (!half) fac[my_row] = f;
-        __syncwarp();
-        /* O = O * f(row) + P V */
-        frag_a pf[PA_KEYS / 16];
-#pragma unroll
-        for (int kk = 0; kk < PA_KEYS / 16; kk++) wmma::load_matrix_sync(pf[kk], Ps + kk * 16, PLD);
-#pragma unroll
-        for (int fi = 0; fi < NF; fi++) {
-#pragma unroll
-            for (int e = 0; e < o[fi].num_elements; e++) o[fi].x[e] *= fac[(int)rowof.x[e]];
-#pragma unroll
-            for (int kk = 0; kk < PA_KEYS / 16; kk++) {
-                frag_b b;
-                wmma::load_matrix_sync(b, Vs + (size_t)(kk * 16) * LD + fi * 16, LD);
-                wmma::mma_sync(o[fi], pf[kk], b, o[fi]);
-            }
-        }
-        __syncwarp(); /* Ps, fac and scr are rewritten next chunk */
+    /* this warp's 16 Q rows -> bf16 in shared memory (rows past wcnt zero) */
+    __nv_bfloat16 *Qs = (__nv_bfloat16 *)(smem + LY::q) + (size_t)warp * 16 * LD;
+    for (int i = lane; i < 16 * (HD / 4); i += 32) {
+        int r = i / (HD / 4), c = (i % (HD / 4)) * 4;
+        float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+        if (r < wcnt) v = *reinterpret_cast<const float4 *>(q + (size_t)(r0 + rw + r) * q_stride + (size_t)h * HD + c);
+        uint2 u = make_uint2(pack_bf16(v.x, v.y), pack_bf16(v.z, v.w));
+        *reinterpret_cast<uint2 *>(Qs + r * LD + c) = u;
     }
-    if (!warp_live) return;
-    /* this segment's partial of each row: (m, l) and the unnormalised O */
+    uint32_t q_addr = smem_addr(Qs + (lane % 16) * LD + (lane / 16) * 8);
+
+    float o[NDT][4];
+#pragma unroll
+    for (int d = 0; d < NDT; d++) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.f;
+    float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.f, l_b = 0.f; /* l: this lane's share of the row sums */
+
+    int nchunks = (j_end - j_begin + PA_KEYS - 1) / PA_KEYS;
+    for (int ci = 0; ci < nchunks; ci++) {
+        int j0 = j_begin + ci * PA_KEYS;
+        if (ci + 1 < nchunks) {
+            load_chunk((ci + 1) & 1, j0 + PA_KEYS);
+            cp_async_wait<1>();
+        } else {
+            cp_async_wait<0>();
+        }
+        __syncthreads(); /* chunk ci (and the Q rows) visible to every warp */
+        if (j0 <= warp_last) {
+            const __nv_bfloat16 *Ks = (const __nv_bfloat16 *)(smem + LY::k + (ci & 1) * LY::chunk);
+            const __nv_bfloat16 *Vs = (const __nv_bfloat16 *)(smem + LY::v + (ci & 1) * LY::chunk);
+            /* S (16 x 64) = Q K^T */
+            float sc[NST][4];
+#pragma unroll
+            for (int n = 0; n < NST; n++) sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.f;
+            uint32_t k_addr = smem_addr(Ks + ((lane / 16) * 8 + (lane % 8)) * LD + ((lane / 8) % 2) * 8);
+#pragma unroll
+            for (int kk = 0; kk < NKS; kk++) {
+                uint32_t a[4];
+                ldsm4(a, q_addr + kk * 32);
+#pragma unroll
+                for (int np = 0; np < NST / 2; np++) {
+                    uint32_t b[4];
+                    ldsm4(b, k_addr + (np * 16 * LD + kk * 16) * 2);
+                    mma_16816(sc[2 * np], a, b[0], b[1]);
+                    mma_16816(sc[2 * np + 1], a, b[2], b[3]);
+                }
+            }
+            /* mask, scale (base 2), the chunk's row maxima over the lane quad */
+            float mx_a = -INFINITY, mx_b = -INFINITY;
+#pragma unroll
+            for (int n = 0; n < NST; n++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    int j = j0 + n * 8 + t4 * 2 + e;
+                    sc[n][e] = j <= pa ? sc[n][e] * scale_log2 : -INFINITY;
+                    sc[n][2 + e] = j <= pb ? sc[n][2 + e] * scale_log2 : -INFINITY;
+                    mx_a = fmaxf(mx_a, sc[n][e]);
+                    mx_b = fmaxf(mx_b, sc[n][2 + e]);
+                }
+            mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 1));
+            mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 2));
+            mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 1));
+            mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 2));
+            float mn_a = fmaxf(m_a, mx_a), mn_b = fmaxf(m_b, mx_b);
+            float base_a = mn_a == -INFINITY ? 0.f : mn_a, base_b = mn_b == -INFINITY ? 0.f : mn_b;
+            float f_a = m_a == -INFINITY ? 0.f : exp2f(m_a - mn_a), f_b = m_b == -INFINITY ? 0.f : exp2f(m_b - mn_b);
+            m_a = mn_a;
+            m_b = mn_b;
+            /* P = 2^(s - m) -> bf16 A fragments (keys 16 kk .. 16 kk + 15) */
+            uint32_t pf[NST / 2][4];
+            float sum_a = 0.f, sum_b = 0.f;
+#pragma unroll
+            for (int n = 0; n < NST; n++) {
+                float p0 = exp2f(sc[n][0] - base_a), p1 = exp2f(sc[n][1] - base_a);
+                float p2 = exp2f(sc[n][2] - base_b), p3 = exp2f(sc[n][3] - base_b);
+                sum_a += p0 + p1;
+                sum_b += p2 + p3;
+                pf[n / 2][(n % 2) * 2] = pack_bf16(p0, p1);
+                pf[n / 2][(n % 2) * 2 + 1] = pack_bf16(p2, p3);
+            }
+            l_a = l_a * f_a + sum_a;
+            l_b = l_b * f_b + sum_b;
+            /* O = O * f + P V */
+#pragma unroll
+            for (int d = 0; d < NDT; d++) {
+                o[d][0] *= f_a;
+                o[d][1] *= f_a;
+                o[d][2] *= f_b;
+                o[d][3] *= f_b;
+            }
+            uint32_t v_addr = smem_addr(Vs + ((lane % 8) + ((lane / 8) % 2) * 8) * LD + (lane / 16) * 8);
+#pragma unroll
+            for (int kk = 0; kk < PA_KEYS / 16; kk++)
+#pragma unroll
+                for (int dp = 0; dp < NDT / 2; dp++) {
+                    uint32_t b[4];
+                    ldsm4_trans(b, v_addr + (kk * 16 * LD + dp * 16) * 2);
+                    mma_16816(o[2 * dp], pf[kk], b[0], b[1]);
+                    mma_16816(o[2 * dp + 1], pf[kk], b[2], b[3]);
+                }
+        }
+        __syncthreads(); /* stage ci & 1 is refilled next iteration */
+    }
+    if (wcnt <= 0) return;
+    /* this segment's partial of each row: (m, l) and the unnormalised O;
+     * m back to the natural base for the merge */
+    l_a += __shfl_xor_sync(0xffffffffu, l_a, 1);
+    l_a += __shfl_xor_sync(0xffffffffu, l_a, 2);
+    l_b += __shfl_xor_sync(0xffffffffu, l_b, 1);
+    l_b += __shfl_xor_sync(0xffffffffu, l_b, 2);
+    const float ln2 = 0.69314718055994531f;
     size_t pbase = (size_t)(r0 + rw - base) * nh + h; /* partial of row r: ((pbase + r * nh) * nseg + z) */
-    if (!half && row_ok) {
-        part_ml[((pbase + (size_t)my_row * nh) * nseg + z) * 2] = M;
-        part_ml[((pbase + (size_t)my_row * nh) * nseg + z) * 2 + 1] = L;
-    }
-    /* O rows, 64 columns at a time through the scratch */
-#pragma unroll
-    for (int f0 = 0; f0 < NF; f0 += 4) {
-#pragma unroll
-        for (int fi = f0; fi < f0 + 4 && fi < NF; fi++)
-            wmma::store_matrix_sync(scr + (fi - f0) * 16, o[fi], SLD, wmma::mem_row_major);
-        __syncwarp();
-        int wc = NF - f0 < 4 ? (NF - f0) * 16 : 64;
-        for (int i = lane; i < 16 * wc; i += 32) {
-            int r = i / wc, d = i % wc;
-            if (r < wcnt) part_o[((pbase + (size_t)r * nh) * nseg + z) * HD + f0 * 16 + d] = scr[r * SLD + d];
+    size_t ia = (pbase + (size_t)g8 * nh) * nseg + z, ib = (pbase + (size_t)(g8 + 8) * nh) * nseg + z;
+    bool ok_a = g8 < wcnt, ok_b = g8 + 8 < wcnt;
+    if (t4 == 0) {
+        if (ok_a) {
+            part_ml[ia * 2] = m_a == -INFINITY ? -INFINITY : m_a * ln2;
+            part_ml[ia * 2 + 1] = l_a;
         }
-        __syncwarp();
+        if (ok_b) {
+            part_ml[ib * 2] = m_b == -INFINITY ? -INFINITY : m_b * ln2;
+            part_ml[ib * 2 + 1] = l_b;
+        }
+    }
+#pragma unroll
+    for (int d = 0; d < NDT; d++) {
+        int col = d * 8 + t4 * 2;
+        if (ok_a) *reinterpret_cast<float2 *>(part_o + ia * HD + col) = make_float2(o[d][0], o[d][1]);
+        if (ok_b) *reinterpret_cast<float2 *>(part_o + ib * HD + col) = make_float2(o[d][2], o[d][3]);
     }
 }
 
@@ -277,7 +303,7 @@ static void launch(ks_stream s, float *out, const float *q, int q_stride, const 
     for (int t0 = 0; t0 < max_tiles; t0 += slice) {
         int nt = max_tiles - t0 < slice ? max_tiles - t0 : slice;
         ks_launch(k_attn_prompt<HD, HPB>, dim3(nt, nh / HPB, nseg), HPB * 4 * 32, bytes, s, part_o, part_ml, q,
-                  q_stride, (const __nv_bfloat16 *)kc, (const __nv_bfloat16 *)vc, tiles, pos, seq, tables, max_blocks, bs, nh, nkv, scale, nseg, t0);
+                  q_stride, (const __nv_bfloat16 *)kc, (const __nv_bfloat16 *)vc, tiles, pos, seq, tables, max_blocks, bs, nh, nkv, scale * 1.4426950408889634f, nseg, t0);
         CUDA_CHECK_LAUNCH();
         ks_launch(k_attn_prompt_merge, dim3(nt, nh), HD < 128 ? 64 : 128, 0, s, out, part_o, part_ml, tiles, pos, nh,
                   HD, nseg, t0);
@@ -285,16 +311,12 @@ static void launch(ks_stream s, float *out, const float *q, int q_stride, const 
     }
 }
 
-/* heads per block: as many query heads of one KV head as fit (4 at most;
- * 2 at head_dim 256, for shared memory) */
+/* heads per block: 2 query heads of one KV head where the group allows */
 template <int HD>
 static void launch_hd(ks_stream s, float *out, const float *q, int q_stride, const void *kc, const void *vc,
                       const int32_t *tiles, int max_tiles, const int32_t *pos, const int32_t *seq,
                       const int32_t *tables, int max_blocks, int bs, int nh, int nkv, float scale, int max_pos) {
-    int G = nh / nkv;
-    if (G % 4 == 0 && HD <= 128)
-        launch<HD, 4>(s, out, q, q_stride, kc, vc, tiles, max_tiles, pos, seq, tables, max_blocks, bs, nh, nkv, scale, max_pos);
-    else if (G % 2 == 0)
+    if ((nh / nkv) % 2 == 0)
         launch<HD, 2>(s, out, q, q_stride, kc, vc, tiles, max_tiles, pos, seq, tables, max_blocks, bs, nh, nkv, scale, max_pos);
     else
         launch<HD, 1>(s, out, q, q_stride, kc, vc, tiles, max_tiles, pos, seq, tables, max_blocks, bs, nh, nkv, scale,
