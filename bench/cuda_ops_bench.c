@@ -68,6 +68,50 @@ static void time_forward(backend *be, const char *dir) {
     free(tok); free(pos); free(seq); free(logits);
 }
 
+/* The four prompt GEMMs of a Qwen3-8B layer in turn (as a prefill runs
+ * them), 2048 rows each: host time of the calls and GPU-bound time per call
+ * (a library that re-prepares a kernel whenever the shape changes shows it
+ * here and not in the one-shape loop above) */
+static void time_gemm_rotation(backend *be) {
+    if (!be->ops->matmul_prompt) return;
+    int shapes[4][2] = {{6144, 4096}, {4096, 4096}, {24576, 4096}, {4096, 12288}}, n = 2048;
+    bk_weight w[4];
+    float *x = be->ops->buf_alloc(be, (size_t)n * 12288 * 4), *o = be->ops->buf_alloc(be, (size_t)n * 24576 * 4);
+    for (int si = 0; si < 4; si++) {
+        size_t cnt = (size_t)shapes[si][0] * shapes[si][1];
+        uint16_t *hw = malloc(cnt * 2);
+        for (size_t i = 0; i < cnt; i++) hw[i] = (uint16_t)(0x3c00 + (i * 2654435761u >> 24) % 64);
+        st_tensor t;
+        memset(&t, 0, sizeof t);
+        t.name = "w";
+        t.dtype = DTYPE_BF16;
+        t.n_dims = 2;
+        t.shape[0] = shapes[si][0];
+        t.shape[1] = shapes[si][1];
+        t.data = hw;
+        const st_tensor *parts[1] = {&t};
+        if (be->ops->weight_init(be, &w[si], parts, 1) != 0) return;
+        free(hw);
+        be->ops->matmul_prompt(be, o, x, &w[si], NULL, n);
+    }
+    sync(be);
+    enum { R = 10 };
+    double t0 = now(), host = 0;
+    for (int r = 0; r < R; r++)
+        for (int si = 0; si < 4; si++) {
+            double h = now();
+            be->ops->matmul_prompt(be, o, x, &w[si], NULL, r % 2 ? n : n - 333);
+            host += now() - h;
+        }
+    sync(be);
+    double dt = now() - t0;
+    printf("gemm rotation (4 shapes, 2048 / 1715 rows): %.1f us per call, host %.1f us per call\n", dt / (4 * R) * 1e6,
+           host / (4 * R) * 1e6);
+    for (int si = 0; si < 4; si++) be->ops->weight_release(be, &w[si]);
+    be->ops->buf_free(be, x);
+    be->ops->buf_free(be, o);
+}
+
 int main(int argc, char **argv) {
     backend *be;
     if (backend_new(&be, "cuda", 0) != 0) {
@@ -75,6 +119,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     printf("device: %s\n", backend_describe(be));
+    time_gemm_rotation(be);
     if (argc > 1) {
         time_forward(be, argv[1]);
         backend_free(be);

@@ -127,12 +127,18 @@ if has batch; then # issue 7 on the GPU: streams 1/4/16 on Qwen3-8B; prefix-cach
     fi
 fi
 if has profile; then # GPU time per op (KESTREL_CUDA_PROFILE, graphs off): a 4096-token prefill + 64 tokens
+    # PROFILE_VARIANTS: ';'-separated "ENV=V ... [-- kestrel flags]" runs of the first model (default: one plain run)
+    IFS=';' read -ra variants <<< "${PROFILE_VARIANTS:-X=1}"
     for M in ${PROFILE_MODELS:-/tmp/q8 /tmp/q17 $TC}; do
         [ -f "$M/config.json" ] || continue
         b=$(basename "$M")
-        KESTREL_CUDA_PROFILE=1 KESTREL_CUDA_GRAPHS=0 build/kestrel run "$M" -p "$(head -c 11030 /tmp/src.txt)" -n 64 \
-            --temp 0 --ignore-eos --device cuda 2>&1 >/dev/null | grep -A30 "kestrel: prompt" > "/tmp/profile_$b.txt"
-        { echo "== $b"; cat "/tmp/profile_$b.txt"; } | tee -a "$OUT/profile.txt"
+        for v in "${variants[@]}"; do
+            envs=${v%%--*}; flags=; [ "$envs" != "$v" ] && flags=${v#*--}
+            env $envs KESTREL_CUDA_PROFILE=1 KESTREL_CUDA_GRAPHS=0 build/kestrel run "$M" -p "$(head -c 11030 /tmp/src.txt)" \
+                -n 64 --temp 0 --ignore-eos --device cuda $flags 2>&1 >/dev/null | grep -A30 "kestrel: prompt" > "/tmp/profile_$b.txt"
+            { echo "== $b ($v)"; cat "/tmp/profile_$b.txt"; } | tee -a "$OUT/profile.txt"
+        done
+        [ -n "${PROFILE_VARIANTS:-}" ] && break
     done
 fi
 if has kprof; then # GPU time of every kernel of one Qwen3-8B decode step (Nsight Compute, each kernel alone)

@@ -7,6 +7,7 @@
  * it as an error status. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
@@ -197,7 +198,7 @@ static void cu_weight_release(backend *be, bk_weight *w) {
  * summed per op name; the table goes to stderr when the backend is freed. */
 static struct prof_row {
     const char *name;
-    double ms;
+    double ms, host_ms; /* GPU time; host time of the launches (before the sync) */
     long calls;
 } prof[32];
 static int prof_state = -1;
@@ -211,11 +212,18 @@ static bool prof_on(cudaStream_t s) {
     return prof_state && cudaStreamIsCapturing(s, &cs) == cudaSuccess && cs == cudaStreamCaptureStatusNone;
 }
 
-static void prof_add(const char *name, float ms) {
+static double prof_now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec * 1e-6;
+}
+
+static void prof_add(const char *name, float ms, double host_ms) {
     for (int i = 0; i < 32; i++)
         if (!prof[i].name || !strcmp(prof[i].name, name)) {
             prof[i].name = name;
             prof[i].ms += ms;
+            prof[i].host_ms += host_ms;
             prof[i].calls++;
             return;
         }
@@ -227,8 +235,9 @@ static void prof_print(void) {
     if (total <= 0) return;
     fprintf(stderr, "kestrel: CUDA op profile (GPU time, %.1f ms in all)\n", total);
     for (int i = 0; i < 32 && prof[i].name; i++)
-        fprintf(stderr, "  %-18s %8ld calls %10.2f ms %5.1f%% %8.1f us/call\n", prof[i].name, prof[i].calls, prof[i].ms,
-                100.0 * prof[i].ms / total, 1000.0 * prof[i].ms / prof[i].calls);
+        fprintf(stderr, "  %-18s %8ld calls %10.2f ms %5.1f%% %8.1f us/call (host %.1f us/call)\n", prof[i].name,
+                prof[i].calls, prof[i].ms, 100.0 * prof[i].ms / total, 1000.0 * prof[i].ms / prof[i].calls,
+                1000.0 * prof[i].host_ms / prof[i].calls);
 }
 
 #define PROF(be, name, body)                                      \
@@ -242,12 +251,14 @@ static void prof_print(void) {
         cudaEventCreate(&_a);                                     \
         cudaEventCreate(&_b);                                     \
         cudaEventRecord(_a, _s);                                  \
+        double _h = prof_now_ms();                                \
         body;                                                     \
+        _h = prof_now_ms() - _h;                                  \
         cudaEventRecord(_b, _s);                                  \
         cudaEventSynchronize(_b);                                 \
         float _ms = 0;                                            \
         cudaEventElapsedTime(&_ms, _a, _b);                       \
-        prof_add(name, _ms);                                      \
+        prof_add(name, _ms, _h);                                  \
         cudaEventDestroy(_a);                                     \
         cudaEventDestroy(_b);                                     \
     } while (0)

@@ -236,7 +236,7 @@ __global__ void k_attn_merge(float *out, const float *part_o, const float *part_
     int n_chunks = (pos[t] + ATT_CHUNK) / ATT_CHUNK;
     int used = n_chunks < Z ? n_chunks : Z; /* blocks that saw keys */
     size_t base = ((size_t)blockIdx.x * nh + h) * Z;
-    merge_partials(out + ((size_t)t * nh + h) * hd, part_o + base * hd, part_ml + base * 2, used, hd);
+    merge_partials(out + ((size_t)t * nh + h) * hd, part_o + base * hd, part_ml + base * 2, used, hd, threadIdx.x, blockDim.x);
 }
 
 static ks_workspace att_ws;

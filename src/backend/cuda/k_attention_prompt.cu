@@ -96,7 +96,8 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
  * ("b"), columns 2 (l % 4) and 2 (l % 4) + 1 of each 8-column tile. */
 template <int HD, int HPB>
 __global__ void __launch_bounds__(HPB * 4 * 32, HD <= 128 ? 2 : 1)
-k_attn_prompt(float *__restrict__ part_o, float *__restrict__ part_ml, const float *__restrict__ q, int q_stride,
+k_attn_prompt(float *__restrict__ out, float *__restrict__ part_o, float *__restrict__ part_ml, const float *__restrict__ q,
+              int q_stride,
               const __nv_bfloat16 *__restrict__ kc, const __nv_bfloat16 *__restrict__ vc,
               const int32_t *__restrict__ tiles,
               const int32_t *__restrict__ pos, const int32_t *__restrict__ seq, const int32_t *__restrict__ tables,
@@ -238,22 +239,27 @@ k_attn_prompt(float *__restrict__ part_o, float *__restrict__ part_ml, const flo
         __syncthreads(); /* stage ci & 1 is refilled next iteration */
     }
     if (wcnt <= 0) return;
-    /* this segment's partial of each row: (m, l) and the unnormalised O;
-     * m back to the natural base for the merge */
     l_a += __shfl_xor_sync(0xffffffffu, l_a, 1);
     l_a += __shfl_xor_sync(0xffffffffu, l_a, 2);
     l_b += __shfl_xor_sync(0xffffffffu, l_b, 1);
     l_b += __shfl_xor_sync(0xffffffffu, l_b, 2);
+    /* a row within the first segment is complete: out = O / l, bitwise what
+     * the merge of its one partial gives (e^0 = 1), and the merge skips it;
+     * deeper rows leave this segment's partial: (m, l) and the unnormalised
+     * O, m back to the natural base for the merge */
+    bool ok_a = g8 < wcnt && pa >= j_begin, ok_b = g8 + 8 < wcnt && pb >= j_begin; /* the row reaches this segment */
+    bool fin_a = ok_a && pa < PA_SEG, fin_b = ok_b && pb < PA_SEG; /* (then z = 0) */
+    float inv_a = l_a > 0.f ? 1.0f / l_a : 0.f, inv_b = l_b > 0.f ? 1.0f / l_b : 0.f;
     const float ln2 = 0.69314718055994531f;
     size_t pbase = (size_t)(r0 + rw - base) * nh + h; /* partial of row r: ((pbase + r * nh) * nseg + z) */
     size_t ia = (pbase + (size_t)g8 * nh) * nseg + z, ib = (pbase + (size_t)(g8 + 8) * nh) * nseg + z;
-    bool ok_a = g8 < wcnt, ok_b = g8 + 8 < wcnt;
+    float *oa = out + ((size_t)(r0 + rw + g8) * nh + h) * HD, *ob = oa + (size_t)8 * nh * HD;
     if (t4 == 0) {
-        if (ok_a) {
+        if (ok_a && !fin_a) {
             part_ml[ia * 2] = m_a == -INFINITY ? -INFINITY : m_a * ln2;
             part_ml[ia * 2 + 1] = l_a;
         }
-        if (ok_b) {
+        if (ok_b && !fin_b) {
             part_ml[ib * 2] = m_b == -INFINITY ? -INFINITY : m_b * ln2;
             part_ml[ib * 2 + 1] = l_b;
         }
@@ -261,22 +267,29 @@ k_attn_prompt(float *__restrict__ part_o, float *__restrict__ part_ml, const flo
 #pragma unroll
     for (int d = 0; d < NDT; d++) {
         int col = d * 8 + t4 * 2;
-        if (ok_a) *reinterpret_cast<float2 *>(part_o + ia * HD + col) = make_float2(o[d][0], o[d][1]);
-        if (ok_b) *reinterpret_cast<float2 *>(part_o + ib * HD + col) = make_float2(o[d][2], o[d][3]);
+        if (fin_a) *reinterpret_cast<float2 *>(oa + col) = make_float2(o[d][0] * inv_a, o[d][1] * inv_a);
+        else if (ok_a) *reinterpret_cast<float2 *>(part_o + ia * HD + col) = make_float2(o[d][0], o[d][1]);
+        if (fin_b) *reinterpret_cast<float2 *>(ob + col) = make_float2(o[d][2] * inv_b, o[d][3] * inv_b);
+        else if (ok_b) *reinterpret_cast<float2 *>(part_o + ib * HD + col) = make_float2(o[d][2], o[d][3]);
     }
 }
 
-/* One block per (tile, head): each row's segments 0 .. pos / PA_SEG merged
- * in order; out = O / L. */
-__global__ void k_attn_prompt_merge(float *out, const float *part_o, const float *part_ml, const int32_t *tiles,
-                                    const int32_t *pos, int nh, int hd, int nseg, int t_first) {
+/* One block per (tile, head), a warp per row (rows w, w + PM_WARPS, ..):
+ * the row's segments 0 .. pos / PA_SEG merged in order (merge_partials;
+ * the lanes share the columns). Rows of one segment were written by the
+ * attention kernel. */
+#define PM_WARPS 16
+__global__ void __launch_bounds__(PM_WARPS * 32)
+k_attn_prompt_merge(float *out, const float *part_o, const float *part_ml, const int32_t *tiles, const int32_t *pos,
+                    int nh, int hd, int nseg, int t_first) {
     pdl_start();
-    int tile = t_first + blockIdx.x, h = blockIdx.y;
+    int tile = t_first + blockIdx.x, h = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int r0 = tiles[2 * tile], cnt = tiles[2 * tile + 1], base = tiles[2 * t_first];
-    for (int r = r0; r < r0 + cnt; r++) {
+    for (int r = r0 + warp; r < r0 + cnt; r += PM_WARPS) {
         int used = pos[r] / PA_SEG + 1;
+        if (used == 1) continue;
         size_t pi = ((size_t)(r - base) * nh + h) * nseg;
-        merge_partials(out + ((size_t)r * nh + h) * hd, part_o + pi * hd, part_ml + pi * 2, used, hd);
+        merge_partials(out + ((size_t)r * nh + h) * hd, part_o + pi * hd, part_ml + pi * 2, used, hd, lane, 32);
     }
 }
 
@@ -302,10 +315,10 @@ static void launch(ks_stream s, float *out, const float *q, int q_stride, const 
     float *part_o = pa_ws, *part_ml = pa_ws + (size_t)slice * PA_ROWS * nh * nseg * HD;
     for (int t0 = 0; t0 < max_tiles; t0 += slice) {
         int nt = max_tiles - t0 < slice ? max_tiles - t0 : slice;
-        ks_launch(k_attn_prompt<HD, HPB>, dim3(nt, nh / HPB, nseg), HPB * 4 * 32, bytes, s, part_o, part_ml, q,
+        ks_launch(k_attn_prompt<HD, HPB>, dim3(nt, nh / HPB, nseg), HPB * 4 * 32, bytes, s, out, part_o, part_ml, q,
                   q_stride, (const __nv_bfloat16 *)kc, (const __nv_bfloat16 *)vc, tiles, pos, seq, tables, max_blocks, bs, nh, nkv, scale * 1.4426950408889634f, nseg, t0);
         CUDA_CHECK_LAUNCH();
-        ks_launch(k_attn_prompt_merge, dim3(nt, nh), HD < 128 ? 64 : 128, 0, s, out, part_o, part_ml, tiles, pos, nh,
+        ks_launch(k_attn_prompt_merge, dim3(nt, nh), PM_WARPS * 32, 0, s, out, part_o, part_ml, tiles, pos, nh,
                   HD, nseg, t0);
         CUDA_CHECK_LAUNCH();
     }
