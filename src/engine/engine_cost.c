@@ -29,8 +29,9 @@ void engine_measure_step(engine *e) {
     bool ok = tok && pos && seq && rows && logits && kv_seq_reserve(&e->kv, &s, n_all) == 0;
     for (int i = 0; ok && i < n_all; i++) pos[i] = i;
     for (int i = 0; ok && i < k1; i++) rows[i] = i;
-    if (ok && L0) { /* the context, once */
-        model_batch b = {L0, tok, pos, seq, 1, seqs, 0, rows, 0, NULL, false};
+    if (ok && L0) { /* the context, once, as prompt rows: this also readies the prompt path (a backend's GEMM
+                     * library chooses its kernels and loads them on first use) outside the first request */
+        model_batch b = {L0, tok, pos, seq, 1, seqs, 0, rows, L0, NULL, false};
         ok = model_forward(e->m, &e->kv, &b, logits) == 0;
     }
     for (int rep = 0; ok && rep < 4; rep++)
