@@ -71,7 +71,10 @@ typedef struct backend_ops {
     int kv_elem_bytes;
     void *(*buf_alloc)(backend *be, size_t bytes);
     void (*buf_free)(backend *be, void *p);
+    /* into a buffer, in stream order: src is host memory or another of the
+     * backend's buffers (a copy on the device) */
     int (*buf_upload)(backend *be, void *dst, const void *src, size_t bytes);
+    /* out of a buffer into host memory: waits for the work before it */
     int (*buf_download)(backend *be, void *dst, const void *src, size_t bytes);
 
     int (*weight_init)(backend *be, bk_weight *w, const st_tensor *const *parts, int n_parts);

@@ -213,7 +213,7 @@ int engine_start(engine **out, model *m, const tokenizer *tok, const engine_conf
     if (e->cfg.mtp && m->mtp) {
         if (e->cfg.mtp_depth < 1) e->cfg.mtp_depth = 3;
         if (e->cfg.mtp_depth > ENGINE_MAX_DRAFT) e->cfg.mtp_depth = ENGINE_MAX_DRAFT;
-        e->mtp_ids = malloc((size_t)e->cfg.max_concurrent * sizeof(int32_t));
+        e->mtp_ids = malloc((size_t)e->cfg.max_concurrent * e->cfg.mtp_depth * sizeof(int32_t));
         if (e->mtp_ids && model_mtp_kv_init(m, &e->mtp_kv, e->cfg.kv_tokens) == KS_OK)
             e->mtp_ratio = engine_measure_mtp(e);
     }

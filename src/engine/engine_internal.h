@@ -128,7 +128,7 @@ struct engine {
     atomic_llong mtp_depth_steps[ENGINE_MAX_DRAFT + 1]; /* verify steps of MTP drafts, by how many were verified */
     int32_t *mtp_tok, *mtp_idx, *mtp_pos, *mtp_hid, *mtp_seq, *mtp_rows; /* scratch, (cap) */
     int mtp_cap;
-    int32_t *mtp_ids;       /* (max_concurrent) the head's greedy drafts of a pass */
+    int32_t *mtp_ids;       /* (mtp_depth, max_concurrent) the head's greedy drafts of a chain of passes */
     double dr_ratio;        /* drafter forward / target decode step */
     double st_a, st_b, st_c; /* step time model, seconds: t(n, L) = a + n (b + c L) (engine_cost.c) */
     double t_decode;        /* seconds of a 1-token decode step at an empty context (engine start) */

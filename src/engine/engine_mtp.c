@@ -51,12 +51,11 @@ static int mtp_best_depth(const engine *e, const seq_state *s, double bar) {
  * sequences; output never depends on it. Returns the head passes run. */
 int engine_mtp_update(engine *e, int na, const int *feed, const int *tstart, const int *pstart, const int *done) {
     int n = 0, n_rows = 0;
-    int row_of[na], depth_of[na];
+    int row_of[na];
     kv_seq *seqs[na];
     for (int i = 0; i < na; i++) {
         seq_state *s = e->active[i];
         row_of[i] = -1;
-        depth_of[i] = 0;
         seqs[i] = &s->mkv;
         if (done[i] || !s->use_mtp || !feed[i]) continue;
         s->n_mtp_draft = 0;
@@ -96,44 +95,48 @@ int engine_mtp_update(engine *e, int na, const int *feed, const int *tstart, con
         }
     }
     if (!n) return 0;
+    /* the chain: every drafting sequence (row j: the j-th with a row) goes
+     * as deep as the deepest one chose; the passes after the first take
+     * their tokens from the one before on the device, and the ids of all of
+     * them come back at the end (one wait instead of one per depth) */
+    int depth = 1;
+    for (int i = 0; i < na; i++)
+        if (row_of[i] >= 0 && e->active[i]->mtp_depth > depth) depth = e->active[i]->mtp_depth;
     model_batch b = {n, e->mtp_tok, e->mtp_idx, e->mtp_seq, na, seqs, n_rows, e->mtp_rows, 0, NULL, false};
-    if (model_mtp_forward(e->m, &e->mtp_kv, &b, e->mtp_pos, e->mtp_hid, MTP_SRC_TARGET, NULL, e->mtp_ids) != 0) {
+    if (model_mtp_forward(e->m, &e->mtp_kv, &b, e->mtp_pos, e->mtp_hid, MTP_SRC_TARGET, NULL,
+                          depth == 1 ? e->mtp_ids : NULL) != 0) {
         for (int i = 0; i < na; i++) e->active[i]->use_mtp = false;
         return 0;
     }
     int passes = 1;
-    for (int i = 0; i < na; i++)
-        if (row_of[i] >= 0) {
+    for (int d = 1; d < depth; d++) {
+        for (int i = 0, j = 0; i < na; i++) {
+            if (row_of[i] < 0) continue;
             seq_state *s = e->active[i];
-            s->mtp_draft[0] = e->mtp_ids[row_of[i]];
-            s->n_mtp_draft = depth_of[i] = 1;
-            row_of[i] = e->mtp_rows[row_of[i]]; /* the entry's row in the head's output */
-        }
-    /* deeper drafts: one head pass per depth over every sequence still going */
-    for (int d = 1; d < e->cfg.mtp_depth; d++) {
-        int m = 0;
-        for (int i = 0; i < na; i++) {
-            seq_state *s = e->active[i];
-            if (depth_of[i] != d || s->mtp_depth <= d) continue;
             int q = s->n_ctx + d - 1;
-            e->mtp_tok[m] = s->mtp_draft[d - 1];
-            e->mtp_pos[m] = q;
-            e->mtp_idx[m] = q - s->mtp_q0;
-            e->mtp_hid[m] = row_of[i];
-            e->mtp_seq[m] = i;
-            e->mtp_rows[m] = m;
-            row_of[i] = m++;
+            e->mtp_pos[j] = q;
+            e->mtp_idx[j] = q - s->mtp_q0;
+            e->mtp_hid[j] = d == 1 ? e->mtp_rows[row_of[i]] : j; /* the entry's row in the head's last output */
+            e->mtp_seq[j] = i;
+            e->mtp_rows[j] = j;
+            j++;
         }
-        if (!m) break;
+        model_batch bd = {n_rows, NULL, e->mtp_idx, e->mtp_seq, na, seqs, n_rows, e->mtp_rows, 0, NULL, false};
+        if (model_mtp_forward(e->m, &e->mtp_kv, &bd, e->mtp_pos, e->mtp_hid, MTP_SRC_MTP, NULL,
+                              d == depth - 1 ? e->mtp_ids : NULL) != 0) {
+            for (int i = 0; i < na; i++) e->active[i]->use_mtp = false;
+            return passes;
+        }
         passes++;
-        model_batch bd = {m, e->mtp_tok, e->mtp_idx, e->mtp_seq, na, seqs, m, e->mtp_rows, 0, NULL, false};
-        if (model_mtp_forward(e->m, &e->mtp_kv, &bd, e->mtp_pos, e->mtp_hid, MTP_SRC_MTP, NULL, e->mtp_ids) != 0) break;
-        for (int i = 0; i < na; i++)
-            if (depth_of[i] == d && e->active[i]->mtp_depth > d) {
-                seq_state *s = e->active[i];
-                s->mtp_draft[d] = e->mtp_ids[row_of[i]];
-                s->n_mtp_draft = depth_of[i] = d + 1;
-            }
+    }
+    /* ids: pass d's row j at d * n_rows + j */
+    for (int i = 0, j = 0; i < na; i++) {
+        if (row_of[i] < 0) continue;
+        seq_state *s = e->active[i];
+        int keep = s->mtp_depth < depth ? s->mtp_depth : depth;
+        for (int d = 0; d < keep; d++) s->mtp_draft[d] = e->mtp_ids[d * n_rows + j];
+        s->n_mtp_draft = keep;
+        j++;
     }
     return passes;
 }

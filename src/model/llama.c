@@ -143,13 +143,14 @@ static void free_acts(model *m) {
     void *bufs[] = {m->x,       m->xn,       m->qkv,     m->attn,    m->gu,      m->act,    m->logits_dev,
                     m->d_tokens, m->d_pos,   m->d_seq,   m->d_slots, m->d_rows,  m->d_tables, m->hid,
                     m->mtp_hid, m->mtp_in,   m->mtp_src, m->d_hid_idx, m->d_mtp_pos, m->feat, m->d_iota,
-                    m->d_tiles, m->d_ids};
+                    m->d_tiles, m->d_ids, m->d_mtp_ids};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) be->ops->buf_free(be, bufs[i]);
     m->x = m->xn = m->qkv = m->attn = m->gu = m->act = m->logits_dev = NULL;
     m->d_tokens = m->d_pos = m->d_seq = m->d_slots = m->d_rows = m->d_tables = m->d_hid_idx = m->d_mtp_pos = NULL;
     m->hid = m->mtp_hid = m->mtp_in = m->mtp_src = m->feat = NULL;
-    m->d_iota = m->d_tiles = m->d_ids = NULL;
+    m->d_iota = m->d_tiles = m->d_ids = m->d_mtp_ids = NULL;
+    m->mtp_chain = m->mtp_last = 0;
     free(m->h_tiles);
     m->h_tiles = NULL;
     m->tab_kv = NULL; /* d_tables gone: its mirror too */
@@ -247,9 +248,12 @@ static int ensure_acts(model *m, int n, int n_logits, int table_entries) {
         if (m->logits_dev) be->ops->buf_free(be, m->logits_dev);
         int cap = n_logits < 16 ? 16 : n_logits;
         if (m->d_ids) be->ops->buf_free(be, m->d_ids);
+        if (m->d_mtp_ids) be->ops->buf_free(be, m->d_mtp_ids);
         m->logits_dev = be->ops->buf_alloc(be, (size_t)cap * c->vocab_size * 4);
         m->d_ids = be->ops->buf_alloc(be, (size_t)cap * 4);
-        m->cap_logits = m->logits_dev && m->d_ids ? cap : 0;
+        m->d_mtp_ids = m->mtp ? be->ops->buf_alloc(be, (size_t)cap * MODEL_MTP_MAX_CHAIN * 4) : NULL;
+        m->mtp_chain = m->mtp_last = 0;
+        m->cap_logits = m->logits_dev && m->d_ids && (m->d_mtp_ids || !m->mtp) ? cap : 0;
         if (!m->cap_logits) return err_set(KS_ENOMEM, "model: out of memory for %d rows of logits", n_logits);
     }
     if (table_entries > m->cap_tables) {
@@ -505,9 +509,10 @@ int model_prepare_batch(model *m, kv_cache *kv, const model_batch *b, bool graph
     int32_t *slots = m->h_slots;
     for (int i = 0; i < n; i++) {
         int s = b->seq[i], p = b->pos[i];
-        if (s < 0 || s >= b->n_seqs || p < 0 || p / kv->block_size >= b->seqs[s]->n_blocks ||
-            b->tokens[i] < 0 || b->tokens[i] >= c->vocab_size) {
-            return err_set(KS_EINVAL, "forward: token %d (id %d, seq %d, pos %d) out of range", i, b->tokens[i], s, p);
+        int t = b->tokens ? b->tokens[i] : 0; /* (no host tokens: a chained MTP pass's are on the device) */
+        if (s < 0 || s >= b->n_seqs || p < 0 || p / kv->block_size >= b->seqs[s]->n_blocks || t < 0 ||
+            t >= c->vocab_size) {
+            return err_set(KS_EINVAL, "forward: token %d (id %d, seq %d, pos %d) out of range", i, t, s, p);
         }
         slots[i] = b->seqs[s]->blocks[p / kv->block_size] * kv->block_size + p % kv->block_size;
         if (p > max_pos) max_pos = p;
@@ -517,7 +522,7 @@ int model_prepare_batch(model *m, kv_cache *kv, const model_batch *b, bool graph
             return err_set(KS_EINVAL, "forward: logit row %d out of range", b->logit_rows[r]);
         }
     if ((rc = upload_tables(m, kv, b, max_blocks))) return rc;
-    op->buf_upload(be, m->d_tokens, b->tokens, (size_t)n * 4);
+    if (b->tokens) op->buf_upload(be, m->d_tokens, b->tokens, (size_t)n * 4);
     op->buf_upload(be, m->d_pos, b->pos, (size_t)n * 4);
     op->buf_upload(be, m->d_seq, b->seq, (size_t)n * 4);
     op->buf_upload(be, m->d_slots, slots, (size_t)n * 4);

@@ -22,6 +22,7 @@
 
 #define MODEL_MAX_GRAPHS 64
 #define MODEL_GRAPH_MAX_TOKENS 16
+#define MODEL_MTP_MAX_CHAIN 16 /* head passes whose ids one chain keeps on the device */
 
 /* What a recorded op sequence depends on besides the model's own buffers:
  * which sequence (tag), its shape, the KV cache it writes (and its size),
@@ -77,6 +78,8 @@ typedef struct model {
     int32_t *d_tokens, *d_pos, *d_seq, *d_slots, *d_rows, *d_tables;
     int32_t *d_tiles;     /* (cap, 2) prompt-row tiles (bk_attn_batch.tiles) */
     int32_t *d_ids;       /* (cap_logits) argmax of each logits row (drafts) */
+    int32_t *d_mtp_ids;   /* (cap_logits * MODEL_MTP_MAX_CHAIN) the argmax ids of a chain of MTP passes */
+    int mtp_chain, mtp_last; /* ids in d_mtp_ids so far; of them, the last pass's */
     int32_t *h_tiles;     /* (cap, 2) host staging of the same (owned) */
     int cap_tables;       /* int32 entries in d_tables */
     int cap_logits;       /* rows of logits_dev (sized by logit rows, not tokens) */
@@ -115,7 +118,7 @@ typedef struct model {
 
 typedef struct {
     int n_tokens;
-    const int32_t *tokens;     /* (n_tokens) host */
+    const int32_t *tokens;     /* (n_tokens) host; NULL only for a chained MTP pass (model_mtp_forward) */
     const int32_t *pos;        /* (n_tokens) host */
     const int32_t *seq;        /* (n_tokens) host, index into seqs */
     int n_seqs;
@@ -180,9 +183,14 @@ typedef enum { MTP_SRC_TARGET = 0, MTP_SRC_MTP } mtp_src;
  * KV sequence (its entries only, densely: the head attends over entries, not
  * over target positions); h(q-1) is row hid_idx[i] of the target's last
  * forward (MTP_SRC_TARGET) or of the head's last output (MTP_SRC_MTP).
- * For b->logit_rows: their argmax ids into ids (when not NULL) and the
- * logits rows into logits (when not NULL; the drafts need only the ids). At
- * most as many entries as the target's last forward had rows. */
+ * For b->logit_rows: the logits rows into logits (when not NULL; the drafts
+ * need only the ids) and their argmax ids. Passes chain on the device: a
+ * pass with b->tokens starts a chain; a pass with b->tokens NULL continues
+ * it, its entries' tokens being the previous pass's first n ids (no host
+ * round trip between them). ids (when not NULL) receives the ids of every
+ * pass of the chain so far, pass after pass, and ends it; without ids or
+ * logits nothing waits for the device. At most as many entries as the
+ * target's last forward had rows, and MODEL_MTP_MAX_CHAIN passes a chain. */
 int model_mtp_forward(model *m, kv_cache *mkv, const model_batch *b, const int32_t *rope_pos, const int32_t *hid_idx,
                       mtp_src src, float *logits, int32_t *ids);
 

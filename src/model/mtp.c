@@ -86,17 +86,33 @@ int model_mtp_forward(model *m, kv_cache *mkv, const model_batch *b, const int32
         return err_set(KS_EINVAL, "MTP: %d entries, more than the last forward's %d rows", n, m->cap_tokens);
     for (int i = 0; i < n; i++)
         if (hid_idx[i] < 0 || hid_idx[i] >= m->cap_tokens) return err_set(KS_EINVAL, "MTP: hidden row out of range");
+    bool chained = !b->tokens;
+    if (chained && (n > m->mtp_last || m->mtp_chain + b->n_logits > MODEL_MTP_MAX_CHAIN * m->cap_logits))
+        return err_set(KS_EINVAL, "MTP: a chained pass of %d entries after a pass of %d ids", n, m->mtp_last);
+    if (!chained) m->mtp_chain = m->mtp_last = 0;
     bk_attn_batch ab;
     bool graph = model_graphs_on(m, n);
     int rc = model_prepare_batch(m, mkv, b, graph, &ab);
     if (rc) return rc;
+    /* (a chain's buffers stay: its passes are no larger than its first) */
+    if (chained && (rc = op->buf_upload(be, m->d_tokens, m->d_mtp_ids + (m->mtp_chain - m->mtp_last), (size_t)n * 4)))
+        return rc;
     op->buf_upload(be, m->d_hid_idx, hid_idx, (size_t)n * 4);
     if ((rc = op->buf_upload(be, m->d_mtp_pos, rope_pos, (size_t)n * 4))) return rc;
     mtp_ctx x = {mkv, &ab, n, b->n_logits, src};
     model_graph_key k = {src == MTP_SRC_MTP ? MODEL_GRAPH_MTP_SELF : MODEL_GRAPH_MTP_TARGET, n, b->n_logits, b->n_seqs,
                          mkv->k[0], mkv->n_blocks, NULL, 0};
     if ((rc = model_graph_run(m, &k, graph, mtp_ops, &x))) return rc;
-    if (b->n_logits <= 0 || (!logits && !ids)) return op->buf_download(be, NULL, m->d_rows, 0);
-    if (ids && (rc = op->buf_download(be, ids, m->d_ids, (size_t)b->n_logits * 4))) return rc;
+    if (b->n_logits <= 0) return op->buf_download(be, NULL, m->d_rows, 0);
+    if (m->mtp_chain + b->n_logits > MODEL_MTP_MAX_CHAIN * m->cap_logits)
+        return err_set(KS_EINVAL, "MTP: more than %d passes in a chain", MODEL_MTP_MAX_CHAIN);
+    if ((rc = op->buf_upload(be, m->d_mtp_ids + m->mtp_chain, m->d_ids, (size_t)b->n_logits * 4))) return rc;
+    m->mtp_last = b->n_logits;
+    m->mtp_chain += b->n_logits;
+    if (ids) {
+        rc = op->buf_download(be, ids, m->d_mtp_ids, (size_t)m->mtp_chain * 4);
+        m->mtp_chain = m->mtp_last = 0;
+        if (rc) return rc;
+    }
     return logits ? op->buf_download(be, logits, m->logits_dev, (size_t)b->n_logits * c->vocab_size * 4) : KS_OK;
 }

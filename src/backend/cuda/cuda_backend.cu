@@ -82,7 +82,7 @@ static void cu_free(backend *be, void *p) {
 
 static int cu_upload(backend *be, void *dst, const void *src, size_t bytes) {
     if (!bytes) return KS_OK;
-    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, impl_of(be)->stream));
+    CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, impl_of(be)->stream)); /* src: host or device */
     return failed ? err_set(KS_EIO, "%s", fail_msg) : KS_OK;
 }
 
