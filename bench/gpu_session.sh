@@ -90,9 +90,6 @@ if has ops; then # op timings at Qwen3-8B shapes; model_forward of 1 / 4 / 16 de
         { echo "== KESTREL_TC_VARIANT=$v"; KESTREL_TC_VARIANT=$v ./build/test_runner cuda_matmul | tail -1
           KESTREL_TC_VARIANT=$v build/cuda_ops_bench; KESTREL_TC_VARIANT=$v build/cuda_ops_bench /tmp/q8; } 2>&1 | grep "==\|passed\|matmul.*n=\(1\|4\|16\) \|forward" >> "$OUT/ops.txt"
     done
-    for a in ${GEMM_ALGOS:-}; do # KESTREL_GEMM_ALGO: cuBLASLt's heuristic candidates for the prompt GEMMs
-        { echo "== KESTREL_GEMM_ALGO=$a"; KESTREL_GEMM_ALGO=$a build/cuda_ops_bench | grep "^gemm"; } >> "$OUT/ops.txt" 2>&1
-    done
     grep "forward\|matmul.*n=\(1\|16\) \|==\|attention\|^gemm" "$OUT/ops.txt"
 fi
 if has ncu; then # Nsight Compute on a few launches of the kernels named by NCU_KERNELS (regex)
