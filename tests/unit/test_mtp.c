@@ -54,7 +54,7 @@ static void check_mtp(const char *device) {
         kidx[q - 1] = q - 1; /* entries stored densely from index 0 */
         hidx[q - 1] = q - 1;
     }
-    CHECK(kv_seq_reserve(&mkv, &ms, n + 2) == 0);
+    CHECK(kv_seq_reserve(&mkv, &ms, n + 3) == 0);
     model_batch mb = {n, toks, kidx, seq, 1, mseqs, n, rows, 0, NULL, false};
     CHECK(model_mtp_forward(m, &mkv, &mb, mpos, hidx, MTP_SRC_TARGET, logits, NULL) == 0);
     json_t *every = json_object_get(ref, "draft1_top1_every_position");
@@ -92,6 +92,26 @@ static void check_mtp(const char *device) {
         if (logits[v] > logits[d2]) d2 = v;
     CHECK_EQ_INT(d2, json_integer_value(json_object_get(ref, "draft2_top1")));
     CHECK_EQ_INT(ids2[0], d2); /* the backend's argmax agrees with the host's */
+    /* three depths chained on the device (no host tokens after the first
+     * pass, one download) give the ids of three passes run one by one */
+    int32_t lastrow = n - 1, seq_ids[3], chain_ids[3];
+    model_batch e1 = {n, toks, kidx, seq, 1, mseqs, 1, &lastrow, 0, NULL, false};
+    CHECK(model_mtp_forward(m, &mkv, &e1, mpos, hidx, MTP_SRC_TARGET, NULL, &seq_ids[0]) == 0);
+    int32_t t2 = seq_ids[0], p2 = n + 1, k2 = n, h2 = n - 1;
+    model_batch e2 = {1, &t2, &k2, seq, 1, mseqs, 1, &row0, 0, NULL, false};
+    CHECK(model_mtp_forward(m, &mkv, &e2, &p2, &h2, MTP_SRC_MTP, NULL, &seq_ids[1]) == 0);
+    int32_t t3 = seq_ids[1], p3 = n + 2, k3 = n + 1, h3 = 0;
+    model_batch e3 = {1, &t3, &k3, seq, 1, mseqs, 1, &row0, 0, NULL, false};
+    CHECK(model_mtp_forward(m, &mkv, &e3, &p3, &h3, MTP_SRC_MTP, NULL, &seq_ids[2]) == 0);
+    CHECK_EQ_INT(seq_ids[0], d1);
+    CHECK_EQ_INT(seq_ids[1], d2);
+    model_batch c2 = {1, NULL, &k2, seq, 1, mseqs, 1, &row0, 0, NULL, false};
+    model_batch c3 = {1, NULL, &k3, seq, 1, mseqs, 1, &row0, 0, NULL, false};
+    CHECK(model_mtp_forward(m, &mkv, &c2, &p2, &h2, MTP_SRC_MTP, NULL, NULL) != 0); /* no chain to continue */
+    CHECK(model_mtp_forward(m, &mkv, &e1, mpos, hidx, MTP_SRC_TARGET, NULL, NULL) == 0);
+    CHECK(model_mtp_forward(m, &mkv, &c2, &p2, &h2, MTP_SRC_MTP, NULL, NULL) == 0);
+    CHECK(model_mtp_forward(m, &mkv, &c3, &p3, &h3, MTP_SRC_MTP, NULL, chain_ids) == 0);
+    for (int d = 0; d < 3; d++) CHECK_EQ_INT(chain_ids[d], seq_ids[d]);
     kv_seq_release(&kv, &s);
     kv_seq_release(&mkv, &ms);
     kv_cache_free(&kv);
