@@ -66,6 +66,23 @@ __device__ __forceinline__ void merge_partials(float *out, const float *po, cons
     }
 }
 
+/* Two floats rounded to bf16 in one 32-bit register, the first in the low
+ * half (the lower k of an mma fragment pair). */
+__device__ __forceinline__ uint32_t pack_bf16x2(float lo_k, float hi_k) {
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo_k, hi_k);
+    return *reinterpret_cast<uint32_t *>(&h);
+}
+
+/* c (16x8 fp32, this lane's 4) += A (16x16 bf16, row) * B (16x8 bf16, col):
+ * mma.sync m16n8k16 (the matvec and the prompt attention) */
+__device__ __forceinline__ void mma_bf16(float *c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
+                                         uint32_t b1) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
 /* Programmatic dependent launch (Hopper and later): every kernel is
  * launched with ks_launch, which lets it start while the kernel before it
  * in the stream is still running; each kernel opens with pdl_trigger()

@@ -79,19 +79,6 @@ __device__ __forceinline__ void ldsm4_trans(uint32_t *r, uint32_t addr) {
                  : "memory");
 }
 
-/* c (16 x 8 fp32) += a (16 x 16 bf16, row) * b (16 x 8 bf16, col) */
-__device__ __forceinline__ void mma_16816(float *c, const uint32_t *a, uint32_t b0, uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-                 "{%0, %1, %2, %3};\n"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-    return *reinterpret_cast<uint32_t *>(&v);
-}
-
 /* Accumulator fragments (m16n8): lane l holds rows l/4 ("a") and l/4 + 8
  * ("b"), columns 2 (l % 4) and 2 (l % 4) + 1 of each 8-column tile. */
 template <int HD, int HPB>
@@ -142,7 +129,7 @@ k_attn_prompt(float *__restrict__ out, float *__restrict__ part_o, float *__rest
         int r = i / (HD / 4), c = (i % (HD / 4)) * 4;
         float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
         if (r < wcnt) v = *reinterpret_cast<const float4 *>(q + (size_t)(r0 + rw + r) * q_stride + (size_t)h * HD + c);
-        uint2 u = make_uint2(pack_bf16(v.x, v.y), pack_bf16(v.z, v.w));
+        uint2 u = make_uint2(pack_bf16x2(v.x, v.y), pack_bf16x2(v.z, v.w));
         *reinterpret_cast<uint2 *>(Qs + r * LD + c) = u;
     }
     uint32_t q_addr = smem_addr(Qs + (lane % 16) * LD + (lane / 16) * 8);
@@ -178,8 +165,8 @@ k_attn_prompt(float *__restrict__ out, float *__restrict__ part_o, float *__rest
                 for (int np = 0; np < NST / 2; np++) {
                     uint32_t b[4];
                     ldsm4(b, k_addr + (np * 16 * LD + kk * 16) * 2);
-                    mma_16816(sc[2 * np], a, b[0], b[1]);
-                    mma_16816(sc[2 * np + 1], a, b[2], b[3]);
+                    mma_bf16(sc[2 * np], a[0], a[1], a[2], a[3], b[0], b[1]);
+                    mma_bf16(sc[2 * np + 1], a[0], a[1], a[2], a[3], b[2], b[3]);
                 }
             }
             /* mask, scale (base 2), the chunk's row maxima over the lane quad */
@@ -212,8 +199,8 @@ k_attn_prompt(float *__restrict__ out, float *__restrict__ part_o, float *__rest
                 float p2 = exp2f(sc[n][2] - base_b), p3 = exp2f(sc[n][3] - base_b);
                 sum_a += p0 + p1;
                 sum_b += p2 + p3;
-                pf[n / 2][(n % 2) * 2] = pack_bf16(p0, p1);
-                pf[n / 2][(n % 2) * 2 + 1] = pack_bf16(p2, p3);
+                pf[n / 2][(n % 2) * 2] = pack_bf16x2(p0, p1);
+                pf[n / 2][(n % 2) * 2 + 1] = pack_bf16x2(p2, p3);
             }
             l_a = l_a * f_a + sum_a;
             l_b = l_b * f_b + sum_b;
@@ -232,8 +219,8 @@ k_attn_prompt(float *__restrict__ out, float *__restrict__ part_o, float *__rest
                 for (int dp = 0; dp < NDT / 2; dp++) {
                     uint32_t b[4];
                     ldsm4_trans(b, v_addr + (kk * 16 * LD + dp * 16) * 2);
-                    mma_16816(o[2 * dp], pf[kk], b[0], b[1]);
-                    mma_16816(o[2 * dp + 1], pf[kk], b[2], b[3]);
+                    mma_bf16(o[2 * dp], pf[kk][0], pf[kk][1], pf[kk][2], pf[kk][3], b[0], b[1]);
+                    mma_bf16(o[2 * dp + 1], pf[kk][0], pf[kk][1], pf[kk][2], pf[kk][3], b[2], b[3]);
                 }
         }
         __syncthreads(); /* stage ci & 1 is refilled next iteration */

@@ -96,20 +96,6 @@ k_matmul(float *__restrict__ out, const float *__restrict__ x, const W *__restri
 /* ---- bf16 on the tensor cores ---- */
 #define TC_WARPS 8
 
-__device__ __forceinline__ uint32_t pack_bf16x2(float lo_k, float hi_k) {
-    __nv_bfloat162 h = __floats2bfloat162_rn(lo_k, hi_k); /* .x (lower k) in the low half */
-    return *reinterpret_cast<uint32_t *>(&h);
-}
-
-/* c (16x8 fp32, this lane's 4) += A (16x16 bf16) * B (16x8 bf16) */
-__device__ __forceinline__ void mma_bf16(float *c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,
-                                         uint32_t b1) {
-    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-                 "{%0,%1,%2,%3};"
-                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-                 : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-
 /* hi/lo halves of 8 x values, packed in k pairs */
 __device__ __forceinline__ void split8(const float *xf, uint32_t *hi, uint32_t *lo) {
 #pragma unroll
