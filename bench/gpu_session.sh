@@ -144,19 +144,7 @@ if has kprof; then # GPU time of every kernel of one Qwen3-8B decode step (Nsigh
         KESTREL_CUDA_GRAPHS=0 timeout 300 "$NCU" --metrics gpu__time_duration.sum --csv --launch-skip ${KPROF_SKIP:-3000} \
             --launch-count ${KPROF_COUNT:-420} build/kestrel run /tmp/q8 -p "$(head -c 1378 /tmp/src.txt)" -n 16 --temp 0 \
             --ignore-eos --device cuda 2>/dev/null > /tmp/kprof.csv
-        python3 - /tmp/kprof.csv <<'PY' | tee -a "$OUT/kprof.txt"
-import csv, sys, collections
-tot = collections.OrderedDict()
-for r in csv.DictReader(l for l in open(sys.argv[1]) if l.startswith('"')):
-    name = r["Kernel Name"].split("(")[0] + " " + r["Grid Size"]
-    v = float(r["Metric Value"].replace(",", "")) * (1000.0 if r["Metric Unit"] == "usecond" else 1.0 if r["Metric Unit"] == "nsecond" else 1e6)
-    c, t = tot.get(name, (0, 0.0))
-    tot[name] = (c + 1, t + v)
-allns = sum(t for c, t in tot.values())
-print("kernels: %d, GPU time %.1f us (each kernel alone, no overlap)" % (sum(c for c, t in tot.values()), allns / 1e3))
-for name, (c, t) in sorted(tot.items(), key=lambda kv: -kv[1][1]):
-    print("%8.1f us %5d calls %8.2f us/call  %s" % (t / 1e3, c, t / 1e3 / c, name[:90]))
-PY
+        python3 bench/ncu_table.py /tmp/kprof.csv | tee -a "$OUT/kprof.txt"
     else
         echo "kprof: no ncu or no checkpoint"
     fi
@@ -172,22 +160,7 @@ if has gprof; then # GPU time of each prompt-path kernel (GEMMs, prompt attentio
                 --launch-count ${GPROF_COUNT:-160} --metrics gpu__time_duration.sum,sm__cycles_elapsed.avg.per_second --csv \
                 "${args[@]}" 2>/dev/null > /tmp/gprof.csv
             echo "== $cmd" | tee -a "$OUT/gprof.txt"
-            python3 - /tmp/gprof.csv <<'PY' | tee -a "$OUT/gprof.txt"
-import csv, sys, collections
-rows = collections.OrderedDict()
-for r in csv.DictReader(l for l in open(sys.argv[1]) if l.startswith('"')):
-    key = (r["Kernel Name"].split("(")[0][:70], r["Grid Size"], r["Block Size"])
-    d = rows.setdefault(key, {"n": 0})
-    v = float(r["Metric Value"].replace(",", ""))
-    u = r["Metric Unit"]
-    if r["Metric Name"].startswith("gpu__time"):
-        d["n"] += 1
-        d["us"] = d.get("us", 0) + v * (1e-3 if u == "nsecond" else 1.0 if u == "usecond" else 1e3)
-    else:
-        d["ghz"] = v / (1e9 if u.startswith("cycle/second") or u == "Hz" else 1e0 if u == "cycle/nsecond" else 1e3 if u.startswith("cycle/usecond") else 1e9)
-for (name, grid, blk), d in rows.items():
-    print("%5d x %9.1f us  %s  grid %s block %s  clk %s" % (d["n"], d.get("us", 0) / max(d["n"], 1), name, grid, blk, d.get("ghz", "?")))
-PY
+            python3 bench/ncu_table.py /tmp/gprof.csv --by-block | tee -a "$OUT/gprof.txt"
         done
     else
         echo "gprof: no ncu or no checkpoint"
