@@ -25,6 +25,40 @@ static void sync(backend *be) {
     be->ops->buf_download(be, &x, d, 4);
 }
 
+/* Uniform pseudo-random values in [-scale/2, scale/2) (an LCG; zeros or a
+ * pattern draw less power on the tensor cores than real data) */
+static float rnd(uint32_t *st, float scale) {
+    *st = *st * 1664525u + 1013904223u;
+    return ((float)(*st >> 8) / 16777216.0f - 0.5f) * scale;
+}
+
+/* A backend weight of rows x k (k 0: a vector of rows) from host data */
+static int make_weight(backend *be, bk_weight *w, dtype_t dt, int rows, int k, void *data) {
+    st_tensor t;
+    memset(&t, 0, sizeof t);
+    t.name = "w";
+    t.dtype = dt;
+    t.n_dims = k ? 2 : 1;
+    t.shape[0] = rows;
+    t.shape[1] = k;
+    t.data = data;
+    const st_tensor *parts[1] = {&t};
+    return be->ops->weight_init(be, w, parts, 1);
+}
+
+/* rows x k bf16 weights, random in +-0.06, on the backend */
+static int random_bf16_weight(backend *be, bk_weight *w, int rows, int k, uint32_t *st) {
+    uint16_t *hw = malloc((size_t)rows * k * 2);
+    if (!hw) return -1;
+    for (size_t i = 0; i < (size_t)rows * k; i++) {
+        union { float f; uint32_t u; } c = {rnd(st, 0.125f)};
+        hw[i] = (uint16_t)(c.u >> 16);
+    }
+    int rc = make_weight(be, w, DTYPE_BF16, rows, k, hw);
+    free(hw);
+    return rc;
+}
+
 /* model_forward of one decode step of S sequences (1 token each, S = 1, 4,
  * 16) after a 512-token prompt each, repeated: the GPU side of batched
  * decode without the server (CUDA graphs as KESTREL_CUDA_GRAPHS says) */
@@ -46,7 +80,7 @@ static void time_forward(backend *be, const char *dir) {
         seqs[i] = &s[i];
         for (int j = 0; j < P; j++) { tok[j] = 100 + i + j; pos[j] = j; }
         kv_seq_reserve(&kv, &s[i], P + 64);
-        model_batch b = {P, tok, pos, seq, 1, &seqs[i], 1, &row, P, NULL};
+        model_batch b = {P, tok, pos, seq, 1, &seqs[i], 1, &row, P, NULL, false};
         double t0 = now();
         model_forward(m, &kv, &b, logits);
         if (i == 0) printf("forward prefill n=%d: %.1f ms\n", P, (now() - t0) * 1e3);
@@ -56,7 +90,7 @@ static void time_forward(backend *be, const char *dir) {
         int ns = ns_list[li];
         int32_t dt[S], dp[S], dsq[S], dr[S];
         for (int i = 0; i < ns; i++) { dt[i] = 7 + i; dp[i] = P; dsq[i] = i; dr[i] = i; }
-        model_batch d = {ns, dt, dp, dsq, ns, seqs, ns, dr, 0, NULL};
+        model_batch d = {ns, dt, dp, dsq, ns, seqs, ns, dr, 0, NULL, false};
         for (int w = 0; w < 3; w++) model_forward(m, &kv, &d, logits);
         double t0 = now();
         for (int r = 0; r < 20; r++) model_forward(m, &kv, &d, logits);
@@ -103,21 +137,9 @@ static void time_gemm_rotation(backend *be) {
     int shapes[4][2] = {{6144, 4096}, {4096, 4096}, {24576, 4096}, {4096, 12288}}, n = 2048;
     bk_weight w[4];
     float *x = be->ops->buf_alloc(be, (size_t)n * 12288 * 4), *o = be->ops->buf_alloc(be, (size_t)n * 24576 * 4);
+    uint32_t st = 777u;
     for (int si = 0; si < 4; si++) {
-        size_t cnt = (size_t)shapes[si][0] * shapes[si][1];
-        uint16_t *hw = malloc(cnt * 2);
-        for (size_t i = 0; i < cnt; i++) hw[i] = (uint16_t)(0x3c00 + (i * 2654435761u >> 24) % 64);
-        st_tensor t;
-        memset(&t, 0, sizeof t);
-        t.name = "w";
-        t.dtype = DTYPE_BF16;
-        t.n_dims = 2;
-        t.shape[0] = shapes[si][0];
-        t.shape[1] = shapes[si][1];
-        t.data = hw;
-        const st_tensor *parts[1] = {&t};
-        if (be->ops->weight_init(be, &w[si], parts, 1) != 0) return;
-        free(hw);
+        if (random_bf16_weight(be, &w[si], shapes[si][0], shapes[si][1], &st) != 0) return;
         be->ops->matmul_prompt(be, o, x, &w[si], NULL, n);
     }
     sync(be);
@@ -149,16 +171,9 @@ int main(int argc, char **argv) {
         float *x = be->ops->buf_alloc(be, dim * 4);
         float *hw = malloc(dim * 4);
         for (int i = 0; i < dim; i++) hw[i] = 1.0f;
-        st_tensor t;
-        memset(&t, 0, sizeof t);
-        t.name = "norm";
-        t.dtype = DTYPE_F32;
-        t.n_dims = 1;
-        t.shape[0] = dim;
-        t.data = hw;
-        const st_tensor *parts[1] = {&t};
         bk_weight w;
-        be->ops->weight_init(be, &w, parts, 1);
+        make_weight(be, &w, DTYPE_F32, dim, 0, hw);
+        free(hw);
         be->ops->rmsnorm(be, x, dim, x, dim, &w, 1, 1, dim, 1e-6f);
         sync(be);
         double t0 = now();
@@ -172,25 +187,9 @@ int main(int argc, char **argv) {
     for (int si = 0; si < 5; si++) {
         int rows = shapes[si][0], k = shapes[si][1];
         size_t wb = (size_t)rows * k * 2;
-        uint16_t *hw = calloc((size_t)rows * k, 2);
-        /* random-looking weights in +-0.06 (zeros or a pattern draw less power on the tensor cores) */
         uint32_t rs = 12345u;
-        for (size_t i = 0; i < (size_t)rows * k; i++) {
-            rs = rs * 1664525u + 1013904223u;
-            union { float f; uint32_t u; } c = {((float)(rs >> 8) / 16777216.0f - 0.5f) * 0.125f};
-            hw[i] = (uint16_t)(c.u >> 16);
-        }
-        st_tensor t;
-        memset(&t, 0, sizeof t);
-        t.name = "w";
-        t.dtype = DTYPE_BF16;
-        t.n_dims = 2;
-        t.shape[0] = rows;
-        t.shape[1] = k;
-        t.data = hw;
-        const st_tensor *parts[1] = {&t};
         bk_weight w;
-        if (be->ops->weight_init(be, &w, parts, 1) != 0) return 1;
+        if (random_bf16_weight(be, &w, rows, k, &rs) != 0) return 1;
         for (int ni = 0; ni < 4; ni++) {
             int n = ns[ni];
             float *x = be->ops->buf_alloc(be, (size_t)n * k * 4), *o = be->ops->buf_alloc(be, (size_t)n * rows * 4);
@@ -212,10 +211,7 @@ int main(int argc, char **argv) {
             int n = gn[gi];
             float *x = be->ops->buf_alloc(be, (size_t)n * k * 4), *o = be->ops->buf_alloc(be, (size_t)n * rows * 4);
             float *hx = malloc((size_t)n * k * 4);
-            for (size_t i = 0; i < (size_t)n * k; i++) {
-                rs = rs * 1664525u + 1013904223u;
-                hx[i] = (float)(rs >> 8) / 16777216.0f - 0.5f;
-            }
+            for (size_t i = 0; i < (size_t)n * k; i++) hx[i] = rnd(&rs, 1.0f);
             be->ops->buf_upload(be, x, hx, (size_t)n * k * 4);
             free(hx);
             be->ops->matmul_prompt(be, o, x, &w, NULL, n);
@@ -230,7 +226,6 @@ int main(int argc, char **argv) {
             be->ops->buf_free(be, o);
         }
         be->ops->weight_release(be, &w);
-        free(hw);
     }
     /* attention: one sequence, decode step at several context lengths */
     int nh = 32, nkv = 8, hd = 128, bs = 16;
