@@ -1,6 +1,6 @@
 /* engine_cost.c — what speculation costs on this machine, in decode steps:
- * the step-time model of the target (probed at start: t(n, L) = a + n (b +
- * c L) for n tokens of one sequence at context L), the proposers' pass
+ * the step-time model of the target (probed at start: t(n, L) = a + b n +
+ * L (c + d n) for n tokens of one sequence at context L), the proposers' pass
  * costs (probed at start, then followed from every measured pass), and the
  * values built on them (expected tokens per unit of cost) that the chooser,
  * the depth controller, the pass decision and the gates use. */
@@ -10,61 +10,91 @@
 #include "base/err.h"
 #include "engine/engine_internal.h"
 
-#define STEP_PROBE_CTX 256 /* context of the second pair of step probes */
+#define STEP_PROBE_L1 128  /* the two contexts of the step probes: both past a backend's first keys (from */
+#define STEP_PROBE_L2 1024 /* no keys to some is a step of its own, not a cost per key) */
 
-/* t(n, L) = a + n (b + c L): best-of-3 timings (after a warm-up) of 1 and
- * pld_draft_len + 1 tokens at contexts 0 and STEP_PROBE_CTX on a scratch
- * sequence (prefilled once). Without room or on failure: a verify of
- * pld_draft_len drafts costs 1.5 steps and context costs nothing. */
+/* t(n, L) = a + b n + L (c + d n): best-of-3 timings (after a warm-up) of 1
+ * and pld_draft_len + 1 tokens of one sequence at contexts L1 and L2 (its
+ * prefix prefilled once, as prompt rows), fitted exactly; t_decode is a
+ * 1-token step at context 0. A GPU reads a sequence's keys once for all its
+ * rows (d ~ 0), a CPU once per row (c ~ 0): the bilinear form holds both.
+ * With less room than L1 + 64 tokens, context costs nothing; on failure a
+ * verify of pld_draft_len drafts costs 1.5 steps. */
 void engine_measure_step(engine *e) {
-    int k1 = e->cfg.pld_draft_len + 1, L0 = STEP_PROBE_CTX;
-    if (e->kv.n_blocks * e->kv.block_size < L0 + k1 + 1) L0 = 0;
-    int n_all = L0 + k1;
+    int k1 = e->cfg.pld_draft_len + 1, room = e->kv.n_blocks * e->kv.block_size - k1 - 1;
+    int L1 = STEP_PROBE_L1, L2 = room < STEP_PROBE_L2 ? room : STEP_PROBE_L2;
+    if (L2 < L1 + 64) L1 = L2 = 0;
+    int n_all = L2 + k1;
     int32_t *tok = calloc((size_t)n_all, sizeof *tok), *pos = malloc((size_t)n_all * sizeof *pos);
     int32_t *seq = calloc((size_t)n_all, sizeof *seq), *rows = malloc((size_t)k1 * sizeof *rows);
     float *logits = malloc((size_t)k1 * e->m->cfg.vocab_size * sizeof(float));
     kv_seq s = {0};
     kv_seq *seqs[1] = {&s};
-    double t[4] = {1e9, 1e9, 1e9, 1e9};
+    double t[5] = {1e9, 1e9, 1e9, 1e9, 1e9}; /* (1, 0), (1, L1), (k1, L1), (1, L2), (k1, L2) */
     bool ok = tok && pos && seq && rows && logits && kv_seq_reserve(&e->kv, &s, n_all) == 0;
     for (int i = 0; ok && i < n_all; i++) pos[i] = i;
     for (int i = 0; ok && i < k1; i++) rows[i] = i;
-    if (ok && L0) { /* the context, once, as prompt rows: this also readies the prompt path (a backend's GEMM
-                     * library chooses its kernels and loads them on first use) outside the first request */
-        model_batch b = {L0, tok, pos, seq, 1, seqs, 0, rows, L0, NULL, false};
-        ok = model_forward(e->m, &e->kv, &b, logits) == 0;
+    /* the context, once, as prompt rows: this also readies the prompt path (a
+     * backend's GEMM library chooses its kernels and loads them on first use)
+     * outside the first request. Past L1 it grows by what half a second of
+     * prefill holds at the rate of the first L1 (a large model on a CPU). */
+    if (ok && L2) {
+        double t0 = now_s();
+        model_batch b = {L1, tok, pos, seq, 1, seqs, 0, rows, L1, NULL, false};
+        ok = model_forward(e->m, &e->kv, &b, logits) == 0 && model_sync(e->m) == 0;
+        double per_token = (now_s() - t0) / L1;
+        if (per_token > 0 && L1 + 0.5 / per_token < L2) L2 = L1 + (int)(0.5 / per_token);
+        if (L2 < L1 + 64) L2 = L1 + 64;
+        model_batch b2 = {L2 - L1, tok, pos + L1, seq, 1, seqs, 0, rows, L2 - L1, NULL, false};
+        ok = ok && model_forward(e->m, &e->kv, &b2, logits) == 0;
     }
     for (int rep = 0; ok && rep < 4; rep++)
-        for (int v = 0; ok && v < (L0 ? 4 : 2); v++) {
-            int n = v % 2 ? k1 : 1, from = v / 2 ? L0 : 0;
+        for (int v = 0; ok && v < (L2 ? 5 : 1); v++) {
+            int n = v && v % 2 == 0 ? k1 : 1, from = v == 0 ? 0 : v < 3 ? L1 : L2;
             model_batch b = {n, tok, pos + from, seq, 1, seqs, n, rows, 0, NULL, false};
             double t0 = now_s();
             ok = model_forward(e->m, &e->kv, &b, logits) == 0;
             double dt = now_s() - t0;
             if (rep > 0 && dt < t[v]) t[v] = dt;
         }
+    /* without context probes: the k1-token step at context 0 */
+    for (int rep = 0; ok && !L2 && rep < 4; rep++) {
+        model_batch b = {k1, tok, pos, seq, 1, seqs, k1, rows, 0, NULL, false};
+        double t0 = now_s();
+        ok = model_forward(e->m, &e->kv, &b, logits) == 0;
+        double dt = now_s() - t0;
+        if (rep > 0 && dt < t[2]) t[2] = dt;
+    }
     kv_seq_release(&e->kv, &s);
     free(tok); free(pos); free(seq); free(rows); free(logits);
-    if (!ok || t[0] >= 1e9 || t[1] >= 1e9) {
+    e->t_decode = t[0] < 1e9 ? t[0] : 0;
+    e->st_c = e->st_d = 0;
+    if (!ok || t[0] >= 1e9 || t[2] >= 1e9) {
         e->st_b = 0.5 / (k1 - 1);
         e->st_a = 1.0 - e->st_b;
-        e->st_c = 0;
-        e->t_decode = t[0] < 1e9 ? t[0] : 0;
         return;
     }
-    double b = (t[1] - t[0]) / (k1 - 1);
+    double c = 0, d = 0, t1 = L2 ? t[1] : t[0], tk = t[2];
+    if (L2) {
+        double s1 = (t[3] - t[1]) / (L2 - L1), sk = (t[4] - t[2]) / (L2 - L1); /* c + d, c + d k1 */
+        d = (sk - s1) / (k1 - 1);
+        if (d < 0) d = 0;
+        c = s1 - d;
+        if (c < 0) c = 0;
+    }
+    double b = (tk - t1) / (k1 - 1) - d * L1; /* t(k1, L1) - t(1, L1) = (k1 - 1)(b + d L1) */
     if (b < 0) b = 0;
-    double a = t[0] - b, c = 0;
-    if (a < 0.05 * t[0]) a = 0.05 * t[0];
-    if (L0 && t[2] < 1e9 && t[3] < 1e9) c = ((t[2] - t[0]) + (t[3] - t[1])) / ((double)L0 * (1 + k1));
-    if (c < 0) c = 0;
+    double a = t1 - b - (c + d) * L1;
+    if (a < 0.05 * t1) a = 0.05 * t1;
     e->st_a = a;
     e->st_b = b;
     e->st_c = c;
-    e->t_decode = t[0];
+    e->st_d = d;
 }
 
-static double step_time(const engine *e, double n, int L) { return e->st_a + n * (e->st_b + e->st_c * L); }
+static double step_time(const engine *e, double n, int L) {
+    return e->st_a + n * e->st_b + L * (e->st_c + n * e->st_d);
+}
 
 double engine_verify_cost(const engine *e, double k, int L) {
     return step_time(e, k + 1, L) / step_time(e, 1, L);

@@ -130,7 +130,7 @@ struct engine {
     int mtp_cap;
     int32_t *mtp_ids;       /* (mtp_depth, max_concurrent) the head's greedy drafts of a chain of passes */
     double dr_ratio;        /* drafter forward / target decode step */
-    double st_a, st_b, st_c; /* step time model, seconds: t(n, L) = a + n (b + c L) (engine_cost.c) */
+    double st_a, st_b, st_c, st_d; /* step time model, seconds: t(n, L) = a + b n + L (c + d n) (engine_cost.c) */
     double t_decode;        /* seconds of a 1-token decode step at an empty context (engine start) */
     kv_cache fl_kv;         /* the DFlash drafter's entries (n_blocks 0: none in use) */
     int fl_block;           /* block size drafted */
