@@ -235,7 +235,9 @@ int dflash_add_context(dflash *d, kv_cache *kv, int n, const int32_t *idx, const
     bool graph = model_graphs_on(m, n);
     if ((rc = model_prepare_batch(m, kv, &b, graph, &ab))) return rc;
     op->buf_upload(be, d->d_fidx, d->h_idx, (size_t)n * nf * 4);
-    op->buf_upload(be, m->d_pos, rope_pos, (size_t)n * 4); /* kv_store writes by slot: pos is free for RoPE */
+    /* kv_store writes by slot: pos is free for RoPE */
+    memcpy(model_step_seg(m, MODEL_SEG_POS), rope_pos, (size_t)n * 4);
+    if ((rc = model_upload_step(m, MODEL_SEG_ROWS + 1))) return rc;
     pass_ctx x = {d, kv, &ab, n, 0};
     /* the features' rows are indexed by the target's capacity: a key of their own */
     model_graph_key k = {MODEL_GRAPH_DFLASH_CTX, n, t->cap_tokens, n_seqs, kv->k[0], kv->n_blocks, t->feat, 0};
@@ -288,7 +290,9 @@ int dflash_draft(dflash *d, kv_cache *kv, int n_seqs, kv_seq *const *seqs, const
             d->h_rope[i] = rope0[s] + j;
         }
     op->buf_upload(be, d->d_apos, apos, (size_t)n * 4);
-    op->buf_upload(be, m->d_pos, d->h_rope, (size_t)n * 4); /* RoPE positions (kv_store writes by slot) */
+    /* RoPE positions (kv_store writes by slot) */
+    memcpy(model_step_seg(m, MODEL_SEG_POS), d->h_rope, (size_t)n * 4);
+    if ((rc = model_upload_step(m, MODEL_SEG_ROWS + 1))) return rc;
     ab.pos = d->d_apos;
     pass_ctx x = {d, kv, &ab, n, nr};
     model_graph_key k = {MODEL_GRAPH_DFLASH_BLOCK, n, nr, n_seqs, kv->k[0], kv->n_blocks, NULL, 0};

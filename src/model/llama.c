@@ -140,14 +140,16 @@ static void free_graphs(model *m) {
 static void free_acts(model *m) {
     backend *be = m->be;
     free_graphs(m);
-    void *bufs[] = {m->x,       m->xn,       m->qkv,     m->attn,    m->gu,      m->act,    m->logits_dev,
-                    m->d_tokens, m->d_pos,   m->d_seq,   m->d_slots, m->d_rows,  m->d_tables, m->hid,
-                    m->mtp_hid, m->mtp_in,   m->mtp_src, m->d_hid_idx, m->d_mtp_pos, m->feat, m->d_iota,
-                    m->d_tiles, m->d_ids, m->d_mtp_ids};
+    void *bufs[] = {m->x,      m->xn,     m->qkv,    m->attn,    m->gu,   m->act,    m->logits_dev, m->d_step,
+                    m->d_tables, m->hid,  m->mtp_hid, m->mtp_in, m->mtp_src, m->feat, m->d_iota, m->d_tiles,
+                    m->d_ids,  m->d_mtp_ids};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) be->ops->buf_free(be, bufs[i]);
     m->x = m->xn = m->qkv = m->attn = m->gu = m->act = m->logits_dev = NULL;
-    m->d_tokens = m->d_pos = m->d_seq = m->d_slots = m->d_rows = m->d_tables = m->d_hid_idx = m->d_mtp_pos = NULL;
+    m->d_step = m->d_tokens = m->d_pos = m->d_seq = m->d_slots = m->d_rows = m->d_tables = NULL;
+    m->d_hid_idx = m->d_mtp_pos = NULL;
+    free(m->h_step);
+    m->h_step = NULL;
     m->hid = m->mtp_hid = m->mtp_in = m->mtp_src = m->feat = NULL;
     m->d_iota = m->d_tiles = m->d_ids = m->d_mtp_ids = NULL;
     m->mtp_chain = m->mtp_last = 0;
@@ -176,7 +178,6 @@ void model_free(model *m) {
     }
     if (m->be) model_mtp_free(m);
     free(m->layers);
-    free(m->h_slots);
     free(m->h_tables);
     free(m->h_tab_len);
     st_close(&m->st);
@@ -204,11 +205,8 @@ static int ensure_acts(model *m, int n, int n_logits, int table_entries) {
         m->attn = be->ops->buf_alloc(be, cap * (size_t)c->n_heads * hd * 4);
         m->gu = be->ops->buf_alloc(be, cap * 2 * I * 4);
         m->act = be->ops->buf_alloc(be, cap * I * 4);
-        m->d_tokens = be->ops->buf_alloc(be, cap * 4);
-        m->d_pos = be->ops->buf_alloc(be, cap * 4);
-        m->d_seq = be->ops->buf_alloc(be, cap * 4);
-        m->d_slots = be->ops->buf_alloc(be, cap * 4);
-        m->d_rows = be->ops->buf_alloc(be, cap * 4);
+        m->d_step = be->ops->buf_alloc(be, (size_t)cap * MODEL_STEP_SEGS * 4);
+        m->h_step = malloc((size_t)cap * MODEL_STEP_SEGS * 4);
         m->d_tiles = be->ops->buf_alloc(be, cap * 8);
         m->h_tiles = malloc(cap * 8);
         if (m->mtp) {
@@ -216,9 +214,7 @@ static int ensure_acts(model *m, int n, int n_logits, int table_entries) {
             m->mtp_hid = be->ops->buf_alloc(be, cap * H * 4);
             m->mtp_in = be->ops->buf_alloc(be, cap * 2 * H * 4);
             m->mtp_src = be->ops->buf_alloc(be, cap * H * 4);
-            m->d_hid_idx = be->ops->buf_alloc(be, cap * 4);
-            m->d_mtp_pos = be->ops->buf_alloc(be, cap * 4);
-            if (!m->hid || !m->mtp_hid || !m->mtp_in || !m->mtp_src || !m->d_hid_idx || !m->d_mtp_pos) {
+            if (!m->hid || !m->mtp_hid || !m->mtp_in || !m->mtp_src) {
                 free_acts(m);
                 return err_set(KS_ENOMEM, "model: out of memory for MTP activations of %d tokens", n);
             }
@@ -237,8 +233,8 @@ static int ensure_acts(model *m, int n, int n_logits, int table_entries) {
             free(iota);
         }
         m->cap_tokens = cap;
-        if (!m->x || !m->xn || !m->qkv || !m->attn || !m->gu || !m->act || !m->d_tokens ||
-            !m->d_pos || !m->d_seq || !m->d_slots || !m->d_rows || !m->d_tiles || !m->h_tiles) {
+        if (!m->x || !m->xn || !m->qkv || !m->attn || !m->gu || !m->act || !m->d_step || !m->h_step || !m->d_tiles ||
+            !m->h_tiles) {
             free_acts(m);
             return err_set(KS_ENOMEM, "model: out of memory for activations of %d tokens", n);
         }
@@ -479,9 +475,15 @@ static int upload_tables(model *m, const kv_cache *kv, const model_batch *b, int
     return KS_OK;
 }
 
+/* the host staging of segment seg of the batch prepared last */
+int32_t *model_step_seg(model *m, int seg) { return m->h_step + (size_t)seg * m->step_n; }
+
+/* segments 0..k-1 of the batch prepared last, in one copy */
+int model_upload_step(model *m, int k) {
+    return m->be->ops->buf_upload(m->be, m->d_step, m->h_step, (size_t)k * m->step_n * 4);
+}
+
 int model_prepare_batch(model *m, kv_cache *kv, const model_batch *b, bool graph, bk_attn_batch *ab) {
-    backend *be = m->be;
-    const backend_ops *op = be->ops;
     const model_config *c = &m->cfg;
     int n = b->n_tokens;
     if (n <= 0) return err_set(KS_EINVAL, "forward: empty batch");
@@ -492,21 +494,21 @@ int model_prepare_batch(model *m, kv_cache *kv, const model_batch *b, bool graph
     if (graph) max_blocks = kv->n_blocks;
     int rc = ensure_acts(m, n, b->n_logits, b->n_seqs * max_blocks);
     if (rc) return rc;
-    /* host staging, kept between calls (no allocation per decode step); table
-     * entries past a sequence's blocks are never read */
-    size_t need_slots = (size_t)n, need_tables = (size_t)b->n_seqs * max_blocks;
-    if (need_slots > m->h_cap_slots || need_tables > m->h_cap_tables) {
-        size_t cs = need_slots > m->h_cap_slots ? need_slots * 2 : m->h_cap_slots;
-        size_t ct = need_tables > m->h_cap_tables ? need_tables * 2 : m->h_cap_tables;
-        int32_t *ns = realloc(m->h_slots, cs * 4), *nt;
-        if (!ns) return err_set(KS_ENOMEM, "forward: out of memory");
-        m->h_slots = ns;
-        m->h_cap_slots = cs;
-        if (!(nt = realloc(m->h_tables, ct * 4))) return err_set(KS_ENOMEM, "forward: out of memory");
+    /* host staging of the tables, kept between calls (no allocation per
+     * decode step); table entries past a sequence's blocks are never read */
+    size_t need_tables = (size_t)b->n_seqs * max_blocks;
+    if (need_tables > m->h_cap_tables) {
+        int32_t *nt = realloc(m->h_tables, need_tables * 2 * 4);
+        if (!nt) return err_set(KS_ENOMEM, "forward: out of memory");
         m->h_tables = nt;
-        m->h_cap_tables = ct;
+        m->h_cap_tables = need_tables * 2;
     }
-    int32_t *slots = m->h_slots;
+    if (b->n_logits > n) return err_set(KS_EINVAL, "forward: %d logit rows of %d tokens", b->n_logits, n);
+    m->step_n = n;
+    int32_t **views[MODEL_STEP_SEGS] = {&m->d_tokens, &m->d_pos,  &m->d_seq,     &m->d_slots,
+                                         &m->d_rows,   &m->d_hid_idx, &m->d_mtp_pos};
+    for (int i = 0; i < MODEL_STEP_SEGS; i++) *views[i] = m->d_step + (size_t)i * n;
+    int32_t *slots = model_step_seg(m, MODEL_SEG_SLOTS);
     for (int i = 0; i < n; i++) {
         int s = b->seq[i], p = b->pos[i];
         int t = b->tokens ? b->tokens[i] : 0; /* (no host tokens: a chained MTP pass's are on the device) */
@@ -522,11 +524,10 @@ int model_prepare_batch(model *m, kv_cache *kv, const model_batch *b, bool graph
             return err_set(KS_EINVAL, "forward: logit row %d out of range", b->logit_rows[r]);
         }
     if ((rc = upload_tables(m, kv, b, max_blocks))) return rc;
-    if (b->tokens) op->buf_upload(be, m->d_tokens, b->tokens, (size_t)n * 4);
-    op->buf_upload(be, m->d_pos, b->pos, (size_t)n * 4);
-    op->buf_upload(be, m->d_seq, b->seq, (size_t)n * 4);
-    op->buf_upload(be, m->d_slots, slots, (size_t)n * 4);
-    op->buf_upload(be, m->d_rows, b->logit_rows, (size_t)b->n_logits * 4);
+    if (b->tokens) memcpy(model_step_seg(m, MODEL_SEG_TOKENS), b->tokens, (size_t)n * 4);
+    memcpy(model_step_seg(m, MODEL_SEG_POS), b->pos, (size_t)n * 4);
+    memcpy(model_step_seg(m, MODEL_SEG_SEQ), b->seq, (size_t)n * 4);
+    memcpy(model_step_seg(m, MODEL_SEG_ROWS), b->logit_rows, (size_t)b->n_logits * 4);
 
     bk_attn_batch a = {n, m->d_pos, m->d_seq, m->d_slots, m->d_tables, max_blocks, kv->block_size, max_pos,
                        kv->n_blocks * kv->block_size, 0, NULL, 0};
@@ -561,7 +562,7 @@ int model_forward(model *m, kv_cache *kv, const model_batch *b, float *logits) {
      * chunk; a decode step is the one that repeats) */
     bool graph = model_graphs_on(m, n) && b->n_prompt == 0;
     int rc = model_prepare_batch(m, kv, b, graph, &ab);
-    if (rc) return rc;
+    if (rc || (rc = model_upload_step(m, MODEL_SEG_ROWS + 1))) return rc;
     bool features = m->n_feat && !b->no_features;
     forward_ctx f = {kv, &ab, n, b->n_logits, features};
     model_graph_key k = {features || !m->n_feat ? MODEL_GRAPH_FORWARD : MODEL_GRAPH_FORWARD_NO_FEATURES, n, b->n_logits,

@@ -23,6 +23,9 @@
 #define MODEL_MAX_GRAPHS 64
 #define MODEL_GRAPH_MAX_TOKENS 16
 #define MODEL_MTP_MAX_CHAIN 16 /* head passes whose ids one chain keeps on the device */
+/* segments of model.d_step, in upload order (a forward sends the first 5) */
+enum { MODEL_SEG_TOKENS, MODEL_SEG_POS, MODEL_SEG_SEQ, MODEL_SEG_SLOTS, MODEL_SEG_ROWS, MODEL_SEG_HID_IDX,
+       MODEL_SEG_MTP_POS, MODEL_STEP_SEGS };
 
 /* What a recorded op sequence depends on besides the model's own buffers:
  * which sequence (tag), its shape, the KV cache it writes (and its size),
@@ -75,7 +78,15 @@ typedef struct model {
     /* activation buffers (backend), sized for cap_tokens rows */
     int cap_tokens;
     float *x, *xn, *qkv, *attn, *gu, *act, *logits_dev;
-    int32_t *d_tokens, *d_pos, *d_seq, *d_slots, *d_rows, *d_tables;
+    /* a forward's index arrays travel in one upload: d_step holds
+     * MODEL_STEP_SEGS segments of n int32 each for a batch of n tokens
+     * (model_prepare_batch stages them in h_step; model_upload_step sends the
+     * first k), so the pointers below are d_step + i n; a graph keyed on n
+     * finds them where it was captured. */
+    int32_t *d_step, *h_step; /* (MODEL_STEP_SEGS * cap) device / host staging (owned) */
+    int step_n;               /* n of the batch staged last */
+    int32_t *d_tokens, *d_pos, *d_seq, *d_slots, *d_rows, *d_hid_idx, *d_mtp_pos; /* views of d_step */
+    int32_t *d_tables;
     int32_t *d_tiles;     /* (cap, 2) prompt-row tiles (bk_attn_batch.tiles) */
     int32_t *d_ids;       /* (cap_logits) argmax of each logits row (drafts) */
     int32_t *d_mtp_ids;   /* (cap_logits * MODEL_MTP_MAX_CHAIN) the argmax ids of a chain of MTP passes */
@@ -83,8 +94,8 @@ typedef struct model {
     int32_t *h_tiles;     /* (cap, 2) host staging of the same (owned) */
     int cap_tables;       /* int32 entries in d_tables */
     int cap_logits;       /* rows of logits_dev (sized by logit rows, not tokens) */
-    int32_t *h_slots, *h_tables; /* host staging of the same (owned) */
-    size_t h_cap_slots, h_cap_tables;
+    int32_t *h_tables;    /* host staging of d_tables (owned) */
+    size_t h_cap_tables;
     /* h_tables as a mirror of d_tables: row s holds h_tab_len[s] block ids
      * already on the device, valid while the layout (KV cache tab_kv, row
      * width) stays; tab_kv NULL: nothing on the device counts (a new
@@ -97,8 +108,6 @@ typedef struct model {
     float *mtp_hid;       /* (cap, hidden) the head's output (after its norm) of its last forward */
     float *mtp_in;        /* (cap, 2*hidden) [norm_e(embed) ; norm_h(h)] */
     float *mtp_src;       /* (cap, hidden) hidden rows gathered for the head */
-    int32_t *d_hid_idx;   /* (cap) */
-    int32_t *d_mtp_pos;   /* (cap) the head's RoPE positions (its KV index is one less) */
     /* features for a DFlash drafter (model_capture_layers): the residual
      * stream after each listed layer, for every row of the last forward */
     int n_feat;
@@ -149,13 +158,17 @@ int model_sync(model *m);
 int model_forward(model *m, kv_cache *kv, const model_batch *b, float *logits);
 
 /* Internal to model/: one decoder layer over m->x; batch validation and
- * uploads (fills ab). */
+ * staging (fills ab; the block tables go up here, the index arrays wait in
+ * h_step, where a caller may change or add segments, for
+ * model_upload_step, which sends segments 0..k-1 in one copy). */
 /* normed: m->xn already holds attn_norm(m->x) (the layer before fused it);
  * next_norm: when set, the final residual add also writes
  * next_norm(m->x) into m->xn (one op instead of two). */
 void model_layer_forward(model *m, const model_layer *L, void *k_cache, void *v_cache, const bk_attn_batch *ab,
                          const int32_t *rope_pos, int n, bool normed, const bk_weight *next_norm);
 int model_prepare_batch(model *m, kv_cache *kv, const model_batch *b, bool graph, bk_attn_batch *ab);
+int32_t *model_step_seg(model *m, int seg);
+int model_upload_step(model *m, int k);
 int model_load_layer(model *m, model_layer *L, const char *prefix);
 
 /* Replayable op sequences (CUDA graphs; llama.c): model_graphs_on says

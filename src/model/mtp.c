@@ -94,11 +94,12 @@ int model_mtp_forward(model *m, kv_cache *mkv, const model_batch *b, const int32
     bool graph = model_graphs_on(m, n);
     int rc = model_prepare_batch(m, mkv, b, graph, &ab);
     if (rc) return rc;
+    memcpy(model_step_seg(m, MODEL_SEG_HID_IDX), hid_idx, (size_t)n * 4);
+    memcpy(model_step_seg(m, MODEL_SEG_MTP_POS), rope_pos, (size_t)n * 4);
+    if ((rc = model_upload_step(m, MODEL_STEP_SEGS))) return rc;
     /* (a chain's buffers stay: its passes are no larger than its first) */
     if (chained && (rc = op->buf_upload(be, m->d_tokens, m->d_mtp_ids + (m->mtp_chain - m->mtp_last), (size_t)n * 4)))
         return rc;
-    op->buf_upload(be, m->d_hid_idx, hid_idx, (size_t)n * 4);
-    if ((rc = op->buf_upload(be, m->d_mtp_pos, rope_pos, (size_t)n * 4))) return rc;
     mtp_ctx x = {mkv, &ab, n, b->n_logits, src};
     model_graph_key k = {src == MTP_SRC_MTP ? MODEL_GRAPH_MTP_SELF : MODEL_GRAPH_MTP_TARGET, n, b->n_logits, b->n_seqs,
                          mkv->k[0], mkv->n_blocks, NULL, 0};
