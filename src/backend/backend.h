@@ -133,6 +133,11 @@ typedef struct backend_ops {
                          const float *inv_freq, void *k_cache, void *v_cache, const bk_attn_batch *ab);
     /* out (n, dim) = in[idx[i]] */
     void (*gather_rows)(backend *be, float *out, const float *in, const int32_t *idx, int n, int dim);
+    /* The MTP head's input rows in one op: out (n, 2*dim) =
+     * [RMSNorm(table[ids[t]]) * w_e ; RMSNorm(hid[idx[t]]) * w_h] — the
+     * results equal embed, gather_rows and two rmsnorm calls. */
+    void (*mtp_input)(backend *be, float *out, const bk_weight *table, const int32_t *ids, const float *hid,
+                      const int32_t *idx, const bk_weight *w_e, const bk_weight *w_h, int n, int dim, float eps);
     /* out (n) int32 = for each row of in (n, cols) the index of its largest
      * value, the lowest such index on ties (sample_argmax's rule): greedy
      * drafts leave the device as ids, not as rows of logits */

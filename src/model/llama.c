@@ -141,7 +141,7 @@ static void free_acts(model *m) {
     backend *be = m->be;
     free_graphs(m);
     void *bufs[] = {m->x,      m->xn,     m->qkv,    m->attn,    m->gu,   m->act,    m->logits_dev, m->d_step,
-                    m->d_tables, m->hid,  m->mtp_hid, m->mtp_in, m->mtp_src, m->feat, m->d_iota, m->d_tiles,
+                    m->d_tables, m->hid,  m->mtp_hid, m->mtp_in, m->feat, m->d_iota, m->d_tiles,
                     m->d_ids,  m->d_mtp_ids};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) be->ops->buf_free(be, bufs[i]);
@@ -150,7 +150,7 @@ static void free_acts(model *m) {
     m->d_hid_idx = m->d_mtp_pos = NULL;
     free(m->h_step);
     m->h_step = NULL;
-    m->hid = m->mtp_hid = m->mtp_in = m->mtp_src = m->feat = NULL;
+    m->hid = m->mtp_hid = m->mtp_in = m->feat = NULL;
     m->d_iota = m->d_tiles = m->d_ids = m->d_mtp_ids = NULL;
     m->mtp_chain = m->mtp_last = 0;
     free(m->h_tiles);
@@ -213,8 +213,7 @@ static int ensure_acts(model *m, int n, int n_logits, int table_entries) {
             m->hid = be->ops->buf_alloc(be, cap * H * 4);
             m->mtp_hid = be->ops->buf_alloc(be, cap * H * 4);
             m->mtp_in = be->ops->buf_alloc(be, cap * 2 * H * 4);
-            m->mtp_src = be->ops->buf_alloc(be, cap * H * 4);
-            if (!m->hid || !m->mtp_hid || !m->mtp_in || !m->mtp_src) {
+            if (!m->hid || !m->mtp_hid || !m->mtp_in) {
                 free_acts(m);
                 return err_set(KS_ENOMEM, "model: out of memory for MTP activations of %d tokens", n);
             }

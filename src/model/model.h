@@ -107,7 +107,6 @@ typedef struct model {
     float *hid;           /* (cap, hidden) target's final-normed hidden states of the last forward */
     float *mtp_hid;       /* (cap, hidden) the head's output (after its norm) of its last forward */
     float *mtp_in;        /* (cap, 2*hidden) [norm_e(embed) ; norm_h(h)] */
-    float *mtp_src;       /* (cap, hidden) hidden rows gathered for the head */
     /* features for a DFlash drafter (model_capture_layers): the residual
      * stream after each listed layer, for every row of the last forward */
     int n_feat;

@@ -61,10 +61,8 @@ static void mtp_ops(model *m, const void *ctx) {
     const backend_ops *op = be->ops;
     const model_config *c = &m->cfg;
     int n = x->n, H = c->hidden_size;
-    op->gather_rows(be, m->mtp_src, x->src == MTP_SRC_MTP ? m->mtp_hid : m->hid, m->d_hid_idx, n, H);
-    op->embed(be, m->x, &m->embed, m->d_tokens, n);
-    op->rmsnorm(be, m->mtp_in, 2 * H, m->x, H, &m->mtp->pre_e, n, 1, H, c->rms_norm_eps);
-    op->rmsnorm(be, m->mtp_in + H, 2 * H, m->mtp_src, H, &m->mtp->pre_h, n, 1, H, c->rms_norm_eps);
+    op->mtp_input(be, m->mtp_in, &m->embed, m->d_tokens, x->src == MTP_SRC_MTP ? m->mtp_hid : m->hid, m->d_hid_idx,
+                  &m->mtp->pre_e, &m->mtp->pre_h, n, H, c->rms_norm_eps);
     op->matmul(be, m->x, m->mtp_in, &m->mtp->fc, NULL, n);
     model_layer_forward(m, &m->mtp->layer, x->mkv->k[0], x->mkv->v[0], x->ab, m->d_mtp_pos, n, false, NULL);
     op->rmsnorm(be, m->mtp_hid, H, m->x, H, &m->mtp->norm, n, 1, H, c->rms_norm_eps);

@@ -408,3 +408,54 @@ TEST(test_cuda_fused_ops_equal_the_separate_ops) {
         }
     close_pair(&p);
 }
+
+/* The MTP head's input op (mtp_input) gives bitwise what embed, gather_rows
+ * and two rmsnorm calls give on the GPU, and matches the CPU's op: hidden
+ * sizes on the warp (512) and block (2048, 1536) paths, bf16 and f32
+ * embedding tables, repeated and out-of-order rows. */
+TEST(test_cuda_mtp_input_equals_the_separate_ops) {
+    pair p = {0};
+    if (!open_pair(&p)) SKIP("no CUDA GPU");
+    int dims[3] = {512, 2048, 1536}, n = 3, vocab = 37, hrows = 5;
+    int32_t ids[3] = {36, 0, 36}, idx[3] = {4, 1, 4};
+    for (int di = 0; di < 3; di++)
+        for (int bf = 0; bf < 2; bf++) {
+            int dim = dims[di];
+            void *ht, *he, *hh;
+            st_tensor tt = make_tensor(bf ? DTYPE_BF16 : DTYPE_F32, vocab, dim, &ht);
+            st_tensor te = make_tensor(DTYPE_F32, dim, 0, &he), th = make_tensor(DTYPE_F32, dim, 0, &hh);
+            const st_tensor *pt[1] = {&tt}, *pe[1] = {&te}, *ph[1] = {&th};
+            bk_weight tc, tg, ec, eg, hc, hg;
+            CHECK(p.cpu->ops->weight_init(p.cpu, &tc, pt, 1) == 0 && p.gpu->ops->weight_init(p.gpu, &tg, pt, 1) == 0);
+            CHECK(p.cpu->ops->weight_init(p.cpu, &ec, pe, 1) == 0 && p.gpu->ops->weight_init(p.gpu, &eg, pe, 1) == 0);
+            CHECK(p.cpu->ops->weight_init(p.cpu, &hc, ph, 1) == 0 && p.gpu->ops->weight_init(p.gpu, &hg, ph, 1) == 0);
+            size_t hb = (size_t)hrows * dim * 4, ob = (size_t)n * 2 * dim * 4;
+            float *hid = malloc(hb), *a = malloc(ob), *b = malloc(ob), *c = malloc(ob);
+            for (int i = 0; i < hrows * dim; i++) hid[i] = frand() * 3;
+            float *dhid = up(p.gpu, hid, hb), *dout = p.gpu->ops->buf_alloc(p.gpu, ob),
+                  *dx = p.gpu->ops->buf_alloc(p.gpu, (size_t)n * dim * 4), *dg = p.gpu->ops->buf_alloc(p.gpu, (size_t)n * dim * 4);
+            int32_t *dids = up(p.gpu, ids, sizeof ids), *didx = up(p.gpu, idx, sizeof idx);
+            /* the separate ops */
+            p.gpu->ops->embed(p.gpu, dx, &tg, dids, n);
+            p.gpu->ops->gather_rows(p.gpu, dg, dhid, didx, n, dim);
+            p.gpu->ops->rmsnorm(p.gpu, dout, 2 * dim, dx, dim, &eg, n, 1, dim, 1e-6f);
+            p.gpu->ops->rmsnorm(p.gpu, dout + dim, 2 * dim, dg, dim, &hg, n, 1, dim, 1e-6f);
+            down(p.gpu, a, dout, ob);
+            /* the fused op */
+            p.gpu->ops->mtp_input(p.gpu, dout, &tg, dids, dhid, didx, &eg, &hg, n, dim, 1e-6f);
+            down(p.gpu, b, dout, ob);
+            CHECK_MSG(!memcmp(a, b, ob), "mtp_input dim %d bf16 %d: not the separate ops' bits", dim, bf);
+            p.cpu->ops->mtp_input(p.cpu, c, &tc, ids, hid, idx, &ec, &hc, n, dim, 1e-6f);
+            CHECK_MSG(max_rel(b, c, (size_t)n * 2 * dim, NULL) < 1e-5, "mtp_input dim %d vs cpu: %g", dim,
+                      max_rel(b, c, (size_t)n * 2 * dim, NULL));
+            void *bufs[] = {dhid, dout, dx, dg, dids, didx};
+            for (int i = 0; i < 6; i++) p.gpu->ops->buf_free(p.gpu, bufs[i]);
+            bk_weight *ws[3] = {&tg, &eg, &hg}, *wc[3] = {&tc, &ec, &hc};
+            for (int i = 0; i < 3; i++) {
+                p.gpu->ops->weight_release(p.gpu, ws[i]);
+                p.cpu->ops->weight_release(p.cpu, wc[i]);
+            }
+            free(hid); free(a); free(b); free(c); free(ht); free(he); free(hh);
+        }
+    close_pair(&p);
+}

@@ -21,7 +21,8 @@
 #include "test.h"
 
 typedef enum {
-    R_EMBED, R_RMSNORM, R_MATMUL, R_ROPE, R_KV_STORE, R_ATTN, R_SILU, R_ADD, R_ADD_NORM, R_QK_NORM_ROPE, R_GATHER, R_ARGMAX
+    R_EMBED, R_RMSNORM, R_MATMUL, R_ROPE, R_KV_STORE, R_ATTN, R_SILU, R_ADD, R_ADD_NORM, R_QK_NORM_ROPE, R_GATHER, R_MTP_INPUT,
+    R_ARGMAX
 } rec_kind;
 
 typedef struct {
@@ -30,7 +31,7 @@ typedef struct {
     const float *in, *in2;
     float *out2;
     int32_t *iout;
-    const bk_weight *w, *w2;
+    const bk_weight *w, *w2, *w3;
     const int32_t *ids;
     const float *fp;
     int i[6];
@@ -101,6 +102,7 @@ static void run_op(backend *be, const rec_op *o) {
                          o->out2, (void *)o->in2, &o->ab);
         break;
     case R_GATHER: op->gather_rows(c, o->out, o->in, o->ids, o->i[0], o->i[1]); break;
+    case R_MTP_INPUT: op->mtp_input(c, o->out, o->w, o->ids, o->in, o->iout, o->w2, o->w3, o->i[0], o->i[1], o->f); break;
     case R_ARGMAX: op->argmax(c, o->iout, o->in, o->i[0], o->i[1]); break;
     }
 }
@@ -148,6 +150,12 @@ static void r_qk_norm_rope(backend *be, float *qkv, int stride, int n, int nh, i
 }
 static void r_gather(backend *be, float *out, const float *in, const int32_t *idx, int n, int dim) {
     DO(.k = R_GATHER, .out = out, .in = in, .ids = idx, .i = {n, dim});
+}
+
+static void r_mtp_input(backend *be, float *out, const bk_weight *t, const int32_t *ids, const float *hid,
+                        const int32_t *idx, const bk_weight *we, const bk_weight *wh, int n, int dim, float eps) {
+    DO(.k = R_MTP_INPUT, .out = out, .w = t, .ids = ids, .in = hid, .iout = (int32_t *)idx, .w2 = we, .w3 = wh,
+       .i = {n, dim}, .f = eps);
 }
 
 static void r_argmax(backend *be, int32_t *out, const float *in, int n, int cols) {
@@ -201,7 +209,7 @@ static const backend_ops rec_ops = {
     .weight_init = r_winit, .weight_release = r_wrel, .embed = r_embed, .rmsnorm = r_rmsnorm, .matmul = r_matmul,
     .rope = r_rope, .kv_store = r_kv_store, .attention = r_attention, .silu_mul = r_silu, .add = r_add,
     .add_rmsnorm = r_add_norm, .qk_norm_rope = r_qk_norm_rope,
-    .gather_rows = r_gather, .argmax = r_argmax, .graph_begin = r_graph_begin, .graph_end = r_graph_end, .graph_launch = r_graph_launch,
+    .gather_rows = r_gather, .mtp_input = r_mtp_input, .argmax = r_argmax, .graph_begin = r_graph_begin, .graph_end = r_graph_end, .graph_launch = r_graph_launch,
     .graph_free = r_graph_free, .free = r_free};
 
 static backend *rec_backend_new(void) {

@@ -298,6 +298,18 @@ static void cpu_gather_rows(backend *be, float *out, const float *in, const int3
         memmove(out + (int64_t)i * dim, in + (int64_t)idx[i] * dim, (size_t)dim * sizeof(float));
 }
 
+static void cpu_mtp_input(backend *be, float *out, const bk_weight *table, const int32_t *ids, const float *hid,
+                          const int32_t *idx, const bk_weight *w_e, const bk_weight *w_h, int n, int dim, float eps) {
+    for (int t = 0; t < n; t++) {
+        float *e = out + (int64_t)t * 2 * dim;
+        int64_t base = (int64_t)ids[t] * dim;
+        for (int j = 0; j < dim; j++) e[j] = weight_at(table, base + j);
+        memcpy(e + dim, hid + (int64_t)idx[t] * dim, (size_t)dim * sizeof(float));
+    }
+    cpu_rmsnorm(be, out, 2 * dim, out, 2 * dim, w_e, n, 1, dim, eps);
+    cpu_rmsnorm(be, out + dim, 2 * dim, out + dim, 2 * dim, w_h, n, 1, dim, eps);
+}
+
 static void cpu_argmax(backend *be, int32_t *out, const float *in, int n, int cols) {
     (void)be;
     for (int r = 0; r < n; r++) {
@@ -339,6 +351,7 @@ static const backend_ops cpu_ops = {
     .add_rmsnorm = cpu_add_rmsnorm,
     .qk_norm_rope = cpu_qk_norm_rope,
     .gather_rows = cpu_gather_rows,
+    .mtp_input = cpu_mtp_input,
     .argmax = cpu_argmax,
     .graph_begin = NULL,
     .free = cpu_free,

@@ -338,6 +338,14 @@ static void cu_gather(backend *be, float *out, const float *in, const int32_t *i
     PROF(be, "gather", ks_cuda_gather_rows(S, out, in, idx, n, dim));
 }
 
+static void cu_mtp_input(backend *be, float *out, const bk_weight *t, const int32_t *ids, const float *hid,
+                         const int32_t *idx, const bk_weight *we, const bk_weight *wh, int n, int dim, float eps) {
+    SKIP_IF_FAILED();
+    PROF(be, "mtp_input",
+         ks_cuda_mtp_input(S, out, t->impl, wtype_of(t->dtype), ids, hid, idx, (const float *)we->impl,
+                           (const float *)wh->impl, n, dim, eps));
+}
+
 static void cu_argmax(backend *be, int32_t *out, const float *in, int n, int cols) {
     SKIP_IF_FAILED();
     PROF(be, "argmax", ks_cuda_argmax(S, out, in, n, cols));
@@ -408,7 +416,7 @@ static void cu_backend_free(backend *be) {
 static const backend_ops cuda_ops = {
     "cuda",       2 /* bf16 KV */, cu_alloc,       cu_free,      cu_upload,       cu_download,   cu_weight_init, cu_weight_release,
     cu_embed,     cu_rmsnorm,     cu_matmul,    cu_matmul_prompt, cu_rope,         cu_kv_store,   cu_attention,   cu_silu_mul,
-    cu_add,       cu_add_rmsnorm, cu_qk_norm_rope, cu_gather,  cu_argmax,    cu_graph_begin, cu_graph_end,  cu_graph_launch, cu_graph_free, cu_backend_free,
+    cu_add,       cu_add_rmsnorm, cu_qk_norm_rope, cu_gather,  cu_mtp_input, cu_argmax,    cu_graph_begin, cu_graph_end,  cu_graph_launch, cu_graph_free, cu_backend_free,
 };
 
 static int pdl_state = -1; /* -1: not yet decided */

@@ -27,6 +27,9 @@ void ks_cuda_qk_norm_rope(ks_stream s, float *qkv, int stride, int n, int nh, in
                           const float *k_w, float eps, const int32_t *pos, const float *inv_freq, void *kc, void *vc,
                           const int32_t *slots);
 void ks_cuda_gather_rows(ks_stream s, float *out, const float *in, const int32_t *idx, int n, int dim);
+/* out (n, 2 dim) = [rmsnorm(table[ids]) * we ; rmsnorm(hid[idx]) * wh] */
+void ks_cuda_mtp_input(ks_stream s, float *out, const void *table, int wtype, const int32_t *ids, const float *hid,
+                       const int32_t *idx, const float *we, const float *wh, int n, int dim, float eps);
 void ks_cuda_argmax(ks_stream s, int32_t *out, const float *in, int n, int cols);
 /* KV caches hold bf16 (backend_ops.kv_elem_bytes = 2) */
 void ks_cuda_kv_store(ks_stream s, void *kc, void *vc, const float *k, const float *v, int src_stride,

@@ -6,7 +6,9 @@
  * of 256 threads per row, each thread holding its float4 chunks in
  * registers, so the row is read in one round of loads. In both, the sum of
  * squares is strided per thread, reduced by a fixed butterfly, then (blocks)
- * warps in order — the arithmetic depends only on dim, never on the batch. */
+ * warps in order — the arithmetic depends only on dim, never on the batch.
+ * Also the MTP head's input (ks_cuda_mtp_input): two such norms per row, of
+ * an embedding row and a gathered hidden row, in one launch. */
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
 
@@ -25,20 +27,30 @@ __device__ __forceinline__ float block_sum(float v, float *red) {
     return tot;
 }
 
+/* element j of a row as f32: activations (float) or a weight table's row
+ * (bf16 / f16 / f32, the MTP head's embedding input) */
+__device__ __forceinline__ float elem(const float *p, int j) { return p[j]; }
+__device__ __forceinline__ float elem(const __nv_bfloat16 *p, int j) { return __bfloat162float(p[j]); }
+__device__ __forceinline__ float elem(const __half *p, int j) { return __half2float(p[j]); }
+
+/* One warp normalizes one row x into y (y may equal x) */
+template <typename T>
+__device__ __forceinline__ void norm_row_warp(float *y, const T *x, const float *w, int dim, float eps, int lane) {
+    float ss = 0.f;
+    for (int j = lane; j < dim; j += 32) ss = fmaf(elem(x, j), elem(x, j), ss);
+    ss = warp_sum(ss);
+    float inv = 1.0f / sqrtf(ss / (float)dim + eps);
+    __syncwarp();
+    for (int j = lane; j < dim; j += 32) y[j] = w[j] * (elem(x, j) * inv);
+}
+
 __global__ void k_rmsnorm_warp(float *out, int os, const float *in, int is, const float *w, int n, int nh, int dim,
                                float eps) {
     pdl_start();
     int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     if (row >= n * nh) return;
     int t = row / nh, h = row % nh;
-    const float *x = in + (size_t)t * is + (size_t)h * dim;
-    float *y = out + (size_t)t * os + (size_t)h * dim;
-    float ss = 0.f;
-    for (int j = lane; j < dim; j += 32) ss = fmaf(x[j], x[j], ss);
-    ss = warp_sum(ss);
-    float inv = 1.0f / sqrtf(ss / (float)dim + eps);
-    __syncwarp();
-    for (int j = lane; j < dim; j += 32) y[j] = w[j] * (x[j] * inv);
+    norm_row_warp(out + (size_t)t * os + (size_t)h * dim, in + (size_t)t * is + (size_t)h * dim, w, dim, eps, lane);
 }
 
 /* Long rows, in float4 chunks held in registers: thread i takes chunks
@@ -52,6 +64,17 @@ __device__ __forceinline__ void load_chunks(float4 *v, const float *p, int d4) {
 #pragma unroll
     for (int c = 0; c < NC; c++)
         if (threadIdx.x + c * RN_THREADS < d4) v[c] = p4[threadIdx.x + c * RN_THREADS];
+}
+
+/* the same chunks out of a 16-bit row (8 bytes each), converted exactly */
+template <int NC, typename T>
+__device__ __forceinline__ void load_chunks(float4 *v, const T *p, int d4) {
+#pragma unroll
+    for (int c = 0; c < NC; c++)
+        if (threadIdx.x + c * RN_THREADS < d4) {
+            int j = 4 * (threadIdx.x + c * RN_THREADS);
+            v[c] = make_float4(elem(p, j), elem(p, j + 1), elem(p, j + 2), elem(p, j + 3));
+        }
 }
 
 /* dst = w * (v / sqrt(mean(v^2) + eps)) over the row's chunks v (wv: the
@@ -133,6 +156,35 @@ __global__ void k_add_rmsnorm_warp(float *x, const float *y, float *out, const f
     for (int j = lane; j < dim; j += 32) o[j] = w[j] * (xr[j] * inv);
 }
 
+/* The MTP head's input: row t of out (row stride 2 dim) is
+ * [rmsnorm(table[ids[t]]) * we ; rmsnorm(hid[idx[t]]) * wh]; blockIdx.y
+ * picks the half. Each half goes through the arithmetic of the rmsnorm
+ * kernels above, so the results equal embed / gather_rows, then rmsnorm. */
+template <typename T>
+__global__ void k_mtp_input_warp(float *out, const T *table, const int32_t *ids, const float *hid, const int32_t *idx,
+                                 const float *we, const float *wh, int n, int dim, float eps) {
+    pdl_start();
+    int t = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
+    if (t >= n) return;
+    float *y = out + (size_t)t * 2 * dim;
+    if (blockIdx.y) norm_row_warp(y + dim, hid + (size_t)idx[t] * dim, wh, dim, eps, lane);
+    else norm_row_warp(y, table + (size_t)ids[t] * dim, we, dim, eps, lane);
+}
+
+template <int NC, typename T>
+__global__ void __launch_bounds__(RN_THREADS)
+k_mtp_input_block(float *out, const T *table, const int32_t *ids, const float *hid, const int32_t *idx,
+                  const float *we, const float *wh, int dim, float eps) {
+    pdl_trigger();
+    int t = blockIdx.x, d4 = dim / 4;
+    float4 wv[NC], v[NC];
+    load_chunks<NC>(wv, blockIdx.y ? wh : we, d4);
+    pdl_wait();
+    if (blockIdx.y) load_chunks<NC>(v, hid + (size_t)idx[t] * dim, d4);
+    else load_chunks<NC>(v, table + (size_t)ids[t] * dim, d4);
+    norm_chunks<NC>(out + (size_t)t * 2 * dim + (blockIdx.y ? dim : 0), v, wv, dim, eps);
+}
+
 /* float4 chunks per thread for the block kernels (1, 2, 4, 8 or 16), or 0
  * for the warp kernels: short rows (dim < 1024), dims not in whole float4s
  * or beyond 16 chunks, unaligned (or NULL) buffers. */
@@ -181,5 +233,27 @@ extern "C" void ks_cuda_rmsnorm(ks_stream s, float *out, int out_stride, const f
         ks_launch(k_rmsnorm_warp, (rows + wpb - 1) / wpb, wpb * 32, 0, s, out, out_stride, in, in_stride, w, n, n_heads, dim,
                                                                   eps);
     }
+    CUDA_CHECK_LAUNCH();
+}
+
+template <typename T>
+static void mtp_input(ks_stream s, float *out, const T *table, const int32_t *ids, const float *hid,
+                      const int32_t *idx, const float *we, const float *wh, int n, int dim, float eps) {
+    int nc = block_chunks(dim, out, hid, we, wh);
+    if (nc && (uintptr_t)table % 16 == 0)
+        with_chunks(nc, [&](auto NC) {
+            ks_launch(k_mtp_input_block<decltype(NC)::value, T>, dim3(n, 2), RN_THREADS, 0, s, out, table, ids, hid,
+                      idx, we, wh, dim, eps);
+        });
+    else ks_launch(k_mtp_input_warp<T>, dim3((n + 7) / 8, 2), 256, 0, s, out, table, ids, hid, idx, we, wh, n, dim, eps);
+}
+
+extern "C" void ks_cuda_mtp_input(ks_stream s, float *out, const void *table, int wtype, const int32_t *ids,
+                                  const float *hid, const int32_t *idx, const float *we, const float *wh, int n,
+                                  int dim, float eps) {
+    if (n <= 0) return;
+    if (wtype == 2) mtp_input(s, out, (const __nv_bfloat16 *)table, ids, hid, idx, we, wh, n, dim, eps);
+    else if (wtype == 1) mtp_input(s, out, (const __half *)table, ids, hid, idx, we, wh, n, dim, eps);
+    else mtp_input(s, out, (const float *)table, ids, hid, idx, we, wh, n, dim, eps);
     CUDA_CHECK_LAUNCH();
 }
