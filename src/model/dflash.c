@@ -240,7 +240,8 @@ int dflash_add_context(dflash *d, kv_cache *kv, int n, const int32_t *idx, const
     if ((rc = model_upload_step(m, MODEL_SEG_ROWS + 1))) return rc;
     pass_ctx x = {d, kv, &ab, n, 0};
     /* the features' rows are indexed by the target's capacity: a key of their own */
-    model_graph_key k = {MODEL_GRAPH_DFLASH_CTX, n, t->cap_tokens, n_seqs, kv->k[0], kv->n_blocks, t->feat, 0};
+    model_graph_key k = {.tag = MODEL_GRAPH_DFLASH_CTX, .n = n, .n_logits = t->cap_tokens, .n_seqs = n_seqs,
+                         .kv = kv->k[0], .kv_blocks = kv->n_blocks, .dep = t->feat};
     if ((rc = model_graph_run(m, &k, graph, context_ops, &x))) return rc;
     return op->buf_download(be, NULL, m->d_pos, 0); /* completes the queued work's errors */
 }
@@ -254,7 +255,7 @@ static void block_ops(model *m, const void *ctx) {
     int H = c->hidden_size;
     op->embed(be, m->x, &m->embed, m->d_tokens, x->n);
     for (int l = 0; l < c->n_layers; l++)
-        model_layer_forward(m, &m->layers[l], x->kv->k[l], x->kv->v[l], x->ab, m->d_pos, x->n, false, NULL);
+        model_layer_forward(m, &m->layers[l], x->kv->k[l], x->kv->v[l], x->ab, m->d_pos, x->n, false, NULL, NULL);
     op->gather_rows(be, m->xn, m->x, m->d_rows, x->nr, H);
     op->rmsnorm(be, m->xn, H, m->xn, H, &m->final_norm, x->nr, 1, H, c->rms_norm_eps);
     op->matmul(be, m->logits_dev, m->xn, &m->lm_head, NULL, x->nr);
@@ -295,7 +296,8 @@ int dflash_draft(dflash *d, kv_cache *kv, int n_seqs, kv_seq *const *seqs, const
     if ((rc = model_upload_step(m, MODEL_SEG_ROWS + 1))) return rc;
     ab.pos = d->d_apos;
     pass_ctx x = {d, kv, &ab, n, nr};
-    model_graph_key k = {MODEL_GRAPH_DFLASH_BLOCK, n, nr, n_seqs, kv->k[0], kv->n_blocks, NULL, 0};
+    model_graph_key k = {.tag = MODEL_GRAPH_DFLASH_BLOCK, .n = n, .n_logits = nr, .n_seqs = n_seqs, .kv = kv->k[0],
+                         .kv_blocks = kv->n_blocks};
     if ((rc = model_graph_run(m, &k, graph, block_ops, &x))) return rc;
     return op->buf_download(be, drafts, m->d_ids, (size_t)nr * 4);
 }

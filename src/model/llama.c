@@ -280,7 +280,7 @@ static void mm(backend *be, float *out, const float *in, const bk_weight *w, con
 /* One decoder layer over the n rows of m->x (in place), with the KV cache
  * (k_cache, v_cache) of that layer. Shared by the target and the MTP head. */
 void model_layer_forward(model *m, const model_layer *L, void *k_cache, void *v_cache, const bk_attn_batch *ab,
-                         const int32_t *rope_pos, int n, bool normed, const bk_weight *next_norm) {
+                         const int32_t *rope_pos, int n, bool normed, const bk_weight *next_norm, float *next_out) {
     backend *be = m->be;
     const backend_ops *op = be->ops;
     const model_config *c = &m->cfg;
@@ -299,7 +299,7 @@ void model_layer_forward(model *m, const model_layer *L, void *k_cache, void *v_
     mm(be, m->gu, m->xn, &L->w_gate_up, NULL, n, np);
     op->silu_mul(be, m->act, m->gu, n, I);
     mm(be, m->xn, m->act, &L->w_down, NULL, n, np);
-    if (next_norm) op->add_rmsnorm(be, m->x, m->xn, m->xn, next_norm, n, H, c->rms_norm_eps);
+    if (next_norm) op->add_rmsnorm(be, m->x, m->xn, next_out ? next_out : m->xn, next_norm, n, H, c->rms_norm_eps);
     else op->add(be, m->x, m->xn, (size_t)n * H);
 }
 
@@ -314,7 +314,7 @@ static void run_layers(model *m, kv_cache *kv, const bk_attn_batch *ab, int n, i
     for (int l = 0; l < c->n_layers; l++) {
         /* each layer's final residual add also norms the next layer's input */
         model_layer_forward(m, &m->layers[l], kv->k[l], kv->v[l], ab, m->d_pos, n, l > 0,
-                            l + 1 < c->n_layers ? &m->layers[l + 1].attn_norm : NULL);
+                            l + 1 < c->n_layers ? &m->layers[l + 1].attn_norm : NULL, NULL);
         for (int j = 0; features && j < m->n_feat; j++)
             if (m->feat_layer[j] == l)
                 op->gather_rows(be, m->feat + (size_t)j * m->cap_tokens * H, m->x, m->d_iota, n, H);
@@ -388,6 +388,8 @@ int model_graph_run(model *m, const model_graph_key *key, bool graph, void (*ops
     k.kv = key->kv;
     k.kv_blocks = key->kv_blocks;
     k.dep = key->dep;
+    k.chain_in = key->chain_in;
+    k.chain_out = key->chain_out;
     int slot = graph && op->graph_begin && graphs_enabled() ? find_graph(m, &k) : -1;
     int rc;
     if (slot >= 0 && m->graphs[slot].exec) {
@@ -564,8 +566,9 @@ int model_forward(model *m, kv_cache *kv, const model_batch *b, float *logits) {
     if (rc || (rc = model_upload_step(m, MODEL_SEG_ROWS + 1))) return rc;
     bool features = m->n_feat && !b->no_features;
     forward_ctx f = {kv, &ab, n, b->n_logits, features};
-    model_graph_key k = {features || !m->n_feat ? MODEL_GRAPH_FORWARD : MODEL_GRAPH_FORWARD_NO_FEATURES, n, b->n_logits,
-                         b->n_seqs, kv->k[0], kv->n_blocks, NULL, ab.n_prompt};
+    model_graph_key k = {.tag = features || !m->n_feat ? MODEL_GRAPH_FORWARD : MODEL_GRAPH_FORWARD_NO_FEATURES,
+                         .n = n, .n_logits = b->n_logits, .n_seqs = b->n_seqs, .kv = kv->k[0],
+                         .kv_blocks = kv->n_blocks, .n_prompt = ab.n_prompt};
     if ((rc = model_graph_run(m, &k, graph, forward_ops, &f))) return rc;
     if (b->n_logits > 0 && b->argmax) {
         m->be->ops->argmax(m->be, m->d_ids, m->logits_dev, b->n_logits, c->vocab_size);

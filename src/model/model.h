@@ -29,14 +29,18 @@ enum { MODEL_SEG_TOKENS, MODEL_SEG_POS, MODEL_SEG_SEQ, MODEL_SEG_SLOTS, MODEL_SE
 
 /* What a recorded op sequence depends on besides the model's own buffers:
  * which sequence (tag), its shape, the KV cache it writes (and its size),
- * and one other buffer it reads (dep, e.g. the target's features). */
+ * one other buffer it reads (dep, e.g. the target's features), and for an
+ * MTP pass where in d_mtp_ids it reads its tokens and writes its ids
+ * (model_graph_run copies each field into a zeroed key: compared as bytes). */
 typedef struct {
     int tag;              /* MODEL_GRAPH_* */
     int n, n_logits, n_seqs;
     const void *kv;
     int kv_blocks;
+    int chain_in;         /* MTP: tokens at d_mtp_ids + chain_in (-1: uploaded) */
     const void *dep;
     int n_prompt;         /* leading prompt rows (their kernels differ) */
+    int chain_out;        /* MTP: ids to d_mtp_ids + chain_out */
 } model_graph_key;
 
 enum { MODEL_GRAPH_FORWARD = 0, MODEL_GRAPH_MTP_TARGET, MODEL_GRAPH_MTP_SELF, MODEL_GRAPH_DFLASH_CTX,
@@ -162,9 +166,9 @@ int model_forward(model *m, kv_cache *kv, const model_batch *b, float *logits);
  * model_upload_step, which sends segments 0..k-1 in one copy). */
 /* normed: m->xn already holds attn_norm(m->x) (the layer before fused it);
  * next_norm: when set, the final residual add also writes
- * next_norm(m->x) into m->xn (one op instead of two). */
+ * next_norm(m->x) into next_out, or m->xn when NULL (one op instead of two). */
 void model_layer_forward(model *m, const model_layer *L, void *k_cache, void *v_cache, const bk_attn_batch *ab,
-                         const int32_t *rope_pos, int n, bool normed, const bk_weight *next_norm);
+                         const int32_t *rope_pos, int n, bool normed, const bk_weight *next_norm, float *next_out);
 int model_prepare_batch(model *m, kv_cache *kv, const model_batch *b, bool graph, bk_attn_batch *ab);
 int32_t *model_step_seg(model *m, int seg);
 int model_upload_step(model *m, int k);

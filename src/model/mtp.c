@@ -52,6 +52,8 @@ typedef struct {
     const bk_attn_batch *ab;
     int n, n_logits;
     mtp_src src;
+    const int32_t *tokens; /* the entries' tokens: uploaded, or the chain's last ids */
+    int32_t *ids;          /* where the pass's ids go in the chain */
 } mtp_ctx;
 
 /* [norm_e(embed(t_q)) ; norm_h(h(q-1))] -> fc -> the head's layer -> norm -> logits rows */
@@ -61,15 +63,15 @@ static void mtp_ops(model *m, const void *ctx) {
     const backend_ops *op = be->ops;
     const model_config *c = &m->cfg;
     int n = x->n, H = c->hidden_size;
-    op->mtp_input(be, m->mtp_in, &m->embed, m->d_tokens, x->src == MTP_SRC_MTP ? m->mtp_hid : m->hid, m->d_hid_idx,
+    op->mtp_input(be, m->mtp_in, &m->embed, x->tokens, x->src == MTP_SRC_MTP ? m->mtp_hid : m->hid, m->d_hid_idx,
                   &m->mtp->pre_e, &m->mtp->pre_h, n, H, c->rms_norm_eps);
     op->matmul(be, m->x, m->mtp_in, &m->mtp->fc, NULL, n);
-    model_layer_forward(m, &m->mtp->layer, x->mkv->k[0], x->mkv->v[0], x->ab, m->d_mtp_pos, n, false, NULL);
-    op->rmsnorm(be, m->mtp_hid, H, m->x, H, &m->mtp->norm, n, 1, H, c->rms_norm_eps);
+    model_layer_forward(m, &m->mtp->layer, x->mkv->k[0], x->mkv->v[0], x->ab, m->d_mtp_pos, n, false, &m->mtp->norm,
+                        m->mtp_hid);
     if (x->n_logits <= 0) return;
     op->gather_rows(be, m->xn, m->mtp_hid, m->d_rows, x->n_logits, H);
     op->matmul(be, m->logits_dev, m->xn, &m->lm_head, NULL, x->n_logits);
-    op->argmax(be, m->d_ids, m->logits_dev, x->n_logits, c->vocab_size);
+    op->argmax(be, x->ids, m->logits_dev, x->n_logits, c->vocab_size);
 }
 
 int model_mtp_forward(model *m, kv_cache *mkv, const model_batch *b, const int32_t *rope_pos, const int32_t *hid_idx,
@@ -90,22 +92,23 @@ int model_mtp_forward(model *m, kv_cache *mkv, const model_batch *b, const int32
     if (!chained) m->mtp_chain = m->mtp_last = 0;
     bk_attn_batch ab;
     bool graph = model_graphs_on(m, n);
-    int rc = model_prepare_batch(m, mkv, b, graph, &ab);
+    int rc = model_prepare_batch(m, mkv, b, graph, &ab); /* (a chain's buffers stay: its passes are no larger) */
     if (rc) return rc;
+    if (m->mtp_chain + b->n_logits > MODEL_MTP_MAX_CHAIN * m->cap_logits)
+        return err_set(KS_EINVAL, "MTP: more than %d passes in a chain", MODEL_MTP_MAX_CHAIN);
     memcpy(model_step_seg(m, MODEL_SEG_HID_IDX), hid_idx, (size_t)n * 4);
     memcpy(model_step_seg(m, MODEL_SEG_MTP_POS), rope_pos, (size_t)n * 4);
     if ((rc = model_upload_step(m, MODEL_STEP_SEGS))) return rc;
-    /* (a chain's buffers stay: its passes are no larger than its first) */
-    if (chained && (rc = op->buf_upload(be, m->d_tokens, m->d_mtp_ids + (m->mtp_chain - m->mtp_last), (size_t)n * 4)))
-        return rc;
-    mtp_ctx x = {mkv, &ab, n, b->n_logits, src};
-    model_graph_key k = {src == MTP_SRC_MTP ? MODEL_GRAPH_MTP_SELF : MODEL_GRAPH_MTP_TARGET, n, b->n_logits, b->n_seqs,
-                         mkv->k[0], mkv->n_blocks, NULL, 0};
+    /* the chain lives in d_mtp_ids: a chained pass reads the last pass's ids
+     * there and every pass writes its own after them */
+    int chain_in = chained ? m->mtp_chain - m->mtp_last : -1;
+    mtp_ctx x = {mkv, &ab, n, b->n_logits, src, chained ? m->d_mtp_ids + chain_in : m->d_tokens,
+                 m->d_mtp_ids + m->mtp_chain};
+    model_graph_key k = {.tag = src == MTP_SRC_MTP ? MODEL_GRAPH_MTP_SELF : MODEL_GRAPH_MTP_TARGET, .n = n,
+                         .n_logits = b->n_logits, .n_seqs = b->n_seqs, .kv = mkv->k[0], .kv_blocks = mkv->n_blocks,
+                         .chain_in = chain_in, .chain_out = m->mtp_chain};
     if ((rc = model_graph_run(m, &k, graph, mtp_ops, &x))) return rc;
     if (b->n_logits <= 0) return op->buf_download(be, NULL, m->d_rows, 0);
-    if (m->mtp_chain + b->n_logits > MODEL_MTP_MAX_CHAIN * m->cap_logits)
-        return err_set(KS_EINVAL, "MTP: more than %d passes in a chain", MODEL_MTP_MAX_CHAIN);
-    if ((rc = op->buf_upload(be, m->d_mtp_ids + m->mtp_chain, m->d_ids, (size_t)b->n_logits * 4))) return rc;
     m->mtp_last = b->n_logits;
     m->mtp_chain += b->n_logits;
     if (ids) {
