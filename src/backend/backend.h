@@ -114,6 +114,12 @@ typedef struct backend_ops {
                       int n_heads, int n_kv_heads, int head_dim, float scale);
     /* out (n, dim) = silu(gu[:, :dim]) * gu[:, dim:]   (gu is (n, 2*dim)) */
     void (*silu_mul)(backend *be, float *out, const float *gu, int n, int dim);
+    /* The SwiGLU half of an MLP in one op: out (n, w.rows/2) = silu(y[:, :rows/2]) * y[:, rows/2:]
+     * for y = in @ w^T (w = [gate; up] fused); the results equal matmul then
+     * silu_mul. scratch: (n, w.rows) floats the backend may overwrite (CUDA
+     * applies the SiLU in the matvec's epilogue where it can). Decode rows
+     * only: prompt rows take matmul_prompt and silu_mul. */
+    void (*matmul_swiglu)(backend *be, float *out, float *scratch, const float *in, const bk_weight *w, int n);
     /* x += y, n floats */
     void (*add)(backend *be, float *x, const float *y, size_t n);
     /* add then rmsnorm in one pass: x += y over n rows of dim floats, then

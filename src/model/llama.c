@@ -296,8 +296,10 @@ void model_layer_forward(model *m, const model_layer *L, void *k_cache, void *v_
     op->attention(be, m->attn, q, qkv_dim, k_cache, v_cache, ab, nh, nkv, hd, scale);
     mm(be, m->xn, m->attn, &L->wo, NULL, n, np);
     op->add_rmsnorm(be, m->x, m->xn, m->xn, &L->ffn_norm, n, H, c->rms_norm_eps);
-    mm(be, m->gu, m->xn, &L->w_gate_up, NULL, n, np);
-    op->silu_mul(be, m->act, m->gu, n, I);
+    if (np) {
+        mm(be, m->gu, m->xn, &L->w_gate_up, NULL, n, np);
+        op->silu_mul(be, m->act, m->gu, n, I);
+    } else op->matmul_swiglu(be, m->act, m->gu, m->xn, &L->w_gate_up, n);
     mm(be, m->xn, m->act, &L->w_down, NULL, n, np);
     if (next_norm) op->add_rmsnorm(be, m->x, m->xn, next_out ? next_out : m->xn, next_norm, n, H, c->rms_norm_eps);
     else op->add(be, m->x, m->xn, (size_t)n * H);

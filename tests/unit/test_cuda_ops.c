@@ -459,3 +459,47 @@ TEST(test_cuda_mtp_input_equals_the_separate_ops) {
         }
     close_pair(&p);
 }
+
+/* matmul_swiglu gives bitwise what matmul then silu_mul give on the GPU, at
+ * every tile shape its launcher picks (gate|up of 2 x 1536 rows: 32-row
+ * pairs; 2 x 6144 above 8 tokens and 2 x 12296 at any count: pairs of 16-row
+ * tiles with a partial last one; 2 x 12296 above 8 tokens: two pairs per
+ * block) at 1 / 3 / 9 / 16 / 20 tokens, and on the fallback path (f16
+ * weights); and it matches the CPU's op. */
+TEST(test_cuda_matmul_swiglu_equals_matmul_then_silu) {
+    pair p = {0};
+    if (!open_pair(&p)) SKIP("no CUDA GPU");
+    int halves[3] = {1536, 6144, 12296}, ks[3] = {512, 256, 256}, ns[5] = {1, 3, 9, 16, 20};
+    for (int ci = 0; ci < 4; ci++) {
+        int half = halves[ci < 3 ? ci : 0], k = ks[ci < 3 ? ci : 0], rows = 2 * half, nmax = 20;
+        dtype_t dt = ci < 3 ? DTYPE_BF16 : DTYPE_F16;
+        void *hg, *hu;
+        st_tensor tg = make_tensor(dt, half, k, &hg), tu = make_tensor(dt, half, k, &hu);
+        const st_tensor *parts[2] = {&tg, &tu};
+        bk_weight wc, wg;
+        CHECK(p.cpu->ops->weight_init(p.cpu, &wc, parts, 2) == 0 && p.gpu->ops->weight_init(p.gpu, &wg, parts, 2) == 0);
+        size_t xb = (size_t)nmax * k * 4, gb = (size_t)nmax * rows * 4, ab = (size_t)nmax * half * 4;
+        float *x = malloc(xb), *a = malloc(ab), *b = malloc(ab), *c = malloc(ab), *cs = malloc(gb);
+        for (int i = 0; i < nmax * k; i++) x[i] = frand() * 2;
+        float *dx = up(p.gpu, x, xb), *dgu = p.gpu->ops->buf_alloc(p.gpu, gb), *dact = p.gpu->ops->buf_alloc(p.gpu, ab);
+        for (int ni = 0; ni < 5; ni++) {
+            int n = ns[ni];
+            p.gpu->ops->matmul(p.gpu, dgu, dx, &wg, NULL, n);
+            p.gpu->ops->silu_mul(p.gpu, dact, dgu, n, half);
+            down(p.gpu, a, dact, (size_t)n * half * 4);
+            p.gpu->ops->matmul_swiglu(p.gpu, dact, dgu, dx, &wg, n);
+            down(p.gpu, b, dact, (size_t)n * half * 4);
+            CHECK_MSG(!memcmp(a, b, (size_t)n * half * 4), "matmul_swiglu %s rows %d k %d n %d: not the separate ops' bits",
+                      dtype_name(dt), rows, k, n);
+            p.cpu->ops->matmul_swiglu(p.cpu, c, cs, x, &wc, n);
+            double e = max_rel(b, c, (size_t)n * half, NULL);
+            CHECK_MSG(e < 1e-3, "matmul_swiglu %s rows %d n %d vs cpu: %g", dtype_name(dt), rows, n, e);
+        }
+        void *bufs[] = {dx, dgu, dact};
+        for (int i = 0; i < 3; i++) p.gpu->ops->buf_free(p.gpu, bufs[i]);
+        p.gpu->ops->weight_release(p.gpu, &wg);
+        p.cpu->ops->weight_release(p.cpu, &wc);
+        free(x); free(a); free(b); free(c); free(cs); free(hg); free(hu);
+    }
+    close_pair(&p);
+}

@@ -22,7 +22,7 @@
 
 typedef enum {
     R_EMBED, R_RMSNORM, R_MATMUL, R_ROPE, R_KV_STORE, R_ATTN, R_SILU, R_ADD, R_ADD_NORM, R_QK_NORM_ROPE, R_GATHER, R_MTP_INPUT,
-    R_ARGMAX
+    R_ARGMAX, R_SWIGLU
 } rec_kind;
 
 typedef struct {
@@ -95,6 +95,7 @@ static void run_op(backend *be, const rec_op *o) {
         break;
     }
     case R_SILU: op->silu_mul(c, o->out, o->in, o->i[0], o->i[1]); break;
+    case R_SWIGLU: op->matmul_swiglu(c, o->out, o->out2, o->in, o->w, o->i[0]); break;
     case R_ADD: op->add(c, o->out, o->in, o->z); break;
     case R_ADD_NORM: op->add_rmsnorm(c, o->out, o->in, o->out2, o->w, o->i[0], o->i[1], o->f); break;
     case R_QK_NORM_ROPE:
@@ -136,6 +137,9 @@ static void r_attention(backend *be, float *out, const float *q, int qs, const v
 }
 static void r_silu(backend *be, float *out, const float *gu, int n, int dim) {
     DO(.k = R_SILU, .out = out, .in = gu, .i = {n, dim});
+}
+static void r_swiglu(backend *be, float *out, float *scratch, const float *in, const bk_weight *w, int n) {
+    DO(.k = R_SWIGLU, .out = out, .out2 = scratch, .in = in, .w = w, .i = {n});
 }
 static void r_add(backend *be, float *x, const float *y, size_t n) { DO(.k = R_ADD, .out = x, .in = y, .z = n); }
 static void r_add_norm(backend *be, float *x, const float *y, float *out, const bk_weight *w, int n, int dim,
@@ -207,7 +211,7 @@ static void r_free(backend *be) {
 static const backend_ops rec_ops = {
     .name = "recording", .kv_elem_bytes = 4, .buf_alloc = r_alloc, .buf_free = r_buf_free, .buf_upload = r_up, .buf_download = r_down,
     .weight_init = r_winit, .weight_release = r_wrel, .embed = r_embed, .rmsnorm = r_rmsnorm, .matmul = r_matmul,
-    .rope = r_rope, .kv_store = r_kv_store, .attention = r_attention, .silu_mul = r_silu, .add = r_add,
+    .rope = r_rope, .kv_store = r_kv_store, .attention = r_attention, .silu_mul = r_silu, .matmul_swiglu = r_swiglu, .add = r_add,
     .add_rmsnorm = r_add_norm, .qk_norm_rope = r_qk_norm_rope,
     .gather_rows = r_gather, .mtp_input = r_mtp_input, .argmax = r_argmax, .graph_begin = r_graph_begin, .graph_end = r_graph_end, .graph_launch = r_graph_launch,
     .graph_free = r_graph_free, .free = r_free};

@@ -298,6 +298,11 @@ static void cpu_gather_rows(backend *be, float *out, const float *in, const int3
         memmove(out + (int64_t)i * dim, in + (int64_t)idx[i] * dim, (size_t)dim * sizeof(float));
 }
 
+static void cpu_matmul_swiglu(backend *be, float *out, float *scratch, const float *in, const bk_weight *w, int n) {
+    cpu_matmul(be, scratch, in, w, NULL, n);
+    cpu_silu_mul(be, out, scratch, n, (int)(w->rows / 2));
+}
+
 static void cpu_mtp_input(backend *be, float *out, const bk_weight *table, const int32_t *ids, const float *hid,
                           const int32_t *idx, const bk_weight *w_e, const bk_weight *w_h, int n, int dim, float eps) {
     for (int t = 0; t < n; t++) {
@@ -347,6 +352,7 @@ static const backend_ops cpu_ops = {
     .kv_store = cpu_kv_store,
     .attention = cpu_attention,
     .silu_mul = cpu_silu_mul,
+    .matmul_swiglu = cpu_matmul_swiglu,
     .add = cpu_add,
     .add_rmsnorm = cpu_add_rmsnorm,
     .qk_norm_rope = cpu_qk_norm_rope,

@@ -312,6 +312,11 @@ static void cu_attention(backend *be, float *out, const float *q, int qs, const 
                                ab->seq + np, ab->block_tables, ab->max_blocks, ab->block_size, ab->n_tokens - np, nh,
                                nkv, hd, scale, ab->kv_capacity));
 }
+static void cu_matmul_swiglu(backend *be, float *out, float *scratch, const float *in, const bk_weight *w, int n) {
+    SKIP_IF_FAILED();
+    PROF(be, "matmul_swiglu",
+         ks_cuda_matmul_swiglu(S, out, scratch, in, w->impl, wtype_of(w->dtype), n, (int)w->cols, (int)w->rows));
+}
 static void cu_silu_mul(backend *be, float *out, const float *gu, int n, int dim) {
     SKIP_IF_FAILED();
     PROF(be, "silu_mul", ks_cuda_silu_mul(S, out, gu, n, dim));
@@ -416,7 +421,7 @@ static void cu_backend_free(backend *be) {
 static const backend_ops cuda_ops = {
     "cuda",       2 /* bf16 KV */, cu_alloc,       cu_free,      cu_upload,       cu_download,   cu_weight_init, cu_weight_release,
     cu_embed,     cu_rmsnorm,     cu_matmul,    cu_matmul_prompt, cu_rope,         cu_kv_store,   cu_attention,   cu_silu_mul,
-    cu_add,       cu_add_rmsnorm, cu_qk_norm_rope, cu_gather,  cu_mtp_input, cu_argmax,    cu_graph_begin, cu_graph_end,  cu_graph_launch, cu_graph_free, cu_backend_free,
+    cu_matmul_swiglu, cu_add,       cu_add_rmsnorm, cu_qk_norm_rope, cu_gather,  cu_mtp_input, cu_argmax,    cu_graph_begin, cu_graph_end,  cu_graph_launch, cu_graph_free, cu_backend_free,
 };
 
 static int pdl_state = -1; /* -1: not yet decided */

@@ -15,6 +15,10 @@ typedef struct CUstream_st *ks_stream;
 /* out (n, rows) = x (n, k) @ w^T (+ bias f32 (rows)) */
 void ks_cuda_matmul(ks_stream s, float *out, const float *x, const void *w, int wtype, const float *bias, int n,
                     int k, int rows);
+/* out (n, rows/2) = silu(g) * u for [g | u] = x @ w^T (W = [gate; up]); scratch
+ * (n, rows) for the paths without the fused kernel */
+void ks_cuda_matmul_swiglu(ks_stream s, float *out, float *scratch, const float *x, const void *w, int wtype, int n,
+                           int k, int rows);
 void ks_cuda_rmsnorm(ks_stream s, float *out, int out_stride, const float *in, int in_stride, const float *w, int n,
                      int n_heads, int dim, float eps);
 void ks_cuda_rope(ks_stream s, float *x, int row_stride, int n, int n_heads, int head_dim, const int32_t *pos,

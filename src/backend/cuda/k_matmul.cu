@@ -18,7 +18,9 @@
  * sums the 32 lanes; tokens in groups of TT (8, or 16 above 8 tokens).
  * Either way a token's arithmetic is the same for any n (an mma's output
  * column depends only on its own column of B): decode, speculative verify
- * and batched decode give bitwise-equal rows (DESIGN.md principle 2). */
+ * and batched decode give bitwise-equal rows (DESIGN.md principle 2).
+ * ks_cuda_matmul_swiglu: the gate|up product with SiLU(gate) * up applied
+ * in the tensor-core kernel's epilogue (bitwise the two separate ops). */
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
 
@@ -120,17 +122,20 @@ __device__ __forceinline__ void split8(const float *xf, uint32_t *hi, uint32_t *
  * at n = 1 and 1.8-2.8 TB/s at n = 16 on Qwen3-8B shapes, where taking the
  * blocks one by one read 2.8-3.7 and 1.5-2.7, U = 2 3.3-4.3 and 1.9-3.1,
  * U = 8 2.1-3.8 and 1.5-2.3; BENCHMARKS.md) */
-template <int G, int U, int MT>
+template <int G, int U, int MT, bool SW>
 __global__ void __launch_bounds__(TC_WARPS * 32)
 k_matvec_tc(float *__restrict__ out, const float *__restrict__ x, const __nv_bfloat16 *__restrict__ w,
             const float *__restrict__ bias, int n, int k, int rows) {
     __shared__ float red[TC_WARPS][G][MT][4][32];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
-    int r0 = blockIdx.x * 16 * MT;
+    /* SW (SwiGLU, MT even): tiles pair up, 2p the gate rows and 2p + 1 the
+     * up rows of the same 16 outputs (W = [gate; up], half = rows / 2) */
+    int half = rows >> 1, r0 = blockIdx.x * 16 * (SW ? MT / 2 : MT);
     const __nv_bfloat16 *wa[MT], *wb[MT];
 #pragma unroll
     for (int m = 0; m < MT; m++) {
-        int ra = min(r0 + m * 16 + g, rows - 1), rb = min(r0 + m * 16 + g + 8, rows - 1);
+        int base = SW ? (m & 1) * half + r0 + (m >> 1) * 16 : r0 + m * 16;
+        int ra = min(base + g, rows - 1), rb = min(base + g + 8, rows - 1);
         wa[m] = w + (size_t)ra * k + q * 8;
         wb[m] = w + (size_t)rb * k + q * 8;
     }
@@ -202,28 +207,44 @@ k_matvec_tc(float *__restrict__ out, const float *__restrict__ x, const __nv_bfl
 #pragma unroll
                 for (int c = 0; c < 4; c++) red[warp][j][m][c][lane] = acc[j][m][c];
         __syncthreads();
-        for (int e = threadIdx.x; e < G * MT * 128; e += TC_WARPS * 32) {
-            int j = e / (MT * 128), m = (e >> 7) % MT, c = (e >> 5) & 3, l = e & 31;
-            int r = r0 + m * 16 + (l >> 2) + (c >= 2 ? 8 : 0), tok = t0 + j * 8 + (l & 3) * 2 + (c & 1);
-            float v = red[0][j][m][c][l];
+        if (SW) { /* out (n, half) = silu(gate) * up, as k_silu_mul computes it */
+            for (int e = threadIdx.x; e < G * (MT / 2) * 128; e += TC_WARPS * 32) {
+                int j = e / (MT / 2 * 128), p = (e >> 7) % (MT / 2), c = (e >> 5) & 3, l = e & 31;
+                int r = r0 + p * 16 + (l >> 2) + (c >= 2 ? 8 : 0), tok = t0 + j * 8 + (l & 3) * 2 + (c & 1);
+                float vg = red[0][j][2 * p][c][l], vu = red[0][j][2 * p + 1][c][l];
 #pragma unroll
-            for (int wi = 1; wi < TC_WARPS; wi++) v += red[wi][j][m][c][l];
-            if (tok < n && r < rows) out[(size_t)tok * rows + r] = bias ? v + bias[r] : v;
+                for (int wi = 1; wi < TC_WARPS; wi++) {
+                    vg += red[wi][j][2 * p][c][l];
+                    vu += red[wi][j][2 * p + 1][c][l];
+                }
+                if (tok < n && r < half) out[(size_t)tok * half + r] = vg / (1.0f + expf(-vg)) * vu;
+            }
+        } else {
+            for (int e = threadIdx.x; e < G * MT * 128; e += TC_WARPS * 32) {
+                int j = e / (MT * 128), m = (e >> 7) % MT, c = (e >> 5) & 3, l = e & 31;
+                int r = r0 + m * 16 + (l >> 2) + (c >= 2 ? 8 : 0), tok = t0 + j * 8 + (l & 3) * 2 + (c & 1);
+                float v = red[0][j][m][c][l];
+#pragma unroll
+                for (int wi = 1; wi < TC_WARPS; wi++) v += red[wi][j][m][c][l];
+                if (tok < n && r < rows) out[(size_t)tok * rows + r] = bias ? v + bias[r] : v;
+            }
         }
         __syncthreads();
     }
 }
 
-template <int U, int MT>
+template <int U, int MT, bool SW = false>
 static void launch_tc_v(ks_stream s, float *out, const float *x, const __nv_bfloat16 *w, const float *bias, int n,
                         int k, int rows) {
     /* above 16 tokens the reduction's shared memory caps the tiles at 2
      * (same bytes in flight: more k blocks) */
     constexpr int MT4 = MT > 2 ? 2 : MT, U4 = U * MT / MT4;
-    dim3 block(TC_WARPS * 32), grid((rows + 16 * MT - 1) / (16 * MT)), grid4((rows + 16 * MT4 - 1) / (16 * MT4));
-    if (n <= 8) ks_launch(k_matvec_tc<1, U, MT>, grid, block, 0, s, out, x, w, bias, n, k, rows);
-    else if (n <= 16) ks_launch(k_matvec_tc<2, U, MT>, grid, block, 0, s, out, x, w, bias, n, k, rows);
-    else ks_launch(k_matvec_tc<4, U4, MT4>, grid4, block, 0, s, out, x, w, bias, n, k, rows);
+    int outs = SW ? rows / 2 : rows; /* output rows, 16 per tile (a SwiGLU pair of tiles gives 16) */
+    constexpr int per = SW ? 16 * MT / 2 : 16 * MT, per4 = SW ? 16 * MT4 / 2 : 16 * MT4;
+    dim3 block(TC_WARPS * 32), grid((outs + per - 1) / per), grid4((outs + per4 - 1) / per4);
+    if (n <= 8) ks_launch(k_matvec_tc<1, U, MT, SW>, grid, block, 0, s, out, x, w, bias, n, k, rows);
+    else if (n <= 16) ks_launch(k_matvec_tc<2, U, MT, SW>, grid, block, 0, s, out, x, w, bias, n, k, rows);
+    else ks_launch(k_matvec_tc<4, U4, MT4, SW>, grid4, block, 0, s, out, x, w, bias, n, k, rows);
 }
 
 /* Tiles per block and k blocks in flight: more rows per block share each
@@ -242,6 +263,14 @@ static void launch_tc(ks_stream s, float *out, const float *x, const __nv_bfloat
     else if ((n > 8 && rows >= 192 * 32) || rows >= 768 * 32) launch_tc_v<2, 2>(s, out, x, w, bias, n, k, rows);
     else if (n <= 8 && rows >= 192 * 32) launch_tc_v<4, 2>(s, out, x, w, bias, n, k, rows);
     else launch_tc_v<4, 1>(s, out, x, w, bias, n, k, rows);
+}
+
+/* The SwiGLU form (W = [gate; up], out (n, rows / 2)): the same tiles in
+ * gate/up pairs (MT even), so each product is the plain kernel's */
+static void launch_tc_swiglu(ks_stream s, float *out, const float *x, const __nv_bfloat16 *w, int n, int k, int rows) {
+    if (n > 8 && rows >= 384 * 64) launch_tc_v<1, 4, true>(s, out, x, w, NULL, n, k, rows);
+    else if ((n > 8 && rows >= 192 * 32) || rows >= 768 * 32) launch_tc_v<2, 2, true>(s, out, x, w, NULL, n, k, rows);
+    else launch_tc_v<4, 2, true>(s, out, x, w, NULL, n, k, rows);
 }
 
 /* f32 weights: two float4 per 8 elements, same chunk order */
@@ -330,4 +359,16 @@ extern "C" void ks_cuda_matmul(ks_stream s, float *out, const float *x, const vo
         ks_launch(k_matmul_f32<8>, grid, block, 0, s, out, x, (const float *)w, bias, n, k, rows);
     }
     CUDA_CHECK_LAUNCH();
+}
+
+extern "C" void ks_cuda_matmul_swiglu(ks_stream s, float *out, float *scratch, const float *x, const void *w, int wtype,
+                                      int n, int k, int rows) {
+    if (n <= 0 || rows <= 0) return;
+    if (wtype == 2 && k % 32 == 0 && rows % 2 == 0) {
+        launch_tc_swiglu(s, out, x, (const __nv_bfloat16 *)w, n, k, rows);
+        CUDA_CHECK_LAUNCH();
+        return;
+    }
+    ks_cuda_matmul(s, scratch, x, w, wtype, NULL, n, k, rows);
+    ks_cuda_silu_mul(s, out, scratch, n, rows / 2);
 }
