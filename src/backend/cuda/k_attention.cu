@@ -246,56 +246,10 @@ k_attn_chunk(float *part_o, float *part_ml, const float *q, int q_stride, const 
     __syncthreads();
     if (!last) return;
     __threadfence();
-    /* merge_partials' arithmetic, laid out for one block and up to HB heads:
-     * the (m, l) pairs staged in shared memory (read once, not per thread),
-     * each head's M, L and the factors e^(m_z - M) computed once, then every
-     * column's sum over z in order, the heads side by side and 8 partials'
-     * loads in flight (the merge's tail is on the layer's critical path) */
-    __shared__ float sml[HB * 2 * ATT_MAX_Z]; /* (HB, 2 Z) the (m, l) pairs */
-    __shared__ float sez[HB * ATT_MAX_Z];     /* (HB, Z) e^(m_z - M) */
-    __shared__ float smax[HB], sinv[HB];
-    size_t base0 = ((size_t)blockIdx.x * nh + h0) * Z; /* the group's heads are consecutive */
-    for (int i = tid; i < nhb * 2 * used; i += ATT_THREADS) {
-        int hh = i / (2 * used), j = i % (2 * used);
-        sml[hh * 2 * ATT_MAX_Z + j] = __ldcg(part_ml + (base0 + (size_t)hh * Z) * 2 + j);
-    }
-    __syncthreads();
-    if (tid < nhb) {
-        const float *ml = sml + tid * 2 * ATT_MAX_Z;
-        float Mx = -INFINITY;
-        for (int zz = 0; zz < used; zz++) Mx = fmaxf(Mx, ml[2 * zz]);
-        float Ls = 0.f;
-        for (int zz = 0; zz < used; zz++) Ls += ml[2 * zz + 1] * expf(ml[2 * zz] - Mx);
-        smax[tid] = Mx;
-        sinv[tid] = Ls > 0.f ? 1.0f / Ls : 0.f;
-    }
-    __syncthreads();
-    for (int i = tid; i < nhb * used; i += ATT_THREADS) {
-        int hh = i / used, zz = i % used;
-        sez[hh * ATT_MAX_Z + zz] = expf(sml[hh * 2 * ATT_MAX_Z + 2 * zz] - smax[hh]);
-    }
-    __syncthreads();
-    for (int d = tid; d < hd; d += ATT_THREADS) {
-        float a[HB];
-#pragma unroll
-        for (int hh = 0; hh < HB; hh++) a[hh] = 0.f;
-        for (int z0 = 0; z0 < used; z0 += 8) {
-            float v[HB][8];
-#pragma unroll
-            for (int hh = 0; hh < HB; hh++)
-#pragma unroll
-                for (int u = 0; u < 8; u++)
-                    v[hh][u] = hh < nhb && z0 + u < used
-                                   ? __ldcg(part_o + (base0 + (size_t)hh * Z + z0 + u) * hd + d) : 0.f;
-#pragma unroll
-            for (int u = 0; u < 8; u++)
-                if (z0 + u < used)
-#pragma unroll
-                    for (int hh = 0; hh < HB; hh++) a[hh] += v[hh][u] * sez[hh * ATT_MAX_Z + z0 + u];
-        }
-#pragma unroll
-        for (int hh = 0; hh < HB; hh++)
-            if (hh < nhb) out[((size_t)t * nh + h0 + hh) * hd + d] = a[hh] * sinv[hh];
+    for (int hh = 0; hh < nhb; hh++) {
+        size_t base = ((size_t)blockIdx.x * nh + h0 + hh) * Z;
+        merge_partials<true>(out + ((size_t)t * nh + h0 + hh) * hd, part_o + base * hd, part_ml + base * 2, used, hd,
+                             tid, ATT_THREADS);
     }
 }
 
