@@ -51,25 +51,17 @@ static inline float *ks_partials_ws(ks_workspace *w, cudaStream_t s, int n_items
 
 /* One output row from its n partials at po (n x hd) and pml (n x 2), in
  * order: M = max m, L = sum l e^(m - M), out = sum o e^(m - M) / L; threads
- * t, t + nthr, .. of the caller's group share the hd columns. CG: read the
- * partials from L2 (ld.global.cg: written by other blocks of the same
- * launch); the arithmetic is the same either way. */
-template <bool CG = false>
-__device__ __forceinline__ float ld_part(const float *p) {
-    if constexpr (CG) return __ldcg(p);
-    else return *p;
-}
-template <bool CG = false>
+ * t, t + nthr, .. of the caller's group share the hd columns. */
 __device__ __forceinline__ void merge_partials(float *out, const float *po, const float *pml, int n, int hd, int t,
                                                int nthr) {
     float M = -INFINITY;
-    for (int z = 0; z < n; z++) M = fmaxf(M, ld_part<CG>(pml + 2 * z));
+    for (int z = 0; z < n; z++) M = fmaxf(M, pml[2 * z]);
     float L = 0.f;
-    for (int z = 0; z < n; z++) L += ld_part<CG>(pml + 2 * z + 1) * expf(ld_part<CG>(pml + 2 * z) - M);
+    for (int z = 0; z < n; z++) L += pml[2 * z + 1] * expf(pml[2 * z] - M);
     float inv = L > 0.f ? 1.0f / L : 0.f;
     for (int d = t; d < hd; d += nthr) {
         float acc = 0.f;
-        for (int z = 0; z < n; z++) acc += ld_part<CG>(po + (size_t)z * hd + d) * expf(ld_part<CG>(pml + 2 * z) - M);
+        for (int z = 0; z < n; z++) acc += po[(size_t)z * hd + d] * expf(pml[2 * z] - M);
         out[d] = acc * inv;
     }
 }

@@ -19,12 +19,8 @@
  *            added in warp order through shared memory;
  * and the chunk is merged into each head's running (m, l, o) online -> one
  * partial per block and head.
- * Pass 2 merges each head's partials in order:
- *   M = max m_z, L = sum l_z e^(m_z - M), out = sum o_z e^(m_z - M) / L,
- * in the same launch: the last block of a (token, head group) to finish
- * (a per-group counter, reset by that block) merges the group's heads —
- * one launch per layer instead of two. (k_attn_merge, a launch of its own,
- * serves batches too large for the counters.)
+ * Pass 2, one block per (token, head): merges the partials in order:
+ *   M = max m_z, L = sum l_z e^(m_z - M), out = sum o_z e^(m_z - M) / L.
  * A head's arithmetic is the same in any block shape and depends only on
  * the token's context length and the (fixed) KV capacity, so a token's
  * result is the same whatever else is in the launch (DESIGN.md principle 2),
@@ -62,7 +58,7 @@ template <int HD>
 __global__ void __launch_bounds__(ATT_THREADS, 4)
 k_attn_chunk(float *part_o, float *part_ml, const float *q, int q_stride, const __nv_bfloat16 *kc,
              const __nv_bfloat16 *vc, const int32_t *pos, const int32_t *seq, const int32_t *tables, int max_blocks,
-             int bs, int nh, int nkv, int hd, float scale, int Z, int t_base, float *out, int *counters) {
+             int bs, int nh, int nkv, int hd, float scale, int Z, int t_base) {
     constexpr int D = HD / 32;           /* value dims per lane */
     constexpr int KB = HD / 8 < 8 ? HD / 8 : 8; /* key loads in flight per thread */
     constexpr int VB = D == 8 ? 4 : 8;   /* value rows in flight per warp (more spill) */
@@ -231,26 +227,6 @@ k_attn_chunk(float *part_o, float *part_ml, const float *q, int q_stride, const 
             part_ml[pidx * 2 + 1] = L[hh];
         }
     }
-    if (!counters) return;
-    /* the group's last block merges: partials visible device-wide before
-     * the count (fence, then one atomic per block) */
-    __shared__ int last;
-    int used = min((n_ctx + ATT_CHUNK - 1) / ATT_CHUNK, Z); /* blocks that saw keys */
-    __threadfence();
-    __syncthreads();
-    if (tid == 0) {
-        int *c = counters + (size_t)blockIdx.x * gridDim.y + blockIdx.y;
-        last = atomicAdd(c, 1) == used - 1;
-        if (last) *c = 0; /* ready for the next launch (graph replays) */
-    }
-    __syncthreads();
-    if (!last) return;
-    __threadfence();
-    for (int hh = 0; hh < nhb; hh++) {
-        size_t base = ((size_t)blockIdx.x * nh + h0 + hh) * Z;
-        merge_partials<true>(out + ((size_t)t * nh + h0 + hh) * hd, part_o + base * hd, part_ml + base * 2, used, hd,
-                             tid, ATT_THREADS);
-    }
 }
 
 __global__ void k_attn_merge(float *out, const float *part_o, const float *part_ml, const int32_t *pos, int nh, int hd,
@@ -263,8 +239,7 @@ __global__ void k_attn_merge(float *out, const float *part_o, const float *part_
     merge_partials(out + ((size_t)t * nh + h) * hd, part_o + base * hd, part_ml + base * 2, used, hd, threadIdx.x, blockDim.x);
 }
 
-static ks_workspace att_ws, att_cnt_ws;
-#define ATT_MAX_COUNTERS (1 << 16) /* (token, head group) pairs of one launch that merge in it */
+static ks_workspace att_ws;
 
 /* Z (blocks per head group) from the KV capacity only: the work split of a token
  * never depends on the batch, and graph replays see fixed launch shapes. */
@@ -290,20 +265,13 @@ extern "C" void ks_cuda_attention(ks_stream s, float *out, const float *q, int q
     float *ws = ks_partials_ws(&att_ws, s, n, (size_t)n_heads * Z, head_dim, ATT_WS_BYTES, "attention workspace", &slice);
     if (!ws) return;
     float *part_o = ws, *part_ml = ws + (size_t)slice * n_heads * Z * head_dim;
-    int nsub = (n_heads / n_kv_heads + ATT_HB - 1) / ATT_HB, groups = n_kv_heads * nsub;
-    int *counters = NULL;
-    if ((size_t)slice * groups <= ATT_MAX_COUNTERS) { /* zeroed when (re)allocated; every launch leaves them 0 */
-        size_t had = att_cnt_ws.bytes;
-        counters = (int *)ks_cuda_workspace(&att_cnt_ws, s, ATT_MAX_COUNTERS * sizeof(int), "attention counters");
-        if (!counters) return;
-        if (att_cnt_ws.bytes != had) CUDA_CHECK(cudaMemsetAsync(counters, 0, att_cnt_ws.bytes, s));
-    }
     for (int t0 = 0; t0 < n; t0 += slice) {
         int nt = n - t0 < slice ? n - t0 : slice;
-        ks_launch(chunk, dim3(nt, groups, Z), ATT_THREADS, 0, s, part_o, part_ml, q, q_stride, kc, vc, pos, seq, tables,
-                  max_blocks, block_size, n_heads, n_kv_heads, head_dim, scale, Z, t0, out, counters);
+        int nsub = (n_heads / n_kv_heads + ATT_HB - 1) / ATT_HB;
+        ks_launch(chunk, dim3(nt, n_kv_heads * nsub, Z), ATT_THREADS, 0, s, part_o, part_ml, q, q_stride, kc, vc, pos, seq, tables,
+                                                                  max_blocks, block_size, n_heads, n_kv_heads,
+                                                                  head_dim, scale, Z, t0);
         CUDA_CHECK_LAUNCH();
-        if (counters) continue;
         ks_launch(k_attn_merge, dim3(nt, n_heads), head_dim < 128 ? 32 : 128, 0, s, out, part_o, part_ml, pos, n_heads,
                                                                              head_dim, Z, t0);
         CUDA_CHECK_LAUNCH();
