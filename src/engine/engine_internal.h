@@ -68,11 +68,13 @@ typedef struct {
     int32_t mtp_draft[ENGINE_MAX_DRAFT];
     int n_mtp_draft, mtp_depth;
     int mtp_lost;
+    int lookup_run;         /* consecutive steps that verified prompt-lookup drafts (engine_mtp_update) */
     /* per source (DRAFT_SRC_*): accepted drafts and rejections seen, from
      * its own verify steps and from comparing the drafts it had ready but
      * lost the choice with what was committed (so a source never chosen
      * still learns); engine_src_accept_rate() */
     int est_acc[4], est_rej[4];
+    int est_seen[4];        /* steps whose drafts from the source were compared with the outcome */
     int32_t lookup_shadow[ENGINE_MAX_DRAFT]; /* lookup's drafts when another source was chosen */
     int n_shadow[4];        /* drafts each unchosen source had ready this step */
     double lookup_value;    /* expected tokens per verify cost of next step's lookup drafts (0: none) */

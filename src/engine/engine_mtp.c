@@ -65,9 +65,19 @@ int engine_mtp_update(engine *e, int na, const int *feed, const int *tstart, con
             atomic_fetch_add(&e->gate_runtime_off, 1);
             continue;
         }
-        /* prompt lookup offers more next step: no recursive passes (the
-         * entries, and the draft they give, are needed anyway) */
-        if (s->lookup_value > 1.0 && !mtp_best_depth(e, s, s->lookup_value)) s->mtp_depth = 1;
+        /* prompt lookup offers more next step than any depth: in a stretch
+         * of lookup steps (this one and the one before verified its
+         * drafts) no pass at all — the entries fall behind and restart
+         * from a later forward's positions (the head's drafts then
+         * condition on fewer of its own entries, never wrong output); on
+         * code the copied stretches would otherwise pay a pass every step
+         * for drafts never used. A lone lookup step keeps the entries
+         * (one pass, no recursion): restarts cost acceptance on chat. */
+        s->lookup_run = s->n_draft > 0 && s->draft_src == DRAFT_SRC_LOOKUP ? s->lookup_run + 1 : 0;
+        if (s->lookup_value > 1.0 && !mtp_best_depth(e, s, s->lookup_value)) {
+            if (s->lookup_run >= 2) continue;
+            s->mtp_depth = 1;
+        }
         int p0 = pstart[i], p_end = s->n_cached - 1; /* valid hidden rows: positions p0..p_end */
         if (s->mtp_q0 < 0 || s->mtp_next < p0 + 1) { /* (re)start the entries here */
             kv_seq_truncate(&e->mtp_kv, &s->mkv, 0);

@@ -294,6 +294,7 @@ double engine_src_accept_rate(const seq_state *s, int src) {
 static void learn_sources(seq_state *s, int k, int accepted, int base) {
     s->est_acc[s->draft_src] += accepted;
     s->est_rej[s->draft_src] += accepted < k;
+    s->est_seen[s->draft_src] += k > 0;
     int committed = s->n_ctx - base;
     for (int src = 0; src < 4; src++) {
         int n = s->n_shadow[src], m = 0;
@@ -302,6 +303,7 @@ static void learn_sources(seq_state *s, int k, int accepted, int base) {
         while (m < n && m < committed && d[m] == s->ctx[base + m]) m++;
         s->est_acc[src] += m;
         s->est_rej[src] += m < n && m < committed;
+        s->est_seen[src]++;
         s->n_shadow[src] = 0;
     }
 }
