@@ -79,7 +79,7 @@ void engine_dflash_reset(engine *e, seq_state *s) {
  * drafts to verify gives (1 + r + .. + r^j) tokens for a verify of j drafts
  * plus the pass itself (measured costs, in decode steps), with r the chance
  * that the next draft is accepted after the previous one was, learned per
- * request (prior 0.7). When no j beats plain decoding (bar 1) the drafter
+ * request (from the engine's prior, src_prior). When no j beats plain decoding (bar SPEC_PAY_BAR) the drafter
  * is turned off for the request (on a CPU a block pass costs more than a
  * decode step, so it rarely pays there; on a GPU it does); when none beats
  * what prompt lookup offers next step (bar: its value) only this step's
@@ -109,7 +109,7 @@ int engine_dflash_update(engine *e, int na, const int *feed, const int *tstart, 
         draft[i] = false;
         if (done[i] || !s->use_dflash || !feed[i]) continue;
         s->n_fl_draft = 0;
-        if (!s->spec || !dflash_pays(e, s, 1.0)) { /* a gate turned speculation off, or it does not pay */
+        if (!s->spec || !dflash_pays(e, s, SPEC_PAY_BAR)) { /* a gate turned speculation off, or it does not pay */
             if (s->spec) atomic_fetch_add(&e->gate_runtime_off, 1);
             s->use_dflash = false;
             engine_dflash_reset(e, s);

@@ -33,7 +33,7 @@ void engine_mtp_reset(engine *e, seq_state *s) {
 
 /* Depth controller: the depth d in 1..--mtp-depth with the most expected
  * tokens per unit of cost, from this sequence's acceptance so far (chance
- * that a draft is accepted after the previous one was, prior 0.7):
+ * that a draft is accepted after the previous one was, from src_prior):
  * tokens(d) = 1 + r + .. + r^d, cost(d) = verify of d drafts + d head
  * passes. 0 when no depth beats `bar` (plain decoding: 1). */
 static int mtp_best_depth(const engine *e, const seq_state *s, double bar) {
@@ -59,7 +59,7 @@ int engine_mtp_update(engine *e, int na, const int *feed, const int *tstart, con
         seqs[i] = &s->mkv;
         if (done[i] || !s->use_mtp || !feed[i]) continue;
         s->n_mtp_draft = 0;
-        s->mtp_depth = mtp_best_depth(e, s, 1.0);
+        s->mtp_depth = mtp_best_depth(e, s, SPEC_PAY_BAR);
         if (!s->mtp_depth) { /* the head does not pay here: stop keeping it */
             s->use_mtp = false;
             atomic_fetch_add(&e->gate_runtime_off, 1);

@@ -140,11 +140,11 @@ static int lookup_drafts(const engine *e, const seq_state *s, int k, int32_t *ou
 /* The draft model runs one forward per draft: the chain length, up to
  * drafter_len and k, with the most expected tokens per unit of cost
  * (verify plus those forwards) at its acceptance so far; 0 when no length
- * beats plain decoding (the drafter is then off for the request). */
+ * beats plain decoding by SPEC_PAY_BAR (the drafter is then off for the request). */
 static int drafter_chain(engine *e, seq_state *s, int k) {
     int kmax = e->cfg.drafter_len < k ? e->cfg.drafter_len : k;
     if (e->cfg.no_runtime_gates) return kmax;
-    int n = engine_best_chain(e, engine_src_accept_rate(s, DRAFT_SRC_DRAFTER), kmax, e->dr_ratio, 1.0, s->n_cached);
+    int n = engine_best_chain(e, engine_src_accept_rate(s, DRAFT_SRC_DRAFTER), kmax, e->dr_ratio, SPEC_PAY_BAR, s->n_cached);
     if (n) return n;
     engine_src_off(e, s, DRAFT_SRC_DRAFTER);
     atomic_fetch_add(&e->gate_runtime_off, 1);
