@@ -209,7 +209,6 @@ int engine_start(engine **out, model *m, const tokenizer *tok, const engine_conf
     if (e->cfg.spec_min_repetition < 0) e->cfg.spec_min_repetition = ENGINE_DEFAULT_MIN_REPETITION;
     int rc = model_kv_init(m, &e->kv, e->cfg.kv_tokens);
     if (rc) { free(e); return rc; }
-    for (int src = 0; src < 4; src++) e->src_prior[src] = engine_first_prior(src);
     engine_measure_step(e);
     if (e->cfg.mtp && m->mtp) {
         if (e->cfg.mtp_depth < 1) e->cfg.mtp_depth = 3;

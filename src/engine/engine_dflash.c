@@ -79,7 +79,7 @@ void engine_dflash_reset(engine *e, seq_state *s) {
  * drafts to verify gives (1 + r + .. + r^j) tokens for a verify of j drafts
  * plus the pass itself (measured costs, in decode steps), with r the chance
  * that the next draft is accepted after the previous one was, learned per
- * request (from the engine's prior, src_prior). When no j beats plain decoding (bar SPEC_PAY_BAR) the drafter
+ * request (prior 0.7). When no j beats plain decoding (bar SPEC_PAY_BAR) the drafter
  * is turned off for the request (on a CPU a block pass costs more than a
  * decode step, so it rarely pays there; on a GPU it does); when none beats
  * what prompt lookup offers next step (bar: its value) only this step's

@@ -82,7 +82,6 @@ typedef struct {
      * still learns); engine_src_accept_rate() */
     int est_acc[4], est_rej[4];
     int est_seen[4];        /* steps whose drafts from the source were compared with the outcome */
-    double prior[4];        /* acceptance each source starts from (the engine's, at admission) */
     int32_t lookup_shadow[ENGINE_MAX_DRAFT]; /* lookup's drafts when another source was chosen */
     int n_shadow[4];        /* drafts each unchosen source had ready this step */
     double lookup_value;    /* expected tokens per verify cost of next step's lookup drafts (0: none) */
@@ -140,9 +139,6 @@ struct engine {
     int mtp_cap;
     int32_t *mtp_ids;       /* (mtp_depth, max_concurrent) the head's greedy drafts of a chain of passes */
     double dr_ratio;        /* drafter forward / target decode step */
-    /* per source: the acceptance a new request starts from, learned from
-     * the requests before it (engine_seq_free), first engine_first_prior */
-    double src_prior[4];
     double st_a, st_b, st_c, st_d; /* step time model, seconds: t(n, L) = a + b n + L (c + d n) (engine_cost.c) */
     double t_decode;        /* seconds of a 1-token decode step at an empty context (engine start) */
     kv_cache fl_kv;         /* the DFlash drafter's entries (n_blocks 0: none in use) */
@@ -176,9 +172,8 @@ int engine_seq_verify(engine *e, seq_state *s, float *rows, const int32_t *ids, 
 /* engine_sched.c */
 int engine_step(engine *e);
 /* engine_seq.c: the chance that src's next draft is accepted after the
- * previous one was (prior: the request's start, seq_state.prior, weight 10) */
+ * previous one was (priors: lookup 0.5, model proposers 0.7, weight 10) */
 double engine_src_accept_rate(const seq_state *s, int src);
-double engine_first_prior(int src); /* a source's acceptance before any request: 0.5 lookup, 0.7 the models */
 /* Stops drafting with src (a model proposer) for the rest of the request. */
 void engine_src_off(engine *e, seq_state *s, int src);
 /* engine_cost.c: start-up cost probes. probe_ctx is a scratch target sequence

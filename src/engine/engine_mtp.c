@@ -33,7 +33,7 @@ void engine_mtp_reset(engine *e, seq_state *s) {
 
 /* Depth controller: the depth d in 1..--mtp-depth with the most expected
  * tokens per unit of cost, from this sequence's acceptance so far (chance
- * that a draft is accepted after the previous one was, from src_prior):
+ * that a draft is accepted after the previous one was, prior 0.7):
  * tokens(d) = 1 + r + .. + r^d, cost(d) = verify of d drafts + d head
  * passes. 0 when no depth beats `bar` (plain decoding: 1). */
 static int mtp_best_depth(const engine *e, const seq_state *s, double bar) {

@@ -22,18 +22,6 @@ void engine_cache_blocks(engine *e, seq_state *s) {
 }
 
 void engine_seq_free(engine *e, seq_state *s) {
-    /* what this request saw of each source moves the next requests' start
-     * by a quarter (a workload where a proposer never pays stops paying for
-     * its first drafts on every request); every request also moves it 5%
-     * back toward the first prior, so a source a workload switched off is
-     * tried again after a while when the workload changes */
-    for (int src = 0; src < 4; src++) {
-        int acc = s->est_acc[src], rej = s->est_rej[src];
-        double p = e->src_prior[src];
-        p += 0.05 * (engine_first_prior(src) - p);
-        if (s->est_seen[src] > 0 && acc + rej > 0) p += 0.25 * ((double)acc / (acc + rej) - p);
-        e->src_prior[src] = p < 0.05 ? 0.05 : p > 0.95 ? 0.95 : p;
-    }
     engine_cache_blocks(e, s);
     kv_seq_release(&e->kv, &s->kv);
     if (e->dr) drafter_seq_release(e->dr, &s->dseq);
@@ -51,7 +39,6 @@ seq_state *engine_seq_new(engine *e, engine_req *r) {
     seq_state *s = calloc(1, sizeof *s);
     if (!s) return NULL;
     s->r = r;
-    memcpy(s->prior, e->src_prior, sizeof s->prior);
     s->cap = r->n_prompt + (r->p.max_tokens < e->cfg.ctx_size ? r->p.max_tokens : e->cfg.ctx_size) + 1;
     s->ctx = malloc((size_t)s->cap * sizeof *s->ctx);
     s->smp = sampler_new(e->m->cfg.vocab_size);
@@ -294,10 +281,9 @@ static int seq_choose(engine *e, seq_state *s, float *row, int d, int id) {
     return sample_draw(ids, probs, n, -1, &s->rng);
 }
 
-double engine_first_prior(int src) { return src == DRAFT_SRC_LOOKUP ? 0.5 : 0.7; }
-
 double engine_src_accept_rate(const seq_state *s, int src) {
-    return (s->est_acc[src] + 10.0 * s->prior[src]) / (s->est_acc[src] + s->est_rej[src] + 10.0);
+    double prior = src == DRAFT_SRC_LOOKUP ? 0.5 : 0.7;
+    return (s->est_acc[src] + 10.0 * prior) / (s->est_acc[src] + s->est_rej[src] + 10.0);
 }
 
 /* After a verify step whose committed tokens start at ctx[base]: the chosen
