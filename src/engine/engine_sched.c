@@ -368,8 +368,8 @@ int engine_step(engine *e) {
         if (!fwd_rc) model_sync(e->m);
         int ctx_max = 0;
         for (int i = 0; i < na; i++) ctx_max = e->active[i]->n_cached > ctx_max ? e->active[i]->n_cached : ctx_max;
-        fprintf(stderr, "kestrel: step %d rows (%d prompt) of %d sequences, context <= %d: %.2f ms\n", n, n_prompt, na,
-                ctx_max, (now_s() - t_fwd) * 1e3);
+        fprintf(stderr, "kestrel: step %d rows (%d prompt) of %d sequences, context <= %d: %.2f ms (started at %.6f s)\n",
+                n, n_prompt, na, ctx_max, (now_s() - t_fwd) * 1e3, t_fwd);
     }
     if (fwd_rc != 0) {
         const char *msg = err_msg();
