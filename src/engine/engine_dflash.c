@@ -122,6 +122,15 @@ int engine_dflash_update(engine *e, int na, const int *feed, const int *tstart, 
         }
         kv_seq_truncate(&e->fl_kv, &s->fkv, s->fl_next - s->fl_q0); /* drop the last block's entries */
         bool decoding = s->n_ctx == s->n_cached + 1 && dflash_pays(e, s, s->lookup_value);
+        /* prompt lookup beat the block 32 steps in a row (a copy-heavy
+         * answer): the context passes that keep the drafter ready cost every
+         * step for blocks never drafted — off for the request (the MTP
+         * head, cheaper to restart, covers the stretches lookup misses) */
+        s->fl_idle = decoding || s->lookup_value <= 0.0 ? 0 : s->fl_idle + 1;
+        if (s->fl_idle >= 32 && !e->cfg.no_runtime_gates) {
+            engine_src_off(e, s, DRAFT_SRC_DFLASH);
+            continue;
+        }
         if (kv_seq_reserve(&e->fl_kv, &s->fkv, s->n_cached - s->fl_q0 + (decoding ? B : 0)) != 0 ||
             scratch(e, n + (s->n_cached - s->fl_next) + na) != 0) {
             s->use_dflash = false; /* no room: plain decoding or other proposers */

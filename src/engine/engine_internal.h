@@ -94,6 +94,7 @@ typedef struct {
     int fl_q0, fl_next;
     int32_t fl_draft[ENGINE_MAX_DRAFT];
     int n_fl_draft, fl_lost;
+    int fl_idle;            /* consecutive steps whose block was skipped for prompt lookup's drafts */
     /* per source (DRAFT_SRC_*): its verify steps, drafts and accepted drafts
      * (the runtime gates) */
     int src_steps[4], src_drafted[4], src_accepted[4];
