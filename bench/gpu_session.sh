@@ -21,6 +21,8 @@
 # tinycoder; long = Qwen3-8B decode after ~16k and ~64k tokens; batch =
 # Qwen3-8B concurrency sweep, prefix-cache TTFT and the 32k-prompt stall;
 # kprof = GPU time of each kernel of a Qwen3-8B decode step (Nsight Compute).
+# batch also runs bench/step_cadence.sh (forward time vs step cadence by
+# sequence count at up to 16 streams).
 set -u
 OUT=${1:?usage: bench/gpu_session.sh OUT [STAGES]}
 STAGES=${2:-test real profile spec}
@@ -118,6 +120,8 @@ if has batch; then # issue 7 on the GPU: streams 1/4/16 on Qwen3-8B; prefix-cach
         KESTREL=build/kestrel timeout 240 bash bench/bench.sh /tmp/q8 --quick --workloads concurrency --ignore-eos \
             --prompts /tmp/sh/shared/models/tinycoder/prompts -- --device cuda --no-pld > "$OUT/batch.txt" 2>&1
         grep -i "stream\|concurr" "$OUT/batch.txt" | tail -12
+        KESTREL=build/kestrel PROMPTS=/tmp/sh/shared/models/tinycoder/prompts timeout 200 bash bench/step_cadence.sh /tmp/q8 -- \
+            --device cuda --no-pld --max-concurrent 16 2>&1 | grep -E " (1|4|8|16) sequences" | tee -a "$OUT/batch.txt"
         KESTREL=build/kestrel PREFIX=8192 LONG=32768 timeout 240 bash bench/cache_stall_bench.sh /tmp/q8 -- \
             --device cuda --ctx-size 40000 --max-concurrent 4 --no-pld >> "$OUT/batch.txt" 2>&1
         tail -4 "$OUT/batch.txt"
