@@ -21,6 +21,7 @@
 # tinycoder; long = Qwen3-8B decode after ~16k and ~64k tokens; batch =
 # Qwen3-8B concurrency sweep, prefix-cache TTFT and the 32k-prompt stall;
 # kprof = GPU time of each kernel of a Qwen3-8B decode step (Nsight Compute).
+# SPEC_FULL=1: the proposer matrix at --full size (5 prompts x 128 tokens).
 # batch also runs bench/step_cadence.sh (forward time vs step cadence by
 # sequence count at up to 16 streams).
 set -u
@@ -178,6 +179,6 @@ if has spec; then
     [ -n "${SPEC_NOGATES:-}" ] && KESTREL=build/kestrel NOGATES=1 WORKLOADS=code CONFIGS="mtp dflash" timeout 200 \
         bash bench/proposer_bench.sh "$TC" -- --device cuda >> "$OUT/spec.txt" 2>&1
     KESTREL=build/kestrel CONFIGS="${SPEC_CONFIGS:-plain pld mtp drafter dflash dflash8 auto}" timeout 300 \
-        bash bench/proposer_bench.sh "$TC" -- --device cuda >> "$OUT/spec.txt" 2>&1
+        bash bench/proposer_bench.sh "$TC" ${SPEC_FULL:+--full} -- --device cuda >> "$OUT/spec.txt" 2>&1
     tail -8 "$OUT/spec.txt"
 fi
