@@ -22,6 +22,8 @@
 # Qwen3-8B concurrency sweep, prefix-cache TTFT and the 32k-prompt stall;
 # kprof = GPU time of each kernel of a Qwen3-8B decode step (Nsight Compute).
 # SPEC_FULL=1: the proposer matrix at --full size (5 prompts x 128 tokens).
+# CONC_MAX_TOKENS=N: the concurrency sweep's answers N tokens long (--quick:
+# 64, where the 16 prompts' prefill is much of the measured time).
 # batch also runs bench/step_cadence.sh (forward time vs step cadence by
 # sequence count at up to 16 streams).
 set -u
@@ -119,6 +121,7 @@ fi
 if has batch; then # issue 7 on the GPU: streams 1/4/16 on Qwen3-8B; prefix-cache TTFT and the 32k stall
     if [ -f /tmp/q8/config.json ]; then
         KESTREL=build/kestrel timeout 240 bash bench/bench.sh /tmp/q8 --quick --workloads concurrency --ignore-eos \
+            ${CONC_MAX_TOKENS:+--max-tokens $CONC_MAX_TOKENS} \
             --prompts /tmp/sh/shared/models/tinycoder/prompts -- --device cuda --no-pld > "$OUT/batch.txt" 2>&1
         grep -i "stream\|concurr" "$OUT/batch.txt" | tail -12
         KESTREL=build/kestrel PROMPTS=/tmp/sh/shared/models/tinycoder/prompts timeout 200 bash bench/step_cadence.sh /tmp/q8 -- \
