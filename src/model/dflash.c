@@ -243,7 +243,7 @@ int dflash_add_context(dflash *d, kv_cache *kv, int n, const int32_t *idx, const
     model_graph_key k = {.tag = MODEL_GRAPH_DFLASH_CTX, .n = n, .n_logits = t->cap_tokens, .n_seqs = n_seqs,
                          .kv = kv->k[0], .kv_blocks = kv->n_blocks, .dep = t->feat};
     if ((rc = model_graph_run(m, &k, graph, context_ops, &x))) return rc;
-    return op->buf_download(be, NULL, m->d_pos, 0); /* completes the queued work's errors */
+    return KS_OK;
 }
 
 /* the block: embed, the layers (attention extents in ab), norm, lm_head rows */

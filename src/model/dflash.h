@@ -43,7 +43,9 @@ int dflash_kv_init(const dflash *d, kv_cache *kv, int n_tokens);
 
 /* Context entries: entry i is target position rope_pos[i] of sequence
  * seq[i] (index into seqs), stored at entry index idx[i]; its features are
- * row row[i] of the target's last forward. seqs must be reserved. */
+ * row row[i] of the target's last forward. seqs must be reserved. Nothing
+ * waits for the device: an error of this pass shows at the next wait (the
+ * block's drafts, the next forward; a backend failure is sticky). */
 int dflash_add_context(dflash *d, kv_cache *kv, int n, const int32_t *idx, const int32_t *rope_pos,
                        const int32_t *seq, const int32_t *row, int n_seqs, kv_seq *const *seqs);
 
