@@ -111,8 +111,7 @@ int engine_dflash_update(engine *e, int na, const int *feed, const int *tstart, 
         s->n_fl_draft = 0;
         if (!s->spec || !dflash_pays(e, s, SPEC_PAY_BAR)) { /* a gate turned speculation off, or it does not pay */
             if (s->spec) atomic_fetch_add(&e->gate_runtime_off, 1);
-            s->use_dflash = false;
-            engine_dflash_reset(e, s);
+            engine_src_off(e, s, DRAFT_SRC_DFLASH);
             continue;
         }
         int p0 = pstart[i];

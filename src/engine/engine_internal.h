@@ -81,7 +81,6 @@ typedef struct {
      * lost the choice with what was committed (so a source never chosen
      * still learns); engine_src_accept_rate() */
     int est_acc[4], est_rej[4];
-    int est_seen[4];        /* steps whose drafts from the source were compared with the outcome */
     int32_t lookup_shadow[ENGINE_MAX_DRAFT]; /* lookup's drafts when another source was chosen */
     int n_shadow[4];        /* drafts each unchosen source had ready this step */
     double lookup_value;    /* expected tokens per verify cost of next step's lookup drafts (0: none) */
@@ -90,6 +89,7 @@ typedef struct {
      * at entry index position - fl_q0; the next step's block drafted right
      * after each forward */
     bool use_dflash;
+    bool standby[4];        /* model proposers (DRAFT_SRC_*) waiting for their turn (engine_src_next) */
     kv_seq fkv;
     int fl_q0, fl_next;
     int32_t fl_draft[ENGINE_MAX_DRAFT];
@@ -175,6 +175,7 @@ int engine_step(engine *e);
 /* engine_seq.c: the chance that src's next draft is accepted after the
  * previous one was (priors: lookup 0.5, model proposers 0.7, weight 10) */
 double engine_src_accept_rate(const seq_state *s, int src);
+void engine_src_next(seq_state *s);
 /* Stops drafting with src (a model proposer) for the rest of the request. */
 void engine_src_off(engine *e, seq_state *s, int src);
 /* engine_cost.c: start-up cost probes. probe_ctx is a scratch target sequence

@@ -61,21 +61,26 @@ int engine_mtp_update(engine *e, int na, const int *feed, const int *tstart, con
         s->n_mtp_draft = 0;
         s->mtp_depth = mtp_best_depth(e, s, SPEC_PAY_BAR);
         if (!s->mtp_depth) { /* the head does not pay here: stop keeping it */
-            s->use_mtp = false;
+            engine_src_off(e, s, DRAFT_SRC_MTP);
             atomic_fetch_add(&e->gate_runtime_off, 1);
             continue;
         }
-        /* prompt lookup offers more next step than any depth: in a stretch
-         * of lookup steps (this one and the one before verified its
-         * drafts) no pass at all — the entries fall behind and restart
-         * from a later forward's positions (the head's drafts then
-         * condition on fewer of its own entries, never wrong output); on
-         * code the copied stretches would otherwise pay a pass every step
-         * for drafts never used. A lone lookup step keeps the entries
-         * (one pass, no recursion): restarts cost acceptance on chat. */
+        /* prompt lookup offers more next step than any depth (counting the
+         * passes): one pass, no recursion. When lookup would be chosen
+         * even over passes that cost nothing (the chooser's own
+         * comparison) in a stretch of lookup steps (this one and the one
+         * before verified its drafts), no pass at all — the entries fall
+         * behind and restart from a later forward's positions (the head's
+         * drafts then condition on fewer of its own entries, never wrong
+         * output); on code the copied stretches would otherwise pay a pass
+         * every step for drafts never used. Skipping on the pass-counting
+         * comparison alone left the head dormant on chat, where lookup
+         * often has a weak draft ready. */
         s->lookup_run = s->n_draft > 0 && s->draft_src == DRAFT_SRC_LOOKUP ? s->lookup_run + 1 : 0;
         if (s->lookup_value > 1.0 && !mtp_best_depth(e, s, s->lookup_value)) {
-            if (s->lookup_run >= 2) continue;
+            if (s->lookup_run >= 2 && !engine_best_chain(e, engine_src_accept_rate(s, DRAFT_SRC_MTP), e->cfg.mtp_depth,
+                                                         0.0, s->lookup_value, s->n_cached))
+                continue;
             s->mtp_depth = 1;
         }
         int p0 = pstart[i], p_end = s->n_cached - 1; /* valid hidden rows: positions p0..p_end */

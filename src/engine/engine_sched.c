@@ -158,19 +158,6 @@ static int drafter_chain(engine *e, seq_state *s, int k) {
  * source's chance that the next draft is accepted given the previous one was
  * is learned per request (engine_src_accept_rate). A precomputed source that loses 16 steps in a
  * row stops being computed for the request. */
-/* What a precomputed model source is worth per unit of its own cost: its
- * best chain of drafts, tokens / (verify + its passes: an MTP pass per
- * draft, one DFlash block) at the source's learned acceptance. */
-static double source_value(const engine *e, const seq_state *s, int src) {
-    double r = engine_src_accept_rate(s, src), best = 0.0;
-    int n_max = src == DRAFT_SRC_MTP ? e->cfg.mtp_depth : e->fl_block - 1;
-    for (int n = 1; n <= n_max; n++) {
-        double v = chain_value(e, r, n, src == DRAFT_SRC_MTP ? n * e->mtp_ratio : e->fl_ratio, s->n_cached);
-        if (v > best) best = v;
-    }
-    return best;
-}
-
 static void choose_drafts(engine *e, seq_state *s, int k) {
     int j, best_j = s->n_draft;
     int L = s->n_cached;
@@ -205,16 +192,6 @@ static void choose_drafts(engine *e, seq_state *s, int k) {
     if (src) {
         memcpy(s->draft, src, (size_t)best_j * sizeof *s->draft);
         s->n_draft = best_j;
-    }
-    /* The MTP head and a DFlash drafter both pay their passes every step,
-     * whichever is chosen: once each has been compared with 16 outcomes,
-     * the one worth 5% less per unit of its own cost stops (keeping both
-     * cost more than the second one ever gave back). */
-    if (n_mtp && n_fl && s->est_seen[DRAFT_SRC_MTP] >= 16 && s->est_seen[DRAFT_SRC_DFLASH] >= 16 &&
-        !e->cfg.no_runtime_gates) {
-        double vm = source_value(e, s, DRAFT_SRC_MTP), vf = source_value(e, s, DRAFT_SRC_DFLASH);
-        if (vm < 0.95 * vf) engine_src_off(e, s, DRAFT_SRC_MTP);
-        else if (vf < 0.95 * vm) engine_src_off(e, s, DRAFT_SRC_DFLASH);
     }
     /* precomputed sources that keep losing stop costing passes */
     if (n_mtp && (s->mtp_lost = s->draft_src == DRAFT_SRC_MTP ? 0 : s->mtp_lost + 1) >= 16 && !e->cfg.no_runtime_gates)
@@ -256,6 +233,7 @@ int engine_step(engine *e) {
         seq_state *s = e->active[i];
         int want = s->n_ctx - s->n_cached;
         s->n_draft = 0;
+        engine_src_next(s);
         bool prompt = prompt_of[i] = s->n_cached < s->r->n_prompt;
         if (want > 1) {
             /* a step feeds prompt tokens or generated ones, not both (after
