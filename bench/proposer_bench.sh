@@ -7,7 +7,8 @@
 #   drafter  MODEL/drafter only
 #   dflash   MODEL/dflash only (block: the checkpoint's)
 #   dflash8  MODEL/dflash with --draft-block-size 8
-#   auto     the defaults (every proposer the model has; the chooser decides)
+#   auto     the defaults (prompt lookup beside the model proposers the model
+#            has, which take turns: MTP head, DFlash, draft model)
 # each measured by the harness probe (`kestrel bench --quick --workloads
 # code,chat,edit,prose`; --full: 5 prompts x 128 tokens) and by /metrics
 # after the run (draft tokens, accepted, verify steps -> tokens per verify
