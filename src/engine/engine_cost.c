@@ -74,6 +74,19 @@ void engine_measure_step(engine *e) {
         e->st_a = 1.0 - e->st_b;
         return;
     }
+    double p[4];
+    engine_fit_step(t, k1, L1, L2, p);
+    e->st_a = p[0];
+    e->st_b = p[1];
+    e->st_c = p[2];
+    e->st_d = p[3];
+}
+
+/* The fit itself: t = the probes' times (1, 0), (1, L1), (k1, L1), (1, L2),
+ * (k1, L2); L2 = 0: no context probes (t[2] is then (k1, 0)). Out: a, b, c,
+ * d of t(n, L) = a + b n + L (c + d n), negative slopes taken as 0 and a at
+ * least 5% of a step. */
+void engine_fit_step(const double t[5], int k1, int L1, int L2, double out[4]) {
     double c = 0, d = 0, t1 = L2 ? t[1] : t[0], tk = t[2];
     if (L2) {
         double s1 = (t[3] - t[1]) / (L2 - L1), sk = (t[4] - t[2]) / (L2 - L1); /* c + d, c + d k1 */
@@ -86,10 +99,10 @@ void engine_measure_step(engine *e) {
     if (b < 0) b = 0;
     double a = t1 - b - (c + d) * L1;
     if (a < 0.05 * t1) a = 0.05 * t1;
-    e->st_a = a;
-    e->st_b = b;
-    e->st_c = c;
-    e->st_d = d;
+    out[0] = a;
+    out[1] = b;
+    out[2] = c;
+    out[3] = d;
 }
 
 static double step_time(const engine *e, double n, int L) {

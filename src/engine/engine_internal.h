@@ -197,6 +197,7 @@ double engine_probe_cost(engine *e, probe_fn pass, void *arg, double fallback);
  * context; engine_track_cost follows a pass's ratio from its measured time
  * (moving average, weight 1/8). */
 void engine_measure_step(engine *e);
+void engine_fit_step(const double t[5], int k1, int L1, int L2, double out[4]);
 double engine_measure_mtp(engine *e);
 double engine_measure_drafter(engine *e);
 double engine_verify_cost(const engine *e, double k, int L);

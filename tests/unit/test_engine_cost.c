@@ -1,0 +1,55 @@
+/* test_engine_cost.c — the step-time fit behind every speculation decision
+ * (engine_fit_step): probe times made from known t(n, L) = a + b n +
+ * L (c + d n) give those parameters back, for a GPU-like step (keys read
+ * once for all rows: d = 0), a CPU-like one (once per row: c = 0) and both;
+ * slopes that come out negative (noise) are taken as 0; without context
+ * probes the fit uses the steps at context 0. */
+#include <math.h>
+
+#include "engine/engine_internal.h"
+#include "test.h"
+
+static double step(const double p[4], int n, int L) { return p[0] + p[1] * n + L * (p[2] + p[3] * n); }
+
+static void probes(const double p[4], int k1, int L1, int L2, double t[5]) {
+    t[0] = step(p, 1, 0);
+    t[1] = step(p, 1, L1);
+    t[2] = step(p, k1, L1);
+    t[3] = step(p, 1, L2);
+    t[4] = step(p, k1, L2);
+}
+
+TEST(test_engine_step_fit_recovers_the_model) {
+    const double cases[3][4] = {
+        {216.5e-6, 4.83e-6, 0.0, 0.0042e-6},  /* the H200 with tinycoder: context nearly free */
+        {600e-6, 70e-6, 0.0, 0.18e-6},        /* a CPU: every row reads the keys */
+        {500e-6, 20e-6, 0.05e-6, 0.1e-6},     /* both */
+    };
+    int k1 = 6, L1 = 128, L2 = 1024;
+    for (int ci = 0; ci < 3; ci++) {
+        double t[5], q[4];
+        probes(cases[ci], k1, L1, L2, t);
+        engine_fit_step(t, k1, L1, L2, q);
+        for (int j = 0; j < 4; j++)
+            CHECK_MSG(fabs(q[j] - cases[ci][j]) < 1e-12, "case %d parameter %d: %g, expected %g", ci, j, q[j],
+                      cases[ci][j]);
+        /* the verify cost it implies at context 2048, against the model's own */
+        double want = step(cases[ci], k1, 2048) / step(cases[ci], 1, 2048);
+        double got = step(q, k1, 2048) / step(q, 1, 2048);
+        CHECK(fabs(got - want) < 1e-9);
+    }
+}
+
+TEST(test_engine_step_fit_clamps_noise) {
+    /* a 1-token step slower at the short context than at the long one, and
+     * the k1-token steps flat: no negative cost per key or per row */
+    double t[5] = {200e-6, 230e-6, 231e-6, 220e-6, 229e-6}, q[4];
+    engine_fit_step(t, 6, 128, 1024, q);
+    CHECK(q[1] >= 0 && q[2] >= 0 && q[3] >= 0);
+    CHECK(q[0] >= 0.05 * t[1]);
+    /* no context probes: a and b from the steps at context 0, context free */
+    double t0[5] = {200e-6, 0, 250e-6, 0, 0};
+    engine_fit_step(t0, 6, 0, 0, q);
+    CHECK(fabs(q[1] - 10e-6) < 1e-12 && fabs(q[0] - 190e-6) < 1e-12);
+    CHECK(q[2] == 0 && q[3] == 0);
+}
