@@ -9,7 +9,9 @@
  *   2,000 samples each);
  * - a prediction equal to the reference answer: identical output and at most
  *   a third of the target steps; a proposer failure mid-request falls back to
- *   plain decoding with the output unchanged. */
+ *   plain decoding with the output unchanged;
+ * - the model proposers take turns: with the MTP head, DFlash and a draft
+ *   model loaded, only the head drafts, and with the head off only DFlash. */
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
@@ -476,5 +478,58 @@ TEST(test_spec_seeded_sampling_identical_on_and_off) {
     CHECK(drafted > 50);
     free(ids);
     engine_stop(e);
+    fx_close(&f);
+}
+
+/* The model proposers take turns within a request: with the MTP head, a
+ * DFlash drafter and a draft model all loaded (the gates held open, so
+ * nothing turns itself off), a request drafts with the head only; a request
+ * that turns the head off (enable_mtp false) drafts with DFlash only; the
+ * draft model waits behind both. Output equals plain decoding either way. */
+TEST(test_spec_model_proposers_take_turns) {
+    if (!test_shared_path("models/tinycoder/drafter") || !test_shared_path("models/tinycoder/dflash"))
+        SKIP("../shared/models/tinycoder/drafter or dflash not found");
+    fx f;
+    if (!fx_open(&f)) SKIP("../shared/models/tinycoder not found");
+    model *dm = NULL;
+    CHECK(model_load(&dm, test_shared_path("models/tinycoder/drafter"), f.be) == 0);
+    dflash *fl = open_dflash(SRC_DFLASH, f.m);
+    engine *e = NULL;
+    engine_config ec = {.max_concurrent = 2, .prefill_chunk = 256, .ctx_size = 1024, .pld = false,
+                        .spec_min_repetition = 0.0, .no_runtime_gates = true, .drafter = dm, .drafter_len = 4,
+                        .mtp = true, .mtp_depth = 3, .dflash = fl};
+    CHECK(dm && fl && engine_start(&e, f.m, f.tk, &ec) == 0);
+    int n = 0;
+    int32_t *ids = workload_prompt(&f, "models/tinycoder/prompts/completion.jsonl", 0, &n, NULL);
+    CHECK(ids != NULL);
+    if (!e || !ids) goto out;
+    engine_params pplain = params(96, 0), pon = params(96, 1), pnohead = params(96, 1);
+    pon.mtp = -1;    /* the server default: on */
+    pnohead.mtp = 0; /* enable_mtp: false */
+    run_out plain, head, block;
+    engine_stats s0, s1, s2;
+    collect(engine_submit(e, ids, n, &pplain), &plain);
+    engine_get_stats(e, &s0);
+    collect(engine_submit(e, ids, n, &pon), &head);
+    engine_get_stats(e, &s1);
+    collect(engine_submit(e, ids, n, &pnohead), &block);
+    engine_get_stats(e, &s2);
+    printf("    head first: MTP %lld, DFlash %lld, draft model %lld drafts; head off: MTP %lld, DFlash %lld, draft "
+           "model %lld\n", s1.mtp_drafted - s0.mtp_drafted, s1.dflash_drafted - s0.dflash_drafted,
+           s1.drafter_drafted - s0.drafter_drafted, s2.mtp_drafted - s1.mtp_drafted,
+           s2.dflash_drafted - s1.dflash_drafted, s2.drafter_drafted - s1.drafter_drafted);
+    CHECK(s1.mtp_drafted > s0.mtp_drafted);
+    CHECK_EQ_INT((int)(s1.dflash_drafted - s0.dflash_drafted), 0);
+    CHECK_EQ_INT((int)(s1.drafter_drafted - s0.drafter_drafted), 0);
+    CHECK_EQ_INT((int)(s2.mtp_drafted - s1.mtp_drafted), 0);
+    CHECK(s2.dflash_drafted > s1.dflash_drafted);
+    CHECK_EQ_INT((int)(s2.drafter_drafted - s1.drafter_drafted), 0);
+    CHECK(plain.n > 0 && head.n == plain.n && block.n == plain.n);
+    CHECK(!memcmp(head.toks, plain.toks, (size_t)plain.n * 4) && !memcmp(block.toks, plain.toks, (size_t)plain.n * 4));
+out:
+    free(ids);
+    if (e) engine_stop(e);
+    dflash_free(fl);
+    model_free(dm);
     fx_close(&f);
 }
