@@ -18,6 +18,9 @@ void bench_stream_init(bench_stream *s) {
 }
 
 void bench_stream_free(bench_stream *s) {
+    free(s->ev_t);
+    s->ev_t = NULL;
+    s->cap_ev = 0;
     sb_free(&s->line);
     sb_free(&s->data);
     sb_free(&s->text);
@@ -82,6 +85,19 @@ static void dispatch(bench_stream *s, double t) {
         if (got) {
             if (s->t_first < 0) s->t_first = t;
             s->t_last = t;
+            if (s->n_text_events == s->cap_ev && s->cap_ev >= 0) {
+                int cap = s->cap_ev ? 2 * s->cap_ev : 64;
+                double *p = realloc(s->ev_t, (size_t)cap * sizeof *p);
+                if (p) {
+                    s->ev_t = p;
+                    s->cap_ev = cap;
+                } else { /* out of memory: no window rate for this stream */
+                    free(s->ev_t);
+                    s->ev_t = NULL;
+                    s->cap_ev = -1;
+                }
+            }
+            if (s->ev_t) s->ev_t[s->n_text_events] = t;
             s->n_text_events++;
         }
     }
@@ -181,4 +197,23 @@ bench_stat bench_stat_of(const double *v, int n) {
     }
     free(w);
     return st;
+}
+
+double bench_decode_window_rate(const bench_stream *const *s, int n) {
+    if (n <= 0) return NAN;
+    double w0 = -INFINITY, w1 = INFINITY;
+    for (int i = 0; i < n; i++) {
+        if (s[i]->t_first < 0 || !s[i]->ev_t) return NAN;
+        if (s[i]->t_first > w0) w0 = s[i]->t_first;
+        if (s[i]->t_last < w1) w1 = s[i]->t_last;
+    }
+    if (!(w1 > w0)) return NAN;
+    double toks = 0;
+    for (int i = 0; i < n; i++) {
+        int in = 0;
+        for (int e = 0; e < s[i]->n_text_events; e++) in += s[i]->ev_t[e] > w0 && s[i]->ev_t[e] <= w1;
+        double per_event = s[i]->completion_tokens > 0 ? (double)s[i]->completion_tokens / s[i]->n_text_events : 1.0;
+        toks += in * per_event;
+    }
+    return toks / (w1 - w0);
 }

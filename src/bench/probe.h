@@ -11,6 +11,11 @@
  *       prefill tok/s = prompt_tokens / TTFT
  *       decode tok/s  = (completion_tokens - 1) / (t_last_token - t_first_token)
  *       e2e           = t_last_byte - t_request_sent
+ *   - bench_decode_window_rate: streams sent together, their joint decode
+ *     rate over the window in which all of them are decoding (past their
+ *     first token, not past their last): tokens in the window / its length,
+ *     a stream's tokens spread evenly over its text events. Prefill and the
+ *     ramp at either end, which the end-to-end total includes, are outside.
  *   - bench_stat_of: median / min / max of a set of samples (NaNs skipped).
  * Times are seconds on any one clock (the probe uses CLOCK_MONOTONIC). */
 #ifndef KS_BENCH_PROBE_H
@@ -28,6 +33,8 @@ typedef struct {
     /* what was measured */
     double t_first, t_last;   /* arrival of the first / last event with generated text; < 0 while none */
     int n_text_events;        /* events that carried generated text */
+    double *ev_t;             /* (n_text_events) their arrival times (owned; NULL when out of memory) */
+    int cap_ev;
     int prompt_tokens;        /* usage.prompt_tokens; -1 when the server sent no usage */
     int completion_tokens;    /* usage.completion_tokens; -1 when absent */
     int accepted_tokens;      /* usage.completion_tokens_details.accepted_prediction_tokens; -1 when absent */
@@ -62,6 +69,11 @@ typedef struct {
  * caller may fill s->prompt_tokens / s->completion_tokens first (tokenizer
  * fallback). Returns 0, or KS_EFORMAT when no generated text arrived. */
 int bench_stream_sample(const bench_stream *s, double t_start, double t_end, bench_sample *out);
+
+/* The joint decode rate of n finished streams (see above); NaN when the
+ * window is empty (a stream ended before another began decoding) or a
+ * stream lost its event times. */
+double bench_decode_window_rate(const bench_stream *const *s, int n);
 
 typedef struct {
     double median, min, max;

@@ -158,3 +158,38 @@ TEST(bench_probe_stats) {
     CHECK_EQ_INT(st.n, 0);
     CHECK(isnan(st.median));
 }
+
+/* Three streams' text events at known times (no usage: a token per event):
+ * A 1.0 .. 5.0 every 0.5 s, B 2.0 .. 6.0 every 0.25 s, C 3.0 .. 4.5 every
+ * 0.5 s. All three decode over (3.0, 4.5]: A 3 events, B 6, C 3 = 12 tokens
+ * in 1.5 s. With usage saying twice the events, twice the rate. A stream
+ * that ended before another began decoding: no window. */
+TEST(bench_probe_decode_window_rate) {
+    bench_stream a, b, c;
+    bench_stream_init(&a);
+    bench_stream_init(&b);
+    bench_stream_init(&c);
+    const char *ev = EV("{\"object\":\"text_completion\",\"choices\":[{\"index\":0,\"text\":\"x\",\"finish_reason\":null}]}");
+    for (double t = 1.0; t <= 5.0 + 1e-9; t += 0.5) feed(&a, ev, t);
+    for (double t = 2.0; t <= 6.0 + 1e-9; t += 0.25) feed(&b, ev, t);
+    for (double t = 3.0; t <= 4.5 + 1e-9; t += 0.5) feed(&c, ev, t);
+    const bench_stream *all[3] = {&a, &b, &c};
+    CHECK_NEAR(bench_decode_window_rate(all, 3), 12 / 1.5, 1e-9);
+    a.completion_tokens = 2 * a.n_text_events;
+    b.completion_tokens = 2 * b.n_text_events;
+    c.completion_tokens = 2 * c.n_text_events;
+    CHECK_NEAR(bench_decode_window_rate(all, 3), 24 / 1.5, 1e-9);
+    /* one stream alone: its own decode span */
+    const bench_stream *one[1] = {&c};
+    CHECK_NEAR(bench_decode_window_rate(one, 1), 2 * 3 / 1.5, 1e-9);
+    bench_stream d;
+    bench_stream_init(&d);
+    feed(&d, ev, 5.5);
+    feed(&d, ev, 7.0);
+    const bench_stream *apart[2] = {&c, &d};
+    CHECK(isnan(bench_decode_window_rate(apart, 2)));
+    bench_stream_free(&a);
+    bench_stream_free(&b);
+    bench_stream_free(&c);
+    bench_stream_free(&d);
+}
