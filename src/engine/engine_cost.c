@@ -48,23 +48,20 @@ void engine_measure_step(engine *e) {
         model_batch b2 = {L2 - L1, tok, pos + L1, seq, 1, seqs, 0, rows, L2 - L1, NULL, false};
         ok = ok && model_forward(e->m, &e->kv, &b2, logits) == 0;
     }
+    /* the probes: (tokens, context, slot of t[]); without context probes
+     * only (1, 0) and (k1, 0), the latter in the slot of (k1, L1) */
+    const int probe[5][3] = {{1, 0, 0}, {1, L1, 1}, {k1, L1, 2}, {1, L2, 3}, {k1, L2, 4}};
+    const int probe0[2][3] = {{1, 0, 0}, {k1, 0, 2}};
+    const int(*pv)[3] = L2 ? probe : probe0, np = L2 ? 5 : 2;
     for (int rep = 0; ok && rep < 4; rep++)
-        for (int v = 0; ok && v < (L2 ? 5 : 1); v++) {
-            int n = v && v % 2 == 0 ? k1 : 1, from = v == 0 ? 0 : v < 3 ? L1 : L2;
-            model_batch b = {n, tok, pos + from, seq, 1, seqs, n, rows, 0, NULL, false};
+        for (int v = 0; ok && v < np; v++) {
+            int n = pv[v][0];
+            model_batch b = {n, tok, pos + pv[v][1], seq, 1, seqs, n, rows, 0, NULL, false};
             double t0 = now_s();
             ok = model_forward(e->m, &e->kv, &b, logits) == 0;
             double dt = now_s() - t0;
-            if (rep > 0 && dt < t[v]) t[v] = dt;
+            if (rep > 0 && dt < t[pv[v][2]]) t[pv[v][2]] = dt;
         }
-    /* without context probes: the k1-token step at context 0 */
-    for (int rep = 0; ok && !L2 && rep < 4; rep++) {
-        model_batch b = {k1, tok, pos, seq, 1, seqs, k1, rows, 0, NULL, false};
-        double t0 = now_s();
-        ok = model_forward(e->m, &e->kv, &b, logits) == 0;
-        double dt = now_s() - t0;
-        if (rep > 0 && dt < t[2]) t[2] = dt;
-    }
     kv_seq_release(&e->kv, &s);
     free(tok); free(pos); free(seq); free(rows); free(logits);
     e->t_decode = t[0] < 1e9 ? t[0] : 0;
