@@ -87,7 +87,7 @@ int model_mtp_forward(model *m, kv_cache *mkv, const model_batch *b, const int32
     for (int i = 0; i < n; i++)
         if (hid_idx[i] < 0 || hid_idx[i] >= m->cap_tokens) return err_set(KS_EINVAL, "MTP: hidden row out of range");
     bool chained = !b->tokens;
-    if (chained && (n > m->mtp_last || m->mtp_chain + b->n_logits > MODEL_MTP_MAX_CHAIN * m->cap_logits))
+    if (chained && n > m->mtp_last) /* (the chain's room is checked once the buffers are sized, below) */
         return err_set(KS_EINVAL, "MTP: a chained pass of %d entries after a pass of %d ids", n, m->mtp_last);
     if (!chained) m->mtp_chain = m->mtp_last = 0;
     bk_attn_batch ab;
