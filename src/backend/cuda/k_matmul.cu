@@ -207,7 +207,7 @@ k_matvec_tc(float *__restrict__ out, const float *__restrict__ x, const __nv_bfl
 #pragma unroll
                 for (int c = 0; c < 4; c++) red[warp][j][m][c][lane] = acc[j][m][c];
         __syncthreads();
-        if (SW) { /* out (n, half) = silu(gate) * up, as k_silu_mul computes it */
+        if constexpr (SW) { /* out (n, half) = silu(gate) * up, as k_silu_mul computes it */
             for (int e = threadIdx.x; e < G * (MT / 2) * 128; e += TC_WARPS * 32) {
                 int j = e / (MT / 2 * 128), p = (e >> 7) % (MT / 2), c = (e >> 5) & 3, l = e & 31;
                 int r = r0 + p * 16 + (l >> 2) + (c >= 2 ? 8 : 0), tok = t0 + j * 8 + (l & 3) * 2 + (c & 1);
@@ -257,20 +257,16 @@ static void launch_tc_v(ks_stream s, float *out, const float *x, const __nv_bflo
  * on 4096-row matrices (with 2 tiles they leave SMs without a block).
  * Tiles never change a row's arithmetic, so the choice may follow the
  * token count. */
+/* SW: the SwiGLU form (W = [gate; up], out (n, rows / 2)), the same tiles
+ * in gate/up pairs, so each product is the plain kernel's: it needs MT even
+ * and takes two tiles where the plain form takes one. */
+template <bool SW = false>
 static void launch_tc(ks_stream s, float *out, const float *x, const __nv_bfloat16 *w, const float *bias, int n,
                       int k, int rows) {
-    if (n > 8 && rows >= 384 * 64) launch_tc_v<1, 4>(s, out, x, w, bias, n, k, rows);
-    else if ((n > 8 && rows >= 192 * 32) || rows >= 768 * 32) launch_tc_v<2, 2>(s, out, x, w, bias, n, k, rows);
-    else if (n <= 8 && rows >= 192 * 32) launch_tc_v<4, 2>(s, out, x, w, bias, n, k, rows);
-    else launch_tc_v<4, 1>(s, out, x, w, bias, n, k, rows);
-}
-
-/* The SwiGLU form (W = [gate; up], out (n, rows / 2)): the same tiles in
- * gate/up pairs (MT even), so each product is the plain kernel's */
-static void launch_tc_swiglu(ks_stream s, float *out, const float *x, const __nv_bfloat16 *w, int n, int k, int rows) {
-    if (n > 8 && rows >= 384 * 64) launch_tc_v<1, 4, true>(s, out, x, w, NULL, n, k, rows);
-    else if ((n > 8 && rows >= 192 * 32) || rows >= 768 * 32) launch_tc_v<2, 2, true>(s, out, x, w, NULL, n, k, rows);
-    else launch_tc_v<4, 2, true>(s, out, x, w, NULL, n, k, rows);
+    if (n > 8 && rows >= 384 * 64) launch_tc_v<1, 4, SW>(s, out, x, w, bias, n, k, rows);
+    else if ((n > 8 && rows >= 192 * 32) || rows >= 768 * 32) launch_tc_v<2, 2, SW>(s, out, x, w, bias, n, k, rows);
+    else if (SW || (n <= 8 && rows >= 192 * 32)) launch_tc_v<4, 2, SW>(s, out, x, w, bias, n, k, rows);
+    else if constexpr (!SW) launch_tc_v<4, 1>(s, out, x, w, bias, n, k, rows);
 }
 
 /* f32 weights: two float4 per 8 elements, same chunk order */
@@ -365,7 +361,7 @@ extern "C" void ks_cuda_matmul_swiglu(ks_stream s, float *out, float *scratch, c
                                       int n, int k, int rows) {
     if (n <= 0 || rows <= 0) return;
     if (wtype == 2 && k % 32 == 0 && rows % 2 == 0) {
-        launch_tc_swiglu(s, out, x, (const __nv_bfloat16 *)w, n, k, rows);
+        launch_tc<true>(s, out, x, (const __nv_bfloat16 *)w, NULL, n, k, rows);
         CUDA_CHECK_LAUNCH();
         return;
     }
