@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # bench/gpu_session.sh OUT [STAGES] — one full run on the lent H200 (device
 # time is scarce: build, test and benchmark in one call). Run from the repo
-# root with .devcarry/ carried (gpu.tar.xz: tinycoder + prompts + reference
-# + dflash; drafter.tar.xz: tinycoder/drafter; qwen3tok.tar.xz: the Qwen3
-# tokenizer for the random checkpoints; sysroot/: the Debian -dev headers
-# and libraries the machine lacks; runlib/: their shared objects). The
-# device call: carry [".devcarry/gpu.tar.xz", ".devcarry/drafter.tar.xz",
-# ".devcarry/qwen3tok.tar.xz", ".devcarry/sysroot", ".devcarry/runlib"],
-# command `timeout 590 bash bench/gpu_session.sh $OUT "STAGES"`. Everything
-# lands in OUT.
+# root with .devcarry/ carried, as bench/make_devcarry.sh writes it
+# (gpu.tar.xz: tinycoder + prompts + reference + dflash; drafter.tar.xz:
+# tinycoder/drafter; qwen3tok.tar.xz: the Qwen3 tokenizer for the random
+# checkpoints; libs.tar.xz: the Debian -dev headers and libraries the machine
+# lacks, sysroot/ and runlib/, unpacked here). The device call: carry
+# [".devcarry/gpu.tar.xz", ".devcarry/libs.tar.xz", ".devcarry/qwen3tok.tar.xz"]
+# (+ ".devcarry/drafter.tar.xz" where the 64 MiB allow), command
+# `timeout 590 bash bench/gpu_session.sh $OUT "STAGES"`. Everything lands in
+# OUT.
 # STAGES (default "test real spec"): test = `test_runner cuda`; real =
 # random-weight Qwen3-8B / 1.7B checkpoints, decode after a 512-token prompt
 # and prefill of a 4096-token prompt (NOPROMPT=1: also with the prompt path
@@ -31,6 +32,7 @@ OUT=${1:?usage: bench/gpu_session.sh OUT [STAGES]}
 STAGES=${2:-test real profile spec}
 mkdir -p "$OUT" /tmp/sh
 tar -xJf .devcarry/gpu.tar.xz -C /tmp/sh
+[ -f .devcarry/libs.tar.xz ] && tar -xJf .devcarry/libs.tar.xz -C .devcarry
 # tinycoder's draft model travels apart (.devcarry/drafter.tar.xz) to keep
 # each file small; the spec stage's drafter row needs it
 [ -f .devcarry/drafter.tar.xz ] && tar -xJf .devcarry/drafter.tar.xz -C /tmp/sh
