@@ -9,7 +9,8 @@
  * two rows and feeds them to mma.sync m16n8k16 with k permuted identically
  * in A and B (a dot product does not care which k slot holds which pair);
  * x is split exactly into two bf16 parts, hi = bf16(x) and lo = bf16(x - hi)
- * (residual below 2^-17 |x|), multiplied in two mmas into the same fp32
+ * (residual below 2^-17 |x|; above 8 tokens split once into a workspace by
+ * k_split_x, else by each block), multiplied in two mmas into the same fp32
  * accumulators, 8 tokens per mma; the 8 warps' partial sums are added in
  * warp order through shared memory. Weights are read once per 32 tokens.
  * Other formats: one warp per R rows on the CUDA cores (k_matmul): lane l
@@ -122,7 +123,22 @@ __device__ __forceinline__ void split8(const float *xf, uint32_t *hi, uint32_t *
  * at n = 1 and 1.8-2.8 TB/s at n = 16 on Qwen3-8B shapes, where taking the
  * blocks one by one read 2.8-3.7 and 1.5-2.7, U = 2 3.3-4.3 and 1.9-3.1,
  * U = 8 2.1-3.8 and 1.5-2.3; BENCHMARKS.md) */
-template <int G, int U, int MT, bool SW>
+/* x split once for every block (k_split_x; PRE): the same hi / lo words as
+ * split8 gives, in place of each 8 floats — (n, k) 32-bit words, 8 values'
+ * 4 hi words then 4 lo words */
+__global__ void k_split_x(uint32_t *__restrict__ xs, const float *__restrict__ x, long long n8) {
+    pdl_start();
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n8; i += (long long)gridDim.x * blockDim.x) {
+        float xf[8];
+        load8(x + i * 8, xf);
+        uint32_t h[4], l[4];
+        split8(xf, h, l);
+        reinterpret_cast<uint4 *>(xs)[2 * i] = make_uint4(h[0], h[1], h[2], h[3]);
+        reinterpret_cast<uint4 *>(xs)[2 * i + 1] = make_uint4(l[0], l[1], l[2], l[3]);
+    }
+}
+
+template <int G, int U, int MT, bool SW, bool PRE = false>
 __global__ void __launch_bounds__(TC_WARPS * 32)
 k_matvec_tc(float *__restrict__ out, const float *__restrict__ x, const __nv_bfloat16 *__restrict__ w,
             const float *__restrict__ bias, int n, int k, int rows) {
@@ -171,19 +187,35 @@ k_matvec_tc(float *__restrict__ out, const float *__restrict__ x, const __nv_bfl
                 int tok = t0 + j * 8 + g;
                 const float *xr = x + (size_t)(tok < n ? tok : 0) * k + q * 8;
                 float xf[U][8];
+                uint4 xh[U], xl[U];
 #pragma unroll
                 for (int u = 0; u < U; u++) {
                     int kb = kb0 + u * TC_WARPS;
-                    if (tok < n && kb < nkb) load8(xr + kb * 32, xf[u]);
-                    else
+                    if constexpr (PRE) {
+                        if (tok < n && kb < nkb) {
+                            const uint4 *p = reinterpret_cast<const uint4 *>(xr + kb * 32);
+                            xh[u] = p[0];
+                            xl[u] = p[1];
+                        } else {
+                            xh[u] = xl[u] = make_uint4(0, 0, 0, 0);
+                        }
+                    } else if (tok < n && kb < nkb) {
+                        load8(xr + kb * 32, xf[u]);
+                    } else {
 #pragma unroll
                         for (int i = 0; i < 8; i++) xf[u][i] = 0.f;
+                    }
                 }
 #pragma unroll
                 for (int u = 0; u < U; u++) {
                     if (kb0 + u * TC_WARPS >= nkb) break;
                     uint32_t hi[4], lo[4];
-                    split8(xf[u], hi, lo);
+                    if constexpr (PRE) {
+                        hi[0] = xh[u].x, hi[1] = xh[u].y, hi[2] = xh[u].z, hi[3] = xh[u].w;
+                        lo[0] = xl[u].x, lo[1] = xl[u].y, lo[2] = xl[u].z, lo[3] = xl[u].w;
+                    } else {
+                        split8(xf[u], hi, lo);
+                    }
 #pragma unroll
                     for (int m = 0; m < MT; m++) {
                         float *c = acc[j][m];
@@ -233,7 +265,7 @@ k_matvec_tc(float *__restrict__ out, const float *__restrict__ x, const __nv_bfl
     }
 }
 
-template <int U, int MT, bool SW = false>
+template <int U, int MT, bool SW, bool PRE>
 static void launch_tc_v(ks_stream s, float *out, const float *x, const __nv_bfloat16 *w, const float *bias, int n,
                         int k, int rows) {
     /* above 16 tokens the reduction's shared memory caps the tiles at 2
@@ -242,9 +274,31 @@ static void launch_tc_v(ks_stream s, float *out, const float *x, const __nv_bflo
     int outs = SW ? rows / 2 : rows; /* output rows, 16 per tile (a SwiGLU pair of tiles gives 16) */
     constexpr int per = SW ? 16 * MT / 2 : 16 * MT, per4 = SW ? 16 * MT4 / 2 : 16 * MT4;
     dim3 block(TC_WARPS * 32), grid((outs + per - 1) / per), grid4((outs + per4 - 1) / per4);
-    if (n <= 8) ks_launch(k_matvec_tc<1, U, MT, SW>, grid, block, 0, s, out, x, w, bias, n, k, rows);
-    else if (n <= 16) ks_launch(k_matvec_tc<2, U, MT, SW>, grid, block, 0, s, out, x, w, bias, n, k, rows);
-    else ks_launch(k_matvec_tc<4, U4, MT4, SW>, grid4, block, 0, s, out, x, w, bias, n, k, rows);
+    if (n <= 8) ks_launch(k_matvec_tc<1, U, MT, SW, PRE>, grid, block, 0, s, out, x, w, bias, n, k, rows);
+    else if (n <= 16) ks_launch(k_matvec_tc<2, U, MT, SW, PRE>, grid, block, 0, s, out, x, w, bias, n, k, rows);
+    else ks_launch(k_matvec_tc<4, U4, MT4, SW, PRE>, grid4, block, 0, s, out, x, w, bias, n, k, rows);
+}
+
+/* Above 8 tokens x is split once (k_split_x) instead of by every block:
+ * each block's split of 16 tokens was ~60% of its loop's instructions
+ * (H200, Qwen3-8B shapes, 16 tokens: gate_up 65.7 -> 63.2 us, down 39.2 ->
+ * 35.1, qkv 24.7 -> 23.9; at 1 token the extra launch cost more than the
+ * split: qkv 15.9 -> 17.6 us). Same words, so the same arithmetic. */
+template <int U, int MT, bool SW = false>
+static void launch_tc_v(ks_stream s, float *out, const float *x, const __nv_bfloat16 *w, const float *bias, int n,
+                        int k, int rows) {
+    static ks_workspace split_ws; /* the split x of the call in flight (one stream) */
+    if (n > 8) {
+        uint32_t *xs = (uint32_t *)ks_cuda_workspace(&split_ws, s, (size_t)n * k * 4, "matvec x split");
+        if (!xs) return;
+        long long n8 = (long long)n * k / 8;
+        int blocks = (int)((n8 + 255) / 256);
+        ks_launch(k_split_x, blocks < 1024 ? blocks : 1024, 256, 0, s, xs, x, n8);
+        CUDA_CHECK_LAUNCH();
+        launch_tc_v<U, MT, SW, true>(s, out, (const float *)xs, w, bias, n, k, rows);
+    } else {
+        launch_tc_v<U, MT, SW, false>(s, out, x, w, bias, n, k, rows);
+    }
 }
 
 /* Tiles per block and k blocks in flight: more rows per block share each
