@@ -160,6 +160,38 @@ int main(int argc, char **argv) {
         return 1;
     }
     printf("device: %s\n", backend_describe(be));
+    if (argc > 1 && !strcmp(argv[1], "--matvec")) { /* decode matvecs only, Qwen3-8B and 1.7B shapes */
+        int sh[][2] = {{6144, 4096}, {4096, 4096}, {24576, 4096}, {4096, 12288}, {4096, 2048}, {2048, 2048},
+                       {12288, 2048}, {2048, 6144}};
+        const char *nm[] = {"8b qkv", "8b o", "8b gate_up", "8b down", "1.7b qkv", "1.7b o", "1.7b gate_up", "1.7b down"};
+        for (int si = 0; si < 8; si++) {
+            int rows = sh[si][0], k = sh[si][1];
+            uint32_t rs = 12345u;
+            bk_weight w;
+            if (random_bf16_weight(be, &w, rows, k, &rs) != 0) return 1;
+            for (int n = 1; n <= 4; n += 3) {
+                float *x = be->ops->buf_alloc(be, (size_t)n * k * 4), *o = be->ops->buf_alloc(be, (size_t)n * rows * 4);
+                for (int sw = 0; sw < 2; sw++) {
+                    if (sw && si % 4 != 2) continue; /* gate_up also as the SwiGLU form the model runs */
+                    for (int r = 0; r < 3; r++)
+                        sw ? be->ops->matmul_swiglu(be, o, x, x, &w, n) : be->ops->matmul(be, o, x, &w, NULL, n);
+                    sync(be);
+                    double t0 = now();
+                    for (int r = 0; r < 100; r++)
+                        sw ? be->ops->matmul_swiglu(be, o, x, x, &w, n) : be->ops->matmul(be, o, x, &w, NULL, n);
+                    sync(be);
+                    double dt = (now() - t0) / 100;
+                    printf("matvec %-12s%s %6dx%-5d n=%d %7.1f us %6.0f GB/s\n", nm[si], sw ? " sw" : "   ", rows, k, n,
+                           dt * 1e6, (double)rows * k * 2 / dt / 1e9);
+                }
+                be->ops->buf_free(be, x);
+                be->ops->buf_free(be, o);
+            }
+            be->ops->weight_release(be, &w);
+        }
+        backend_free(be);
+        return 0;
+    }
     time_gemm_rotation(be);
     if (argc > 1) {
         time_forward(be, argv[1]);

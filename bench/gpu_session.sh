@@ -26,7 +26,8 @@
 # CONC_MAX_TOKENS=N: the concurrency sweep's answers N tokens long (--quick:
 # 64, where the 16 prompts' prefill is much of the measured time).
 # batch also runs bench/step_cadence.sh (forward time vs step cadence by
-# sequence count at up to 16 streams).
+# sequence count at up to 16 streams); BATCH_PARTS="sweep cadence stall"
+# picks among its three parts.
 set -u
 OUT=${1:?usage: bench/gpu_session.sh OUT [STAGES]}
 STAGES=${2:-test real profile spec}
@@ -121,16 +122,21 @@ if has long; then # Qwen3-8B decode after 16k and 64k tokens of context (the who
     done
 fi
 if has batch; then # issue 7 on the GPU: streams 1/4/16 on Qwen3-8B; prefix-cache TTFT and the 32k stall
+    # BATCH_PARTS: which of "sweep cadence stall" to run (default all three)
+    bp=" ${BATCH_PARTS:-sweep cadence stall} "
     if [ -f /tmp/q8/config.json ]; then
+        [[ $bp == *" sweep "* ]] && {
         KESTREL=build/kestrel timeout 240 bash bench/bench.sh /tmp/q8 --quick --workloads concurrency --ignore-eos \
             ${CONC_MAX_TOKENS:+--max-tokens $CONC_MAX_TOKENS} \
             --prompts /tmp/sh/shared/models/tinycoder/prompts -- --device cuda --no-pld > "$OUT/batch.txt" 2>&1
-        grep -i "stream\|concurr" "$OUT/batch.txt" | tail -12
+        grep -i "stream\|concurr" "$OUT/batch.txt" | tail -12; }
+        [[ $bp == *" cadence "* ]] &&
         KESTREL=build/kestrel PROMPTS=/tmp/sh/shared/models/tinycoder/prompts timeout 200 bash bench/step_cadence.sh /tmp/q8 -- \
             --device cuda --no-pld --max-concurrent 16 2>&1 | grep -E " (1|4|8|16) sequences" | tee -a "$OUT/batch.txt"
+        [[ $bp == *" stall "* ]] && {
         KESTREL=build/kestrel PREFIX=8192 LONG=32768 timeout 240 bash bench/cache_stall_bench.sh /tmp/q8 -- \
             --device cuda --ctx-size 40000 --max-concurrent 4 --no-pld >> "$OUT/batch.txt" 2>&1
-        tail -4 "$OUT/batch.txt"
+        tail -4 "$OUT/batch.txt"; }
     fi
 fi
 if has profile; then # GPU time per op (KESTREL_CUDA_PROFILE, graphs off): a 4096-token prefill + 64 tokens

@@ -310,7 +310,11 @@ static void launch_tc_v(ks_stream s, float *out, const float *x, const __nv_bflo
  * 50 us vs 54, (2,4) qkv (6144 rows) in 15.8 vs 17.7, and (1,4) is best
  * on 4096-row matrices (with 2 tiles they leave SMs without a block).
  * Tiles never change a row's arithmetic, so the choice may follow the
- * token count. */
+ * token count. The SwiGLU form of a large gate|up at up to 8 tokens takes
+ * (2,4) (cuda_ops_bench --matvec: 51.7 vs 53.9 us; Qwen3-8B decode 204.7
+ * vs 202.0 tok/s, two runs each). Fewer k blocks in flight for k <= 2048
+ * ((1,1) / (2,2): Qwen3-1.7B's matvecs 10-20% faster on their own, its
+ * decode +1%) cost tinycoder's decode 8% and were left out. */
 /* SW: the SwiGLU form (W = [gate; up], out (n, rows / 2)), the same tiles
  * in gate/up pairs, so each product is the plain kernel's: it needs MT even
  * and takes two tiles where the plain form takes one. */
@@ -318,6 +322,7 @@ template <bool SW = false>
 static void launch_tc(ks_stream s, float *out, const float *x, const __nv_bfloat16 *w, const float *bias, int n,
                       int k, int rows) {
     if (n > 8 && rows >= 384 * 64) launch_tc_v<1, 4, SW>(s, out, x, w, bias, n, k, rows);
+    else if (SW && rows >= 768 * 32) launch_tc_v<4, 2, SW>(s, out, x, w, bias, n, k, rows);
     else if ((n > 8 && rows >= 192 * 32) || rows >= 768 * 32) launch_tc_v<2, 2, SW>(s, out, x, w, bias, n, k, rows);
     else if (SW || (n <= 8 && rows >= 192 * 32)) launch_tc_v<4, 2, SW>(s, out, x, w, bias, n, k, rows);
     else if constexpr (!SW) launch_tc_v<4, 1>(s, out, x, w, bias, n, k, rows);
