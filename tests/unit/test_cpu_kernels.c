@@ -137,3 +137,39 @@ TEST(test_cpu_matmul_kernels_match_scalar) {
     }
     printf("    %d matmul results compared with the scalar kernel and with the kernel alone\n", checked);
 }
+
+/* A whole KV block (16 positions) takes an unrolled path in the SIMD
+ * attention kernels; it must be the generic path's arithmetic: dots of 16
+ * positions bitwise the dots of each position alone (positions are
+ * independent), axpys over 16 bitwise axpys over 8 then the next 8 (the
+ * same sums in the same order). */
+TEST(test_cpu_attention_kernels_whole_block_is_the_generic_arithmetic) {
+    const cpu_kernels *isas[2] = {&cpu_kernels_avx2, &cpu_kernels_avx512};
+    unsigned seed = 5;
+    int checked = 0;
+    for (int ii = 0; ii < 2; ii++) {
+        const cpu_kernels *k = isas[ii];
+        if (!supported(k->isa)) continue;
+        static const int hds[2] = {64, 128};
+        for (int a = 0; a < 2; a++) {
+            int hd = hds[a], grp = 4, ks = hd * 2, ss = 20;
+            float q[4 * 128], kv[16 * 256], s16[4 * 20], s1[4 * 20], w[4 * 20], o16[4 * 128], o8[4 * 128];
+            for (int i = 0; i < grp * hd; i++) q[i] = frand(&seed);
+            for (int i = 0; i < 16 * ks; i++) kv[i] = frand(&seed);
+            k->dots(s16, ss, q, grp, kv, ks, 16, hd, 0.125f);
+            for (int j = 0; j < 16; j++) k->dots(s1 + j, ss, q, grp, kv + j * ks, ks, 1, hd, 0.125f);
+            for (int h = 0; h < grp; h++)
+                for (int j = 0; j < 16; j++)
+                    CHECK_MSG(!memcmp(&s16[h * ss + j], &s1[h * ss + j], 4), "%s dots hd %d: [%d][%d] %.9g vs %.9g alone",
+                              k->isa, hd, h, j, s16[h * ss + j], s1[h * ss + j]);
+            for (int i = 0; i < grp * ss; i++) w[i] = frand(&seed);
+            for (int i = 0; i < grp * hd; i++) o16[i] = o8[i] = frand(&seed);
+            k->axpys(o16, w, ss, kv, ks, 16, grp, hd);
+            k->axpys(o8, w, ss, kv, ks, 8, grp, hd);
+            k->axpys(o8, w + 8, ss, kv + 8 * ks, ks, 8, grp, hd);
+            CHECK_MSG(!memcmp(o16, o8, (size_t)grp * hd * 4), "%s axpys hd %d: 16 positions differ from 8 + 8", k->isa, hd);
+            checked++;
+        }
+    }
+    printf("    %d whole-block cases compared bitwise\n", checked);
+}

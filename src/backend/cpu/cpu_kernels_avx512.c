@@ -144,9 +144,17 @@ static void dots_f32(float *s, int ss, const float *q, int grp, const float *k, 
         const float *qh = q + (int64_t)h * hd;
         __m512 acc[16];
         for (int j = 0; j < 16; j++) acc[j] = _mm512_setzero_ps();
-        for (int i = 0; i < hd; i += 16) {
-            __m512 qv = _mm512_loadu_ps(qh + i);
-            for (int j = 0; j < n; j++) acc[j] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k + j * ks + i), acc[j]);
+        if (n == 16) { /* a whole KV block (the common case): the same arithmetic, unrolled so the sums stay in registers */
+            for (int i = 0; i < hd; i += 16) {
+                __m512 qv = _mm512_loadu_ps(qh + i);
+                _Pragma("GCC unroll 16") for (int j = 0; j < 16; j++)
+                    acc[j] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k + j * ks + i), acc[j]);
+            }
+        } else {
+            for (int i = 0; i < hd; i += 16) {
+                __m512 qv = _mm512_loadu_ps(qh + i);
+                for (int j = 0; j < n; j++) acc[j] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k + j * ks + i), acc[j]);
+            }
         }
         _mm512_mask_storeu_ps(s + (int64_t)h * ss, m, _mm512_mul_ps(sum16(acc), _mm512_set1_ps(scale)));
     }
@@ -197,6 +205,18 @@ static void axpys_f32(float *o, const float *w, int ws, const float *v, int64_t 
     }
     for (int i = 0; i < hd; i += 16) {
         __m512 vv[16];
+        if (n == 16) { /* a whole KV block: the same arithmetic, unrolled into registers */
+            _Pragma("GCC unroll 16") for (int j = 0; j < 16; j++) vv[j] = _mm512_loadu_ps(v + j * vs + i);
+            for (int h = 0; h < grp; h++) {
+                const float *wh = w + (int64_t)h * ws;
+                float *oh = o + (int64_t)h * hd + i;
+                __m512 acc = _mm512_loadu_ps(oh);
+                _Pragma("GCC unroll 16") for (int j = 0; j < 16; j++)
+                    acc = _mm512_fmadd_ps(_mm512_set1_ps(wh[j]), vv[j], acc);
+                _mm512_storeu_ps(oh, acc);
+            }
+            continue;
+        }
         for (int j = 0; j < n; j++) vv[j] = _mm512_loadu_ps(v + j * vs + i);
         for (int h = 0; h < grp; h++) {
             const float *wh = w + (int64_t)h * ws;
