@@ -284,10 +284,12 @@ static void launch_tc_v(ks_stream s, float *out, const float *x, const __nv_bflo
  * (H200, Qwen3-8B shapes, 16 tokens: gate_up 65.7 -> 63.2 us, down 39.2 ->
  * 35.1, qkv 24.7 -> 23.9; at 1 token the extra launch cost more than the
  * split: qkv 15.9 -> 17.6 us). Same words, so the same arithmetic. */
+static ks_workspace split_ws; /* (n, k) words: the split x of the call in flight (one stream; a split
+                                * waits for the matvec before it, programmatic launch or not) */
+
 template <int U, int MT, bool SW = false>
 static void launch_tc_v(ks_stream s, float *out, const float *x, const __nv_bfloat16 *w, const float *bias, int n,
                         int k, int rows) {
-    static ks_workspace split_ws; /* the split x of the call in flight (one stream) */
     if (n > 8) {
         uint32_t *xs = (uint32_t *)ks_cuda_workspace(&split_ws, s, (size_t)n * k * 4, "matvec x split");
         if (!xs) return;
