@@ -1,7 +1,9 @@
 /* cpu_kernels_avx2.c — AVX2/FMA kernels: bf16/f16/f32 weight rows times f32
  * activations in tiles of 4 weight rows x T tokens (T = 1..2: 16 ymm
  * registers), 8 lanes per step, scalar tail added after a fixed-order
- * horizontal sum — the same arithmetic for a token whatever the tile. */
+ * horizontal sum — the same arithmetic for a token whatever the tile. The
+ * attention kernels unroll a full run of positions so its sums stay in
+ * registers (the same operations in the same order). */
 #include <immintrin.h>
 
 #include "backend/cpu/cpu_kernels.h"
@@ -129,10 +131,18 @@ static void dots_f32(float *s, int ss, const float *q, int grp, const float *k, 
             const float *qh = q + (int64_t)h * hd;
             __m256 acc[8];
             for (int j = 0; j < 8; j++) acc[j] = _mm256_setzero_ps();
-            for (int i = 0; i < hd; i += 8) {
-                __m256 qv = _mm256_loadu_ps(qh + i);
-                for (int j = 0; j < m; j++)
-                    acc[j] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + (j0 + j) * ks + i), acc[j]);
+            if (m == 8) { /* a full run: the same arithmetic, unrolled so the sums stay in registers */
+                for (int i = 0; i < hd; i += 8) {
+                    __m256 qv = _mm256_loadu_ps(qh + i);
+                    _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++)
+                        acc[j] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + (j0 + j) * ks + i), acc[j]);
+                }
+            } else {
+                for (int i = 0; i < hd; i += 8) {
+                    __m256 qv = _mm256_loadu_ps(qh + i);
+                    for (int j = 0; j < m; j++)
+                        acc[j] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + (j0 + j) * ks + i), acc[j]);
+                }
             }
             float r[8];
             _mm256_storeu_ps(r, _mm256_mul_ps(sum8(acc), _mm256_set1_ps(scale)));
@@ -191,6 +201,21 @@ static void axpys_f32(float *o, const float *w, int ws, const float *v, int64_t 
     }
     for (int i = 0; i < hd; i += 8) {
         __m256 vv[16];
+        if (n == 16) { /* a whole KV block: two runs of 8 rows held in registers, each head's sum over
+                        * them in order (stored and reloaded between the runs: the same arithmetic) */
+            for (int j0 = 0; j0 < 16; j0 += 8) {
+                _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) vv[j] = _mm256_loadu_ps(v + (j0 + j) * vs + i);
+                for (int h = 0; h < grp; h++) {
+                    const float *wh = w + (int64_t)h * ws + j0;
+                    float *oh = o + (int64_t)h * hd + i;
+                    __m256 acc = _mm256_loadu_ps(oh);
+                    _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++)
+                        acc = _mm256_fmadd_ps(_mm256_set1_ps(wh[j]), vv[j], acc);
+                    _mm256_storeu_ps(oh, acc);
+                }
+            }
+            continue;
+        }
         for (int j = 0; j < n; j++) vv[j] = _mm256_loadu_ps(v + j * vs + i);
         for (int h = 0; h < grp; h++) {
             const float *wh = w + (int64_t)h * ws;
