@@ -261,18 +261,51 @@ static void cpu_attention(backend *be, float *out, const float *q, int q_stride,
 
 /* ---- elementwise ------------------------------------------------------ */
 
+/* Elementwise ops and argmax split over the pool by rows once a call has
+ * enough work to pay for the hand-off (each row is computed as it would be
+ * alone, so the split changes nothing in the results); small calls (one
+ * decode token) stay on the calling thread. */
+#define PAR_MIN_ELEMS 16384
+
+typedef struct {
+    float *out; const float *in; int dim;
+} silu_ctx;
+
+static void silu_rows(void *v, int t, int thread) {
+    silu_ctx *c = v;
+    const float *g = c->in + (int64_t)t * 2 * c->dim, *u = g + c->dim;
+    float *o = c->out + (int64_t)t * c->dim;
+    for (int j = 0; j < c->dim; j++) o[j] = g[j] / (1.0f + expf(-g[j])) * u[j];
+}
+
 static void cpu_silu_mul(backend *be, float *out, const float *gu, int n, int dim) {
-    (void)be;
-    for (int t = 0; t < n; t++) {
-        const float *g = gu + (int64_t)t * 2 * dim, *u = g + dim;
-        float *o = out + (int64_t)t * dim;
-        for (int j = 0; j < dim; j++) o[j] = g[j] / (1.0f + expf(-g[j])) * u[j];
+    silu_ctx c = {out, gu, dim};
+    if ((int64_t)n * dim < PAR_MIN_ELEMS) {
+        for (int t = 0; t < n; t++) silu_rows(&c, t, 0);
+    } else {
+        tp_run(impl_of(be)->pool, n, silu_rows, &c);
     }
 }
 
+typedef struct {
+    float *x; const float *y; size_t n;
+} add_ctx;
+
+#define ADD_CHUNK 4096
+
+static void add_chunk(void *v, int i, int thread) {
+    add_ctx *c = v;
+    size_t a = (size_t)i * ADD_CHUNK, b = a + ADD_CHUNK < c->n ? a + ADD_CHUNK : c->n;
+    for (size_t j = a; j < b; j++) c->x[j] += c->y[j];
+}
+
 static void cpu_add(backend *be, float *x, const float *y, size_t n) {
-    (void)be;
-    for (size_t i = 0; i < n; i++) x[i] += y[i];
+    add_ctx c = {x, y, n};
+    if (n < PAR_MIN_ELEMS) {
+        for (size_t i = 0; i < n; i++) x[i] += y[i];
+    } else {
+        tp_run(impl_of(be)->pool, (int)((n + ADD_CHUNK - 1) / ADD_CHUNK), add_chunk, &c);
+    }
 }
 
 static void cpu_add_rmsnorm(backend *be, float *x, const float *y, float *out, const bk_weight *w, int n, int dim,
@@ -315,14 +348,25 @@ static void cpu_mtp_input(backend *be, float *out, const bk_weight *table, const
     cpu_rmsnorm(be, out + dim, 2 * dim, out + dim, 2 * dim, w_h, n, 1, dim, eps);
 }
 
+typedef struct {
+    int32_t *out; const float *in; int cols;
+} argmax_ctx;
+
+static void argmax_row(void *v, int r, int thread) {
+    argmax_ctx *c = v;
+    const float *x = c->in + (int64_t)r * c->cols;
+    int best = 0;
+    for (int i = 1; i < c->cols; i++)
+        if (x[i] > x[best]) best = i;
+    c->out[r] = best;
+}
+
 static void cpu_argmax(backend *be, int32_t *out, const float *in, int n, int cols) {
-    (void)be;
-    for (int r = 0; r < n; r++) {
-        const float *x = in + (int64_t)r * cols;
-        int best = 0;
-        for (int i = 1; i < cols; i++)
-            if (x[i] > x[best]) best = i;
-        out[r] = best;
+    argmax_ctx c = {out, in, cols};
+    if ((int64_t)n * cols < PAR_MIN_ELEMS || n < 2) {
+        for (int r = 0; r < n; r++) argmax_row(&c, r, 0);
+    } else {
+        tp_run(impl_of(be)->pool, n, argmax_row, &c);
     }
 }
 
