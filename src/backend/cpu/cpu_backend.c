@@ -301,10 +301,11 @@ static void add_chunk(void *v, int i, int thread) {
 
 static void cpu_add(backend *be, float *x, const float *y, size_t n) {
     add_ctx c = {x, y, n};
+    int chunks = (int)((n + ADD_CHUNK - 1) / ADD_CHUNK);
     if (n < PAR_MIN_ELEMS) {
-        for (size_t i = 0; i < n; i++) x[i] += y[i];
+        for (int i = 0; i < chunks; i++) add_chunk(&c, i, 0);
     } else {
-        tp_run(impl_of(be)->pool, (int)((n + ADD_CHUNK - 1) / ADD_CHUNK), add_chunk, &c);
+        tp_run(impl_of(be)->pool, chunks, add_chunk, &c);
     }
 }
 
