@@ -116,6 +116,18 @@ static inline __m256 sum8(const __m256 v[8]) {
     return _mm256_add_ps(_mm256_permute2f128_ps(x[0], x[1], 0x20), _mm256_permute2f128_ps(x[0], x[1], 0x31));
 }
 
+/* acc[j] += q . k_j over the head dimension for j < m (a run of up to 8
+ * positions); always inlined, so a constant m (a full run) unrolls and the
+ * sums stay in registers, where a variable one keeps them on the stack */
+static inline __attribute__((always_inline)) void dots_run(__m256 *acc, const float *qh, const float *k, int64_t ks,
+                                                           int m, int hd) {
+    for (int i = 0; i < hd; i += 8) {
+        __m256 qv = _mm256_loadu_ps(qh + i);
+        _Pragma("GCC unroll 8") for (int j = 0; j < m; j++)
+            acc[j] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + j * ks + i), acc[j]);
+    }
+}
+
 /* per head and run of 8 positions: one accumulator per position over the
  * head dimension, then the 8 sums at once (sum8) */
 static void dots_f32(float *s, int ss, const float *q, int grp, const float *k, int64_t ks, int n, int hd,
@@ -131,19 +143,8 @@ static void dots_f32(float *s, int ss, const float *q, int grp, const float *k, 
             const float *qh = q + (int64_t)h * hd;
             __m256 acc[8];
             for (int j = 0; j < 8; j++) acc[j] = _mm256_setzero_ps();
-            if (m == 8) { /* a full run: the same arithmetic, unrolled so the sums stay in registers */
-                for (int i = 0; i < hd; i += 8) {
-                    __m256 qv = _mm256_loadu_ps(qh + i);
-                    _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++)
-                        acc[j] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + (j0 + j) * ks + i), acc[j]);
-                }
-            } else {
-                for (int i = 0; i < hd; i += 8) {
-                    __m256 qv = _mm256_loadu_ps(qh + i);
-                    for (int j = 0; j < m; j++)
-                        acc[j] = _mm256_fmadd_ps(qv, _mm256_loadu_ps(k + (j0 + j) * ks + i), acc[j]);
-                }
-            }
+            if (m == 8) dots_run(acc, qh, k + j0 * ks, ks, 8, hd);
+            else dots_run(acc, qh, k + j0 * ks, ks, m, hd);
             float r[8];
             _mm256_storeu_ps(r, _mm256_mul_ps(sum8(acc), _mm256_set1_ps(scale)));
             for (int j = 0; j < m; j++) s[(int64_t)h * ss + j0 + j] = r[j];
@@ -191,8 +192,26 @@ static float exp_sum_f32(float *s, int n, float mx) {
     return hsum(acc);
 }
 
+/* lanes i..i+7 of each head's output += sum over j < m of w[h][j] v_j, the
+ * m value rows (m <= 16) loaded once; always inlined, so a constant m keeps
+ * them in registers */
+static inline __attribute__((always_inline)) void axpys_run(float *o, const float *w, int ws, const float *v,
+                                                            int64_t vs, int m, int grp, int hd, int i) {
+    __m256 vv[16] = {0}; /* (only rows < m are read: the zeros quiet -Wmaybe-uninitialized and fold away) */
+    _Pragma("GCC unroll 8") for (int j = 0; j < m; j++) vv[j] = _mm256_loadu_ps(v + j * vs + i);
+    for (int h = 0; h < grp; h++) {
+        const float *wh = w + (int64_t)h * ws;
+        float *oh = o + (int64_t)h * hd + i;
+        __m256 acc = _mm256_loadu_ps(oh);
+        _Pragma("GCC unroll 8") for (int j = 0; j < m; j++) acc = _mm256_fmadd_ps(_mm256_set1_ps(wh[j]), vv[j], acc);
+        _mm256_storeu_ps(oh, acc);
+    }
+}
+
 /* per 8 lanes of the head dimension: the value rows loaded once, each
- * head's output accumulated over them in a register */
+ * head's output accumulated over them in a register; a whole KV block as
+ * two runs of 8 rows (16 ymm rows would not fit the registers), each head's
+ * sum stored and reloaded between them: the same arithmetic */
 static void axpys_f32(float *o, const float *w, int ws, const float *v, int64_t vs, int n, int grp, int hd) {
     if (hd % 8 || n > 16) {
         for (int j = 0; j < n; j++)
@@ -200,29 +219,11 @@ static void axpys_f32(float *o, const float *w, int ws, const float *v, int64_t 
         return;
     }
     for (int i = 0; i < hd; i += 8) {
-        __m256 vv[16];
-        if (n == 16) { /* a whole KV block: two runs of 8 rows held in registers, each head's sum over
-                        * them in order (stored and reloaded between the runs: the same arithmetic) */
-            for (int j0 = 0; j0 < 16; j0 += 8) {
-                _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++) vv[j] = _mm256_loadu_ps(v + (j0 + j) * vs + i);
-                for (int h = 0; h < grp; h++) {
-                    const float *wh = w + (int64_t)h * ws + j0;
-                    float *oh = o + (int64_t)h * hd + i;
-                    __m256 acc = _mm256_loadu_ps(oh);
-                    _Pragma("GCC unroll 8") for (int j = 0; j < 8; j++)
-                        acc = _mm256_fmadd_ps(_mm256_set1_ps(wh[j]), vv[j], acc);
-                    _mm256_storeu_ps(oh, acc);
-                }
-            }
-            continue;
-        }
-        for (int j = 0; j < n; j++) vv[j] = _mm256_loadu_ps(v + j * vs + i);
-        for (int h = 0; h < grp; h++) {
-            const float *wh = w + (int64_t)h * ws;
-            float *oh = o + (int64_t)h * hd + i;
-            __m256 acc = _mm256_loadu_ps(oh);
-            for (int j = 0; j < n; j++) acc = _mm256_fmadd_ps(_mm256_set1_ps(wh[j]), vv[j], acc);
-            _mm256_storeu_ps(oh, acc);
+        if (n == 16) {
+            axpys_run(o, w, ws, v, vs, 8, grp, hd, i);
+            axpys_run(o, w + 8, ws, v + 8 * vs, vs, 8, grp, hd, i);
+        } else {
+            axpys_run(o, w, ws, v, vs, n, grp, hd, i);
         }
     }
 }

@@ -130,6 +130,18 @@ static inline __m512 sum16(const __m512 v[16]) {
                          _mm512_shuffle_f32x4(z01, z23, _MM_SHUFFLE(3, 1, 3, 1)));
 }
 
+/* acc[j] += q . k_j over the head dimension for j < m (a run of positions);
+ * always inlined, so a constant m (a whole KV block) unrolls and the sums
+ * stay in registers, where a variable one keeps them on the stack */
+static inline __attribute__((always_inline)) void dots_run(__m512 *acc, const float *qh, const float *k, int64_t ks,
+                                                           int m, int hd) {
+    for (int i = 0; i < hd; i += 16) {
+        __m512 qv = _mm512_loadu_ps(qh + i);
+        _Pragma("GCC unroll 16") for (int j = 0; j < m; j++)
+            acc[j] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k + j * ks + i), acc[j]);
+    }
+}
+
 /* per head: one accumulator per position over the head dimension, then
  * the 16 positions' sums at once (sum16) — no horizontal sum per position */
 static void dots_f32(float *s, int ss, const float *q, int grp, const float *k, int64_t ks, int n, int hd,
@@ -144,18 +156,8 @@ static void dots_f32(float *s, int ss, const float *q, int grp, const float *k, 
         const float *qh = q + (int64_t)h * hd;
         __m512 acc[16];
         for (int j = 0; j < 16; j++) acc[j] = _mm512_setzero_ps();
-        if (n == 16) { /* a whole KV block (the common case): the same arithmetic, unrolled so the sums stay in registers */
-            for (int i = 0; i < hd; i += 16) {
-                __m512 qv = _mm512_loadu_ps(qh + i);
-                _Pragma("GCC unroll 16") for (int j = 0; j < 16; j++)
-                    acc[j] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k + j * ks + i), acc[j]);
-            }
-        } else {
-            for (int i = 0; i < hd; i += 16) {
-                __m512 qv = _mm512_loadu_ps(qh + i);
-                for (int j = 0; j < n; j++) acc[j] = _mm512_fmadd_ps(qv, _mm512_loadu_ps(k + j * ks + i), acc[j]);
-            }
-        }
+        if (n == 16) dots_run(acc, qh, k, ks, 16, hd);
+        else dots_run(acc, qh, k, ks, n, hd);
         _mm512_mask_storeu_ps(s + (int64_t)h * ss, m, _mm512_mul_ps(sum16(acc), _mm512_set1_ps(scale)));
     }
 }
@@ -195,6 +197,22 @@ static float exp_sum_f32(float *s, int n, float mx) {
     return _mm512_reduce_add_ps(acc);
 }
 
+/* lanes i..i+15 of each head's output += sum over j < m of w[h][j] v_j, the
+ * m value rows loaded once; always inlined, so a constant m (a whole KV
+ * block) keeps them in registers */
+static inline __attribute__((always_inline)) void axpys_run(float *o, const float *w, int ws, const float *v,
+                                                            int64_t vs, int m, int grp, int hd, int i) {
+    __m512 vv[16] = {0}; /* (only rows < m are read: the zeros quiet -Wmaybe-uninitialized and fold away) */
+    _Pragma("GCC unroll 16") for (int j = 0; j < m; j++) vv[j] = _mm512_loadu_ps(v + j * vs + i);
+    for (int h = 0; h < grp; h++) {
+        const float *wh = w + (int64_t)h * ws;
+        float *oh = o + (int64_t)h * hd + i;
+        __m512 acc = _mm512_loadu_ps(oh);
+        _Pragma("GCC unroll 16") for (int j = 0; j < m; j++) acc = _mm512_fmadd_ps(_mm512_set1_ps(wh[j]), vv[j], acc);
+        _mm512_storeu_ps(oh, acc);
+    }
+}
+
 /* per 16 lanes of the head dimension: the n value rows loaded once, each
  * head's output accumulated over them in a register */
 static void axpys_f32(float *o, const float *w, int ws, const float *v, int64_t vs, int n, int grp, int hd) {
@@ -204,27 +222,8 @@ static void axpys_f32(float *o, const float *w, int ws, const float *v, int64_t 
         return;
     }
     for (int i = 0; i < hd; i += 16) {
-        __m512 vv[16];
-        if (n == 16) { /* a whole KV block: the same arithmetic, unrolled into registers */
-            _Pragma("GCC unroll 16") for (int j = 0; j < 16; j++) vv[j] = _mm512_loadu_ps(v + j * vs + i);
-            for (int h = 0; h < grp; h++) {
-                const float *wh = w + (int64_t)h * ws;
-                float *oh = o + (int64_t)h * hd + i;
-                __m512 acc = _mm512_loadu_ps(oh);
-                _Pragma("GCC unroll 16") for (int j = 0; j < 16; j++)
-                    acc = _mm512_fmadd_ps(_mm512_set1_ps(wh[j]), vv[j], acc);
-                _mm512_storeu_ps(oh, acc);
-            }
-            continue;
-        }
-        for (int j = 0; j < n; j++) vv[j] = _mm512_loadu_ps(v + j * vs + i);
-        for (int h = 0; h < grp; h++) {
-            const float *wh = w + (int64_t)h * ws;
-            float *oh = o + (int64_t)h * hd + i;
-            __m512 acc = _mm512_loadu_ps(oh);
-            for (int j = 0; j < n; j++) acc = _mm512_fmadd_ps(_mm512_set1_ps(wh[j]), vv[j], acc);
-            _mm512_storeu_ps(oh, acc);
-        }
+        if (n == 16) axpys_run(o, w, ws, v, vs, 16, grp, hd, i);
+        else axpys_run(o, w, ws, v, vs, n, grp, hd, i);
     }
 }
 
