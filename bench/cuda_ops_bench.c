@@ -153,6 +153,24 @@ static void time_gemm_rotation(backend *be) {
     be->ops->buf_free(be, o);
 }
 
+/* seconds per call of w's decode matmul over n tokens (the SwiGLU form with
+ * sw), averaged over reps after 3 warm-up calls */
+static double time_matmul(backend *be, const bk_weight *w, int n, int sw, int reps) {
+    int rows = (int)w->rows, k = (int)w->cols;
+    float *x = be->ops->buf_alloc(be, (size_t)n * k * 4), *o = be->ops->buf_alloc(be, (size_t)n * rows * 4);
+    for (int r = 0; r < 3; r++)
+        sw ? be->ops->matmul_swiglu(be, o, o, x, w, n) : be->ops->matmul(be, o, x, w, NULL, n);
+    sync(be);
+    double t0 = now();
+    for (int r = 0; r < reps; r++)
+        sw ? be->ops->matmul_swiglu(be, o, o, x, w, n) : be->ops->matmul(be, o, x, w, NULL, n);
+    sync(be);
+    double dt = (now() - t0) / reps;
+    be->ops->buf_free(be, x);
+    be->ops->buf_free(be, o);
+    return dt;
+}
+
 int main(int argc, char **argv) {
     backend *be;
     if (backend_new(&be, "cuda", 0) != 0) {
@@ -169,24 +187,13 @@ int main(int argc, char **argv) {
             uint32_t rs = 12345u;
             bk_weight w;
             if (random_bf16_weight(be, &w, rows, k, &rs) != 0) return 1;
-            for (int n = 1; n <= 4; n += 3) {
-                float *x = be->ops->buf_alloc(be, (size_t)n * k * 4), *o = be->ops->buf_alloc(be, (size_t)n * rows * 4);
+            for (int n = 1; n <= 4; n += 3)
                 for (int sw = 0; sw < 2; sw++) {
                     if (sw && si % 4 != 2) continue; /* gate_up also as the SwiGLU form the model runs */
-                    for (int r = 0; r < 3; r++)
-                        sw ? be->ops->matmul_swiglu(be, o, x, x, &w, n) : be->ops->matmul(be, o, x, &w, NULL, n);
-                    sync(be);
-                    double t0 = now();
-                    for (int r = 0; r < 100; r++)
-                        sw ? be->ops->matmul_swiglu(be, o, x, x, &w, n) : be->ops->matmul(be, o, x, &w, NULL, n);
-                    sync(be);
-                    double dt = (now() - t0) / 100;
+                    double dt = time_matmul(be, &w, n, sw, 100);
                     printf("matvec %-12s%s %6dx%-5d n=%d %7.1f us %6.0f GB/s\n", nm[si], sw ? " sw" : "   ", rows, k, n,
                            dt * 1e6, (double)rows * k * 2 / dt / 1e9);
                 }
-                be->ops->buf_free(be, x);
-                be->ops->buf_free(be, o);
-            }
             be->ops->weight_release(be, &w);
         }
         backend_free(be);
@@ -224,18 +231,9 @@ int main(int argc, char **argv) {
         if (random_bf16_weight(be, &w, rows, k, &rs) != 0) return 1;
         for (int ni = 0; ni < 4; ni++) {
             int n = ns[ni];
-            float *x = be->ops->buf_alloc(be, (size_t)n * k * 4), *o = be->ops->buf_alloc(be, (size_t)n * rows * 4);
-            int reps = n >= 512 ? 3 : 50;
-            be->ops->matmul(be, o, x, &w, NULL, n);
-            sync(be);
-            double t0 = now();
-            for (int r = 0; r < reps; r++) be->ops->matmul(be, o, x, &w, NULL, n);
-            sync(be);
-            double dt = (now() - t0) / reps;
+            double dt = time_matmul(be, &w, n, 0, n >= 512 ? 3 : 50);
             printf("matmul %-8s %6dx%-5d n=%-4d %9.1f us  %7.0f GB/s  %6.1f TFLOP/s\n", names[si], rows, k, n, dt * 1e6,
                    wb / dt / 1e9, 2.0 * rows * k * n / dt / 1e12);
-            be->ops->buf_free(be, x);
-            be->ops->buf_free(be, o);
         }
         /* prompt rows: the tensor-core GEMM (not lm_head: only last rows reach it) */
         int gn[] = {1024, 1715, 2048, 4096};
