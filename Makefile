@@ -102,7 +102,7 @@ test-cuda: all
 bench: all
 	bench/cpu_bench.sh
 
-$(BUILD)/cuda_ops_bench $(BUILD)/cpu_attention_bench: $(BUILD)/%: $(BUILD)/bench/%.o $(BUILD)/libkestrel.a
+$(BUILD)/cuda_ops_bench $(BUILD)/cpu_attention_bench $(BUILD)/cpu_matmul_bench: $(BUILD)/%: $(BUILD)/bench/%.o $(BUILD)/libkestrel.a
 	$(CC) $(CFLAGS_BASE) $(OPT) $(CFLAGS) $(LDFLAGS) -o $@ $^ $(LDLIBS)
 
 clean:

@@ -3,9 +3,13 @@
  * positions, 1..8 query heads per key/value row, head sizes that take the
  * vector path and ones that fall back (1e-5 relative, 2e-6 absolute); exp_sum's
  * polynomial against expf over [-100, 0] (2e-6 relative). Matmul (bf16, f16,
- * f32 weights): 1..19 tokens x 1..19 rows, row lengths with and without a
- * tail (1e-5 of the sum of |x w|), and batch invariance: each (token, row)
- * result is bitwise the one the kernel gives that token and row alone. */
+ * f32 weights, through the packed layouts): 1..19 tokens x 1..69 rows (one
+ * to five panels, whole and partial), row lengths of 1 to 1543; the scalar
+ * kernel within 1e-5 of the sum of |x w| of the exact (double) sum, each
+ * ISA bitwise the scalar kernel
+ * (one FMA chain per result in every ISA), and batch invariance: each
+ * (token, row) result is bitwise the one the kernel gives that token and row
+ * alone. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,27 +86,40 @@ TEST(test_cpu_attention_kernels_match_scalar) {
     printf("    %d kernel cases compared with the scalar kernels\n", checked);
 }
 
-/* out (n, nr) = x (n, k) times w (nr rows of k, dtype dt) with kernel set ks */
+/* out (n, nr) = x (n, k) times w (nr rows of k, dtype dt, element size es)
+ * with kernel set ks, through the backend's layouts: w packed into panels,
+ * x into token groups, every panel against every group */
 static void run_mm(const cpu_kernels *ks, int dt, float *out, const float *x, int n, const void *w, int64_t k,
                    int nr) {
-    cpu_mm_fn fn = dt == DTYPE_BF16 ? ks->mm_bf16 : dt == DTYPE_F16 ? ks->mm_f16 : ks->mm_f32;
-    fn(out, nr, x, (int)k, n, w, k, nr);
+    size_t es = dtype_size(dt);
+    int panels = (nr + CPU_PANEL - 1) / CPU_PANEL, groups = (n + ks->mm_group - 1) / ks->mm_group;
+    char *pw = malloc((size_t)panels * CPU_PANEL * (size_t)k * es);
+    float *xg = malloc((size_t)groups * ks->mm_group * (size_t)k * sizeof(float));
+    for (int p = 0; p < panels; p++) {
+        const void *rows[CPU_PANEL];
+        int rr = nr - p * CPU_PANEL < CPU_PANEL ? nr - p * CPU_PANEL : CPU_PANEL;
+        for (int r = 0; r < rr; r++) rows[r] = (const char *)w + (size_t)(p * CPU_PANEL + r) * (size_t)k * es;
+        cpu_pack_panel(pw + (size_t)p * CPU_PANEL * (size_t)k * es, rows, rr, k, es);
+    }
+    cpu_pack_tokens(xg, x, (int)k, n, k, ks->mm_group);
+    cpu_mm_panels(ks, dt, out, nr, xg, n, pw, k, nr, 0, panels);
+    free(pw), free(xg);
 }
 
 TEST(test_cpu_matmul_kernels_match_scalar) {
-    const cpu_kernels *isas[2] = {&cpu_kernels_avx2, &cpu_kernels_avx512};
+    const cpu_kernels *isas[3] = {&cpu_kernels_scalar, &cpu_kernels_avx2, &cpu_kernels_avx512};
     static const int dts[3] = {DTYPE_BF16, DTYPE_F16, DTYPE_F32};
     static const int64_t ks[5] = {512, 1, 47, 80, 1543};
     unsigned seed = 11;
     int checked = 0;
-    for (int ii = 0; ii < 2; ii++) {
+    for (int ii = 0; ii < 3; ii++) {
         const cpu_kernels *kk = isas[ii];
-        if (!supported(kk->isa)) continue;
+        if (ii > 0 && !supported(kk->isa)) continue;
         for (int d = 0; d < 3; d++)
             for (int a = 0; a < 5; a++) {
                 int64_t k = ks[a];
-                int n = 19, nr = 19, dt = dts[d];
-                size_t es = dt == DTYPE_F32 ? 4 : 2;
+                int n = 19, nr = 69, dt = dts[d];
+                size_t es = dtype_size(dt);
                 float *x = malloc((size_t)(n * k) * sizeof(float)), *wf = malloc((size_t)(nr * k) * sizeof(float));
                 void *w = malloc((size_t)(nr * k) * es);
                 for (int64_t i = 0; i < n * k; i++) x[i] = frand(&seed);
@@ -113,29 +130,39 @@ TEST(test_cpu_matmul_kernels_match_scalar) {
                     else ((float *)w)[i] = wf[i] = v;
                 }
                 float *ref = malloc((size_t)(n * nr) * sizeof(float)), *got = malloc((size_t)(n * nr) * sizeof(float));
-                float one[1];
+                float *alone = malloc((size_t)(n * nr) * sizeof(float));
                 run_mm(&cpu_kernels_scalar, dt, ref, x, n, w, k, nr);
-                for (int nn = 1; nn <= n; nn += (nn < 9 ? 1 : 5)) /* every tile width, then wider batches */
-                    for (int rr = 1; rr <= nr; rr += (rr < 9 ? 1 : 5)) {
+                for (int t = 0; t < n; t++)
+                    for (int r = 0; r < nr; r++) {
+                        double exact = 0, mag = 0;
+                        for (int64_t i = 0; i < k; i++) {
+                            exact += (double)x[t * k + i] * wf[r * k + i];
+                            mag += fabs((double)x[t * k + i] * wf[r * k + i]);
+                        }
+                        float want = ref[t * nr + r];
+                        CHECK_MSG(fabs(want - exact) <= 1e-5 * mag + 1e-6, "scalar %s k %ld: [%d][%d] %g vs exact %g",
+                                  dtype_name(dt), (long)k, t, r, want, exact);
+                        run_mm(kk, dt, &alone[t * nr + r], x + t * k, 1, (const char *)w + (size_t)(r * k) * es, k, 1);
+                    }
+                for (int nn = 1; nn <= n; nn += (nn < 17 ? 1 : 2)) /* every group width, then wider batches */
+                    for (int rr = 1; rr <= nr; rr += (rr < 17 ? 1 : 13)) {
                         run_mm(kk, dt, got, x, nn, w, k, rr);
                         for (int t = 0; t < nn; t++)
                             for (int r = 0; r < rr; r++) {
-                                double mag = 0;
-                                for (int64_t i = 0; i < k; i++) mag += fabs((double)x[t * k + i] * wf[r * k + i]);
-                                float g = got[t * rr + r], want = ref[t * nr + r];
-                                CHECK_MSG(fabs(g - want) <= 1e-5 * mag + 1e-6, "%s %s k %ld n %d nr %d: [%d][%d] %g vs %g",
+                                float g = got[t * rr + r], want = ref[t * nr + r], one = alone[t * nr + r];
+                                CHECK_MSG(!memcmp(&g, &want, sizeof g), "%s %s k %ld n %d nr %d: [%d][%d] %.9g, scalar %.9g",
                                           kk->isa, dtype_name(dt), (long)k, nn, rr, t, r, g, want);
-                                run_mm(kk, dt, one, x + t * k, 1, (const char *)w + (size_t)(r * k) * es, k, 1);
-                                CHECK_MSG(!memcmp(&one[0], &g, sizeof g),
+                                CHECK_MSG(!memcmp(&one, &g, sizeof g),
                                           "%s %s k %ld: token %d row %d alone %.9g, in %d tokens x %d rows %.9g",
-                                          kk->isa, dtype_name(dt), (long)k, t, r, one[0], nn, rr, g);
+                                          kk->isa, dtype_name(dt), (long)k, t, r, one, nn, rr, g);
                                 checked++;
                             }
                     }
+                free(alone);
                 free(x), free(wf), free(w), free(ref), free(got);
             }
     }
-    printf("    %d matmul results compared with the scalar kernel and with the kernel alone\n", checked);
+    printf("    %d matmul results compared with exact sums, the scalar kernel and the kernel alone\n", checked);
 }
 
 /* A whole KV block (16 positions) takes an unrolled path in the SIMD

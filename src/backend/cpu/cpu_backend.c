@@ -1,6 +1,7 @@
-/* cpu_backend.c — the CPU backend: host buffers, weights as borrowed views
- * into the safetensors mmap, and every op parallelised over the thread pool
- * with the SIMD kernels of cpu_kernels_*.c. Always built. */
+/* cpu_backend.c — the CPU backend: host buffers, matrices packed at load
+ * into the kernels' 16-row panels (1-D weights stay borrowed views into the
+ * safetensors mmap), and every op parallelised over the thread pool with the
+ * SIMD kernels of cpu_kernels_*.c. Always built. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,6 +16,8 @@ typedef struct {
     const cpu_kernels *k;
     float *scratch;        /* attention scores, per thread */
     size_t scratch_per_thread;
+    float *xg;             /* a matmul's activations in token groups (cpu_pack_tokens) */
+    size_t xg_cap;         /* floats */
 } cpu_impl;
 
 static cpu_impl *impl_of(backend *be) { return be->impl; }
@@ -37,10 +40,31 @@ static int cpu_buf_copy(backend *be, void *dst, const void *src, size_t bytes) {
 
 /* ---- weights ---------------------------------------------------------- */
 
+/* 2-D weights: w->impl is the packed copy, ceil(rows / CPU_PANEL) panels
+ * of cols x CPU_PANEL elements (cpu_kernels.h), the fused parts' rows in
+ * order, rows past the end zero. Packed in parallel, a panel per task. */
+typedef struct { const bk_weight *w; char *dst; size_t es; } pack_ctx;
+
+static const void *weight_row(const bk_weight *w, int64_t row, size_t es) {
+    int p = 0;
+    while (p + 1 < w->n_parts && row >= w->part_rows[p]) row -= w->part_rows[p++];
+    return (const char *)w->part_data[p] + (size_t)row * (size_t)w->cols * es;
+}
+
+static void pack_task(void *v, int task, int thread) {
+    (void)thread;
+    pack_ctx *c = v;
+    const void *rows[CPU_PANEL];
+    int64_t r0 = (int64_t)task * CPU_PANEL;
+    int nr = c->w->rows - r0 < CPU_PANEL ? (int)(c->w->rows - r0) : CPU_PANEL;
+    for (int r = 0; r < nr; r++) rows[r] = weight_row(c->w, r0 + r, c->es);
+    cpu_pack_panel(c->dst + (size_t)task * CPU_PANEL * (size_t)c->w->cols * c->es, rows, nr, c->w->cols, c->es);
+}
+
 static int cpu_weight_init(backend *be, bk_weight *w, const st_tensor *const *parts, int n_parts) {
-    (void)be;
     memset(w, 0, sizeof *w);
     if (n_parts < 1 || n_parts > BK_MAX_PARTS) return err_set(KS_EINVAL, "weight: bad part count %d", n_parts);
+    int two_d = 0;
     for (int i = 0; i < n_parts; i++) {
         const st_tensor *t = parts[i];
         if (t->dtype != DTYPE_F32 && t->dtype != DTYPE_F16 && t->dtype != DTYPE_BF16)
@@ -52,7 +76,8 @@ static int cpu_weight_init(backend *be, bk_weight *w, const st_tensor *const *pa
         if (i == 0) {
             w->dtype = t->dtype;
             w->cols = cols;
-        } else if (t->dtype != w->dtype || cols != w->cols) {
+            two_d = t->n_dims == 2;
+        } else if (t->dtype != w->dtype || cols != w->cols || (t->n_dims == 2) != two_d) {
             return err_set(KS_EFORMAT, "tensor \"%s\": cannot fuse with \"%s\" (dtype/shape differ)",
                            t->name, parts[0]->name);
         }
@@ -61,16 +86,36 @@ static int cpu_weight_init(backend *be, bk_weight *w, const st_tensor *const *pa
         w->rows += rows;
     }
     w->n_parts = n_parts;
+    if (!two_d) return KS_OK;
+    size_t es = dtype_size(w->dtype);
+    int n_panels = (int)((w->rows + CPU_PANEL - 1) / CPU_PANEL);
+    size_t bytes = (size_t)n_panels * CPU_PANEL * (size_t)w->cols * es;
+    char *dst = cpu_buf_alloc(be, bytes);
+    if (!dst) return err_set(KS_ENOMEM, "tensor \"%s\": out of memory packing %zu bytes", parts[0]->name, bytes);
+    pack_ctx c = {w, dst, es};
+    tp_run(impl_of(be)->pool, n_panels, pack_task, &c);
+    w->impl = dst;
     return KS_OK;
 }
 
-static void cpu_weight_release(backend *be, bk_weight *w) { (void)be; memset(w, 0, sizeof *w); }
+static void cpu_weight_release(backend *be, bk_weight *w) {
+    cpu_buf_free(be, w->impl);
+    memset(w, 0, sizeof *w);
+}
 
-/* Element idx of a weight's row-major data (parts concatenated) as f32. */
+/* Element idx of a weight's row-major data (parts concatenated) as f32:
+ * from the packed panels for a matrix, the borrowed view for a vector. */
 static inline float weight_at(const bk_weight *w, int64_t idx) {
-    int p = 0;
-    while (p + 1 < w->n_parts && idx >= w->part_rows[p] * w->cols) idx -= w->part_rows[p++] * w->cols;
-    const void *d = w->part_data[p];
+    const void *d;
+    if (w->impl) {
+        int64_t row = idx / w->cols, col = idx % w->cols;
+        idx = ((row / CPU_PANEL) * w->cols + col) * CPU_PANEL + row % CPU_PANEL;
+        d = w->impl;
+    } else {
+        int p = 0;
+        while (p + 1 < w->n_parts && idx >= w->part_rows[p] * w->cols) idx -= w->part_rows[p++] * w->cols;
+        d = w->part_data[p];
+    }
     switch (w->dtype) {
     case DTYPE_BF16: return bf16_to_f32(((const uint16_t *)d)[idx]);
     case DTYPE_F16: return f16_to_f32(((const uint16_t *)d)[idx]);
@@ -119,46 +164,56 @@ static void cpu_rmsnorm(backend *be, float *out, int out_stride, const float *in
 
 /* ---- matmul ----------------------------------------------------------- */
 
-#define MM_ROWS_PER_TASK 16
-#define MM_TOKENS_PER_BLOCK 64
+/* A task: MM_PANELS_PER_TASK panels against every token group, groups
+ * outer, so a group's activations (k x mm_group floats) stay in cache
+ * across the task's panels. */
+#define MM_PANELS_PER_TASK 4
 
 typedef struct {
-    float *out; const float *in; const bk_weight *w; const bk_weight *bias; int n;
+    float *out; const float *xg; const bk_weight *w; const bk_weight *bias; int n;
     const cpu_kernels *k;
 } mm_ctx;
 
 static void mm_task(void *v, int task, int thread) {
+    (void)thread;
     mm_ctx *c = v;
     const bk_weight *w = c->w;
-    int64_t r0 = (int64_t)task * MM_ROWS_PER_TASK;
-    int64_t r1 = r0 + MM_ROWS_PER_TASK < w->rows ? r0 + MM_ROWS_PER_TASK : w->rows;
-    cpu_mm_fn fn = w->dtype == DTYPE_BF16 ? c->k->mm_bf16 : w->dtype == DTYPE_F16 ? c->k->mm_f16 : c->k->mm_f32;
-    size_t es = dtype_size(w->dtype);
-    int os = (int)w->rows;
-    /* walk the fused parts overlapping [r0, r1) */
-    int64_t part_start = 0;
-    for (int p = 0; p < w->n_parts && part_start < r1; p++) {
-        int64_t pr = w->part_rows[p], ps = part_start;
-        part_start += pr;
-        if (ps + pr <= r0) continue;
-        int64_t a = r0 > ps ? r0 : ps, b = r1 < ps + pr ? r1 : ps + pr;
-        const char *wp = (const char *)w->part_data[p] + (size_t)(a - ps) * (size_t)w->cols * es;
-        for (int t0 = 0; t0 < c->n; t0 += MM_TOKENS_PER_BLOCK) {
-            int nt = c->n - t0 < MM_TOKENS_PER_BLOCK ? c->n - t0 : MM_TOKENS_PER_BLOCK;
-            fn(c->out + (int64_t)t0 * os + a, os, c->in + (int64_t)t0 * w->cols, (int)w->cols, nt, wp,
-               w->cols, (int)(b - a));
-        }
-    }
+    int64_t n_panels = (w->rows + CPU_PANEL - 1) / CPU_PANEL;
+    int64_t p0 = (int64_t)task * MM_PANELS_PER_TASK;
+    int64_t p1 = p0 + MM_PANELS_PER_TASK < n_panels ? p0 + MM_PANELS_PER_TASK : n_panels;
+    cpu_mm_panels(c->k, w->dtype, c->out, (int)w->rows, c->xg, c->n, w->impl, w->cols, w->rows, p0, p1);
     if (c->bias)
         for (int t = 0; t < c->n; t++)
-            for (int64_t r = r0; r < r1; r++) c->out[(int64_t)t * os + r] += weight_at(c->bias, r);
+            for (int64_t r = p0 * CPU_PANEL; r < w->rows && r < p1 * CPU_PANEL; r++)
+                c->out[(int64_t)t * w->rows + r] += weight_at(c->bias, r);
+}
+
+typedef struct { float *xg; const float *in; int n; int64_t k; int G; } xpack_ctx;
+
+static void xpack_task(void *v, int task, int thread) {
+    (void)thread;
+    xpack_ctx *c = v;
+    int g = task * c->G, nt = c->n - g < c->G ? c->n - g : c->G;
+    cpu_pack_tokens(c->xg + (int64_t)g * c->k, c->in + (int64_t)g * c->k, (int)c->k, nt, c->k, c->G);
 }
 
 static void cpu_matmul(backend *be, float *out, const float *in, const bk_weight *w,
                        const bk_weight *bias, int n) {
-    mm_ctx c = {out, in, w, bias, n, impl_of(be)->k};
-    int tasks = (int)((w->rows + MM_ROWS_PER_TASK - 1) / MM_ROWS_PER_TASK);
-    tp_run(impl_of(be)->pool, tasks, mm_task, &c);
+    cpu_impl *im = impl_of(be);
+    int G = im->k->mm_group, groups = (n + G - 1) / G;
+    size_t need = (size_t)groups * G * (size_t)w->cols;
+    if (need > im->xg_cap) {
+        float *p = cpu_buf_alloc(be, need * sizeof(float));
+        if (!p) abort(); /* out of memory for a copy of the activations: nothing sane to do */
+        cpu_buf_free(be, im->xg);
+        im->xg = p, im->xg_cap = need;
+    }
+    xpack_ctx xc = {im->xg, in, n, w->cols, G};
+    if (groups > 1) tp_run(im->pool, groups, xpack_task, &xc);
+    else xpack_task(&xc, 0, 0);
+    mm_ctx c = {out, im->xg, w, bias, n, im->k};
+    int64_t n_panels = (w->rows + CPU_PANEL - 1) / CPU_PANEL;
+    tp_run(im->pool, (int)((n_panels + MM_PANELS_PER_TASK - 1) / MM_PANELS_PER_TASK), mm_task, &c);
 }
 
 /* ---- rope ------------------------------------------------------------- */
@@ -376,6 +431,7 @@ static void cpu_free(backend *be) {
     if (im) {
         tp_free(im->pool);
         free(im->scratch);
+        free(im->xg);
         free(im);
     }
     free(be);

@@ -1,20 +1,45 @@
 /* cpu_kernels.h — the per-ISA inner kernels of the CPU backend (scalar, AVX2,
  * AVX-512), chosen once at run time by cpu_kernels_select().
  *
- * mm_*: for tokens t < n and weight rows r < nr (row length k, element type
- * per function): out[t*out_stride + r] = dot(x + t*x_stride, w + r*k).
- * Each (t, r) dot product is accumulated in the same order whatever n and nr
- * are, so results do not depend on batch composition (DESIGN.md principle 2). */
+ * mm_*: np consecutive weight panels times one group of tokens. Weights are packed at
+ * load into panels of CPU_PANEL rows (cpu_pack_panel): panel element (i, r)
+ * = row r, column i, at panel[i * CPU_PANEL + r], so one vector load takes
+ * column i of 16 rows. Activations are packed per call in groups of the
+ * kernel set's mm_group tokens (cpu_pack_tokens): xg[i * nt + t] for a
+ * group of nt tokens (the last one may be short: dense, so a single token's
+ * activations are a plain row).
+ * For t < nt <= mm_group, panel q < np and row r of it (< CPU_PANEL; the
+ * last panel's first nr_last rows only):
+ *   out[t*out_stride + q*CPU_PANEL + r] = sum over i < k of xg[i*nt + t] * panel_q(i, r),
+ * one fused multiply-add chain per result in the order of i, starting from
+ * 0 — so a (token, row) result is bitwise the same whatever nt, nr, the
+ * group or the ISA (DESIGN.md principle 2). */
 #ifndef KS_CPU_KERNELS_H
 #define KS_CPU_KERNELS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
-typedef void (*cpu_mm_fn)(float *out, int out_stride, const float *x, int x_stride, int n,
-                          const void *w, int64_t k, int nr);
+#define CPU_PANEL 16
+
+typedef void (*cpu_mm_fn)(float *out, int out_stride, const float *xg, int nt, const void *panels, int64_t k,
+                          int np, int nr_last);
+
+/* An ISA's kernel for a fixed token count and P panels: out, out_stride, xg,
+ * panels, k, nr_last. cpu_mm_split runs np panels through it P at a time
+ * (multi, when P > 1), the rest one at a time (one); pb = bytes per panel. */
+typedef void (*cpu_panel_fn)(float *, int, const float *, const void *, int64_t, int);
+static inline void cpu_mm_split(float *out, int os, const float *xg, const void *pw, int64_t k, int np, int nr_last,
+                                size_t pb, int P, cpu_panel_fn multi, cpu_panel_fn one) {
+    for (; P > 1 && np >= P; np -= P, out += P * CPU_PANEL, pw = (const char *)pw + P * pb)
+        multi(out, os, xg, pw, k, np == P ? nr_last : CPU_PANEL);
+    for (; np > 0; np--, out += CPU_PANEL, pw = (const char *)pw + pb)
+        one(out, os, xg, pw, k, np == 1 ? nr_last : CPU_PANEL);
+}
 
 typedef struct {
     const char *isa;            /* "scalar", "avx2", "avx512" */
+    int mm_group;               /* tokens per activation group (accumulators in registers) */
     cpu_mm_fn mm_bf16;
     cpu_mm_fn mm_f16;
     cpu_mm_fn mm_f32;
@@ -34,6 +59,19 @@ typedef struct {
 extern const cpu_kernels cpu_kernels_scalar;
 extern const cpu_kernels cpu_kernels_avx2;
 extern const cpu_kernels cpu_kernels_avx512;
+
+/* cpu_pack.c: the layouts above. cpu_pack_panel writes one panel (k *
+ * CPU_PANEL elements of elem_size bytes) from nrows <= CPU_PANEL row
+ * pointers (rows past nrows are zeros); cpu_pack_tokens writes the n rows of
+ * x (row stride x_stride) as ceil(n / group) groups, group g at
+ * xg + g * group * k, of k * nt floats for its nt tokens. */
+void cpu_pack_panel(void *dst, const void *const *rows, int nrows, int64_t k, size_t elem_size);
+void cpu_pack_tokens(float *xg, const float *x, int x_stride, int n, int64_t k, int group);
+/* out (n, rows) at row stride out_stride, columns of panels [p0, p1) only:
+ * panels (ceil(rows / CPU_PANEL) of k columns, dtype dt) times the packed
+ * tokens xg, token groups outer (a group stays in cache across the panels) */
+void cpu_mm_panels(const cpu_kernels *ks, int dt, float *out, int out_stride, const float *xg, int n,
+                   const void *panels, int64_t k, int64_t rows, int64_t p0, int64_t p1);
 
 /* Best ISA this CPU supports; env KESTREL_CPU_ISA=scalar|avx2|avx512 forces
  * one (falls back when the CPU lacks it). */

@@ -1,7 +1,6 @@
-/* cpu_kernels_avx2.c — AVX2/FMA kernels: bf16/f16/f32 weight rows times f32
- * activations in tiles of 4 weight rows x T tokens (T = 1..2: 16 ymm
- * registers), 8 lanes per step, scalar tail added after a fixed-order
- * horizontal sum — the same arithmetic for a token whatever the tile. The
+/* cpu_kernels_avx2.c — AVX2/FMA kernels: a bf16/f16/f32 weight panel (16
+ * rows, two 8-lane vectors) times up to 6 tokens of f32 activations (one FMA
+ * chain per result, cpu_kernels.h: bitwise the AVX-512 kernel's). The
  * attention kernels unroll a full run of positions so its sums stay in
  * registers (the same operations in the same order). */
 #include <immintrin.h>
@@ -9,10 +8,9 @@
 #include "backend/cpu/cpu_kernels.h"
 #include "base/dtype.h"
 
-#define TR 4
-/* Software prefetch of the rows PF_ROWS ahead: the hardware prefetcher alone
- * streamed ~23 GB/s per core here, with it ~44 (bench: membw reads ~35). */
-#define PF_ROWS 8
+/* Software prefetch this many bytes ahead in the panel being read (one
+ * panel is a single stream). */
+#define PF_BYTES 2048
 
 static inline __m256 load_bf16(const uint16_t *p) {
     return _mm256_castsi256_ps(
@@ -20,9 +18,6 @@ static inline __m256 load_bf16(const uint16_t *p) {
 }
 static inline __m256 load_f16(const uint16_t *p) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p)); }
 static inline __m256 load_f32(const float *p) { return _mm256_loadu_ps(p); }
-static inline float conv_bf16(uint16_t v) { return bf16_to_f32(v); }
-static inline float conv_f16(uint16_t v) { return f16_to_f32(v); }
-static inline float conv_f32(float v) { return v; }
 
 static inline float hsum(__m256 v) {
     __m128 lo = _mm256_castps256_ps128(v), hi = _mm256_extractf128_ps(v, 1);
@@ -33,57 +28,57 @@ static inline float hsum(__m256 v) {
     return _mm_cvtss_f32(_mm_add_ss(lo, sh));
 }
 
-#define DEF_TILE(NAME, TYPE, LOAD, CONV, T)                                                \
-    static void NAME##_t##T(float *out, int os, const float *x, int xs, const TYPE *w,      \
-                            int64_t k, int nr) {                                           \
-        __m256 acc[TR][T];                                                                  \
-        const TYPE *wr[TR];                                                                 \
-        _Pragma("GCC unroll 4") for (int r = 0; r < TR; r++) {                              \
-            wr[r] = w + (r < nr ? r : nr - 1) * k;                                          \
-            _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) acc[r][t] = _mm256_setzero_ps(); \
-        }                                                                                   \
-        int64_t i = 0;                                                                      \
-        for (; i + 8 <= k; i += 8) {                                                        \
-            if (((size_t)i * sizeof(TYPE)) % 64 == 0)                                       \
-                _Pragma("GCC unroll 4") for (int r = 0; r < TR; r++)                        \
-                    _mm_prefetch((const char *)(wr[r] + i + PF_ROWS * k), _MM_HINT_T0);      \
-            __m256 xv[T];                                                                   \
-            _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) xv[t] = _mm256_loadu_ps(x + t * xs + i); \
-            _Pragma("GCC unroll 4") for (int r = 0; r < TR; r++) {                          \
-                __m256 wv = LOAD(wr[r] + i);                                                \
-                _Pragma("GCC unroll 4") for (int t = 0; t < T; t++)                         \
-                    acc[r][t] = _mm256_fmadd_ps(wv, xv[t], acc[r][t]);                      \
-            }                                                                               \
-        }                                                                                   \
-        for (int r = 0; r < nr && r < TR; r++)                                              \
-            for (int t = 0; t < T; t++) {                                                   \
-                float s = hsum(acc[r][t]);                                                  \
-                for (int64_t j = i; j < k; j++) s += x[t * xs + j] * CONV(wr[r][j]);        \
-                out[t * os + r] = s;                                                        \
-            }                                                                               \
+/* T tokens x P panels of 16 rows: two accumulators per (panel, token), rows
+ * 0-7 and 8-15; column i of a panel is two vectors, times token t's x[i]
+ * broadcast. P > 1 for few tokens: independent chains hide the FMA latency. */
+#define DEF_PANEL(NAME, TYPE, LOAD, T, P)                                                     \
+    static void NAME##_##T##x##P(float *out, int os, const float *xg, const void *pwv, int64_t k, int nr_last) { \
+        const TYPE *pw = pwv;                                                                  \
+        __m256 lo[P][T], hi[P][T];                                                             \
+        _Pragma("GCC unroll 4") for (int q = 0; q < P; q++)                                    \
+            _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) lo[q][t] = hi[q][t] = _mm256_setzero_ps(); \
+        for (int64_t i = 0; i < k; i++) {                                                      \
+            const float *xi = xg + i * T;                                                      \
+            _Pragma("GCC unroll 4") for (int q = 0; q < P; q++) {                              \
+                const TYPE *col = pw + (q * k + i) * CPU_PANEL;                                \
+                if ((i * CPU_PANEL * sizeof(TYPE)) % 64 == 0)                                  \
+                    _mm_prefetch((const char *)col + PF_BYTES, _MM_HINT_T0);                   \
+                __m256 w0 = LOAD(col), w1 = LOAD(col + 8);                                     \
+                _Pragma("GCC unroll 8") for (int t = 0; t < T; t++) {                          \
+                    __m256 xv = _mm256_broadcast_ss(xi + t);                                   \
+                    lo[q][t] = _mm256_fmadd_ps(w0, xv, lo[q][t]);                              \
+                    hi[q][t] = _mm256_fmadd_ps(w1, xv, hi[q][t]);                              \
+                }                                                                              \
+            }                                                                                  \
+        }                                                                                      \
+        for (int q = 0; q < P; q++)                                                            \
+            for (int t = 0; t < T; t++) {                                                      \
+                float v[CPU_PANEL];                                                            \
+                _mm256_storeu_ps(v, lo[q][t]);                                                 \
+                _mm256_storeu_ps(v + 8, hi[q][t]);                                             \
+                int nr = q == P - 1 ? nr_last : CPU_PANEL;                                     \
+                for (int r = 0; r < nr; r++) out[t * os + q * CPU_PANEL + r] = v[r];           \
+            }                                                                                  \
     }
 
-#define DEF_MM(NAME, TYPE, LOAD, CONV)                                                     \
-    DEF_TILE(NAME, TYPE, LOAD, CONV, 1)                                                    \
-    DEF_TILE(NAME, TYPE, LOAD, CONV, 2)                                                    \
-    static void NAME(float *out, int os, const float *x, int xs, int n, const void *wv,    \
-                     int64_t k, int nr) {                                                  \
-        const TYPE *w = wv;                                                                \
-        for (int r = 0; r < nr; r += TR) {                                                 \
-            int rr = nr - r < TR ? nr - r : TR;                                            \
-            const TYPE *wr = w + (int64_t)r * k;                                           \
-            for (int t = 0; t < n; t += 2) {                                               \
-                float *o = out + (int64_t)t * os + r;                                      \
-                const float *xt = x + (int64_t)t * xs;                                     \
-                if (n - t >= 2) NAME##_t2(o, os, xt, xs, wr, k, rr);                       \
-                else NAME##_t1(o, os, xt, xs, wr, k, rr);                                  \
-            }                                                                              \
-        }                                                                                  \
+/* 6 tokens: 12 accumulators, 2 weight vectors and a broadcast in 16 ymm */
+#define MM_GROUP 6
+#define DEF_MM(NAME, TYPE, LOAD)                                                               \
+    DEF_PANEL(NAME, TYPE, LOAD, 1, 1) DEF_PANEL(NAME, TYPE, LOAD, 2, 1) DEF_PANEL(NAME, TYPE, LOAD, 3, 1) \
+    DEF_PANEL(NAME, TYPE, LOAD, 4, 1) DEF_PANEL(NAME, TYPE, LOAD, 5, 1) DEF_PANEL(NAME, TYPE, LOAD, 6, 1) \
+    DEF_PANEL(NAME, TYPE, LOAD, 1, 4) DEF_PANEL(NAME, TYPE, LOAD, 2, 2)                                  \
+    static void NAME(float *out, int os, const float *xg, int nt, const void *pw, int64_t k, int np, int nr_last) { \
+        static const cpu_panel_fn one[MM_GROUP] = {NAME##_1x1, NAME##_2x1, NAME##_3x1, \
+                                               NAME##_4x1, NAME##_5x1, NAME##_6x1}; \
+        static const cpu_panel_fn multi[2] = {NAME##_1x4, NAME##_2x2};         \
+        int P = nt == 1 ? 4 : nt == 2 ? 2 : 1;                                                 \
+        cpu_mm_split(out, os, xg, pw, k, np, nr_last, CPU_PANEL * (size_t)k * sizeof(TYPE), P,                  \
+                     nt <= 2 ? multi[nt - 1] : NULL, one[nt - 1]);                                     \
     }
 
-DEF_MM(mm_bf16, uint16_t, load_bf16, conv_bf16)
-DEF_MM(mm_f16, uint16_t, load_f16, conv_f16)
-DEF_MM(mm_f32, float, load_f32, conv_f32)
+DEF_MM(mm_bf16, uint16_t, load_bf16)
+DEF_MM(mm_f16, uint16_t, load_f16)
+DEF_MM(mm_f32, float, load_f32)
 
 static float dot_f32(const float *a, const float *b, int n) {
     __m256 acc = _mm256_setzero_ps();
@@ -228,5 +223,5 @@ static void axpys_f32(float *o, const float *w, int ws, const float *v, int64_t 
     }
 }
 
-const cpu_kernels cpu_kernels_avx2 = {"avx2", mm_bf16,  mm_f16,      mm_f32,   dot_f32,
+const cpu_kernels cpu_kernels_avx2 = {"avx2", MM_GROUP, mm_bf16,  mm_f16,      mm_f32,   dot_f32,
                                       axpy_f32, dots_f32, exp_sum_f32, axpys_f32};

@@ -1,95 +1,75 @@
-/* cpu_kernels_avx512.c — AVX-512 kernels: bf16/f16/f32 weight rows times f32
- * activations in tiles of 4 weight rows x T tokens (T = 1..4), 16 lanes per
- * step, masked tail, one accumulator per (row, token) reduced by a fixed tree
- * at the end — the same arithmetic for a token whatever the tile. */
+/* cpu_kernels_avx512.c — AVX-512 kernels: a bf16/f16/f32 weight panel (16
+ * rows, one per lane) times up to 16 tokens of f32 activations, one
+ * accumulator register per token (cpu_kernels.h: one FMA chain per result);
+ * attention's dot products and value sums over a KV block. */
 #include <immintrin.h>
 
 #include "backend/cpu/cpu_kernels.h"
 
-#define TR 4
-/* Software prefetch of the rows PF_ROWS ahead: the hardware prefetcher alone
- * streamed ~23 GB/s per core here, with it ~44 (bench: membw reads ~35). */
-#define PF_ROWS 8
+/* Software prefetch this many bytes ahead in the panel being read (one
+ * panel is a single stream; cpu_matmul_bench: 1-2 KiB ahead streamed 15%
+ * faster at 1 token than 8 or 16 KiB, the same at 16 tokens). */
+#define PF_BYTES 2048
 
 static inline __m512 load_bf16(const uint16_t *p) {
     return _mm512_castsi512_ps(
         _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
 }
-static inline __m512 load_bf16_mask(const uint16_t *p, __mmask16 m) {
-    return _mm512_castsi512_ps(
-        _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
-}
-static inline __m512 load_f16(const uint16_t *p) {
-    return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
-}
-static inline __m512 load_f16_mask(const uint16_t *p, __mmask16 m) {
-    return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
-}
+static inline __m512 load_f16(const uint16_t *p) { return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p)); }
 static inline __m512 load_f32(const float *p) { return _mm512_loadu_ps(p); }
-static inline __m512 load_f32_mask(const float *p, __mmask16 m) { return _mm512_maskz_loadu_ps(m, p); }
 
-#define DEF_TILE(NAME, TYPE, LOAD, LOADM, T)                                               \
-    static void NAME##_t##T(float *out, int os, const float *x, int xs, const TYPE *w,      \
-                            int64_t k, int nr) {                                           \
-        __m512 acc[TR][T];                                                                  \
-        const TYPE *wr[TR];                                                                 \
-        _Pragma("GCC unroll 4") for (int r = 0; r < TR; r++) {                              \
-            wr[r] = w + (r < nr ? r : nr - 1) * k;                                          \
-            _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) acc[r][t] = _mm512_setzero_ps(); \
-        }                                                                                   \
-        int64_t i = 0;                                                                      \
-        for (; i + 16 <= k; i += 16) {                                                      \
-            if (((size_t)i * sizeof(TYPE)) % 64 == 0)                                       \
-                _Pragma("GCC unroll 4") for (int r = 0; r < TR; r++)                        \
-                    _mm_prefetch((const char *)(wr[r] + i + PF_ROWS * k), _MM_HINT_T0);      \
-            __m512 xv[T];                                                                   \
-            _Pragma("GCC unroll 4") for (int t = 0; t < T; t++) xv[t] = _mm512_loadu_ps(x + t * xs + i); \
-            _Pragma("GCC unroll 4") for (int r = 0; r < TR; r++) {                          \
-                __m512 wv = LOAD(wr[r] + i);                                                \
-                _Pragma("GCC unroll 4") for (int t = 0; t < T; t++)                         \
-                    acc[r][t] = _mm512_fmadd_ps(wv, xv[t], acc[r][t]);                      \
-            }                                                                               \
-        }                                                                                   \
-        if (i < k) {                                                                        \
-            __mmask16 m = (__mmask16)((1u << (k - i)) - 1);                                 \
-            __m512 xv[T];                                                                   \
-            for (int t = 0; t < T; t++) xv[t] = _mm512_maskz_loadu_ps(m, x + t * xs + i);   \
-            for (int r = 0; r < TR; r++) {                                                  \
-                __m512 wv = LOADM(wr[r] + i, m);                                            \
-                for (int t = 0; t < T; t++) acc[r][t] = _mm512_fmadd_ps(wv, xv[t], acc[r][t]); \
-            }                                                                               \
-        }                                                                                   \
-        for (int r = 0; r < nr && r < TR; r++)                                              \
-            for (int t = 0; t < T; t++) out[t * os + r] = _mm512_reduce_add_ps(acc[r][t]);  \
+/* T tokens x P panels of 16 rows: one accumulator per (panel, token), lane
+ * r = row r; column i of a panel is one vector, times token t's x[i]
+ * broadcast. P > 1 for few tokens: independent chains hide the FMA latency. */
+#define DEF_PANEL(NAME, TYPE, LOAD, T, P)                                                     \
+    static void NAME##_##T##x##P(float *out, int os, const float *xg, const void *pwv, int64_t k, int nr_last) { \
+        const TYPE *pw = pwv;                                                                  \
+        __m512 acc[P][T];                                                                      \
+        _Pragma("GCC unroll 4") for (int q = 0; q < P; q++)                                    \
+            _Pragma("GCC unroll 16") for (int t = 0; t < T; t++) acc[q][t] = _mm512_setzero_ps(); \
+        for (int64_t i = 0; i < k; i++) {                                                      \
+            const float *xi = xg + i * T;                                                      \
+            _Pragma("GCC unroll 4") for (int q = 0; q < P; q++) {                              \
+                const TYPE *col = pw + (q * k + i) * CPU_PANEL;                                \
+                if ((i * CPU_PANEL * sizeof(TYPE)) % 64 == 0)                                  \
+                    _mm_prefetch((const char *)col + PF_BYTES, _MM_HINT_T0);                   \
+                __m512 wv = LOAD(col);                                                         \
+                _Pragma("GCC unroll 16") for (int t = 0; t < T; t++)                           \
+                    acc[q][t] = _mm512_fmadd_ps(wv, _mm512_set1_ps(xi[t]), acc[q][t]);         \
+            }                                                                                  \
+        }                                                                                      \
+        _Pragma("GCC unroll 4") for (int q = 0; q < P; q++) {                                  \
+            __mmask16 m = q == P - 1 ? (__mmask16)((1u << nr_last) - 1) : (__mmask16)0xffff;   \
+            _Pragma("GCC unroll 16") for (int t = 0; t < T; t++)                               \
+                _mm512_mask_storeu_ps(out + t * os + q * CPU_PANEL, m, acc[q][t]);             \
+        }                                                                                      \
     }
 
-#define DEF_MM(NAME, TYPE, LOAD, LOADM)                                                    \
-    DEF_TILE(NAME, TYPE, LOAD, LOADM, 1)                                                   \
-    DEF_TILE(NAME, TYPE, LOAD, LOADM, 2)                                                   \
-    DEF_TILE(NAME, TYPE, LOAD, LOADM, 3)                                                   \
-    DEF_TILE(NAME, TYPE, LOAD, LOADM, 4)                                                   \
-    static void NAME(float *out, int os, const float *x, int xs, int n, const void *wv,    \
-                     int64_t k, int nr) {                                                  \
-        const TYPE *w = wv;                                                                \
-        for (int r = 0; r < nr; r += TR) {                                                 \
-            int rr = nr - r < TR ? nr - r : TR;                                            \
-            const TYPE *wr = w + (int64_t)r * k;                                           \
-            for (int t = 0; t < n; t += 4) {                                               \
-                float *o = out + (int64_t)t * os + r;                                      \
-                const float *xt = x + (int64_t)t * xs;                                     \
-                switch (n - t < 4 ? n - t : 4) {                                           \
-                case 1: NAME##_t1(o, os, xt, xs, wr, k, rr); break;                        \
-                case 2: NAME##_t2(o, os, xt, xs, wr, k, rr); break;                        \
-                case 3: NAME##_t3(o, os, xt, xs, wr, k, rr); break;                        \
-                default: NAME##_t4(o, os, xt, xs, wr, k, rr); break;                       \
-                }                                                                          \
-            }                                                                              \
-        }                                                                                  \
+#define MM_GROUP 16
+#define DEF_MM(NAME, TYPE, LOAD)                                                               \
+    DEF_PANEL(NAME, TYPE, LOAD, 1, 1) DEF_PANEL(NAME, TYPE, LOAD, 2, 1) DEF_PANEL(NAME, TYPE, LOAD, 3, 1) \
+    DEF_PANEL(NAME, TYPE, LOAD, 4, 1) DEF_PANEL(NAME, TYPE, LOAD, 5, 1) DEF_PANEL(NAME, TYPE, LOAD, 6, 1) \
+    DEF_PANEL(NAME, TYPE, LOAD, 7, 1) DEF_PANEL(NAME, TYPE, LOAD, 8, 1) DEF_PANEL(NAME, TYPE, LOAD, 9, 1) \
+    DEF_PANEL(NAME, TYPE, LOAD, 10, 1) DEF_PANEL(NAME, TYPE, LOAD, 11, 1) DEF_PANEL(NAME, TYPE, LOAD, 12, 1) \
+    DEF_PANEL(NAME, TYPE, LOAD, 13, 1) DEF_PANEL(NAME, TYPE, LOAD, 14, 1) DEF_PANEL(NAME, TYPE, LOAD, 15, 1) \
+    DEF_PANEL(NAME, TYPE, LOAD, 16, 1) DEF_PANEL(NAME, TYPE, LOAD, 1, 4) DEF_PANEL(NAME, TYPE, LOAD, 2, 4)   \
+    DEF_PANEL(NAME, TYPE, LOAD, 3, 2) DEF_PANEL(NAME, TYPE, LOAD, 4, 2)                                      \
+    static void NAME(float *out, int os, const float *xg, int nt, const void *pw, int64_t k, int np, int nr_last) { \
+        static const cpu_panel_fn one[MM_GROUP] = {                                                \
+            NAME##_1x1,  NAME##_2x1,  NAME##_3x1,  NAME##_4x1,   \
+            NAME##_5x1,  NAME##_6x1,  NAME##_7x1,  NAME##_8x1,   \
+            NAME##_9x1,  NAME##_10x1, NAME##_11x1, NAME##_12x1,  \
+            NAME##_13x1, NAME##_14x1, NAME##_15x1, NAME##_16x1}; \
+        static const cpu_panel_fn multi[4] = {NAME##_1x4, NAME##_2x4, NAME##_3x2, \
+                                          NAME##_4x2};                               \
+        int P = nt <= 2 ? 4 : nt <= 4 ? 2 : 1;                                                 \
+        cpu_mm_split(out, os, xg, pw, k, np, nr_last, CPU_PANEL * (size_t)k * sizeof(TYPE), P,                  \
+                     nt <= 4 ? multi[nt - 1] : NULL, one[nt - 1]);                                     \
     }
 
-DEF_MM(mm_bf16, uint16_t, load_bf16, load_bf16_mask)
-DEF_MM(mm_f16, uint16_t, load_f16, load_f16_mask)
-DEF_MM(mm_f32, float, load_f32, load_f32_mask)
+DEF_MM(mm_bf16, uint16_t, load_bf16)
+DEF_MM(mm_f16, uint16_t, load_f16)
+DEF_MM(mm_f32, float, load_f32)
 
 static float dot_f32(const float *a, const float *b, int n) {
     __m512 acc = _mm512_setzero_ps();
@@ -227,5 +207,5 @@ static void axpys_f32(float *o, const float *w, int ws, const float *v, int64_t 
     }
 }
 
-const cpu_kernels cpu_kernels_avx512 = {"avx512", mm_bf16,  mm_f16,      mm_f32,   dot_f32,
+const cpu_kernels cpu_kernels_avx512 = {"avx512", MM_GROUP, mm_bf16,  mm_f16,      mm_f32,   dot_f32,
                                         axpy_f32, dots_f32, exp_sum_f32, axpys_f32};

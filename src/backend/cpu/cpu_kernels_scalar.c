@@ -35,18 +35,21 @@ static void axpys_f32(float *o, const float *w, int ws, const float *v, int64_t 
         for (int h = 0; h < grp; h++) axpy_f32(o + (int64_t)h * hd, w[(int64_t)h * ws + j], v + j * vs, hd);
 }
 
-#define DEF_MM(name, type, conv)                                                        \
-    static void name(float *out, int os, const float *x, int xs, int n, const void *wv, \
-                     int64_t k, int nr) {                                               \
-        const type *w = wv;                                                             \
-        for (int r = 0; r < nr; r++)                                                    \
-            for (int t = 0; t < n; t++) {                                               \
-                const type *wr = w + (int64_t)r * k;                                    \
-                const float *xr = x + (int64_t)t * xs;                                  \
-                float s = 0;                                                            \
-                for (int64_t i = 0; i < k; i++) s += xr[i] * conv(wr[i]);               \
-                out[(int64_t)t * os + r] = s;                                           \
-            }                                                                           \
+/* fmaf: the SIMD kernels' fused chain, so their results equal these bitwise */
+#define MM_GROUP 16
+#define DEF_MM(name, type, conv)                                                                 \
+    static void name(float *out, int os, const float *xg, int nt, const void *pw, int64_t k, int np,   \
+                     int nr_last) {                                                              \
+        for (int p = 0; p < np; p++) {                                                          \
+            const type *w = (const type *)pw + (int64_t)p * k * CPU_PANEL;                       \
+            int nr = p == np - 1 ? nr_last : CPU_PANEL;                                          \
+            for (int t = 0; t < nt; t++)                                                         \
+                for (int r = 0; r < nr; r++) {                                                   \
+                    float s = 0;                                                                 \
+                    for (int64_t i = 0; i < k; i++) s = fmaf(xg[i * nt + t], conv(w[i * CPU_PANEL + r]), s); \
+                    out[(int64_t)t * os + p * CPU_PANEL + r] = s;                                \
+                }                                                                                \
+        }                                                                                        \
     }
 
 #define ID(v) (v)
@@ -54,5 +57,5 @@ DEF_MM(mm_bf16, uint16_t, bf16_to_f32)
 DEF_MM(mm_f16, uint16_t, f16_to_f32)
 DEF_MM(mm_f32, float, ID)
 
-const cpu_kernels cpu_kernels_scalar = {"scalar", mm_bf16,  mm_f16,      mm_f32,   dot_f32,
+const cpu_kernels cpu_kernels_scalar = {"scalar", MM_GROUP, mm_bf16,  mm_f16,      mm_f32,   dot_f32,
                                         axpy_f32, dots_f32, exp_sum_f32, axpys_f32};
