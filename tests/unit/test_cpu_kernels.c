@@ -2,7 +2,8 @@
  * scalar ones on random data. Attention (dots, exp_sum, axpys): runs of 1..16
  * positions, 1..8 query heads per key/value row, head sizes that take the
  * vector path and ones that fall back (1e-5 relative, 2e-6 absolute); exp_sum's
- * polynomial against expf over [-100, 0] (2e-6 relative). Matmul (bf16, f16,
+ * polynomial against expf over [-100, 0] (2e-6 relative); silu_mul over
+ * [-100, 100] against x / (1 + expf(-x)) (2e-6 relative). Matmul (bf16, f16,
  * f32 weights, through the packed layouts): 1..19 tokens x 1..69 rows (one
  * to five panels, whole and partial), row lengths of 1 to 1543; the scalar
  * kernel within 1e-5 of the sum of |x w| of the exact (double) sum, each
@@ -84,6 +85,29 @@ TEST(test_cpu_attention_kernels_match_scalar) {
         }
     }
     printf("    %d kernel cases compared with the scalar kernels\n", checked);
+}
+
+TEST(test_cpu_silu_mul_matches_scalar) {
+    const cpu_kernels *isas[2] = {&cpu_kernels_avx2, &cpu_kernels_avx512};
+    unsigned seed = 3;
+    int checked = 0;
+    for (int ii = 0; ii < 2; ii++) {
+        const cpu_kernels *k = isas[ii];
+        if (!supported(k->isa)) continue;
+        for (int n = 1; n <= 203; n += 29) { /* tails of every length class */
+            float g[203], u[203], want[203], got[203];
+            for (int i = 0; i < n; i++) g[i] = 100.0f * frand(&seed), u[i] = frand(&seed);
+            g[0] = 0.0f;
+            if (n > 2) g[1] = -0.0f, g[2] = 1e-3f * frand(&seed);
+            cpu_kernels_scalar.silu_mul(want, g, u, n);
+            k->silu_mul(got, g, u, n);
+            for (int i = 0; i < n; i++)
+                CHECK_MSG(fabsf(got[i] - want[i]) <= 2e-6f * fabsf(want[i]) + 1e-30f, "%s silu(%g) * %g = %g, scalar %g",
+                          k->isa, g[i], u[i], got[i], want[i]);
+            checked += n;
+        }
+    }
+    printf("    %d silu_mul results compared with the scalar kernel\n", checked);
 }
 
 /* out (n, nr) = x (n, k) times w (nr rows of k, dtype dt, element size es)

@@ -40,7 +40,7 @@ static int cpu_buf_copy(backend *be, void *dst, const void *src, size_t bytes) {
 
 /* ---- weights ---------------------------------------------------------- */
 
-/* 2-D weights: w->impl is the packed copy, ceil(rows / CPU_PANEL) panels
+/* 1-D weights: w->impl is an f32 copy. 2-D weights: w->impl is the packed copy, ceil(rows / CPU_PANEL) panels
  * of cols x CPU_PANEL elements (cpu_kernels.h), the fused parts' rows in
  * order, rows past the end zero. Packed in parallel, a panel per task. */
 typedef struct { const bk_weight *w; char *dst; size_t es; } pack_ctx;
@@ -86,7 +86,20 @@ static int cpu_weight_init(backend *be, bk_weight *w, const st_tensor *const *pa
         w->rows += rows;
     }
     w->n_parts = n_parts;
-    if (!two_d) return KS_OK;
+    if (!two_d) { /* vectors (norm weights, biases): an f32 copy, read per element by the ops */
+        float *f = cpu_buf_alloc(be, (size_t)w->rows * sizeof(float));
+        if (!f) return err_set(KS_ENOMEM, "tensor \"%s\": out of memory", parts[0]->name);
+        int64_t j = 0;
+        for (int p = 0; p < n_parts; p++)
+            for (int64_t i = 0; i < w->part_rows[p]; i++, j++) {
+                const void *d = w->part_data[p];
+                f[j] = w->dtype == DTYPE_BF16  ? bf16_to_f32(((const uint16_t *)d)[i])
+                       : w->dtype == DTYPE_F16 ? f16_to_f32(((const uint16_t *)d)[i])
+                                               : ((const float *)d)[i];
+            }
+        w->impl = f;
+        return KS_OK;
+    }
     size_t es = dtype_size(w->dtype);
     int n_panels = (int)((w->rows + CPU_PANEL - 1) / CPU_PANEL);
     size_t bytes = (size_t)n_panels * CPU_PANEL * (size_t)w->cols * es;
@@ -103,35 +116,29 @@ static void cpu_weight_release(backend *be, bk_weight *w) {
     memset(w, 0, sizeof *w);
 }
 
-/* Element idx of a weight's row-major data (parts concatenated) as f32:
- * from the packed panels for a matrix, the borrowed view for a vector. */
-static inline float weight_at(const bk_weight *w, int64_t idx) {
-    const void *d;
-    if (w->impl) {
-        int64_t row = idx / w->cols, col = idx % w->cols;
-        idx = ((row / CPU_PANEL) * w->cols + col) * CPU_PANEL + row % CPU_PANEL;
-        d = w->impl;
-    } else {
-        int p = 0;
-        while (p + 1 < w->n_parts && idx >= w->part_rows[p] * w->cols) idx -= w->part_rows[p++] * w->cols;
-        d = w->part_data[p];
-    }
+/* Element (row, col) of a matrix, from its packed panels, as f32. */
+static inline float matrix_at(const bk_weight *w, int64_t row, int64_t col) {
+    int64_t idx = ((row / CPU_PANEL) * w->cols + col) * CPU_PANEL + row % CPU_PANEL;
     switch (w->dtype) {
-    case DTYPE_BF16: return bf16_to_f32(((const uint16_t *)d)[idx]);
-    case DTYPE_F16: return f16_to_f32(((const uint16_t *)d)[idx]);
-    default: return ((const float *)d)[idx];
+    case DTYPE_BF16: return bf16_to_f32(((const uint16_t *)w->impl)[idx]);
+    case DTYPE_F16: return f16_to_f32(((const uint16_t *)w->impl)[idx]);
+    default: return ((const float *)w->impl)[idx];
     }
 }
 
+/* A vector's f32 copy. */
+static inline const float *vector_f32(const bk_weight *w) { return w->impl; }
+
 /* ---- embed ------------------------------------------------------------ */
+
+/* out (table.cols) = row id of the packed table */
+static void embed_row(float *out, const bk_weight *table, int32_t id) {
+    for (int64_t j = 0; j < table->cols; j++) out[j] = matrix_at(table, id, j);
+}
 
 static void cpu_embed(backend *be, float *out, const bk_weight *table, const int32_t *ids, int n) {
     (void)be;
-    int64_t d = table->cols;
-    for (int i = 0; i < n; i++) {
-        int64_t base = (int64_t)ids[i] * d;
-        for (int64_t j = 0; j < d; j++) out[i * d + j] = weight_at(table, base + j);
-    }
+    for (int i = 0; i < n; i++) embed_row(out + (int64_t)i * table->cols, table, ids[i]);
 }
 
 /* ---- rmsnorm ---------------------------------------------------------- */
@@ -148,7 +155,8 @@ static void rms_task(void *v, int task, int thread) {
     float *y = c->out + (int64_t)t * c->os + (int64_t)h * c->dim;
     float ss = c->k->dot(x, x, c->dim);
     float inv = 1.0f / sqrtf(ss / (float)c->dim + c->eps);
-    for (int j = 0; j < c->dim; j++) y[j] = weight_at(c->w, j) * (x[j] * inv);
+    const float *wf = vector_f32(c->w);
+    for (int j = 0; j < c->dim; j++) y[j] = wf[j] * (x[j] * inv);
 }
 
 static void cpu_rmsnorm(backend *be, float *out, int out_stride, const float *in, int in_stride,
@@ -185,7 +193,7 @@ static void mm_task(void *v, int task, int thread) {
     if (c->bias)
         for (int t = 0; t < c->n; t++)
             for (int64_t r = p0 * CPU_PANEL; r < w->rows && r < p1 * CPU_PANEL; r++)
-                c->out[(int64_t)t * w->rows + r] += weight_at(c->bias, r);
+                c->out[(int64_t)t * w->rows + r] += vector_f32(c->bias)[r];
 }
 
 typedef struct { float *xg; const float *in; int n; int64_t k; int G; } xpack_ctx;
@@ -323,18 +331,18 @@ static void cpu_attention(backend *be, float *out, const float *q, int q_stride,
 #define PAR_MIN_ELEMS 16384
 
 typedef struct {
-    float *out; const float *in; int dim;
+    float *out; const float *in; int dim; const cpu_kernels *k;
 } silu_ctx;
 
 static void silu_rows(void *v, int t, int thread) {
     silu_ctx *c = v;
     const float *g = c->in + (int64_t)t * 2 * c->dim, *u = g + c->dim;
     float *o = c->out + (int64_t)t * c->dim;
-    for (int j = 0; j < c->dim; j++) o[j] = g[j] / (1.0f + expf(-g[j])) * u[j];
+    c->k->silu_mul(o, g, u, c->dim);
 }
 
 static void cpu_silu_mul(backend *be, float *out, const float *gu, int n, int dim) {
-    silu_ctx c = {out, gu, dim};
+    silu_ctx c = {out, gu, dim, impl_of(be)->k};
     if ((int64_t)n * dim < PAR_MIN_ELEMS) {
         for (int t = 0; t < n; t++) silu_rows(&c, t, 0);
     } else {
@@ -396,8 +404,7 @@ static void cpu_mtp_input(backend *be, float *out, const bk_weight *table, const
                           const int32_t *idx, const bk_weight *w_e, const bk_weight *w_h, int n, int dim, float eps) {
     for (int t = 0; t < n; t++) {
         float *e = out + (int64_t)t * 2 * dim;
-        int64_t base = (int64_t)ids[t] * dim;
-        for (int j = 0; j < dim; j++) e[j] = weight_at(table, base + j);
+        embed_row(e, table, ids[t]);
         memcpy(e + dim, hid + (int64_t)idx[t] * dim, (size_t)dim * sizeof(float));
     }
     cpu_rmsnorm(be, out, 2 * dim, out, 2 * dim, w_e, n, 1, dim, eps);

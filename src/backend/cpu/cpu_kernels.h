@@ -52,6 +52,8 @@ typedef struct {
                  float scale);
     /* s[i] = exp(s[i] - mx) for i < n; returns their sum */
     float (*exp_sum)(float *s, int n, float mx);
+    /* o[j] = silu(g[j]) * u[j] for j < n (silu(x) = x / (1 + e^-x)) */
+    void (*silu_mul)(float *o, const float *g, const float *u, int n);
     /* o + h*hd += sum over j < n of w[h * w_stride + j] * v_j, for h < grp */
     void (*axpys)(float *o, const float *w, int w_stride, const float *v, int64_t vstride, int n, int grp, int hd);
 } cpu_kernels;

@@ -187,6 +187,26 @@ static float exp_sum_f32(float *s, int n, float mx) {
     return hsum(acc);
 }
 
+/* silu(g) * u with e = e^-|g| (exp_neg's range): sigmoid(g) = 1 / (1 + e)
+ * for g >= 0, e / (1 + e) below */
+static inline __m256 silu_mul8(__m256 g, __m256 u) {
+    __m256 neg_abs = _mm256_or_ps(g, _mm256_set1_ps(-0.0f));
+    __m256 e = exp_neg(neg_abs);
+    __m256 num = _mm256_blendv_ps(_mm256_set1_ps(1.0f), e, _mm256_cmp_ps(g, _mm256_setzero_ps(), _CMP_LT_OQ));
+    return _mm256_mul_ps(_mm256_mul_ps(g, _mm256_div_ps(num, _mm256_add_ps(e, _mm256_set1_ps(1.0f)))), u);
+}
+
+static void silu_mul_f32(float *o, const float *g, const float *u, int n) {
+    int i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(o + i, silu_mul8(_mm256_loadu_ps(g + i), _mm256_loadu_ps(u + i)));
+    if (i < n) { /* the tail through a padded copy: the same polynomial */
+        float tg[8] = {0}, tu[8] = {0}, to[8];
+        for (int j = i; j < n; j++) tg[j - i] = g[j], tu[j - i] = u[j];
+        _mm256_storeu_ps(to, silu_mul8(_mm256_loadu_ps(tg), _mm256_loadu_ps(tu)));
+        for (int j = i; j < n; j++) o[j] = to[j - i];
+    }
+}
+
 /* lanes i..i+7 of each head's output += sum over j < m of w[h][j] v_j, the
  * m value rows (m <= 16) loaded once; always inlined, so a constant m keeps
  * them in registers */
@@ -224,4 +244,4 @@ static void axpys_f32(float *o, const float *w, int ws, const float *v, int64_t 
 }
 
 const cpu_kernels cpu_kernels_avx2 = {"avx2", MM_GROUP, mm_bf16,  mm_f16,      mm_f32,   dot_f32,
-                                      axpy_f32, dots_f32, exp_sum_f32, axpys_f32};
+                                      axpy_f32, dots_f32, exp_sum_f32, silu_mul_f32, axpys_f32};

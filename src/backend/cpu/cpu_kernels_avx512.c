@@ -177,6 +177,23 @@ static float exp_sum_f32(float *s, int n, float mx) {
     return _mm512_reduce_add_ps(acc);
 }
 
+/* silu(g) * u with e = e^-|g| (exp_neg's range): sigmoid(g) = 1 / (1 + e)
+ * for g >= 0, e / (1 + e) below */
+static inline __m512 silu_mul16(__m512 g, __m512 u) {
+    __m512 e = exp_neg(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(g)));
+    __m512 num = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(g, _mm512_setzero_ps(), _CMP_GE_OQ), e, _mm512_set1_ps(1.0f));
+    return _mm512_mul_ps(_mm512_mul_ps(g, _mm512_div_ps(num, _mm512_add_ps(e, _mm512_set1_ps(1.0f)))), u);
+}
+
+static void silu_mul_f32(float *o, const float *g, const float *u, int n) {
+    int i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(o + i, silu_mul16(_mm512_loadu_ps(g + i), _mm512_loadu_ps(u + i)));
+    if (i < n) {
+        __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(o + i, m, silu_mul16(_mm512_maskz_loadu_ps(m, g + i), _mm512_maskz_loadu_ps(m, u + i)));
+    }
+}
+
 /* lanes i..i+15 of each head's output += sum over j < m of w[h][j] v_j, the
  * m value rows loaded once; always inlined, so a constant m (a whole KV
  * block) keeps them in registers */
@@ -208,4 +225,4 @@ static void axpys_f32(float *o, const float *w, int ws, const float *v, int64_t 
 }
 
 const cpu_kernels cpu_kernels_avx512 = {"avx512", MM_GROUP, mm_bf16,  mm_f16,      mm_f32,   dot_f32,
-                                        axpy_f32, dots_f32, exp_sum_f32, axpys_f32};
+                                        axpy_f32, dots_f32, exp_sum_f32, silu_mul_f32, axpys_f32};

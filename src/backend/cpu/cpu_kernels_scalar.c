@@ -30,6 +30,10 @@ static float exp_sum_f32(float *s, int n, float mx) {
     return sum;
 }
 
+static void silu_mul_f32(float *o, const float *g, const float *u, int n) {
+    for (int i = 0; i < n; i++) o[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
 static void axpys_f32(float *o, const float *w, int ws, const float *v, int64_t vs, int n, int grp, int hd) {
     for (int j = 0; j < n; j++)
         for (int h = 0; h < grp; h++) axpy_f32(o + (int64_t)h * hd, w[(int64_t)h * ws + j], v + j * vs, hd);
@@ -58,4 +62,4 @@ DEF_MM(mm_f16, uint16_t, f16_to_f32)
 DEF_MM(mm_f32, float, ID)
 
 const cpu_kernels cpu_kernels_scalar = {"scalar", MM_GROUP, mm_bf16,  mm_f16,      mm_f32,   dot_f32,
-                                        axpy_f32, dots_f32, exp_sum_f32, axpys_f32};
+                                        axpy_f32, dots_f32, exp_sum_f32, silu_mul_f32, axpys_f32};
