@@ -2,10 +2,12 @@
  *
  * tp_run(pool, n_tasks, fn, ctx) calls fn(ctx, task, thread) for every task in
  * [0, n_tasks) across the pool's threads (the caller's thread is worker 0)
- * and returns when all are done. Tasks are split in contiguous static ranges
- * so a given task always does the same arithmetic whatever the thread count
- * (results never depend on scheduling). Workers spin briefly between jobs
- * (decode issues dozens of small jobs per token) and then sleep. */
+ * and returns when all are done. Threads claim tasks one at a time (one that
+ * is preempted or wakes late leaves its share to the others); a task's
+ * arithmetic never depends on which thread runs it, so results never depend
+ * on scheduling (`thread` only picks per-thread scratch). Workers spin
+ * briefly between jobs (decode issues dozens of small jobs per token) and
+ * then sleep. */
 #ifndef KS_THREADPOOL_H
 #define KS_THREADPOOL_H
 
