@@ -85,3 +85,7 @@ char *path_join(const char *dir, const char *name) {
     memcpy(p + o, name, b + 1);
     return p;
 }
+
+void file_drop_pages(const file_mapping *m) {
+    if (m && m->data && m->size) madvise((void *)m->data, m->size, MADV_DONTNEED);
+}

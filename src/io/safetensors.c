@@ -40,6 +40,10 @@ static int dtype_from_str(const char *s, dtype_t *out) {
     return 0;
 }
 
+void st_drop_pages(const st_set *s) {
+    for (int i = 0; i < s->n_files; i++) file_drop_pages(&s->maps[i]);
+}
+
 void st_close(st_set *s) {
     if (!s) return;
     for (int i = 0; i < s->n_tensors; i++) free(s->tensors ? s->tensors[i].name : NULL);

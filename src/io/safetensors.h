@@ -44,5 +44,8 @@ int st_open_dir(st_set *s, const char *dir);
 /* NULL when absent. Binary search by name. */
 const st_tensor *st_find(const st_set *s, const char *name);
 void st_close(st_set *s);
+/* Every file's pages out of this process's memory (file_drop_pages): once
+ * the backend holds its own copies of the weights (both backends do). */
+void st_drop_pages(const st_set *s);
 
 #endif

@@ -113,6 +113,7 @@ int dflash_load(dflash **out, const char *dir, model *target) {
     d->block = c->dflash_block_size;
     d->mask_id = c->dflash_mask_token_id;
     if ((rc = model_capture_layers(target, c->dflash_target_layers, c->dflash_n_target_layers))) goto fail;
+    st_drop_pages(&m->st); /* the backend has its copies */
     *out = d;
     return KS_OK;
 fail:

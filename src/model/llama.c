@@ -118,6 +118,7 @@ int model_load(model **out, const char *dir, backend *be) {
         if ((rc = model_load_layer(m, &m->layers[l], prefix))) goto fail;
     }
     if ((rc = model_mtp_load(m))) goto fail;
+    st_drop_pages(&m->st); /* the backend has its copies; the file's pages need not stay in RSS */
     float *f = malloc((size_t)(c->head_dim / 2) * sizeof(float));
     m->inv_freq = be->ops->buf_alloc(be, (size_t)(c->head_dim / 2) * sizeof(float));
     if (!f || !m->inv_freq) { free(f); rc = err_set(KS_ENOMEM, "model: out of memory"); goto fail; }

@@ -73,6 +73,9 @@ static void check_tinycoder(const char *device) {
     if (!be) { json_decref(ref); return; }
     CHECK(model_load(&m, dir, be) == 0);
     if (!m) { json_decref(ref); backend_free(be); return; }
+    /* tinycoder ties lm_head to the embedding table: one backend copy */
+    CHECK_MSG(m->cfg.tie_word_embeddings && m->lm_head.impl == m->embed.impl,
+              "[%s] the tied lm_head has its own copy of the embedding table", device);
     CHECK(model_kv_init(m, &kv, 1024) == 0);
     tokenizer *tk = NULL;
     CHECK(tok_load(&tk, dir) == 0);

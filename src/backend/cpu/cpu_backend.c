@@ -8,6 +8,7 @@
 
 #include "backend/backend.h"
 #include "backend/cpu/cpu_kernels.h"
+#include "backend/weight_share.h"
 #include "base/err.h"
 #include "base/threadpool.h"
 
@@ -18,6 +19,7 @@ typedef struct {
     size_t scratch_per_thread;
     float *xg;             /* a matmul's activations in token groups (cpu_pack_tokens) */
     size_t xg_cap;         /* floats */
+    weight_share shared;   /* packed copies, shared by weights of the same source (a tied lm_head) */
 } cpu_impl;
 
 static cpu_impl *impl_of(backend *be) { return be->impl; }
@@ -86,6 +88,7 @@ static int cpu_weight_init(backend *be, bk_weight *w, const st_tensor *const *pa
         w->rows += rows;
     }
     w->n_parts = n_parts;
+    if ((w->impl = weight_share_find(&impl_of(be)->shared, w))) return KS_OK;
     if (!two_d) { /* vectors (norm weights, biases): an f32 copy, read per element by the ops */
         float *f = cpu_buf_alloc(be, (size_t)w->rows * sizeof(float));
         if (!f) return err_set(KS_ENOMEM, "tensor \"%s\": out of memory", parts[0]->name);
@@ -98,6 +101,7 @@ static int cpu_weight_init(backend *be, bk_weight *w, const st_tensor *const *pa
                                                : ((const float *)d)[i];
             }
         w->impl = f;
+        weight_share_add(&impl_of(be)->shared, w);
         return KS_OK;
     }
     size_t es = dtype_size(w->dtype);
@@ -108,11 +112,12 @@ static int cpu_weight_init(backend *be, bk_weight *w, const st_tensor *const *pa
     pack_ctx c = {w, dst, es};
     tp_run(impl_of(be)->pool, n_panels, pack_task, &c);
     w->impl = dst;
+    weight_share_add(&impl_of(be)->shared, w);
     return KS_OK;
 }
 
 static void cpu_weight_release(backend *be, bk_weight *w) {
-    cpu_buf_free(be, w->impl);
+    if (w->impl && weight_share_release(&impl_of(be)->shared, w->impl)) cpu_buf_free(be, w->impl);
     memset(w, 0, sizeof *w);
 }
 
@@ -439,6 +444,8 @@ static void cpu_free(backend *be) {
         tp_free(im->pool);
         free(im->scratch);
         free(im->xg);
+        for (int i = 0; i < im->shared.n; i++) free(im->shared.e[i].impl); /* weights never released */
+        weight_share_free(&im->shared);
         free(im);
     }
     free(be);

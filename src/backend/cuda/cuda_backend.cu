@@ -14,6 +14,7 @@
 
 extern "C" {
 #include "backend/backend.h"
+#include "backend/weight_share.h"
 #include "base/err.h"
 }
 
@@ -48,18 +49,9 @@ extern "C" void *ks_cuda_workspace(ks_workspace *w, cudaStream_t s, size_t need,
 }
 
 typedef struct {
-    const void *host;   /* first part's host view: the sharing key */
-    int n_parts;
-    int64_t rows;
-    void *dev;
-    int refs;
-} shared_weight;
-
-typedef struct {
     cudaStream_t stream;
     int device;
-    shared_weight *shared;
-    int n_shared, cap_shared;
+    weight_share shared;  /* device copies, shared by weights of the same source (a tied lm_head) */
     size_t weight_bytes;
 } cuda_impl;
 
@@ -125,14 +117,9 @@ static int cu_weight_init(backend *be, bk_weight *w, const st_tensor *const *par
         w->rows += rows;
     }
     w->n_parts = n_parts;
-    for (int i = 0; i < im->n_shared; i++) {
-        shared_weight *s = &im->shared[i];
-        if (s->host == parts[0]->data && s->n_parts == n_parts && s->rows == w->rows) {
-            s->refs++;
-            w->impl = s->dev;
-            if (w->cols == 1) w->dtype = DTYPE_F32;
-            return KS_OK;
-        }
+    if ((w->impl = weight_share_find(&im->shared, w))) {
+        if (w->cols == 1) w->dtype = DTYPE_F32;
+        return KS_OK;
     }
     bool one_d = w->cols == 1;
     size_t es = one_d ? 4 : dtype_size(w->dtype);
@@ -165,27 +152,13 @@ static int cu_weight_init(backend *be, bk_weight *w, const st_tensor *const *par
     if (one_d) w->dtype = DTYPE_F32;
     w->impl = dev;
     im->weight_bytes += bytes;
-    if (im->n_shared == im->cap_shared) {
-        int cap = im->cap_shared ? im->cap_shared * 2 : 64;
-        shared_weight *ns = (shared_weight *)realloc(im->shared, (size_t)cap * sizeof *ns);
-        if (!ns) return KS_OK; /* sharing is an optimisation */
-        im->shared = ns;
-        im->cap_shared = cap;
-    }
-    im->shared[im->n_shared++] = (shared_weight){parts[0]->data, n_parts, w->rows, dev, 1};
+    weight_share_add(&im->shared, w);
     return KS_OK;
 }
 
 static void cu_weight_release(backend *be, bk_weight *w) {
     cuda_impl *im = impl_of(be);
-    for (int i = 0; i < im->n_shared; i++)
-        if (im->shared[i].dev == w->impl) {
-            if (--im->shared[i].refs == 0) {
-                cudaFree(im->shared[i].dev);
-                im->shared[i] = im->shared[--im->n_shared];
-            }
-            break;
-        }
+    if (w->impl && weight_share_release(&im->shared, w->impl)) cudaFree(w->impl);
     memset(w, 0, sizeof *w);
 }
 
@@ -410,8 +383,8 @@ static void cu_backend_free(backend *be) {
     cuda_impl *im = impl_of(be);
     prof_print();
     if (im) {
-        for (int i = 0; i < im->n_shared; i++) cudaFree(im->shared[i].dev);
-        free(im->shared);
+        for (int i = 0; i < im->shared.n; i++) cudaFree(im->shared.e[i].impl); /* weights never released */
+        weight_share_free(&im->shared);
         cudaStreamDestroy(im->stream);
         free(im);
     }
