@@ -6,7 +6,8 @@
 void *weight_share_find(weight_share *t, const bk_weight *w) {
     for (int i = 0; i < t->n; i++) {
         weight_share_entry *s = &t->e[i];
-        if (s->host == w->part_data[0] && s->n_parts == w->n_parts && s->rows == w->rows) {
+        if (s->host == w->part_data[0] && s->n_parts == w->n_parts && s->rows == w->rows && s->cols == w->cols &&
+            s->dtype == w->dtype) {
             s->refs++;
             return s->impl;
         }
@@ -22,7 +23,7 @@ void weight_share_add(weight_share *t, const bk_weight *w) {
         t->e = ne;
         t->cap = cap;
     }
-    t->e[t->n++] = (weight_share_entry){w->part_data[0], w->n_parts, w->rows, w->impl, 1};
+    t->e[t->n++] = (weight_share_entry){w->part_data[0], w->n_parts, w->rows, w->cols, w->dtype, w->impl, 1};
 }
 
 int weight_share_release(weight_share *t, const void *impl) {

@@ -137,6 +137,8 @@ TEST(test_cuda_matmul_matches_cpu_and_is_batch_invariant) {
             p.gpu->ops->buf_free(p.gpu, dout);
             p.gpu->ops->weight_release(p.gpu, &wg);
             p.gpu->ops->weight_release(p.gpu, &bg);
+            p.cpu->ops->weight_release(p.cpu, &wc);
+            p.cpu->ops->weight_release(p.cpu, &bc);
             free(x); free(oc); free(og); free(o1); free(scale); free(h0); free(h1); free(hb);
         }
     }
@@ -337,6 +339,7 @@ TEST(test_cuda_fused_ops_equal_the_separate_ops) {
         void *bufs[] = {dx, dy, dout};
         for (int i = 0; i < 3; i++) p.gpu->ops->buf_free(p.gpu, bufs[i]);
         p.gpu->ops->weight_release(p.gpu, &wg);
+        p.cpu->ops->weight_release(p.cpu, &wc);
         free(x); free(y); free(xa); free(oa); free(xb); free(ob); free(xc); free(oc); free(hw);
     }
     int hds[3] = {64, 128, 80};
@@ -404,6 +407,8 @@ TEST(test_cuda_fused_ops_equal_the_separate_ops) {
             for (int i = 0; i < 3; i++) p.gpu->ops->buf_free(p.gpu, bufs[i]);
             p.gpu->ops->weight_release(p.gpu, &qg);
             p.gpu->ops->weight_release(p.gpu, &kg);
+            p.cpu->ops->weight_release(p.cpu, &qc);
+            p.cpu->ops->weight_release(p.cpu, &kc);
             free(x); free(a); free(b); free(c); free(hq); free(hk);
         }
     close_pair(&p);

@@ -149,10 +149,10 @@ static int cu_weight_init(backend *be, bk_weight *w, const st_tensor *const *par
         cudaFree(dev);
         return err_set(KS_EIO, "%s", fail_msg);
     }
-    if (one_d) w->dtype = DTYPE_F32;
     w->impl = dev;
     im->weight_bytes += bytes;
-    weight_share_add(&im->shared, w);
+    weight_share_add(&im->shared, w); /* keyed by the source dtype */
+    if (one_d) w->dtype = DTYPE_F32;
     return KS_OK;
 }
 
