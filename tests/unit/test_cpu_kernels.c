@@ -87,6 +87,55 @@ TEST(test_cpu_attention_kernels_match_scalar) {
     printf("    %d kernel cases compared with the scalar kernels\n", checked);
 }
 
+TEST(test_cpu_pack_tokens_is_cpu_pack_tokens) {
+    const cpu_kernels *isas[3] = {&cpu_kernels_scalar, &cpu_kernels_avx2, &cpu_kernels_avx512};
+    static const int64_t ks[5] = {1, 15, 16, 47, 512};
+    unsigned seed = 13;
+    int checked = 0;
+    float *x = malloc(40 * 600 * sizeof(float)), *want = malloc(48 * 512 * sizeof(float)),
+          *got = malloc(48 * 512 * sizeof(float));
+    for (int i = 0; i < 40 * 600; i++) x[i] = frand(&seed);
+    for (int ii = 0; ii < 3; ii++) {
+        const cpu_kernels *k = isas[ii];
+        if (ii > 0 && !supported(k->isa)) continue;
+        for (int a = 0; a < 5; a++)
+            for (int n = 1; n <= 40; n += 3) {
+                size_t bytes = (size_t)((n + k->mm_group - 1) / k->mm_group) * k->mm_group * (size_t)ks[a] * sizeof(float);
+                memset(want, 0x5a, bytes);
+                memset(got, 0x5a, bytes);
+                cpu_pack_tokens(want, x, 600, n, ks[a], k->mm_group);
+                k->pack_tokens(got, x, 600, n, ks[a]);
+                CHECK_MSG(!memcmp(want, got, bytes), "%s pack_tokens n %d k %ld differs", k->isa, n, (long)ks[a]);
+                checked++;
+            }
+    }
+    free(x), free(want), free(got);
+    printf("    %d packings compared bitwise with cpu_pack_tokens\n", checked);
+}
+
+TEST(test_cpu_argmax_matches_scalar) {
+    const cpu_kernels *isas[2] = {&cpu_kernels_avx2, &cpu_kernels_avx512};
+    unsigned seed = 9;
+    int checked = 0;
+    for (int ii = 0; ii < 2; ii++) {
+        const cpu_kernels *k = isas[ii];
+        if (!supported(k->isa)) continue;
+        for (int n = 1; n <= 300; n += 13)
+            for (int variant = 0; variant < 5; variant++) {
+                float x[300];
+                for (int i = 0; i < n; i++) x[i] = variant == 1 ? (float)(int)(4 * frand(&seed)) : frand(&seed);
+                if (variant == 2) x[(n * 3) / 4] = NAN, x[n / 2] = NAN; /* NaNs never win */
+                if (variant == 3) x[0] = NAN;                         /* the scalar loop's 0 */
+                if (variant == 4)                                     /* signed zeros tie */
+                    for (int i = 0; i < n; i++) x[i] = i % 3 ? -0.0f : 0.0f;
+                int want = cpu_kernels_scalar.argmax(x, n), got = k->argmax(x, n);
+                CHECK_MSG(got == want, "%s argmax n %d variant %d: %d, scalar %d", k->isa, n, variant, got, want);
+                checked++;
+            }
+    }
+    printf("    %d argmax cases compared with the scalar loop (ties, NaNs, signed zeros)\n", checked);
+}
+
 TEST(test_cpu_silu_mul_matches_scalar) {
     const cpu_kernels *isas[2] = {&cpu_kernels_avx2, &cpu_kernels_avx512};
     unsigned seed = 3;

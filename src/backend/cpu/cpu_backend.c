@@ -201,13 +201,13 @@ static void mm_task(void *v, int task, int thread) {
                 c->out[(int64_t)t * w->rows + r] += vector_f32(c->bias)[r];
 }
 
-typedef struct { float *xg; const float *in; int n; int64_t k; int G; } xpack_ctx;
+typedef struct { float *xg; const float *in; int n; int64_t k; int G; const cpu_kernels *ks; } xpack_ctx;
 
 static void xpack_task(void *v, int task, int thread) {
     (void)thread;
     xpack_ctx *c = v;
     int g = task * c->G, nt = c->n - g < c->G ? c->n - g : c->G;
-    cpu_pack_tokens(c->xg + (int64_t)g * c->k, c->in + (int64_t)g * c->k, (int)c->k, nt, c->k, c->G);
+    c->ks->pack_tokens(c->xg + (int64_t)g * c->k, c->in + (int64_t)g * c->k, (int)c->k, nt, c->k);
 }
 
 static void cpu_matmul(backend *be, float *out, const float *in, const bk_weight *w,
@@ -221,7 +221,7 @@ static void cpu_matmul(backend *be, float *out, const float *in, const bk_weight
         cpu_buf_free(be, im->xg);
         im->xg = p, im->xg_cap = need;
     }
-    xpack_ctx xc = {im->xg, in, n, w->cols, G};
+    xpack_ctx xc = {im->xg, in, n, w->cols, G, im->k};
     if (groups > 1) tp_run(im->pool, groups, xpack_task, &xc);
     else xpack_task(&xc, 0, 0);
     mm_ctx c = {out, im->xg, w, bias, n, im->k};
@@ -417,20 +417,16 @@ static void cpu_mtp_input(backend *be, float *out, const bk_weight *table, const
 }
 
 typedef struct {
-    int32_t *out; const float *in; int cols;
+    int32_t *out; const float *in; int cols; const cpu_kernels *k;
 } argmax_ctx;
 
 static void argmax_row(void *v, int r, int thread) {
     argmax_ctx *c = v;
-    const float *x = c->in + (int64_t)r * c->cols;
-    int best = 0;
-    for (int i = 1; i < c->cols; i++)
-        if (x[i] > x[best]) best = i;
-    c->out[r] = best;
+    c->out[r] = c->k->argmax(c->in + (int64_t)r * c->cols, c->cols);
 }
 
 static void cpu_argmax(backend *be, int32_t *out, const float *in, int n, int cols) {
-    argmax_ctx c = {out, in, cols};
+    argmax_ctx c = {out, in, cols, impl_of(be)->k};
     if ((int64_t)n * cols < PAR_MIN_ELEMS || n < 2) {
         for (int r = 0; r < n; r++) argmax_row(&c, r, 0);
     } else {

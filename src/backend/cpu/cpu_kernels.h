@@ -37,6 +37,14 @@ static inline void cpu_mm_split(float *out, int os, const float *xg, const void 
         one(out, os, xg, pw, k, np == 1 ? nr_last : CPU_PANEL);
 }
 
+/* the argmax every ISA must equal (and their fallback for short rows) */
+static inline int cpu_argmax_loop(const float *x, int n) {
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[best]) best = i;
+    return best;
+}
+
 typedef struct {
     const char *isa;            /* "scalar", "avx2", "avx512" */
     int mm_group;               /* tokens per activation group (accumulators in registers) */
@@ -52,6 +60,12 @@ typedef struct {
                  float scale);
     /* s[i] = exp(s[i] - mx) for i < n; returns their sum */
     float (*exp_sum)(float *s, int n, float mx);
+    /* cpu_pack_tokens with this set's mm_group (the same bytes; AVX-512
+     * transposes whole 16-token groups in registers) */
+    void (*pack_tokens)(float *xg, const float *x, int x_stride, int n, int64_t k);
+    /* the first index of the largest of x[0..n) (NaNs never win; x[0]
+     * NaN: 0), as the scalar loop `if (x[i] > x[best]) best = i` */
+    int (*argmax)(const float *x, int n);
     /* o[j] = silu(g[j]) * u[j] for j < n (silu(x) = x / (1 + e^-x)) */
     void (*silu_mul)(float *o, const float *g, const float *u, int n);
     /* o + h*hd += sum over j < n of w[h * w_stride + j] * v_j, for h < grp */

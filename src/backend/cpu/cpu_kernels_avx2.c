@@ -187,6 +187,28 @@ static float exp_sum_f32(float *s, int n, float mx) {
     return hsum(acc);
 }
 
+/* two passes: the largest value (max_ps(v, m) keeps m where v is NaN), then
+ * the first lane equal to it — the scalar loop's answer */
+
+static int argmax_f32(const float *x, int n) {
+    if (n < 16 || x[0] != x[0]) return cpu_argmax_loop(x, n);
+    __m256 m = _mm256_set1_ps(x[0]);
+    int i = 0;
+    for (; i + 8 <= n; i += 8) m = _mm256_max_ps(_mm256_loadu_ps(x + i), m);
+    float t[8], mx = x[0];
+    _mm256_storeu_ps(t, m);
+    for (int j = 0; j < 8; j++) mx = t[j] > mx ? t[j] : mx;
+    for (; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    __m256 mv = _mm256_set1_ps(mx);
+    for (i = 0; i + 8 <= n; i += 8) {
+        int eq = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(x + i), mv, _CMP_EQ_OQ));
+        if (eq) return i + __builtin_ctz((unsigned)eq);
+    }
+    for (; i < n; i++)
+        if (x[i] == mx) return i;
+    return 0;
+}
+
 /* silu(g) * u with e = e^-|g| (exp_neg's range): sigmoid(g) = 1 / (1 + e)
  * for g >= 0, e / (1 + e) below */
 static inline __m256 silu_mul8(__m256 g, __m256 u) {
@@ -243,5 +265,9 @@ static void axpys_f32(float *o, const float *w, int ws, const float *v, int64_t 
     }
 }
 
+static void pack_tokens(float *xg, const float *x, int xs, int n, int64_t k) {
+    cpu_pack_tokens(xg, x, xs, n, k, MM_GROUP);
+}
+
 const cpu_kernels cpu_kernels_avx2 = {"avx2", MM_GROUP, mm_bf16,  mm_f16,      mm_f32,   dot_f32,
-                                      axpy_f32, dots_f32, exp_sum_f32, silu_mul_f32, axpys_f32};
+                                      axpy_f32, dots_f32, exp_sum_f32, pack_tokens, argmax_f32, silu_mul_f32, axpys_f32};

@@ -177,6 +177,69 @@ static float exp_sum_f32(float *s, int n, float mx) {
     return _mm512_reduce_add_ps(acc);
 }
 
+/* 16 rows of 16 floats (r[t] = token t's columns c..c+15) -> 16 vectors,
+ * vector j = column c+j of the 16 tokens: unpack pairs, then 4x4 blocks
+ * within 128-bit lanes, then lanes across vectors */
+static inline void transpose16(__m512 r[16]) {
+    __m512 t[16], u[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int g = 0; g < 16; g += 4) { /* u[g + j] lane L: column 4L + j of rows g..g+3 */
+        u[g + 0] = _mm512_shuffle_ps(t[g], t[g + 2], 0x44);
+        u[g + 1] = _mm512_shuffle_ps(t[g], t[g + 2], 0xEE);
+        u[g + 2] = _mm512_shuffle_ps(t[g + 1], t[g + 3], 0x44);
+        u[g + 3] = _mm512_shuffle_ps(t[g + 1], t[g + 3], 0xEE);
+    }
+    for (int j = 0; j < 4; j++) {
+        __m512 v = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88), w = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xDD);
+        __m512 v2 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88), w2 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xDD);
+        r[j] = _mm512_shuffle_f32x4(v, v2, 0x88);
+        r[8 + j] = _mm512_shuffle_f32x4(v, v2, 0xDD);
+        r[4 + j] = _mm512_shuffle_f32x4(w, w2, 0x88);
+        r[12 + j] = _mm512_shuffle_f32x4(w, w2, 0xDD);
+    }
+}
+
+/* whole 16-token groups through transpose16, the rest as cpu_pack_tokens */
+static void pack_tokens(float *xg, const float *x, int xs, int n, int64_t k) {
+    int g = 0;
+    for (; g + MM_GROUP <= n; g += MM_GROUP) {
+        float *dst = xg + (int64_t)g * k;
+        const float *src = x + (int64_t)g * xs;
+        int64_t i = 0;
+        for (; i + 16 <= k; i += 16) {
+            __m512 r[16];
+            for (int t = 0; t < 16; t++) r[t] = _mm512_loadu_ps(src + (int64_t)t * xs + i);
+            transpose16(r);
+            for (int j = 0; j < 16; j++) _mm512_storeu_ps(dst + (i + j) * MM_GROUP, r[j]);
+        }
+        for (; i < k; i++)
+            for (int t = 0; t < MM_GROUP; t++) dst[i * MM_GROUP + t] = src[(int64_t)t * xs + i];
+    }
+    if (g < n) cpu_pack_tokens(xg + (int64_t)g * k, x + (int64_t)g * xs, xs, n - g, k, MM_GROUP);
+}
+
+/* two passes: the largest value (max_ps(v, m) keeps m where v is NaN), then
+ * the first lane equal to it — the scalar loop's answer */
+static int argmax_f32(const float *x, int n) {
+    if (n < 32 || x[0] != x[0]) return cpu_argmax_loop(x, n);
+    __m512 m = _mm512_set1_ps(x[0]);
+    int i = 0;
+    for (; i + 16 <= n; i += 16) m = _mm512_max_ps(_mm512_loadu_ps(x + i), m);
+    float mx = _mm512_reduce_max_ps(m);
+    for (; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    __m512 mv = _mm512_set1_ps(mx);
+    for (i = 0; i + 16 <= n; i += 16) {
+        __mmask16 eq = _mm512_cmp_ps_mask(_mm512_loadu_ps(x + i), mv, _CMP_EQ_OQ);
+        if (eq) return i + __builtin_ctz(eq);
+    }
+    for (; i < n; i++)
+        if (x[i] == mx) return i;
+    return 0;
+}
+
 /* silu(g) * u with e = e^-|g| (exp_neg's range): sigmoid(g) = 1 / (1 + e)
  * for g >= 0, e / (1 + e) below */
 static inline __m512 silu_mul16(__m512 g, __m512 u) {
@@ -225,4 +288,4 @@ static void axpys_f32(float *o, const float *w, int ws, const float *v, int64_t 
 }
 
 const cpu_kernels cpu_kernels_avx512 = {"avx512", MM_GROUP, mm_bf16,  mm_f16,      mm_f32,   dot_f32,
-                                        axpy_f32, dots_f32, exp_sum_f32, silu_mul_f32, axpys_f32};
+                                        axpy_f32, dots_f32, exp_sum_f32, pack_tokens, argmax_f32, silu_mul_f32, axpys_f32};

@@ -30,6 +30,9 @@ static float exp_sum_f32(float *s, int n, float mx) {
     return sum;
 }
 
+
+static int argmax_f32(const float *x, int n) { return cpu_argmax_loop(x, n); }
+
 static void silu_mul_f32(float *o, const float *g, const float *u, int n) {
     for (int i = 0; i < n; i++) o[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
 }
@@ -61,5 +64,9 @@ DEF_MM(mm_bf16, uint16_t, bf16_to_f32)
 DEF_MM(mm_f16, uint16_t, f16_to_f32)
 DEF_MM(mm_f32, float, ID)
 
+static void pack_tokens(float *xg, const float *x, int xs, int n, int64_t k) {
+    cpu_pack_tokens(xg, x, xs, n, k, MM_GROUP);
+}
+
 const cpu_kernels cpu_kernels_scalar = {"scalar", MM_GROUP, mm_bf16,  mm_f16,      mm_f32,   dot_f32,
-                                        axpy_f32, dots_f32, exp_sum_f32, silu_mul_f32, axpys_f32};
+                                        axpy_f32, dots_f32, exp_sum_f32, pack_tokens, argmax_f32, silu_mul_f32, axpys_f32};
