@@ -3,6 +3,7 @@
  * safetensors mmap), and every op parallelised over the thread pool with the
  * SIMD kernels of cpu_kernels_*.c. Always built. */
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -267,64 +268,81 @@ static void cpu_kv_store(backend *be, void *kcv, void *vcv, const float *k, cons
 typedef struct {
     float *out; const float *q; int q_stride; const float *kc, *vc; const bk_attn_batch *ab;
     int n_heads, n_kv, hd; float scale; cpu_impl *im;
+    bool per_token;   /* a task per token (all kv heads) instead of per (token, kv head) */
 } attn_ctx;
 
-/* One task: token t, kv head g, with the n_heads/n_kv query heads sharing it
- * (their q rows and output rows are contiguous): scores for every position
- * (each key row read once for the group), softmax per head, then the value
- * rows (each read once for the group). Positions are walked a block at a
- * time, so the slot arithmetic is per block. */
-static void attn_task(void *v, int task, int thread) {
-    attn_ctx *c = v;
+/* Token t, kv heads [g0, g1), each with the n_heads/n_kv query heads
+ * sharing it (their q rows and output rows are contiguous): scores for
+ * every position (each key row read once for the group), softmax per head,
+ * then the value rows (each read once for the group). Positions are walked
+ * a block at a time, and within a block every kv head of the range in
+ * turn, so with the whole range a block's rows are read in one sweep. A
+ * head's kernel calls and their order do not depend on the range. */
+static void attn_token(attn_ctx *c, int t, int g0, int g1, float *sc) {
     const bk_attn_batch *ab = c->ab;
-    int t = task / c->n_kv, g = task % c->n_kv;
     int grp = c->n_heads / c->n_kv, hd = c->hd, kv_dim = c->n_kv * hd, bs = ab->block_size;
     int n_ctx = ab->pos[t] + 1;
     const int32_t *table = ab->block_tables + (int64_t)ab->seq[t] * ab->max_blocks;
-    float *sc = c->im->scratch + (size_t)thread * c->im->scratch_per_thread;
     const cpu_kernels *k = c->im->k;
-    const float *q = c->q + (int64_t)t * c->q_stride + (int64_t)g * grp * hd;
-    const float *kc = c->kc + (int64_t)g * hd, *vc = c->vc + (int64_t)g * hd;
+    const float *q = c->q + (int64_t)t * c->q_stride;
     for (int j0 = 0; j0 < n_ctx; j0 += bs) {
-        const float *kb = kc + (int64_t)table[j0 / bs] * bs * kv_dim;
-        for (int j = j0; j < j0 + bs && j < n_ctx; j += 16) { /* the kernels take runs of up to 16 */
-            int m = j0 + bs - j < 16 ? j0 + bs - j : 16;
-            k->dots(sc + j, n_ctx, q, grp, kb + (int64_t)(j - j0) * kv_dim, kv_dim, n_ctx - j < m ? n_ctx - j : m, hd,
-                    c->scale);
+        const float *kb = c->kc + (int64_t)table[j0 / bs] * bs * kv_dim;
+        for (int g = g0; g < g1; g++) {
+            float *sg = sc + (size_t)(g - g0) * grp * n_ctx;
+            for (int j = j0; j < j0 + bs && j < n_ctx; j += 16) { /* the kernels take runs of up to 16 */
+                int m = j0 + bs - j < 16 ? j0 + bs - j : 16;
+                k->dots(sg + j, n_ctx, q + (int64_t)g * grp * hd, grp, kb + (int64_t)(j - j0) * kv_dim + g * hd,
+                        kv_dim, n_ctx - j < m ? n_ctx - j : m, hd, c->scale);
+            }
         }
     }
-    float inv[grp];
-    for (int h = 0; h < grp; h++) {
-        float *s = sc + (size_t)h * n_ctx, m = -INFINITY;
-        for (int j = 0; j < n_ctx; j++) m = s[j] > m ? s[j] : m;
-        inv[h] = 1.0f / k->exp_sum(s, n_ctx, m);
-    }
-    float *o = c->out + (int64_t)t * c->n_heads * hd + (int64_t)g * grp * hd;
-    memset(o, 0, (size_t)grp * hd * sizeof(float));
-    for (int h = 0; h < grp; h++) /* normalised weights, so the output needs no division */
-        for (int j = 0; j < n_ctx; j++) sc[(size_t)h * n_ctx + j] *= inv[h];
-    for (int j0 = 0; j0 < n_ctx; j0 += bs) {
-        const float *vb = vc + (int64_t)table[j0 / bs] * bs * kv_dim;
-        for (int j = j0; j < j0 + bs && j < n_ctx; j += 16) {
-            int m = j0 + bs - j < 16 ? j0 + bs - j : 16;
-            k->axpys(o, sc + j, n_ctx, vb + (int64_t)(j - j0) * kv_dim, kv_dim, n_ctx - j < m ? n_ctx - j : m, grp, hd);
+    for (int g = g0; g < g1; g++) {
+        float *o = c->out + (int64_t)t * c->n_heads * hd + (int64_t)g * grp * hd;
+        memset(o, 0, (size_t)grp * hd * sizeof(float));
+        for (int h = 0; h < grp; h++) { /* normalised weights, so the output needs no division */
+            float *sh = sc + ((size_t)(g - g0) * grp + h) * n_ctx, mx = -INFINITY;
+            for (int j = 0; j < n_ctx; j++) mx = sh[j] > mx ? sh[j] : mx;
+            float inv = 1.0f / k->exp_sum(sh, n_ctx, mx);
+            for (int j = 0; j < n_ctx; j++) sh[j] *= inv;
         }
     }
+    for (int j0 = 0; j0 < n_ctx; j0 += bs) {
+        const float *vb = c->vc + (int64_t)table[j0 / bs] * bs * kv_dim;
+        for (int g = g0; g < g1; g++) {
+            float *sg = sc + (size_t)(g - g0) * grp * n_ctx;
+            float *o = c->out + (int64_t)t * c->n_heads * hd + (int64_t)g * grp * hd;
+            for (int j = j0; j < j0 + bs && j < n_ctx; j += 16) {
+                int m = j0 + bs - j < 16 ? j0 + bs - j : 16;
+                k->axpys(o, sg + j, n_ctx, vb + (int64_t)(j - j0) * kv_dim + g * hd, kv_dim,
+                         n_ctx - j < m ? n_ctx - j : m, grp, hd);
+            }
+        }
+    }
+}
+
+/* A task: a whole token (every kv head, one sweep per KV block) when the
+ * call has enough tokens to keep the pool busy, else one (token, kv head). */
+static void attn_task(void *v, int task, int thread) {
+    attn_ctx *c = v;
+    float *sc = c->im->scratch + (size_t)thread * c->im->scratch_per_thread;
+    if (c->per_token) attn_token(c, task, 0, c->n_kv, sc);
+    else attn_token(c, task / c->n_kv, task % c->n_kv, task % c->n_kv + 1, sc);
 }
 
 static void cpu_attention(backend *be, float *out, const float *q, int q_stride, const void *k_cache,
                           const void *v_cache, const bk_attn_batch *ab, int n_heads, int n_kv_heads,
                           int head_dim, float scale) {
     cpu_impl *im = impl_of(be);
-    size_t need = (size_t)(n_heads / n_kv_heads) * (size_t)(ab->max_pos + 1);
+    bool per_token = ab->n_tokens >= 4 * tp_threads(im->pool);
+    size_t need = (size_t)(per_token ? n_heads : n_heads / n_kv_heads) * (size_t)(ab->max_pos + 1);
     if (need > im->scratch_per_thread) {
         float *s = realloc(im->scratch, need * (size_t)tp_threads(im->pool) * sizeof(float));
         if (!s) abort(); /* out of memory for a few KB of scores: nothing sane to do */
         im->scratch = s;
         im->scratch_per_thread = need;
     }
-    attn_ctx c = {out, q, q_stride, k_cache, v_cache, ab, n_heads, n_kv_heads, head_dim, scale, im};
-    tp_run(im->pool, ab->n_tokens * n_kv_heads, attn_task, &c);
+    attn_ctx c = {out, q, q_stride, k_cache, v_cache, ab, n_heads, n_kv_heads, head_dim, scale, im, per_token};
+    tp_run(im->pool, ab->n_tokens * (per_token ? 1 : n_kv_heads), attn_task, &c);
 }
 
 /* ---- elementwise ------------------------------------------------------ */
