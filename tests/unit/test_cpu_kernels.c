@@ -2,7 +2,8 @@
  * scalar ones on random data. Attention (dots, exp_sum, axpys): runs of 1..16
  * positions, 1..8 query heads per key/value row, head sizes that take the
  * vector path and ones that fall back (1e-5 relative, 2e-6 absolute); exp_sum's
- * polynomial against expf over [-100, 0] (2e-6 relative); silu_mul over
+ * polynomial against expf over [-100, 0] (2e-6 relative); max and scale equal
+ * to the scalar loops (NaNs skipped, products bitwise); silu_mul over
  * [-100, 100] against x / (1 + expf(-x)) (2e-6 relative). Matmul (bf16, f16,
  * f32 weights, through the packed layouts): 1..19 tokens x 1..69 rows (one
  * to five panels, whole and partial), row lengths of 1 to 1543; the scalar
@@ -70,6 +71,16 @@ TEST(test_cpu_attention_kernels_match_scalar) {
                                   hd, grp, n, i, o2[i], o1[i]);
                     checked++;
                 }
+        for (int n = 1; n <= 70; n += 3) { /* max and scale: the scalar loops' values */
+            float x[70], y[70], z[70];
+            for (int i = 0; i < n; i++) x[i] = 10.0f * frand(&seed), y[i] = z[i] = x[i];
+            if (n > 5) x[n / 2] = NAN; /* skipped */
+            float want = cpu_kernels_scalar.max(x, n), got = k->max(x, n);
+            CHECK_MSG(got == want, "%s max n %d: %g, scalar %g", k->isa, n, got, want);
+            cpu_kernels_scalar.scale(y, n, 0.37f);
+            k->scale(z, n, 0.37f);
+            CHECK_MSG(!memcmp(y, z, (size_t)n * sizeof(float)), "%s scale n %d differs from the scalar loop", k->isa, n);
+        }
         for (int n = 1; n <= 70; n += 23) { /* tails of every length class */
             float x[70], y[70], ys = 0;
             for (int i = 0; i < n; i++) x[i] = -100.0f * (i + 0.5f) / n;

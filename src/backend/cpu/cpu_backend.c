@@ -300,10 +300,8 @@ static void attn_token(attn_ctx *c, int t, int g0, int g1, float *sc) {
         float *o = c->out + (int64_t)t * c->n_heads * hd + (int64_t)g * grp * hd;
         memset(o, 0, (size_t)grp * hd * sizeof(float));
         for (int h = 0; h < grp; h++) { /* normalised weights, so the output needs no division */
-            float *sh = sc + ((size_t)(g - g0) * grp + h) * n_ctx, mx = -INFINITY;
-            for (int j = 0; j < n_ctx; j++) mx = sh[j] > mx ? sh[j] : mx;
-            float inv = 1.0f / k->exp_sum(sh, n_ctx, mx);
-            for (int j = 0; j < n_ctx; j++) sh[j] *= inv;
+            float *sh = sc + ((size_t)(g - g0) * grp + h) * n_ctx;
+            k->scale(sh, n_ctx, 1.0f / k->exp_sum(sh, n_ctx, k->max(sh, n_ctx)));
         }
     }
     for (int j0 = 0; j0 < n_ctx; j0 += bs) {

@@ -58,6 +58,11 @@ typedef struct {
      * s[h * s_stride + j] = dot(q + h*hd, k_j) * scale for h < grp, j < n */
     void (*dots)(float *s, int s_stride, const float *q, int grp, const float *k, int64_t kstride, int n, int hd,
                  float scale);
+    /* the largest of s[0..n) from -inf (NaNs skipped: s[i] > m ? s[i] : m;
+     * of a tie between +0 and -0 either may come back) */
+    float (*max)(const float *s, int n);
+    /* s[i] *= a for i < n */
+    void (*scale)(float *s, int n, float a);
     /* s[i] = exp(s[i] - mx) for i < n; returns their sum */
     float (*exp_sum)(float *s, int n, float mx);
     /* cpu_pack_tokens with this set's mm_group (the same bytes; AVX-512

@@ -4,6 +4,7 @@
  * attention kernels unroll a full run of positions so its sums stay in
  * registers (the same operations in the same order). */
 #include <immintrin.h>
+#include <math.h>
 
 #include "backend/cpu/cpu_kernels.h"
 #include "base/dtype.h"
@@ -166,6 +167,24 @@ static inline __m256 exp_neg(__m256 x) {
     return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
 }
 
+static float max_f32(const float *s, int n) {
+    __m256 m = _mm256_set1_ps(-INFINITY);
+    int i = 0;
+    for (; i + 8 <= n; i += 8) m = _mm256_max_ps(_mm256_loadu_ps(s + i), m); /* NaN in s: m kept */
+    float t[8], mx = -INFINITY;
+    _mm256_storeu_ps(t, m);
+    for (int j = 0; j < 8; j++) mx = t[j] > mx ? t[j] : mx;
+    for (; i < n; i++) mx = s[i] > mx ? s[i] : mx;
+    return mx;
+}
+
+static void scale_f32(float *s, int n, float a) {
+    __m256 av = _mm256_set1_ps(a);
+    int i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(s + i, _mm256_mul_ps(_mm256_loadu_ps(s + i), av));
+    for (; i < n; i++) s[i] *= a;
+}
+
 static float exp_sum_f32(float *s, int n, float mx) {
     __m256 m = _mm256_set1_ps(mx), acc = _mm256_setzero_ps();
     int i = 0;
@@ -270,4 +289,4 @@ static void pack_tokens(float *xg, const float *x, int xs, int n, int64_t k) {
 }
 
 const cpu_kernels cpu_kernels_avx2 = {"avx2", MM_GROUP, mm_bf16,  mm_f16,      mm_f32,   dot_f32,
-                                      axpy_f32, dots_f32, exp_sum_f32, pack_tokens, argmax_f32, silu_mul_f32, axpys_f32};
+                                      axpy_f32, dots_f32, max_f32, scale_f32, exp_sum_f32, pack_tokens, argmax_f32, silu_mul_f32, axpys_f32};

@@ -3,6 +3,7 @@
  * accumulator register per token (cpu_kernels.h: one FMA chain per result);
  * attention's dot products and value sums over a KV block. */
 #include <immintrin.h>
+#include <math.h>
 
 #include "backend/cpu/cpu_kernels.h"
 
@@ -160,6 +161,27 @@ static inline __m512 exp_neg(__m512 x) {
     return _mm512_scalef_ps(p, n);
 }
 
+static float max_f32(const float *s, int n) {
+    __m512 m = _mm512_set1_ps(-INFINITY);
+    int i = 0;
+    for (; i + 16 <= n; i += 16) m = _mm512_max_ps(_mm512_loadu_ps(s + i), m); /* NaN in s: m kept */
+    if (i < n) {
+        __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
+        m = _mm512_mask_max_ps(m, k, _mm512_maskz_loadu_ps(k, s + i), m);
+    }
+    return _mm512_reduce_max_ps(m);
+}
+
+static void scale_f32(float *s, int n, float a) {
+    __m512 av = _mm512_set1_ps(a);
+    int i = 0;
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(s + i, _mm512_mul_ps(_mm512_loadu_ps(s + i), av));
+    if (i < n) {
+        __mmask16 k = (__mmask16)((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(s + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, s + i), av));
+    }
+}
+
 static float exp_sum_f32(float *s, int n, float mx) {
     __m512 m = _mm512_set1_ps(mx), acc = _mm512_setzero_ps();
     int i = 0;
@@ -288,4 +310,4 @@ static void axpys_f32(float *o, const float *w, int ws, const float *v, int64_t 
 }
 
 const cpu_kernels cpu_kernels_avx512 = {"avx512", MM_GROUP, mm_bf16,  mm_f16,      mm_f32,   dot_f32,
-                                        axpy_f32, dots_f32, exp_sum_f32, pack_tokens, argmax_f32, silu_mul_f32, axpys_f32};
+                                        axpy_f32, dots_f32, max_f32, scale_f32, exp_sum_f32, pack_tokens, argmax_f32, silu_mul_f32, axpys_f32};

@@ -21,6 +21,16 @@ static void dots_f32(float *s, int ss, const float *q, int grp, const float *k, 
         for (int h = 0; h < grp; h++) s[(int64_t)h * ss + j] = dot_f32(q + (int64_t)h * hd, k + j * ks, hd) * scale;
 }
 
+static float max_f32(const float *s, int n) {
+    float m = -INFINITY;
+    for (int i = 0; i < n; i++) m = s[i] > m ? s[i] : m;
+    return m;
+}
+
+static void scale_f32(float *s, int n, float a) {
+    for (int i = 0; i < n; i++) s[i] *= a;
+}
+
 static float exp_sum_f32(float *s, int n, float mx) {
     float sum = 0;
     for (int i = 0; i < n; i++) {
@@ -69,4 +79,4 @@ static void pack_tokens(float *xg, const float *x, int xs, int n, int64_t k) {
 }
 
 const cpu_kernels cpu_kernels_scalar = {"scalar", MM_GROUP, mm_bf16,  mm_f16,      mm_f32,   dot_f32,
-                                        axpy_f32, dots_f32, exp_sum_f32, pack_tokens, argmax_f32, silu_mul_f32, axpys_f32};
+                                        axpy_f32, dots_f32, max_f32, scale_f32, exp_sum_f32, pack_tokens, argmax_f32, silu_mul_f32, axpys_f32};
