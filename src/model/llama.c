@@ -116,9 +116,12 @@ int model_load(model **out, const char *dir, backend *be) {
         char prefix[64];
         snprintf(prefix, sizeof prefix, "model.layers.%d", l);
         if ((rc = model_load_layer(m, &m->layers[l], prefix))) goto fail;
+        /* the backend has its copies: the file's pages need not stay in RSS
+         * (dropped as the layers load, so the peak is one layer of them) */
+        st_drop_pages(&m->st);
     }
     if ((rc = model_mtp_load(m))) goto fail;
-    st_drop_pages(&m->st); /* the backend has its copies; the file's pages need not stay in RSS */
+    st_drop_pages(&m->st);
     float *f = malloc((size_t)(c->head_dim / 2) * sizeof(float));
     m->inv_freq = be->ops->buf_alloc(be, (size_t)(c->head_dim / 2) * sizeof(float));
     if (!f || !m->inv_freq) { free(f); rc = err_set(KS_ENOMEM, "model: out of memory"); goto fail; }
