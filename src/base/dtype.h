@@ -44,4 +44,11 @@ static inline uint16_t f32_to_bf16(float f) {
 float f16_to_f32(uint16_t h);
 uint16_t f32_to_f16(float f);
 
+/* Element i of an F32, F16 or BF16 array as f32. */
+static inline float dtype_elem_f32(dtype_t t, const void *d, int64_t i) {
+    if (t == DTYPE_BF16) return bf16_to_f32(((const uint16_t *)d)[i]);
+    if (t == DTYPE_F16) return f16_to_f32(((const uint16_t *)d)[i]);
+    return ((const float *)d)[i];
+}
+
 #endif

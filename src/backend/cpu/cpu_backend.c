@@ -1,7 +1,7 @@
-/* cpu_backend.c — the CPU backend: host buffers, matrices packed at load
- * into the kernels' 16-row panels (1-D weights stay borrowed views into the
- * safetensors mmap), and every op parallelised over the thread pool with the
- * SIMD kernels of cpu_kernels_*.c. Always built. */
+/* cpu_backend.c — the CPU backend: host buffers, weights copied at load
+ * (matrices packed into the kernels' 16-row panels, vectors as f32), and
+ * every op parallelised over the thread pool with the SIMD kernels of
+ * cpu_kernels_*.c. Always built. */
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -43,9 +43,10 @@ static int cpu_buf_copy(backend *be, void *dst, const void *src, size_t bytes) {
 
 /* ---- weights ---------------------------------------------------------- */
 
-/* 1-D weights: w->impl is an f32 copy. 2-D weights: w->impl is the packed copy, ceil(rows / CPU_PANEL) panels
- * of cols x CPU_PANEL elements (cpu_kernels.h), the fused parts' rows in
- * order, rows past the end zero. Packed in parallel, a panel per task. */
+/* w->impl of a 1-D weight: an f32 copy; of a 2-D weight: the packed copy,
+ * ceil(rows / CPU_PANEL) panels of cols x CPU_PANEL elements
+ * (cpu_kernels.h), the fused parts' rows in order, rows past the end zero,
+ * packed in parallel, a panel per task. */
 typedef struct { const bk_weight *w; char *dst; size_t es; } pack_ctx;
 
 static const void *weight_row(const bk_weight *w, int64_t row, size_t es) {
@@ -62,6 +63,25 @@ static void pack_task(void *v, int task, int thread) {
     int nr = c->w->rows - r0 < CPU_PANEL ? (int)(c->w->rows - r0) : CPU_PANEL;
     for (int r = 0; r < nr; r++) rows[r] = weight_row(c->w, r0 + r, c->es);
     cpu_pack_panel(c->dst + (size_t)task * CPU_PANEL * (size_t)c->w->cols * c->es, rows, nr, c->w->cols, c->es);
+}
+
+static void *pack_matrix(backend *be, const bk_weight *w) {
+    size_t es = dtype_size(w->dtype);
+    int n_panels = (int)((w->rows + CPU_PANEL - 1) / CPU_PANEL);
+    char *dst = cpu_buf_alloc(be, (size_t)n_panels * CPU_PANEL * (size_t)w->cols * es);
+    if (!dst) return NULL;
+    pack_ctx c = {w, dst, es};
+    tp_run(impl_of(be)->pool, n_panels, pack_task, &c);
+    return dst;
+}
+
+static void *copy_vector(backend *be, const bk_weight *w) {
+    float *f = cpu_buf_alloc(be, (size_t)w->rows * sizeof(float));
+    if (!f) return NULL;
+    int64_t j = 0;
+    for (int p = 0; p < w->n_parts; p++)
+        for (int64_t i = 0; i < w->part_rows[p]; i++) f[j++] = dtype_elem_f32(w->dtype, w->part_data[p], i);
+    return f;
 }
 
 static int cpu_weight_init(backend *be, bk_weight *w, const st_tensor *const *parts, int n_parts) {
@@ -90,29 +110,10 @@ static int cpu_weight_init(backend *be, bk_weight *w, const st_tensor *const *pa
     }
     w->n_parts = n_parts;
     if ((w->impl = weight_share_find(&impl_of(be)->shared, w))) return KS_OK;
-    if (!two_d) { /* vectors (norm weights, biases): an f32 copy, read per element by the ops */
-        float *f = cpu_buf_alloc(be, (size_t)w->rows * sizeof(float));
-        if (!f) return err_set(KS_ENOMEM, "tensor \"%s\": out of memory", parts[0]->name);
-        int64_t j = 0;
-        for (int p = 0; p < n_parts; p++)
-            for (int64_t i = 0; i < w->part_rows[p]; i++, j++) {
-                const void *d = w->part_data[p];
-                f[j] = w->dtype == DTYPE_BF16  ? bf16_to_f32(((const uint16_t *)d)[i])
-                       : w->dtype == DTYPE_F16 ? f16_to_f32(((const uint16_t *)d)[i])
-                                               : ((const float *)d)[i];
-            }
-        w->impl = f;
-        weight_share_add(&impl_of(be)->shared, w);
-        return KS_OK;
-    }
-    size_t es = dtype_size(w->dtype);
-    int n_panels = (int)((w->rows + CPU_PANEL - 1) / CPU_PANEL);
-    size_t bytes = (size_t)n_panels * CPU_PANEL * (size_t)w->cols * es;
-    char *dst = cpu_buf_alloc(be, bytes);
-    if (!dst) return err_set(KS_ENOMEM, "tensor \"%s\": out of memory packing %zu bytes", parts[0]->name, bytes);
-    pack_ctx c = {w, dst, es};
-    tp_run(impl_of(be)->pool, n_panels, pack_task, &c);
-    w->impl = dst;
+    w->impl = two_d ? pack_matrix(be, w) : copy_vector(be, w);
+    if (!w->impl)
+        return err_set(KS_ENOMEM, "tensor \"%s\": out of memory copying %lld x %lld elements", parts[0]->name,
+                       (long long)w->rows, (long long)w->cols);
     weight_share_add(&impl_of(be)->shared, w);
     return KS_OK;
 }
@@ -124,12 +125,7 @@ static void cpu_weight_release(backend *be, bk_weight *w) {
 
 /* Element (row, col) of a matrix, from its packed panels, as f32. */
 static inline float matrix_at(const bk_weight *w, int64_t row, int64_t col) {
-    int64_t idx = ((row / CPU_PANEL) * w->cols + col) * CPU_PANEL + row % CPU_PANEL;
-    switch (w->dtype) {
-    case DTYPE_BF16: return bf16_to_f32(((const uint16_t *)w->impl)[idx]);
-    case DTYPE_F16: return f16_to_f32(((const uint16_t *)w->impl)[idx]);
-    default: return ((const float *)w->impl)[idx];
-    }
+    return dtype_elem_f32(w->dtype, w->impl, ((row / CPU_PANEL) * w->cols + col) * CPU_PANEL + row % CPU_PANEL);
 }
 
 /* A vector's f32 copy. */

@@ -87,12 +87,6 @@ static int cu_download(backend *be, void *dst, const void *src, size_t bytes) {
 
 static int wtype_of(dtype_t t) { return t == DTYPE_BF16 ? 2 : t == DTYPE_F16 ? 1 : 0; }
 
-static float host_elem(dtype_t t, const void *d, int64_t i) {
-    if (t == DTYPE_BF16) return bf16_to_f32(((const uint16_t *)d)[i]);
-    if (t == DTYPE_F16) return f16_to_f32(((const uint16_t *)d)[i]);
-    return ((const float *)d)[i];
-}
-
 static int cu_weight_init(backend *be, bk_weight *w, const st_tensor *const *parts, int n_parts) {
     cuda_impl *im = impl_of(be);
     memset(w, 0, sizeof *w);
@@ -137,7 +131,7 @@ static int cu_weight_init(backend *be, bk_weight *w, const st_tensor *const *par
                 cudaFree(dev);
                 return err_set(KS_ENOMEM, "out of memory");
             }
-            for (int64_t j = 0; j < w->part_rows[i]; j++) tmp[j] = host_elem(w->dtype, w->part_data[i], j);
+            for (int64_t j = 0; j < w->part_rows[i]; j++) tmp[j] = dtype_elem_f32(w->dtype, w->part_data[i], j);
             CUDA_CHECK(cudaMemcpy((char *)dev + off, tmp, pb, cudaMemcpyHostToDevice));
             free(tmp);
         } else {
