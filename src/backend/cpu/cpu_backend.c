@@ -211,17 +211,21 @@ static void cpu_matmul(backend *be, float *out, const float *in, const bk_weight
                        const bk_weight *bias, int n) {
     cpu_impl *im = impl_of(be);
     int G = im->k->mm_group, groups = (n + G - 1) / G;
-    size_t need = (size_t)groups * G * (size_t)w->cols;
-    if (need > im->xg_cap) {
-        float *p = cpu_buf_alloc(be, need * sizeof(float));
-        if (!p) abort(); /* out of memory for a copy of the activations: nothing sane to do */
-        cpu_buf_free(be, im->xg);
-        im->xg = p, im->xg_cap = need;
+    const float *xg = in; /* one token's group is its row as it is */
+    if (n > 1) {
+        size_t need = (size_t)groups * G * (size_t)w->cols;
+        if (need > im->xg_cap) {
+            float *p = cpu_buf_alloc(be, need * sizeof(float));
+            if (!p) abort(); /* out of memory for a copy of the activations: nothing sane to do */
+            cpu_buf_free(be, im->xg);
+            im->xg = p, im->xg_cap = need;
+        }
+        xpack_ctx xc = {im->xg, in, n, w->cols, G, im->k};
+        if (groups > 1) tp_run(im->pool, groups, xpack_task, &xc);
+        else xpack_task(&xc, 0, 0);
+        xg = im->xg;
     }
-    xpack_ctx xc = {im->xg, in, n, w->cols, G, im->k};
-    if (groups > 1) tp_run(im->pool, groups, xpack_task, &xc);
-    else xpack_task(&xc, 0, 0);
-    mm_ctx c = {out, im->xg, w, bias, n, im->k};
+    mm_ctx c = {out, xg, w, bias, n, im->k};
     int64_t n_panels = (w->rows + CPU_PANEL - 1) / CPU_PANEL;
     tp_run(im->pool, (int)((n_panels + MM_PANELS_PER_TASK - 1) / MM_PANELS_PER_TASK), mm_task, &c);
 }
