@@ -309,5 +309,20 @@ static void axpys_f32(float *o, const float *w, int ws, const float *v, int64_t 
     }
 }
 
-const cpu_kernels cpu_kernels_avx512 = {"avx512", MM_GROUP, mm_bf16,  mm_f16,      mm_f32,   dot_f32,
-                                        axpy_f32, dots_f32, max_f32, scale_f32, exp_sum_f32, pack_tokens, argmax_f32, silu_mul_f32, axpys_f32};
+const cpu_kernels cpu_kernels_avx512 = {
+    .isa = "avx512",
+    .mm_group = MM_GROUP,
+    .mm_bf16 = mm_bf16,
+    .mm_f16 = mm_f16,
+    .mm_f32 = mm_f32,
+    .dot = dot_f32,
+    .axpy = axpy_f32,
+    .dots = dots_f32,
+    .max = max_f32,
+    .scale = scale_f32,
+    .exp_sum = exp_sum_f32,
+    .pack_tokens = pack_tokens,
+    .argmax = argmax_f32,
+    .silu_mul = silu_mul_f32,
+    .axpys = axpys_f32,
+};

@@ -40,7 +40,6 @@ static float exp_sum_f32(float *s, int n, float mx) {
     return sum;
 }
 
-
 static int argmax_f32(const float *x, int n) { return cpu_argmax_loop(x, n); }
 
 static void silu_mul_f32(float *o, const float *g, const float *u, int n) {
@@ -78,5 +77,20 @@ static void pack_tokens(float *xg, const float *x, int xs, int n, int64_t k) {
     cpu_pack_tokens(xg, x, xs, n, k, MM_GROUP);
 }
 
-const cpu_kernels cpu_kernels_scalar = {"scalar", MM_GROUP, mm_bf16,  mm_f16,      mm_f32,   dot_f32,
-                                        axpy_f32, dots_f32, max_f32, scale_f32, exp_sum_f32, pack_tokens, argmax_f32, silu_mul_f32, axpys_f32};
+const cpu_kernels cpu_kernels_scalar = {
+    .isa = "scalar",
+    .mm_group = MM_GROUP,
+    .mm_bf16 = mm_bf16,
+    .mm_f16 = mm_f16,
+    .mm_f32 = mm_f32,
+    .dot = dot_f32,
+    .axpy = axpy_f32,
+    .dots = dots_f32,
+    .max = max_f32,
+    .scale = scale_f32,
+    .exp_sum = exp_sum_f32,
+    .pack_tokens = pack_tokens,
+    .argmax = argmax_f32,
+    .silu_mul = silu_mul_f32,
+    .axpys = axpys_f32,
+};
