@@ -4,9 +4,11 @@
  * Memory: activations, KV and index arrays live in backend buffers
  * (buf_alloc/buf_free; host memory on the CPU backend, device memory on
  * CUDA); the model only passes those pointers to ops. Weights are bk_weight
- * handles made by weight_init from safetensors views: the CPU backend keeps
- * borrowed views into the mmap (nothing copied), CUDA copies them to the GPU
- * once; several source tensors can be fused into one weight (q|k|v, gate|up)
+ * handles made by weight_init from safetensors views, each backend copying
+ * them once into its own format (the CPU: 16-row panels, f32 vectors; CUDA:
+ * device memory), a second weight_init of the same source sharing the copy
+ * (backend/weight_share.h); after loading, the views are not read again and
+ * the model drops their pages (st_drop_pages); several source tensors can be fused into one weight (q|k|v, gate|up)
  * whose output rows are the parts' rows concatenated.
  *
  * Numerics (DESIGN.md principle 2): every op computes a token's row with the

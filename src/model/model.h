@@ -75,7 +75,7 @@ typedef struct model {
     backend *be;          /* borrowed */
     st_set st;            /* owned mapping of the checkpoint */
     bk_weight embed;      /* (vocab, hidden) */
-    bk_weight lm_head;    /* (vocab, hidden); the embed views when tied */
+    bk_weight lm_head;    /* (vocab, hidden); when tied, the embed tensor again (the backend shares its copy) */
     bk_weight final_norm; /* (hidden) */
     model_layer *layers;  /* (n_layers) */
     float *inv_freq;      /* backend buffer (head_dim/2) */
