@@ -3,8 +3,9 @@
  * CTX keys, 6 layers (each its own KV pool, so the step reads every layer's
  * keys and values from memory as the model does), 8 query heads over 2 KV
  * heads of 64, KV blocks of 16 laid out as concurrent sequences grow them
- * (block b of sequence s at b * S + s) or shuffled (--random).
- *   build/cpu_attention_bench [CTX] [THREADS] [--random]
+ * (block b of sequence s at b * S + s) or shuffled (--random), in the
+ * backend's default KV format (bf16) or another (--kv-type f32).
+ *   build/cpu_attention_bench [CTX] [THREADS] [--random] [--kv-type T]
  * Prints ms per step and the KV read rate. KESTREL_CPU_ISA=avx2|scalar picks
  * the kernels as in the server. Not a test: compare runs of one machine. */
 #include <stdio.h>
@@ -13,6 +14,7 @@
 #include <time.h>
 
 #include "backend/backend.h"
+#include "base/dtype.h"
 
 #define S 16
 #define LAYERS 6
@@ -30,21 +32,32 @@ static double now(void) {
 
 int main(int argc, char **argv) {
     int ctx = argc > 1 ? atoi(argv[1]) : 330, threads = argc > 2 ? atoi(argv[2]) : 2;
-    int shuffle = argc > 3 && !strcmp(argv[3], "--random");
+    int shuffle = 0;
+    const char *kv_type = "bf16";
+    for (int i = 3; i < argc; i++) {
+        if (!strcmp(argv[i], "--random")) shuffle = 1;
+        else if (!strcmp(argv[i], "--kv-type") && i + 1 < argc) kv_type = argv[++i];
+        else ctx = 0;
+    }
     if (ctx < 1 || ctx > MAX_CTX || threads < 1) {
-        fprintf(stderr, "usage: cpu_attention_bench [CTX 1..%d] [THREADS] [--random]\n", MAX_CTX);
+        fprintf(stderr, "usage: cpu_attention_bench [CTX 1..%d] [THREADS] [--random] [--kv-type bf16|f32]\n", MAX_CTX);
         return 2;
     }
     backend *be;
-    if (backend_cpu_new(&be, threads) != 0) return 1;
+    if (backend_cpu_new(&be, threads) != 0 || backend_set_kv_type(be, kv_type) != 0) return 1;
+    size_t eb = (size_t)be->kv_elem_bytes;
     int max_blocks = MAX_CTX / BS, n_blocks = S * max_blocks;
     size_t pool = (size_t)n_blocks * BS * NKV * HD;
-    float *kc[LAYERS], *vc[LAYERS];
+    void *kc[LAYERS], *vc[LAYERS];
     for (int l = 0; l < LAYERS; l++) {
-        kc[l] = malloc(pool * sizeof(float));
-        vc[l] = malloc(pool * sizeof(float));
+        kc[l] = malloc(pool * eb);
+        vc[l] = malloc(pool * eb);
         if (!kc[l] || !vc[l]) return 1;
-        for (size_t i = 0; i < pool; i++) kc[l][i] = (float)(i % 13) * 0.01f, vc[l][i] = (float)(i % 7) * 0.01f;
+        for (size_t i = 0; i < pool; i++) {
+            float k = (float)(i % 13) * 0.01f, v = (float)(i % 7) * 0.01f;
+            if (eb == 4) ((float *)kc[l])[i] = k, ((float *)vc[l])[i] = v;
+            else ((uint16_t *)kc[l])[i] = f32_to_bf16(k), ((uint16_t *)vc[l])[i] = f32_to_bf16(v);
+        }
     }
     int32_t *tables = malloc((size_t)n_blocks * sizeof(int32_t));
     for (int s = 0; s < S; s++)
@@ -68,9 +81,9 @@ int main(int argc, char **argv) {
         steps++;
         dt = now() - t0;
     } while (dt < 1.0);
-    double per = dt / steps, bytes = (double)S * ctx * NKV * HD * sizeof(float) * 2 * LAYERS;
-    printf("cpu_attention_bench: %d sequences x %d keys, %d layers, %d threads (%s tables): %.3f ms per step, "
-           "%.1f GB/s of KV\n", S, ctx, LAYERS, threads, shuffle ? "shuffled" : "interleaved", per * 1e3,
+    double per = dt / steps, bytes = (double)S * ctx * NKV * HD * eb * 2 * LAYERS;
+    printf("cpu_attention_bench: %d sequences x %d keys, %d layers, %d threads (%s tables, %s KV): %.3f ms per step, "
+           "%.1f GB/s of KV\n", S, ctx, LAYERS, threads, shuffle ? "shuffled" : "interleaved", kv_type, per * 1e3,
            bytes / per / 1e9);
     for (int l = 0; l < LAYERS; l++) free(kc[l]), free(vc[l]);
     free(tables), free(q), free(o);

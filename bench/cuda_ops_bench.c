@@ -262,7 +262,7 @@ int main(int argc, char **argv) {
     int ctxs[] = {512, 4096, 16384, 65536};
     for (int ci = 0; ci < 4; ci++) {
         int ctx = ctxs[ci], nb = ctx / bs;
-        size_t cache = (size_t)nb * bs * nkv * hd * (size_t)be->ops->kv_elem_bytes;
+        size_t cache = (size_t)nb * bs * nkv * hd * (size_t)be->kv_elem_bytes;
         float *kc = be->ops->buf_alloc(be, cache), *vc = be->ops->buf_alloc(be, cache);
         int32_t *tab = malloc((size_t)nb * 4);
         for (int i = 0; i < nb; i++) tab[i] = i;
@@ -283,7 +283,7 @@ int main(int argc, char **argv) {
         sync(be);
         double dt = (now() - t0) / 50;
         printf("attention ctx=%-6d %9.1f us  %7.0f GB/s of KV (%s)\n", ctx, dt * 1e6, 2.0 * cache / dt / 1e9,
-               be->ops->kv_elem_bytes == 2 ? "bf16" : "f32");
+               be->kv_elem_bytes == 2 ? "bf16" : "f32");
         void *bufs[] = {kc, vc, dtab, dpos, dseq, dslot, q, o};
         for (int i = 0; i < 8; i++) be->ops->buf_free(be, bufs[i]);
         free(tab);
@@ -291,7 +291,7 @@ int main(int argc, char **argv) {
     /* prompt attention: one sequence's causal prefill of P tokens (64-row tiles) */
     for (int P = 1024; P <= 16384; P *= 4) {
         int nb = P / bs, qs = (nh + 2 * nkv) * hd, nt = P / BK_PROMPT_TILE;
-        size_t cache = (size_t)nb * bs * nkv * hd * (size_t)be->ops->kv_elem_bytes;
+        size_t cache = (size_t)nb * bs * nkv * hd * (size_t)be->kv_elem_bytes;
         void *kc = be->ops->buf_alloc(be, cache), *vc = be->ops->buf_alloc(be, cache);
         int32_t *tab = malloc((size_t)nb * 4), *pos = malloc((size_t)P * 4), *tiles = malloc((size_t)nt * 8);
         for (int i = 0; i < nb; i++) tab[i] = i;

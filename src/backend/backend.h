@@ -65,12 +65,6 @@ typedef struct {
 
 typedef struct backend_ops {
     const char *name;
-    /* Bytes per KV cache element: 4 (f32, the CPU) or 2 (bf16, CUDA — what
-     * a bf16 checkpoint's attention sees in transformers, half the bytes of
-     * f32 for decode attention and the pool). The cache buffers belong to
-     * the backend's format; only kv_store, qk_norm_rope (storing K/V) and
-     * attention read or write them. */
-    int kv_elem_bytes;
     void *(*buf_alloc)(backend *be, size_t bytes);
     void (*buf_free)(backend *be, void *p);
     /* into a buffer, in stream order: src is host memory or another of the
@@ -106,7 +100,7 @@ typedef struct backend_ops {
                  const int32_t *pos, const float *inv_freq);
     /* Writes k and v rows (n, n_kv_heads*head_dim at row stride src_stride)
      * into the layer's cache (n_blocks, block_size, n_kv_heads, head_dim),
-     * in the backend's KV format (kv_elem_bytes). */
+     * in the backend's KV format (backend.kv_elem_bytes). */
     void (*kv_store)(backend *be, void *k_cache, void *v_cache, const float *k, const float *v,
                      int src_stride, const bk_attn_batch *ab, int kv_dim);
     /* Causal attention over paged KV, GQA: out (n, n_heads*head_dim). q rows
@@ -166,6 +160,14 @@ typedef struct backend_ops {
 struct backend {
     const backend_ops *ops;
     void *impl;
+    /* Bytes per KV cache element: 2 (bf16, the default on every backend —
+     * what a bf16 checkpoint's attention sees in transformers, half the bytes
+     * of f32 for decode attention and the pool) or 4 (f32, the CPU only:
+     * `--kv-type f32`, what the tests against transformers' float32 outputs
+     * use). Fixed before any KV is allocated; the cache buffers belong to
+     * this format, and only kv_store, qk_norm_rope (storing K/V) and
+     * attention read or write them. */
+    int kv_elem_bytes;
 };
 
 typedef enum { BACKEND_CPU = 0, BACKEND_CUDA } backend_kind;
@@ -181,6 +183,9 @@ int backend_cuda_new(backend **out, int device);
 const char *backend_cuda_name(void);
 /* device: "auto" (CUDA when a GPU is present), "cpu", "cuda", "cuda:N". */
 int backend_new(backend **out, const char *device, int n_threads);
+/* The KV cache format, by name: "bf16" (the default) or "f32" (CPU only);
+ * call before any KV cache is allocated. */
+int backend_set_kv_type(backend *be, const char *type);
 /* "avx512" / "NVIDIA H200" ... for logs. */
 const char *backend_describe(const backend *be);
 

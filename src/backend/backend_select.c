@@ -38,6 +38,17 @@ int backend_new(backend **out, const char *device, int n_threads) {
     return err_set(KS_EINVAL, "--device %s: expected cpu, cuda or cuda:N", device);
 }
 
+int backend_set_kv_type(backend *be, const char *type) {
+    if (!strcmp(type, "bf16")) {
+        be->kv_elem_bytes = 2;
+        return KS_OK;
+    }
+    if (strcmp(type, "f32")) return err_set(KS_EINVAL, "--kv-type %s: expected bf16 or f32", type);
+    if (strcmp(be->ops->name, "cpu")) return err_set(KS_EUNSUPPORTED, "--kv-type f32: the %s backend keeps its KV cache in bf16 only", be->ops->name);
+    be->kv_elem_bytes = 4;
+    return KS_OK;
+}
+
 const char *backend_describe(const backend *be) {
     if (!strcmp(be->ops->name, "cpu")) return backend_cpu_isa(be);
     return backend_cuda_name();

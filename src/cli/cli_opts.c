@@ -69,9 +69,9 @@ int cli_model_opt(const char *cmd, int argc, char **argv, int *i, cli_model_opts
     else if (!strcmp(a, "--no-spec-gates")) o->no_gates = 1;
     else {
         int bad = 0;
-        if (!strcmp(a, "--device") || !strcmp(a, "--drafter")) {
+        if (!strcmp(a, "--device") || !strcmp(a, "--drafter") || !strcmp(a, "--kv-type")) {
             if (!v) { fprintf(stderr, "kestrel %s: %s needs a value\n", cmd, a); return -1; }
-            *(!strcmp(a, "--device") ? &o->device : &o->drafter_dir) = v;
+            *(!strcmp(a, "--device") ? &o->device : !strcmp(a, "--kv-type") ? &o->kv_type : &o->drafter_dir) = v;
         } else if (!strcmp(a, "--threads") || !strcmp(a, "-t")) bad = cli_parse_long(cmd, a, v, 1, 1024, &o->threads);
         else if (!strcmp(a, "--mtp-depth")) bad = cli_parse_long(cmd, a, v, 1, ENGINE_MAX_DRAFT, &o->mtp_depth);
         else if (!strcmp(a, "--draft-block-size")) bad = cli_parse_long(cmd, a, v, 1, ENGINE_MAX_DRAFT, &o->draft_block);
@@ -103,6 +103,8 @@ void cli_model_opts_apply(const cli_model_opts *o, engine_config *ec) {
 const char cli_model_opts_help[] =
     "  --threads N            CPU threads (default: all cores)\n"
     "  --device D             cpu, cuda or cuda:N (default: cuda when a GPU is present)\n"
+    "  --kv-type T            KV cache elements: bf16 (default) or f32 (CPU only: the float32\n"
+    "                         attention transformers computes, at twice the KV bytes)\n"
     "  --drafter DIR          draft model or DFlash block drafter (default: MODEL/drafter and\n"
     "                         MODEL/dflash when present); --no-drafter: neither\n"
     "  --draft-block-size N   most drafter tokens per verify step (default 4), DFlash block size\n"

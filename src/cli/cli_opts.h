@@ -17,6 +17,7 @@ int cli_parse_size(const char *cmd, const char *opt, const char *v, long long *o
 typedef struct {
     const char *device;         /* "auto" */
     long threads;               /* 0: all cores */
+    const char *kv_type;        /* NULL: the backend's default (bf16) */
     long pld, pld_key_len, pld_draft_len;
     double pld_min_repetition;  /* < 0: the engine's default */
     long mtp, mtp_depth;

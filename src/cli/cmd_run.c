@@ -158,6 +158,7 @@ int cmd_run(int argc, char **argv) {
         goto done;
     }
     if ((rc = backend_new(&be, mo.device, (int)mo.threads))) goto fail;
+    if (mo.kv_type && (rc = backend_set_kv_type(be, mo.kv_type))) goto fail;
     if ((rc = model_load(&m, dir, be))) goto fail;
     if (!chat) {
         if ((rc = tok_encode(tk, prompt, strlen(prompt), true, &ids, &n_ids))) goto fail;

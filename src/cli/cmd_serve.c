@@ -110,6 +110,7 @@ int cmd_serve(int argc, char **argv) {
     a.tok = tk;
     if ((rc = gen_config_load(&a.gen, dir))) goto fail;
     if ((rc = backend_new(&be, mo.device, (int)mo.threads))) goto fail;
+    if (mo.kv_type && (rc = backend_set_kv_type(be, mo.kv_type))) goto fail;
     if ((rc = model_load(&a.m, dir, be))) goto fail;
     if (chat_template_load(&a.tmpl, dir) != 0) {
         fprintf(stderr, "kestrel: warning: %s (chat endpoints will answer 400)\n", err_msg());
@@ -130,7 +131,7 @@ int cmd_serve(int argc, char **argv) {
     if (pc_entries > 0) ec.prefix_cache_blocks = (int)pc_entries;
     /* bytes of one KV block: K and V, every layer, in the backend's KV format */
     long long per_block = (long long)KV_BLOCK_SIZE * a.m->cfg.n_kv_heads * a.m->cfg.head_dim * 2 * a.m->cfg.n_layers *
-                          be->ops->kv_elem_bytes;
+                          be->kv_elem_bytes;
     if (kv_mem > 0) {
         long long tokens = kv_mem / per_block * KV_BLOCK_SIZE;
         if (tokens < ctx) {

@@ -21,7 +21,7 @@ int kv_cache_init(kv_cache *kv, backend *be, int n_layers, int kv_dim, int block
     kv->free_list = malloc((size_t)n_blocks * sizeof *kv->free_list);
     kv->refs = calloc((size_t)n_blocks, sizeof *kv->refs);
     if (!kv->k || !kv->v || !kv->free_list || !kv->refs) goto oom;
-    size_t bytes = (size_t)n_blocks * (size_t)block_size * (size_t)kv_dim * (size_t)be->ops->kv_elem_bytes;
+    size_t bytes = (size_t)n_blocks * (size_t)block_size * (size_t)kv_dim * (size_t)be->kv_elem_bytes;
     for (int l = 0; l < n_layers; l++) {
         kv->k[l] = be->ops->buf_alloc(be, bytes);
         kv->v[l] = be->ops->buf_alloc(be, bytes);

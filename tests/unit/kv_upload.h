@@ -1,5 +1,5 @@
 /* kv_upload.h — test helper: a KV cache written from host f32 values into a
- * backend buffer in that backend's KV format (backend_ops.kv_elem_bytes).
+ * backend buffer in that backend's KV format (backend.kv_elem_bytes).
  * With a 16-bit format the host values are rounded in place first, so a
  * CPU reference computed from them sees exactly what the device holds. */
 #ifndef KS_TEST_KV_UPLOAD_H
@@ -13,7 +13,7 @@
 
 /* returns the device buffer (n elements), NULL on failure */
 static inline void *kv_upload(backend *be, float *host, size_t n) {
-    size_t eb = (size_t)be->ops->kv_elem_bytes;
+    size_t eb = (size_t)be->kv_elem_bytes;
     void *d = be->ops->buf_alloc(be, n * eb), *tmp = eb == 4 ? host : malloc(n * eb);
     if (!d || !tmp) {
         if (d) be->ops->buf_free(be, d);
@@ -32,7 +32,7 @@ static inline void *kv_upload(backend *be, float *host, size_t n) {
 
 /* the device cache back as f32 (n elements into host) */
 static inline void kv_download(backend *be, float *host, const void *dev, size_t n) {
-    size_t eb = (size_t)be->ops->kv_elem_bytes;
+    size_t eb = (size_t)be->kv_elem_bytes;
     if (eb == 4) {
         be->ops->buf_download(be, host, dev, n * 4);
         return;

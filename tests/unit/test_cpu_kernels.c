@@ -11,7 +11,7 @@
  * ISA bitwise the scalar kernel
  * (one FMA chain per result in every ISA), and batch invariance: each
  * (token, row) result is bitwise the one the kernel gives that token and row
- * alone. */
+ * alone. widen_bf16: every ISA bitwise bf16_to_f32, lengths 0..70. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -283,4 +283,27 @@ TEST(test_cpu_attention_kernels_whole_block_is_the_generic_arithmetic) {
         }
     }
     printf("    %d whole-block cases compared bitwise\n", checked);
+}
+
+TEST(test_cpu_widen_bf16_is_the_scalar_conversion) {
+    const cpu_kernels *isas[3] = {&cpu_kernels_scalar, &cpu_kernels_avx2, &cpu_kernels_avx512};
+    uint16_t src[70];
+    unsigned seed = 11;
+    for (int i = 0; i < 70; i++) src[i] = (uint16_t)(frand(&seed) * 32767.0f + 32768.0f); /* any bits, NaNs too */
+    src[3] = 0x7fc1; /* a quiet NaN with payload: kept as it is */
+    src[4] = 0x8000; /* -0 */
+    int checked = 0;
+    for (int ii = 0; ii < 3; ii++) {
+        const cpu_kernels *k = isas[ii];
+        if (ii && !supported(k->isa)) continue;
+        for (int n = 0; n <= 70; n++) {
+            float dst[71], want[70];
+            dst[n] = 42.0f; /* past the end: untouched */
+            k->widen_bf16(dst, src, n);
+            for (int i = 0; i < n; i++) want[i] = bf16_to_f32(src[i]);
+            CHECK_MSG(!memcmp(dst, want, (size_t)n * 4) && dst[n] == 42.0f, "%s widen_bf16 n %d differs", k->isa, n);
+            checked++;
+        }
+    }
+    printf("    %d lengths widened bitwise as bf16_to_f32\n", checked);
 }

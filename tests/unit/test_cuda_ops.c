@@ -23,6 +23,8 @@ typedef struct {
 static int open_pair(pair *p) {
     if (!backend_cuda_available()) return 0;
     CHECK(backend_cpu_new(&p->cpu, 2) == 0);
+    /* the CPU reference reads host f32 caches (kv_upload rounds them to what the device holds) */
+    if (p->cpu) CHECK(backend_set_kv_type(p->cpu, "f32") == 0);
     CHECK(backend_cuda_new(&p->gpu, 0) == 0);
     return p->cpu && p->gpu;
 }

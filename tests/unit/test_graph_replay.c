@@ -209,7 +209,7 @@ static void r_free(backend *be) {
 }
 
 static const backend_ops rec_ops = {
-    .name = "recording", .kv_elem_bytes = 4, .buf_alloc = r_alloc, .buf_free = r_buf_free, .buf_upload = r_up, .buf_download = r_down,
+    .name = "recording", .buf_alloc = r_alloc, .buf_free = r_buf_free, .buf_upload = r_up, .buf_download = r_down,
     .weight_init = r_winit, .weight_release = r_wrel, .embed = r_embed, .rmsnorm = r_rmsnorm, .matmul = r_matmul,
     .rope = r_rope, .kv_store = r_kv_store, .attention = r_attention, .silu_mul = r_silu, .matmul_swiglu = r_swiglu, .add = r_add,
     .add_rmsnorm = r_add_norm, .qk_norm_rope = r_qk_norm_rope,
@@ -226,6 +226,7 @@ static backend *rec_backend_new(void) {
     }
     be->ops = &rec_ops;
     be->impl = s;
+    be->kv_elem_bytes = s->cpu->kv_elem_bytes;
     return be;
 }
 

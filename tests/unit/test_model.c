@@ -63,7 +63,8 @@ static int engine_collect(engine *e, const int32_t *ids, int n, const engine_par
     return got;
 }
 
-static void check_tinycoder(const char *device) {
+/* kv_type: the KV cache format ("f32", "bf16"; NULL: the backend's default) */
+static void check_tinycoder(const char *device, const char *kv_type) {
     json_t *ref = load_reference();
     const char *dir = test_shared_path("models/tinycoder");
     backend *be = NULL;
@@ -71,6 +72,7 @@ static void check_tinycoder(const char *device) {
     kv_cache kv = {0};
     CHECK(backend_new(&be, device, 0) == 0);
     if (!be) { json_decref(ref); return; }
+    if (kv_type) CHECK(backend_set_kv_type(be, kv_type) == 0);
     CHECK(model_load(&m, dir, be) == 0);
     if (!m) { json_decref(ref); backend_free(be); return; }
     /* tinycoder ties lm_head to the embedding table: one backend copy */
@@ -101,7 +103,8 @@ static void check_tinycoder(const char *device) {
             if (e > max_err) max_err = e;
         }
         /* the reference is float32 transformers printed with 5 decimals */
-        CHECK_MSG(max_err < TEST_LOGIT_TOL(device), "case %zu: top-20 logits max rel err %g", ci, max_err);
+        CHECK_MSG(max_err < TEST_LOGIT_TOL(be), "[%s, %d-byte KV] case %zu: top-20 logits max rel err %g", device,
+                  be->kv_elem_bytes, ci, max_err);
         engine_params p;
         memset(&p, 0, sizeof p);
         p.max_tokens = ng;
@@ -119,7 +122,8 @@ static void check_tinycoder(const char *device) {
         free(ids);
         free(want);
     }
-    printf("    tinycoder greedy [%s]: %d of %d tokens match transformers\n", device, total_match, total);
+    printf("    tinycoder greedy [%s, %d-byte KV]: %d of %d tokens match transformers\n", device, be->kv_elem_bytes,
+           total_match, total);
     engine_stop(eng);
     tok_free(tk);
     kv_cache_free(&kv);
@@ -131,14 +135,15 @@ static void check_tinycoder(const char *device) {
 TEST(test_model_tinycoder_matches_transformers) {
     if (!test_shared_path("models/tinycoder/reference/greedy.json"))
         SKIP("../shared/models/tinycoder/reference/greedy.json not found");
-    check_tinycoder("cpu");
+    check_tinycoder("cpu", "f32");  /* the reference's own float32 attention */
+    check_tinycoder("cpu", "bf16"); /* the default cache */
 }
 
 TEST(test_cuda_tinycoder_matches_transformers) {
     if (!test_shared_path("models/tinycoder/reference/greedy.json"))
         SKIP("../shared/models/tinycoder/reference/greedy.json not found");
     if (!backend_cuda_available()) SKIP("no CUDA GPU");
-    check_tinycoder("cuda");
+    check_tinycoder("cuda", NULL);
 }
 
 static void check_chunking(const char *device) {

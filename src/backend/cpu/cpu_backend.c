@@ -10,6 +10,7 @@
 #include "backend/backend.h"
 #include "backend/cpu/cpu_kernels.h"
 #include "backend/weight_share.h"
+#include "base/dtype.h"
 #include "base/err.h"
 #include "base/threadpool.h"
 
@@ -252,24 +253,49 @@ static void cpu_rope(backend *be, float *x, int row_stride, int n, int n_heads, 
 
 /* ---- KV cache --------------------------------------------------------- */
 
+/* The cache's format is be->kv_elem_bytes: bf16 rows (rounded to nearest
+ * even) or f32 rows, (slot, kv_dim) either way. */
 static void cpu_kv_store(backend *be, void *kcv, void *vcv, const float *k, const float *v, int src_stride,
                          const bk_attn_batch *ab, int kv_dim) {
-    (void)be;
-    float *k_cache = kcv, *v_cache = vcv; /* f32 KV */
     for (int t = 0; t < ab->n_tokens; t++) {
         int64_t slot = ab->slots[t];
-        memcpy(k_cache + slot * kv_dim, k + (int64_t)t * src_stride, (size_t)kv_dim * sizeof(float));
-        memcpy(v_cache + slot * kv_dim, v + (int64_t)t * src_stride, (size_t)kv_dim * sizeof(float));
+        const float *kt = k + (int64_t)t * src_stride, *vt = v + (int64_t)t * src_stride;
+        if (be->kv_elem_bytes == 4) {
+            memcpy((float *)kcv + slot * kv_dim, kt, (size_t)kv_dim * sizeof(float));
+            memcpy((float *)vcv + slot * kv_dim, vt, (size_t)kv_dim * sizeof(float));
+            continue;
+        }
+        uint16_t *kd = (uint16_t *)kcv + slot * kv_dim, *vd = (uint16_t *)vcv + slot * kv_dim;
+        for (int i = 0; i < kv_dim; i++) {
+            kd[i] = f32_to_bf16(kt[i]);
+            vd[i] = f32_to_bf16(vt[i]);
+        }
     }
 }
 
 /* ---- attention -------------------------------------------------------- */
 
 typedef struct {
-    float *out; const float *q; int q_stride; const float *kc, *vc; const bk_attn_batch *ab;
+    float *out; const float *q; int q_stride; const void *kc, *vc; const bk_attn_batch *ab;
     int n_heads, n_kv, hd; float scale; cpu_impl *im;
     bool per_token;   /* a task per token (all kv heads) instead of per (token, kv head) */
+    bool bf16;        /* the cache holds bf16 (else f32) */
 } attn_ctx;
+
+/* Rows [j0, j0 + m) of a KV block, columns of kv heads [g0, g1), as f32 at
+ * row stride kv_dim: the block itself for an f32 cache; for bf16 the
+ * columns widened into tile (exact, so the kernels then see what an f32
+ * cache of the rounded values holds). */
+static const float *kv_rows(const attn_ctx *c, const void *cache, int64_t block, int m, int g0, int g1,
+                            float *tile) {
+    int kv_dim = c->n_kv * c->hd, bs = c->ab->block_size;
+    if (!c->bf16) return (const float *)cache + block * bs * kv_dim;
+    const uint16_t *src = (const uint16_t *)cache + block * bs * kv_dim;
+    for (int j = 0; j < m; j++)
+        c->im->k->widen_bf16(tile + (int64_t)j * kv_dim + g0 * c->hd, src + (int64_t)j * kv_dim + g0 * c->hd,
+                             (g1 - g0) * c->hd);
+    return tile;
+}
 
 /* Token t, kv heads [g0, g1), each with the n_heads/n_kv query heads
  * sharing it (their q rows and output rows are contiguous): scores for
@@ -277,7 +303,8 @@ typedef struct {
  * then the value rows (each read once for the group). Positions are walked
  * a block at a time, and within a block every kv head of the range in
  * turn, so with the whole range a block's rows are read in one sweep. A
- * head's kernel calls and their order do not depend on the range. */
+ * head's kernel calls and their order do not depend on the range. sc:
+ * the scores, then a block's rows as f32 (kv_rows). */
 static void attn_token(attn_ctx *c, int t, int g0, int g1, float *sc) {
     const bk_attn_batch *ab = c->ab;
     int grp = c->n_heads / c->n_kv, hd = c->hd, kv_dim = c->n_kv * hd, bs = ab->block_size;
@@ -285,14 +312,16 @@ static void attn_token(attn_ctx *c, int t, int g0, int g1, float *sc) {
     const int32_t *table = ab->block_tables + (int64_t)ab->seq[t] * ab->max_blocks;
     const cpu_kernels *k = c->im->k;
     const float *q = c->q + (int64_t)t * c->q_stride;
+    float *tile = sc + (size_t)(g1 - g0) * grp * n_ctx;
     for (int j0 = 0; j0 < n_ctx; j0 += bs) {
-        const float *kb = c->kc + (int64_t)table[j0 / bs] * bs * kv_dim;
+        int mb = n_ctx - j0 < bs ? n_ctx - j0 : bs;
+        const float *kb = kv_rows(c, c->kc, table[j0 / bs], mb, g0, g1, tile);
         for (int g = g0; g < g1; g++) {
             float *sg = sc + (size_t)(g - g0) * grp * n_ctx;
-            for (int j = j0; j < j0 + bs && j < n_ctx; j += 16) { /* the kernels take runs of up to 16 */
-                int m = j0 + bs - j < 16 ? j0 + bs - j : 16;
+            for (int j = j0; j < j0 + mb; j += 16) { /* the kernels take runs of up to 16 */
+                int m = j0 + mb - j < 16 ? j0 + mb - j : 16;
                 k->dots(sg + j, n_ctx, q + (int64_t)g * grp * hd, grp, kb + (int64_t)(j - j0) * kv_dim + g * hd,
-                        kv_dim, n_ctx - j < m ? n_ctx - j : m, hd, c->scale);
+                        kv_dim, m, hd, c->scale);
             }
         }
     }
@@ -305,14 +334,14 @@ static void attn_token(attn_ctx *c, int t, int g0, int g1, float *sc) {
         }
     }
     for (int j0 = 0; j0 < n_ctx; j0 += bs) {
-        const float *vb = c->vc + (int64_t)table[j0 / bs] * bs * kv_dim;
+        int mb = n_ctx - j0 < bs ? n_ctx - j0 : bs;
+        const float *vb = kv_rows(c, c->vc, table[j0 / bs], mb, g0, g1, tile);
         for (int g = g0; g < g1; g++) {
             float *sg = sc + (size_t)(g - g0) * grp * n_ctx;
             float *o = c->out + (int64_t)t * c->n_heads * hd + (int64_t)g * grp * hd;
-            for (int j = j0; j < j0 + bs && j < n_ctx; j += 16) {
-                int m = j0 + bs - j < 16 ? j0 + bs - j : 16;
-                k->axpys(o, sg + j, n_ctx, vb + (int64_t)(j - j0) * kv_dim + g * hd, kv_dim,
-                         n_ctx - j < m ? n_ctx - j : m, grp, hd);
+            for (int j = j0; j < j0 + mb; j += 16) {
+                int m = j0 + mb - j < 16 ? j0 + mb - j : 16;
+                k->axpys(o, sg + j, n_ctx, vb + (int64_t)(j - j0) * kv_dim + g * hd, kv_dim, m, grp, hd);
             }
         }
     }
@@ -332,14 +361,16 @@ static void cpu_attention(backend *be, float *out, const float *q, int q_stride,
                           int head_dim, float scale) {
     cpu_impl *im = impl_of(be);
     bool per_token = ab->n_tokens >= 4 * tp_threads(im->pool);
-    size_t need = (size_t)(per_token ? n_heads : n_heads / n_kv_heads) * (size_t)(ab->max_pos + 1);
+    size_t need = (size_t)(per_token ? n_heads : n_heads / n_kv_heads) * (size_t)(ab->max_pos + 1) +
+                  (be->kv_elem_bytes == 2 ? (size_t)ab->block_size * n_kv_heads * head_dim : 0); /* + a bf16 block as f32 */
     if (need > im->scratch_per_thread) {
         float *s = realloc(im->scratch, need * (size_t)tp_threads(im->pool) * sizeof(float));
         if (!s) abort(); /* out of memory for a few KB of scores: nothing sane to do */
         im->scratch = s;
         im->scratch_per_thread = need;
     }
-    attn_ctx c = {out, q, q_stride, k_cache, v_cache, ab, n_heads, n_kv_heads, head_dim, scale, im, per_token};
+    attn_ctx c = {out, q, q_stride, k_cache, v_cache, ab, n_heads, n_kv_heads, head_dim, scale, im, per_token,
+                  be->kv_elem_bytes == 2};
     tp_run(im->pool, ab->n_tokens * (per_token ? 1 : n_kv_heads), attn_task, &c);
 }
 
@@ -465,7 +496,6 @@ static void cpu_free(backend *be) {
 
 static const backend_ops cpu_ops = {
     .name = "cpu",
-    .kv_elem_bytes = 4,
     .buf_alloc = cpu_buf_alloc,
     .buf_free = cpu_buf_free,
     .buf_upload = cpu_buf_copy,
@@ -499,6 +529,7 @@ int backend_cpu_new(backend **out, int n_threads) {
     im->k = cpu_kernels_select();
     be->ops = &cpu_ops;
     be->impl = im;
+    be->kv_elem_bytes = 2;
     *out = be;
     return KS_OK;
 fail:

@@ -75,6 +75,8 @@ typedef struct {
     void (*silu_mul)(float *o, const float *g, const float *u, int n);
     /* o + h*hd += sum over j < n of w[h * w_stride + j] * v_j, for h < grp */
     void (*axpys)(float *o, const float *w, int w_stride, const float *v, int64_t vstride, int n, int grp, int hd);
+    /* dst[i] = bf16 src[i] as f32 for i < n (exact: the same bits on every ISA) */
+    void (*widen_bf16)(float *dst, const uint16_t *src, int n);
 } cpu_kernels;
 
 extern const cpu_kernels cpu_kernels_scalar;

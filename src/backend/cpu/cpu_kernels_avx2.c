@@ -288,6 +288,14 @@ static void pack_tokens(float *xg, const float *x, int xs, int n, int64_t k) {
     cpu_pack_tokens(xg, x, xs, n, k, MM_GROUP);
 }
 
+static void widen_bf16(float *dst, const uint16_t *src, int n) {
+    int i = 0;
+    for (; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(
+                                      _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(src + i))), 16)));
+    for (; i < n; i++) dst[i] = bf16_to_f32(src[i]);
+}
+
 const cpu_kernels cpu_kernels_avx2 = {
     .isa = "avx2",
     .mm_group = MM_GROUP,
@@ -304,4 +312,5 @@ const cpu_kernels cpu_kernels_avx2 = {
     .argmax = argmax_f32,
     .silu_mul = silu_mul_f32,
     .axpys = axpys_f32,
+    .widen_bf16 = widen_bf16,
 };

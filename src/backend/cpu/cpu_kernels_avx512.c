@@ -309,6 +309,18 @@ static void axpys_f32(float *o, const float *w, int ws, const float *v, int64_t 
     }
 }
 
+static void widen_bf16(float *dst, const uint16_t *src, int n) {
+    int i = 0;
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(dst + i, _mm512_castsi512_ps(_mm512_slli_epi32(
+                                      _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(src + i))), 16)));
+    if (i < n) {
+        __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+        _mm512_mask_storeu_ps(dst + i, m, _mm512_castsi512_ps(_mm512_slli_epi32(
+                                              _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, src + i)), 16)));
+    }
+}
+
 const cpu_kernels cpu_kernels_avx512 = {
     .isa = "avx512",
     .mm_group = MM_GROUP,
@@ -325,4 +337,5 @@ const cpu_kernels cpu_kernels_avx512 = {
     .argmax = argmax_f32,
     .silu_mul = silu_mul_f32,
     .axpys = axpys_f32,
+    .widen_bf16 = widen_bf16,
 };

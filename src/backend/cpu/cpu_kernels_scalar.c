@@ -77,6 +77,10 @@ static void pack_tokens(float *xg, const float *x, int xs, int n, int64_t k) {
     cpu_pack_tokens(xg, x, xs, n, k, MM_GROUP);
 }
 
+static void widen_bf16(float *dst, const uint16_t *src, int n) {
+    for (int i = 0; i < n; i++) dst[i] = bf16_to_f32(src[i]);
+}
+
 const cpu_kernels cpu_kernels_scalar = {
     .isa = "scalar",
     .mm_group = MM_GROUP,
@@ -93,4 +97,5 @@ const cpu_kernels cpu_kernels_scalar = {
     .argmax = argmax_f32,
     .silu_mul = silu_mul_f32,
     .axpys = axpys_f32,
+    .widen_bf16 = widen_bf16,
 };

@@ -386,7 +386,7 @@ static void cu_backend_free(backend *be) {
 }
 
 static const backend_ops cuda_ops = {
-    "cuda",       2 /* bf16 KV */, cu_alloc,       cu_free,      cu_upload,       cu_download,   cu_weight_init, cu_weight_release,
+    "cuda",       cu_alloc,       cu_free,      cu_upload,       cu_download,   cu_weight_init, cu_weight_release,
     cu_embed,     cu_rmsnorm,     cu_matmul,    cu_matmul_prompt, cu_rope,         cu_kv_store,   cu_attention,   cu_silu_mul,
     cu_matmul_swiglu, cu_add,       cu_add_rmsnorm, cu_qk_norm_rope, cu_gather,  cu_mtp_input, cu_argmax,    cu_graph_begin, cu_graph_end,  cu_graph_launch, cu_graph_free, cu_backend_free,
 };
@@ -441,6 +441,7 @@ extern "C" int backend_cuda_new(backend **out, int device) {
     im->device = device;
     be->ops = &cuda_ops;
     be->impl = im;
+    be->kv_elem_bytes = 2;
     *out = be;
     return KS_OK;
 }
