@@ -11,7 +11,8 @@
  * ISA bitwise the scalar kernel
  * (one FMA chain per result in every ISA), and batch invariance: each
  * (token, row) result is bitwise the one the kernel gives that token and row
- * alone. widen_bf16: every ISA bitwise bf16_to_f32, lengths 0..70. */
+ * alone. widen_bf16: every ISA bitwise bf16_to_f32, lengths 0..70; dots_bf16t
+ * (keys in column pairs) every ISA bitwise cpu_dots_bf16t_loop. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -306,4 +307,47 @@ TEST(test_cpu_widen_bf16_is_the_scalar_conversion) {
         }
     }
     printf("    %d lengths widened bitwise as bf16_to_f32\n", checked);
+}
+
+/* dots over a bf16 cache's keys in column pairs: every ISA bitwise the
+ * scalar loop (two fused chains per score), whole and partial runs, blocks
+ * of 16 and 32, odd head sizes (the loop itself) and a second kv head's
+ * columns */
+TEST(test_cpu_dots_bf16t_match_the_loop) {
+    const cpu_kernels *isas[3] = {&cpu_kernels_scalar, &cpu_kernels_avx2, &cpu_kernels_avx512};
+    static const int hds[4] = {64, 128, 72, 7}, grps[4] = {1, 3, 4, 8}, ns[3] = {1, 5, 16}, bss[2] = {16, 32};
+    unsigned seed = 13;
+    enum { KV_DIM = 2 * 128, BSMAX = 32 };
+    uint16_t kt[BSMAX * KV_DIM];
+    float q[8 * 128];
+    for (int i = 0; i < BSMAX * KV_DIM; i++) kt[i] = f32_to_bf16(frand(&seed));
+    for (int i = 0; i < 8 * 128; i++) q[i] = frand(&seed);
+    int checked = 0;
+    for (int ii = 0; ii < 3; ii++) {
+        const cpu_kernels *k = isas[ii];
+        if (ii && !supported(k->isa)) continue;
+        for (int a = 0; a < 4; a++)
+            for (int b = 0; b < 4; b++)
+                for (int c = 0; c < 3; c++)
+                    for (int d = 0; d < 2; d++)
+                        for (int g = 0; g < 2; g++) {
+                            int hd = hds[a], grp = grps[b], n = ns[c], bs = bss[d], c0 = g * hd, j0 = bs - 16;
+                            float want[8 * 20], got[8 * 20];
+                            for (int i = 0; i < 8 * 20; i++) want[i] = got[i] = -7.0f;
+                            cpu_dots_bf16t_loop(want, 20, q, grp, kt + 2 * j0, c0, bs, n, hd, 0.125f);
+                            k->dots_bf16t(got, 20, q, grp, kt + 2 * j0, c0, bs, n, hd, 0.125f);
+                            CHECK_MSG(!memcmp(want, got, sizeof want), "%s dots_bf16t hd %d grp %d n %d bs %d c0 %d differs",
+                                      k->isa, hd, grp, n, bs, c0);
+                            checked++;
+                        }
+    }
+    /* the loop itself against double sums over the layout's elements */
+    float s1[4];
+    cpu_dots_bf16t_loop(s1, 1, q, 4, kt, 64, 16, 1, 64, 1.0f);
+    for (int h = 0; h < 4; h++) {
+        double want = 0;
+        for (int dd = 0; dd < 64; dd++) want += (double)q[h * 64 + dd] * bf16_to_f32(kt[cpu_kt_index(0, 64 + dd, 16)]);
+        CHECK_MSG(fabs(s1[h] - want) <= 1e-5 * (fabs(want) + 1), "head %d: %g vs the exact %g", h, s1[h], want);
+    }
+    printf("    %d dots_bf16t cases bitwise the loop\n", checked);
 }

@@ -253,8 +253,9 @@ static void cpu_rope(backend *be, float *x, int row_stride, int n, int n_heads, 
 
 /* ---- KV cache --------------------------------------------------------- */
 
-/* The cache's format is be->kv_elem_bytes: bf16 rows (rounded to nearest
- * even) or f32 rows, (slot, kv_dim) either way. */
+/* The cache's format is be->kv_elem_bytes: f32 rows (slot, kv_dim), or
+ * bf16 (rounded to nearest even) with values in rows and keys in the
+ * dimension-pair layout of cpu_kernels.h (cpu_kt_index). */
 static void cpu_kv_store(backend *be, void *kcv, void *vcv, const float *k, const float *v, int src_stride,
                          const bk_attn_batch *ab, int kv_dim) {
     for (int t = 0; t < ab->n_tokens; t++) {
@@ -265,10 +266,11 @@ static void cpu_kv_store(backend *be, void *kcv, void *vcv, const float *k, cons
             memcpy((float *)vcv + slot * kv_dim, vt, (size_t)kv_dim * sizeof(float));
             continue;
         }
-        uint16_t *kd = (uint16_t *)kcv + slot * kv_dim, *vd = (uint16_t *)vcv + slot * kv_dim;
-        for (int i = 0; i < kv_dim; i++) {
-            kd[i] = f32_to_bf16(kt[i]);
-            vd[i] = f32_to_bf16(vt[i]);
+        int bs = ab->block_size, i = (int)(slot % bs);
+        uint16_t *kd = (uint16_t *)kcv + (slot - i) * kv_dim, *vd = (uint16_t *)vcv + slot * kv_dim;
+        for (int c = 0; c < kv_dim; c++) {
+            kd[cpu_kt_index(i, c, bs)] = f32_to_bf16(kt[c]);
+            vd[c] = f32_to_bf16(vt[c]);
         }
     }
 }
@@ -282,12 +284,12 @@ typedef struct {
     bool bf16;        /* the cache holds bf16 (else f32) */
 } attn_ctx;
 
-/* Rows [j0, j0 + m) of a KV block, columns of kv heads [g0, g1), as f32 at
+/* Value rows [0, m) of a KV block, columns of kv heads [g0, g1), as f32 at
  * row stride kv_dim: the block itself for an f32 cache; for bf16 the
  * columns widened into tile (exact, so the kernels then see what an f32
  * cache of the rounded values holds). */
-static const float *kv_rows(const attn_ctx *c, const void *cache, int64_t block, int m, int g0, int g1,
-                            float *tile) {
+static const float *value_rows(const attn_ctx *c, const void *cache, int64_t block, int m, int g0, int g1,
+                               float *tile) {
     int kv_dim = c->n_kv * c->hd, bs = c->ab->block_size;
     if (!c->bf16) return (const float *)cache + block * bs * kv_dim;
     const uint16_t *src = (const uint16_t *)cache + block * bs * kv_dim;
@@ -304,7 +306,7 @@ static const float *kv_rows(const attn_ctx *c, const void *cache, int64_t block,
  * a block at a time, and within a block every kv head of the range in
  * turn, so with the whole range a block's rows are read in one sweep. A
  * head's kernel calls and their order do not depend on the range. sc:
- * the scores, then a block's rows as f32 (kv_rows). */
+ * the scores, then a block's value rows as f32 (value_rows). */
 static void attn_token(attn_ctx *c, int t, int g0, int g1, float *sc) {
     const bk_attn_batch *ab = c->ab;
     int grp = c->n_heads / c->n_kv, hd = c->hd, kv_dim = c->n_kv * hd, bs = ab->block_size;
@@ -315,7 +317,15 @@ static void attn_token(attn_ctx *c, int t, int g0, int g1, float *sc) {
     float *tile = sc + (size_t)(g1 - g0) * grp * n_ctx;
     for (int j0 = 0; j0 < n_ctx; j0 += bs) {
         int mb = n_ctx - j0 < bs ? n_ctx - j0 : bs;
-        const float *kb = kv_rows(c, c->kc, table[j0 / bs], mb, g0, g1, tile);
+        if (c->bf16) { /* keys in column pairs: no widening, no horizontal sums */
+            const uint16_t *kt = (const uint16_t *)c->kc + (int64_t)table[j0 / bs] * bs * kv_dim;
+            for (int g = g0; g < g1; g++)
+                for (int j = j0; j < j0 + mb; j += 16)
+                    k->dots_bf16t(sc + (size_t)(g - g0) * grp * n_ctx + j, n_ctx, q + (int64_t)g * grp * hd, grp,
+                                  kt + 2 * (j - j0), g * hd, bs, j0 + mb - j < 16 ? j0 + mb - j : 16, hd, c->scale);
+            continue;
+        }
+        const float *kb = (const float *)c->kc + (int64_t)table[j0 / bs] * bs * kv_dim;
         for (int g = g0; g < g1; g++) {
             float *sg = sc + (size_t)(g - g0) * grp * n_ctx;
             for (int j = j0; j < j0 + mb; j += 16) { /* the kernels take runs of up to 16 */
@@ -335,7 +345,7 @@ static void attn_token(attn_ctx *c, int t, int g0, int g1, float *sc) {
     }
     for (int j0 = 0; j0 < n_ctx; j0 += bs) {
         int mb = n_ctx - j0 < bs ? n_ctx - j0 : bs;
-        const float *vb = kv_rows(c, c->vc, table[j0 / bs], mb, g0, g1, tile);
+        const float *vb = value_rows(c, c->vc, table[j0 / bs], mb, g0, g1, tile);
         for (int g = g0; g < g1; g++) {
             float *sg = sc + (size_t)(g - g0) * grp * n_ctx;
             float *o = c->out + (int64_t)t * c->n_heads * hd + (int64_t)g * grp * hd;

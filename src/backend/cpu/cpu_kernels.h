@@ -17,8 +17,11 @@
 #ifndef KS_CPU_KERNELS_H
 #define KS_CPU_KERNELS_H
 
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "base/dtype.h"
 
 #define CPU_PANEL 16
 
@@ -43,6 +46,35 @@ static inline int cpu_argmax_loop(const float *x, int n) {
     for (int i = 1; i < n; i++)
         if (x[i] > x[best]) best = i;
     return best;
+}
+
+/* The bf16 KV cache's keys (cpu_backend.c's kv_store): within a block of bs
+ * positions, column pairs outer: (position i, column c of kv_dim) at
+ * cpu_kt_index(i, c, bs) — one 32-bit word holds columns c, c+1 of position
+ * i, so one vector load takes a column pair of 16 positions and the scores
+ * need no horizontal sums. (With an even head size, kv head g's keys are
+ * the block's elements from g*hd*bs on.) Values keep rows (position,
+ * kv_dim), as an f32 cache's keys and values. */
+static inline int64_t cpu_kt_index(int i, int c, int bs) { return (int64_t)(c / 2) * 2 * bs + 2 * i + (c & 1); }
+
+/* dots_bf16t's arithmetic, which every ISA's must equal bitwise: for head
+ * h < grp and position j < n of a run (kt: the block's keys offset by the
+ * run's first position, 2 * j0; the head's columns from c0), two fused
+ * chains from 0 — the head's even dimensions and its odd ones — then
+ * s[h*ss + j] = (even + odd) * scale */
+static inline void cpu_dots_bf16t_loop(float *s, int ss, const float *q, int grp, const uint16_t *kt, int c0, int bs,
+                                       int n, int hd, float scale) {
+    for (int h = 0; h < grp; h++)
+        for (int j = 0; j < n; j++) {
+            const float *qh = q + (int64_t)h * hd;
+            float e = 0, o = 0;
+            for (int d = 0; d + 1 < hd; d += 2) {
+                e = fmaf(qh[d], bf16_to_f32(kt[cpu_kt_index(j, c0 + d, bs)]), e);
+                o = fmaf(qh[d + 1], bf16_to_f32(kt[cpu_kt_index(j, c0 + d + 1, bs)]), o);
+            }
+            if (hd & 1) e = fmaf(qh[hd - 1], bf16_to_f32(kt[cpu_kt_index(j, c0 + hd - 1, bs)]), e);
+            s[(int64_t)h * ss + j] = (e + o) * scale;
+        }
 }
 
 typedef struct {
@@ -75,6 +107,10 @@ typedef struct {
     void (*silu_mul)(float *o, const float *g, const float *u, int n);
     /* o + h*hd += sum over j < n of w[h * w_stride + j] * v_j, for h < grp */
     void (*axpys)(float *o, const float *w, int w_stride, const float *v, int64_t vstride, int n, int grp, int hd);
+    /* dots over n <= 16 positions of a bf16 cache's keys in the layout
+     * above: cpu_dots_bf16t_loop's results, bitwise */
+    void (*dots_bf16t)(float *s, int s_stride, const float *q, int grp, const uint16_t *kt, int c0, int bs, int n,
+                       int hd, float scale);
     /* dst[i] = bf16 src[i] as f32 for i < n (exact: the same bits on every ISA) */
     void (*widen_bf16)(float *dst, const uint16_t *src, int n);
 } cpu_kernels;

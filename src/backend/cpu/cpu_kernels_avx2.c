@@ -5,6 +5,7 @@
  * registers (the same operations in the same order). */
 #include <immintrin.h>
 #include <math.h>
+#include <string.h>
 
 #include "backend/cpu/cpu_kernels.h"
 #include "base/dtype.h"
@@ -288,6 +289,49 @@ static void pack_tokens(float *xg, const float *x, int xs, int n, int64_t k) {
     cpu_pack_tokens(xg, x, xs, n, k, MM_GROUP);
 }
 
+/* heads [h0, h0 + NH) over 16 positions as two vectors of 8: per dimension
+ * pair two loads, the even halves shifted up and the odd ones masked into
+ * f32, two accumulators per head and half */
+static inline __attribute__((always_inline)) void dots_bf16t_run(float *out, const float *q, const uint16_t *kt,
+                                                                 int bs, int hd, float scale, int h0, int NH) {
+    const __m256i hi = _mm256_set1_epi32((int)0xffff0000u);
+    __m256 e[2][2], o[2][2];
+    for (int h = 0; h < NH; h++)
+        for (int p = 0; p < 2; p++) e[h][p] = o[h][p] = _mm256_setzero_ps();
+    for (int d = 0; d < hd; d += 2) {
+        for (int p = 0; p < 2; p++) {
+            __m256i w = _mm256_loadu_si256((const __m256i *)(kt + (int64_t)d * bs + 16 * p));
+            __m256 ke = _mm256_castsi256_ps(_mm256_slli_epi32(w, 16)), ko = _mm256_castsi256_ps(_mm256_and_si256(w, hi));
+            for (int h = 0; h < NH; h++) {
+                const float *qh = q + (int64_t)(h0 + h) * hd + d;
+                e[h][p] = _mm256_fmadd_ps(_mm256_set1_ps(qh[0]), ke, e[h][p]);
+                o[h][p] = _mm256_fmadd_ps(_mm256_set1_ps(qh[1]), ko, o[h][p]);
+            }
+        }
+    }
+    for (int h = 0; h < NH; h++)
+        for (int p = 0; p < 2; p++)
+            _mm256_storeu_ps(out + h * 16 + 8 * p, _mm256_mul_ps(_mm256_add_ps(e[h][p], o[h][p]), _mm256_set1_ps(scale)));
+}
+
+/* whole vectors when the block holds whole runs of 16 (lanes past n are
+ * computed from the block's unwritten slots and not kept); else the loop */
+static void dots_bf16t(float *s, int ss, const float *q, int grp, const uint16_t *kt, int c0, int bs, int n, int hd,
+                       float scale) {
+    if (hd & 1 || n > 16 || bs % 16) {
+        cpu_dots_bf16t_loop(s, ss, q, grp, kt, c0, bs, n, hd, scale);
+        return;
+    }
+    kt += (int64_t)c0 * bs; /* the head's first column pair */
+    float out[2 * 16];
+    for (int h = 0; h < grp; h += 2) {
+        int nh = grp - h < 2 ? 1 : 2;
+        if (nh == 2) dots_bf16t_run(out, q, kt, bs, hd, scale, h, 2);
+        else dots_bf16t_run(out, q, kt, bs, hd, scale, h, 1);
+        for (int i = 0; i < nh; i++) memcpy(s + (int64_t)(h + i) * ss, out + i * 16, (size_t)n * sizeof(float));
+    }
+}
+
 static void widen_bf16(float *dst, const uint16_t *src, int n) {
     int i = 0;
     for (; i + 8 <= n; i += 8)
@@ -312,5 +356,6 @@ const cpu_kernels cpu_kernels_avx2 = {
     .argmax = argmax_f32,
     .silu_mul = silu_mul_f32,
     .axpys = axpys_f32,
+    .dots_bf16t = dots_bf16t,
     .widen_bf16 = widen_bf16,
 };

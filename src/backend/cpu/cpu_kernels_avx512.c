@@ -309,6 +309,43 @@ static void axpys_f32(float *o, const float *w, int ws, const float *v, int64_t 
     }
 }
 
+/* heads [h0, h0 + NH) over one run of 16 positions: per dimension pair one
+ * load (16 positions x 2 dimensions), the even halves shifted up and the
+ * odd ones masked into f32, two accumulators per head */
+static inline __attribute__((always_inline)) void dots_bf16t_run(float *s, int ss, const float *q, const uint16_t *kt,
+                                                                 int bs, __mmask16 m, int hd, float scale, int h0,
+                                                                 int NH) {
+    const __m512i hi = _mm512_set1_epi32((int)0xffff0000u);
+    __m512 e[4], o[4];
+    for (int h = 0; h < NH; h++) e[h] = o[h] = _mm512_setzero_ps();
+    for (int d = 0; d < hd; d += 2) {
+        __m512i w = _mm512_loadu_si512((const void *)(kt + (int64_t)d * bs));
+        __m512 ke = _mm512_castsi512_ps(_mm512_slli_epi32(w, 16)), ko = _mm512_castsi512_ps(_mm512_and_si512(w, hi));
+        for (int h = 0; h < NH; h++) {
+            const float *qh = q + (int64_t)(h0 + h) * hd + d;
+            e[h] = _mm512_fmadd_ps(_mm512_set1_ps(qh[0]), ke, e[h]);
+            o[h] = _mm512_fmadd_ps(_mm512_set1_ps(qh[1]), ko, o[h]);
+        }
+    }
+    for (int h = 0; h < NH; h++)
+        _mm512_mask_storeu_ps(s + (int64_t)(h0 + h) * ss, m, _mm512_mul_ps(_mm512_add_ps(e[h], o[h]), _mm512_set1_ps(scale)));
+}
+
+/* whole vectors when the block holds whole runs of 16 (lanes past n are
+ * computed from the block's unwritten slots and not stored); else the loop */
+static void dots_bf16t(float *s, int ss, const float *q, int grp, const uint16_t *kt, int c0, int bs, int n, int hd,
+                       float scale) {
+    if (hd & 1 || n > 16 || bs % 16) {
+        cpu_dots_bf16t_loop(s, ss, q, grp, kt, c0, bs, n, hd, scale);
+        return;
+    }
+    kt += (int64_t)c0 * bs; /* the head's first column pair */
+    __mmask16 m = (__mmask16)((1u << n) - 1);
+    int h = 0;
+    for (; h + 4 <= grp; h += 4) dots_bf16t_run(s, ss, q, kt, bs, m, hd, scale, h, 4);
+    for (; h < grp; h++) dots_bf16t_run(s, ss, q, kt, bs, m, hd, scale, h, 1);
+}
+
 static void widen_bf16(float *dst, const uint16_t *src, int n) {
     int i = 0;
     for (; i + 16 <= n; i += 16)
@@ -337,5 +374,6 @@ const cpu_kernels cpu_kernels_avx512 = {
     .argmax = argmax_f32,
     .silu_mul = silu_mul_f32,
     .axpys = axpys_f32,
+    .dots_bf16t = dots_bf16t,
     .widen_bf16 = widen_bf16,
 };

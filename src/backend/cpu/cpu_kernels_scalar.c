@@ -77,6 +77,11 @@ static void pack_tokens(float *xg, const float *x, int xs, int n, int64_t k) {
     cpu_pack_tokens(xg, x, xs, n, k, MM_GROUP);
 }
 
+static void dots_bf16t(float *s, int ss, const float *q, int grp, const uint16_t *kt, int c0, int bs, int n, int hd,
+                       float scale) {
+    cpu_dots_bf16t_loop(s, ss, q, grp, kt, c0, bs, n, hd, scale);
+}
+
 static void widen_bf16(float *dst, const uint16_t *src, int n) {
     for (int i = 0; i < n; i++) dst[i] = bf16_to_f32(src[i]);
 }
@@ -97,5 +102,6 @@ const cpu_kernels cpu_kernels_scalar = {
     .argmax = argmax_f32,
     .silu_mul = silu_mul_f32,
     .axpys = axpys_f32,
+    .dots_bf16t = dots_bf16t,
     .widen_bf16 = widen_bf16,
 };
