@@ -77,6 +77,16 @@ static inline void cpu_dots_bf16t_loop(float *s, int ss, const float *q, int grp
         }
 }
 
+/* The SIMD dots_bf16t take whole vectors of 16 positions (lanes past n are
+ * computed from the block's unwritten slots and not kept): even head sizes,
+ * blocks of whole runs of 16. Anything else runs the loop here (true). */
+static inline int cpu_dots_bf16t_by_loop(float *s, int ss, const float *q, int grp, const uint16_t *kt, int c0, int bs,
+                                         int n, int hd, float scale) {
+    if (!(hd & 1 || n > 16 || bs % 16)) return 0;
+    cpu_dots_bf16t_loop(s, ss, q, grp, kt, c0, bs, n, hd, scale);
+    return 1;
+}
+
 typedef struct {
     const char *isa;            /* "scalar", "avx2", "avx512" */
     int mm_group;               /* tokens per activation group (accumulators in registers) */

@@ -314,14 +314,9 @@ static inline __attribute__((always_inline)) void dots_bf16t_run(float *out, con
             _mm256_storeu_ps(out + h * 16 + 8 * p, _mm256_mul_ps(_mm256_add_ps(e[h][p], o[h][p]), _mm256_set1_ps(scale)));
 }
 
-/* whole vectors when the block holds whole runs of 16 (lanes past n are
- * computed from the block's unwritten slots and not kept); else the loop */
 static void dots_bf16t(float *s, int ss, const float *q, int grp, const uint16_t *kt, int c0, int bs, int n, int hd,
                        float scale) {
-    if (hd & 1 || n > 16 || bs % 16) {
-        cpu_dots_bf16t_loop(s, ss, q, grp, kt, c0, bs, n, hd, scale);
-        return;
-    }
+    if (cpu_dots_bf16t_by_loop(s, ss, q, grp, kt, c0, bs, n, hd, scale)) return;
     kt += (int64_t)c0 * bs; /* the head's first column pair */
     float out[2 * 16];
     for (int h = 0; h < grp; h += 2) {

@@ -331,14 +331,9 @@ static inline __attribute__((always_inline)) void dots_bf16t_run(float *s, int s
         _mm512_mask_storeu_ps(s + (int64_t)(h0 + h) * ss, m, _mm512_mul_ps(_mm512_add_ps(e[h], o[h]), _mm512_set1_ps(scale)));
 }
 
-/* whole vectors when the block holds whole runs of 16 (lanes past n are
- * computed from the block's unwritten slots and not stored); else the loop */
 static void dots_bf16t(float *s, int ss, const float *q, int grp, const uint16_t *kt, int c0, int bs, int n, int hd,
                        float scale) {
-    if (hd & 1 || n > 16 || bs % 16) {
-        cpu_dots_bf16t_loop(s, ss, q, grp, kt, c0, bs, n, hd, scale);
-        return;
-    }
+    if (cpu_dots_bf16t_by_loop(s, ss, q, grp, kt, c0, bs, n, hd, scale)) return;
     kt += (int64_t)c0 * bs; /* the head's first column pair */
     __mmask16 m = (__mmask16)((1u << n) - 1);
     int h = 0;
