@@ -11,8 +11,8 @@
  * ISA bitwise the scalar kernel
  * (one FMA chain per result in every ISA), and batch invariance: each
  * (token, row) result is bitwise the one the kernel gives that token and row
- * alone. widen_bf16: every ISA bitwise bf16_to_f32, lengths 0..70; dots_bf16t
- * (keys in column pairs) every ISA bitwise cpu_dots_bf16t_loop. */
+ * alone. Over a bf16 cache, dots_bf16t (keys in column pairs) and
+ * axpys_bf16 (value rows): every ISA bitwise its scalar loop. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -286,27 +286,36 @@ TEST(test_cpu_attention_kernels_whole_block_is_the_generic_arithmetic) {
     printf("    %d whole-block cases compared bitwise\n", checked);
 }
 
-TEST(test_cpu_widen_bf16_is_the_scalar_conversion) {
+/* value sums over a bf16 cache's rows: every ISA bitwise the scalar loop
+ * (one fused chain per output over the positions in order) */
+TEST(test_cpu_axpys_bf16_match_the_loop) {
     const cpu_kernels *isas[3] = {&cpu_kernels_scalar, &cpu_kernels_avx2, &cpu_kernels_avx512};
-    uint16_t src[70];
-    unsigned seed = 11;
-    for (int i = 0; i < 70; i++) src[i] = (uint16_t)(frand(&seed) * 32767.0f + 32768.0f); /* any bits, NaNs too */
-    src[3] = 0x7fc1; /* a quiet NaN with payload: kept as it is */
-    src[4] = 0x8000; /* -0 */
+    static const int hds[4] = {64, 128, 72, 8}, grps[3] = {1, 4, 8}, ns[4] = {1, 5, 8, 16};
+    unsigned seed = 17;
+    uint16_t v[16 * 256];
+    float w[8 * 20], o0[8 * 128];
+    for (int i = 0; i < 16 * 256; i++) v[i] = f32_to_bf16(frand(&seed));
+    for (int i = 0; i < 8 * 20; i++) w[i] = frand(&seed);
+    for (int i = 0; i < 8 * 128; i++) o0[i] = frand(&seed);
     int checked = 0;
     for (int ii = 0; ii < 3; ii++) {
         const cpu_kernels *k = isas[ii];
         if (ii && !supported(k->isa)) continue;
-        for (int n = 0; n <= 70; n++) {
-            float dst[71], want[70];
-            dst[n] = 42.0f; /* past the end: untouched */
-            k->widen_bf16(dst, src, n);
-            for (int i = 0; i < n; i++) want[i] = bf16_to_f32(src[i]);
-            CHECK_MSG(!memcmp(dst, want, (size_t)n * 4) && dst[n] == 42.0f, "%s widen_bf16 n %d differs", k->isa, n);
-            checked++;
-        }
+        for (int a = 0; a < 4; a++)
+            for (int b = 0; b < 3; b++)
+                for (int c = 0; c < 4; c++) {
+                    int hd = hds[a], grp = grps[b], n = ns[c];
+                    float want[8 * 128], got[8 * 128];
+                    memcpy(want, o0, sizeof want);
+                    memcpy(got, o0, sizeof got);
+                    cpu_axpys_bf16_loop(want, w, 20, v, 256, n, grp, hd);
+                    k->axpys_bf16(got, w, 20, v, 256, n, grp, hd);
+                    CHECK_MSG(!memcmp(want, got, sizeof want), "%s axpys_bf16 hd %d grp %d n %d differs", k->isa, hd,
+                              grp, n);
+                    checked++;
+                }
     }
-    printf("    %d lengths widened bitwise as bf16_to_f32\n", checked);
+    printf("    %d axpys_bf16 cases bitwise the loop\n", checked);
 }
 
 /* dots over a bf16 cache's keys in column pairs: every ISA bitwise the

@@ -284,21 +284,6 @@ typedef struct {
     bool bf16;        /* the cache holds bf16 (else f32) */
 } attn_ctx;
 
-/* Value rows [0, m) of a KV block, columns of kv heads [g0, g1), as f32 at
- * row stride kv_dim: the block itself for an f32 cache; for bf16 the
- * columns widened into tile (exact, so the kernels then see what an f32
- * cache of the rounded values holds). */
-static const float *value_rows(const attn_ctx *c, const void *cache, int64_t block, int m, int g0, int g1,
-                               float *tile) {
-    int kv_dim = c->n_kv * c->hd, bs = c->ab->block_size;
-    if (!c->bf16) return (const float *)cache + block * bs * kv_dim;
-    const uint16_t *src = (const uint16_t *)cache + block * bs * kv_dim;
-    for (int j = 0; j < m; j++)
-        c->im->k->widen_bf16(tile + (int64_t)j * kv_dim + g0 * c->hd, src + (int64_t)j * kv_dim + g0 * c->hd,
-                             (g1 - g0) * c->hd);
-    return tile;
-}
-
 /* Token t, kv heads [g0, g1), each with the n_heads/n_kv query heads
  * sharing it (their q rows and output rows are contiguous): scores for
  * every position (each key row read once for the group), softmax per head,
@@ -306,7 +291,7 @@ static const float *value_rows(const attn_ctx *c, const void *cache, int64_t blo
  * a block at a time, and within a block every kv head of the range in
  * turn, so with the whole range a block's rows are read in one sweep. A
  * head's kernel calls and their order do not depend on the range. sc:
- * the scores, then a block's value rows as f32 (value_rows). */
+ * the scores. */
 static void attn_token(attn_ctx *c, int t, int g0, int g1, float *sc) {
     const bk_attn_batch *ab = c->ab;
     int grp = c->n_heads / c->n_kv, hd = c->hd, kv_dim = c->n_kv * hd, bs = ab->block_size;
@@ -314,7 +299,6 @@ static void attn_token(attn_ctx *c, int t, int g0, int g1, float *sc) {
     const int32_t *table = ab->block_tables + (int64_t)ab->seq[t] * ab->max_blocks;
     const cpu_kernels *k = c->im->k;
     const float *q = c->q + (int64_t)t * c->q_stride;
-    float *tile = sc + (size_t)(g1 - g0) * grp * n_ctx;
     for (int j0 = 0; j0 < n_ctx; j0 += bs) {
         int mb = n_ctx - j0 < bs ? n_ctx - j0 : bs;
         if (c->bf16) { /* keys in column pairs: no widening, no horizontal sums */
@@ -345,13 +329,15 @@ static void attn_token(attn_ctx *c, int t, int g0, int g1, float *sc) {
     }
     for (int j0 = 0; j0 < n_ctx; j0 += bs) {
         int mb = n_ctx - j0 < bs ? n_ctx - j0 : bs;
-        const float *vb = value_rows(c, c->vc, table[j0 / bs], mb, g0, g1, tile);
+        int64_t vb = (int64_t)table[j0 / bs] * bs * kv_dim; /* the block's first value row, in elements */
         for (int g = g0; g < g1; g++) {
             float *sg = sc + (size_t)(g - g0) * grp * n_ctx;
             float *o = c->out + (int64_t)t * c->n_heads * hd + (int64_t)g * grp * hd;
             for (int j = j0; j < j0 + mb; j += 16) {
                 int m = j0 + mb - j < 16 ? j0 + mb - j : 16;
-                k->axpys(o, sg + j, n_ctx, vb + (int64_t)(j - j0) * kv_dim + g * hd, kv_dim, m, grp, hd);
+                int64_t at = vb + (int64_t)(j - j0) * kv_dim + g * hd;
+                if (c->bf16) k->axpys_bf16(o, sg + j, n_ctx, (const uint16_t *)c->vc + at, kv_dim, m, grp, hd);
+                else k->axpys(o, sg + j, n_ctx, (const float *)c->vc + at, kv_dim, m, grp, hd);
             }
         }
     }
@@ -371,8 +357,7 @@ static void cpu_attention(backend *be, float *out, const float *q, int q_stride,
                           int head_dim, float scale) {
     cpu_impl *im = impl_of(be);
     bool per_token = ab->n_tokens >= 4 * tp_threads(im->pool);
-    size_t need = (size_t)(per_token ? n_heads : n_heads / n_kv_heads) * (size_t)(ab->max_pos + 1) +
-                  (be->kv_elem_bytes == 2 ? (size_t)ab->block_size * n_kv_heads * head_dim : 0); /* + a bf16 block as f32 */
+    size_t need = (size_t)(per_token ? n_heads : n_heads / n_kv_heads) * (size_t)(ab->max_pos + 1);
     if (need > im->scratch_per_thread) {
         float *s = realloc(im->scratch, need * (size_t)tp_threads(im->pool) * sizeof(float));
         if (!s) abort(); /* out of memory for a few KB of scores: nothing sane to do */

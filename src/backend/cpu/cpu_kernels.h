@@ -77,6 +77,19 @@ static inline void cpu_dots_bf16t_loop(float *s, int ss, const float *q, int grp
         }
 }
 
+/* axpys_bf16's arithmetic, which every ISA's must equal bitwise: for h <
+ * grp and d < hd, o[h*hd + d] = fmaf(w[h*ws + j], v_j[d], o[h*hd + d]) for
+ * j = 0 .. n-1 in order (v_j = v + j*vs, bf16) */
+static inline void cpu_axpys_bf16_loop(float *o, const float *w, int ws, const uint16_t *v, int64_t vs, int n, int grp,
+                                       int hd) {
+    for (int h = 0; h < grp; h++)
+        for (int d = 0; d < hd; d++) {
+            float acc = o[(int64_t)h * hd + d];
+            for (int j = 0; j < n; j++) acc = fmaf(w[(int64_t)h * ws + j], bf16_to_f32(v[j * vs + d]), acc);
+            o[(int64_t)h * hd + d] = acc;
+        }
+}
+
 /* The SIMD dots_bf16t take whole vectors of 16 positions (lanes past n are
  * computed from the block's unwritten slots and not kept): even head sizes,
  * blocks of whole runs of 16. Anything else runs the loop here (true). */
@@ -121,8 +134,9 @@ typedef struct {
      * above: cpu_dots_bf16t_loop's results, bitwise */
     void (*dots_bf16t)(float *s, int s_stride, const float *q, int grp, const uint16_t *kt, int c0, int bs, int n,
                        int hd, float scale);
-    /* dst[i] = bf16 src[i] as f32 for i < n (exact: the same bits on every ISA) */
-    void (*widen_bf16)(float *dst, const uint16_t *src, int n);
+    /* axpys over a bf16 cache's value rows: cpu_axpys_bf16_loop's results, bitwise */
+    void (*axpys_bf16)(float *o, const float *w, int w_stride, const uint16_t *v, int64_t vstride, int n, int grp,
+                       int hd);
 } cpu_kernels;
 
 extern const cpu_kernels cpu_kernels_scalar;

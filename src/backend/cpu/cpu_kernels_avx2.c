@@ -250,12 +250,15 @@ static void silu_mul_f32(float *o, const float *g, const float *u, int n) {
 }
 
 /* lanes i..i+7 of each head's output += sum over j < m of w[h][j] v_j, the
- * m value rows (m <= 16) loaded once; always inlined, so a constant m keeps
- * them in registers */
-static inline __attribute__((always_inline)) void axpys_run(float *o, const float *w, int ws, const float *v,
-                                                            int64_t vs, int m, int grp, int hd, int i) {
+ * m value rows (m <= 16; f32, or bf16 widened as loaded) loaded once;
+ * always inlined, so a constant m keeps them in registers */
+static inline __attribute__((always_inline)) void axpys_run(float *o, const float *w, int ws, const void *v,
+                                                            int64_t vs, int m, int grp, int hd, int i, int bf16) {
     __m256 vv[16] = {0}; /* (only rows < m are read: the zeros quiet -Wmaybe-uninitialized and fold away) */
-    _Pragma("GCC unroll 8") for (int j = 0; j < m; j++) vv[j] = _mm256_loadu_ps(v + j * vs + i);
+    _Pragma("GCC unroll 8") for (int j = 0; j < m; j++) vv[j] =
+        bf16 ? _mm256_castsi256_ps(_mm256_slli_epi32(
+                   _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)((const uint16_t *)v + j * vs + i))), 16))
+             : _mm256_loadu_ps((const float *)v + j * vs + i);
     for (int h = 0; h < grp; h++) {
         const float *wh = w + (int64_t)h * ws;
         float *oh = o + (int64_t)h * hd + i;
@@ -269,20 +272,34 @@ static inline __attribute__((always_inline)) void axpys_run(float *o, const floa
  * head's output accumulated over them in a register; a whole KV block as
  * two runs of 8 rows (16 ymm rows would not fit the registers), each head's
  * sum stored and reloaded between them: the same arithmetic */
+static inline __attribute__((always_inline)) void axpys_lanes(float *o, const float *w, int ws, const void *v,
+                                                              int64_t vs, int n, int grp, int hd, int bf16) {
+    size_t es = bf16 ? 2 : 4;
+    for (int i = 0; i < hd; i += 8) {
+        if (n == 16) {
+            axpys_run(o, w, ws, v, vs, 8, grp, hd, i, bf16);
+            axpys_run(o, w + 8, ws, (const char *)v + 8 * vs * es, vs, 8, grp, hd, i, bf16);
+        } else {
+            axpys_run(o, w, ws, v, vs, n, grp, hd, i, bf16);
+        }
+    }
+}
+
 static void axpys_f32(float *o, const float *w, int ws, const float *v, int64_t vs, int n, int grp, int hd) {
     if (hd % 8 || n > 16) {
         for (int j = 0; j < n; j++)
             for (int h = 0; h < grp; h++) axpy_f32(o + (int64_t)h * hd, w[(int64_t)h * ws + j], v + j * vs, hd);
         return;
     }
-    for (int i = 0; i < hd; i += 8) {
-        if (n == 16) {
-            axpys_run(o, w, ws, v, vs, 8, grp, hd, i);
-            axpys_run(o, w + 8, ws, v + 8 * vs, vs, 8, grp, hd, i);
-        } else {
-            axpys_run(o, w, ws, v, vs, n, grp, hd, i);
-        }
+    axpys_lanes(o, w, ws, v, vs, n, grp, hd, 0);
+}
+
+static void axpys_bf16(float *o, const float *w, int ws, const uint16_t *v, int64_t vs, int n, int grp, int hd) {
+    if (hd % 8 || n > 16) {
+        cpu_axpys_bf16_loop(o, w, ws, v, vs, n, grp, hd);
+        return;
     }
+    axpys_lanes(o, w, ws, v, vs, n, grp, hd, 1);
 }
 
 static void pack_tokens(float *xg, const float *x, int xs, int n, int64_t k) {
@@ -327,14 +344,6 @@ static void dots_bf16t(float *s, int ss, const float *q, int grp, const uint16_t
     }
 }
 
-static void widen_bf16(float *dst, const uint16_t *src, int n) {
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(dst + i, _mm256_castsi256_ps(_mm256_slli_epi32(
-                                      _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(src + i))), 16)));
-    for (; i < n; i++) dst[i] = bf16_to_f32(src[i]);
-}
-
 const cpu_kernels cpu_kernels_avx2 = {
     .isa = "avx2",
     .mm_group = MM_GROUP,
@@ -352,5 +361,5 @@ const cpu_kernels cpu_kernels_avx2 = {
     .silu_mul = silu_mul_f32,
     .axpys = axpys_f32,
     .dots_bf16t = dots_bf16t,
-    .widen_bf16 = widen_bf16,
+    .axpys_bf16 = axpys_bf16,
 };

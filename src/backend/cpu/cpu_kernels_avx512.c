@@ -280,12 +280,15 @@ static void silu_mul_f32(float *o, const float *g, const float *u, int n) {
 }
 
 /* lanes i..i+15 of each head's output += sum over j < m of w[h][j] v_j, the
- * m value rows loaded once; always inlined, so a constant m (a whole KV
- * block) keeps them in registers */
-static inline __attribute__((always_inline)) void axpys_run(float *o, const float *w, int ws, const float *v,
-                                                            int64_t vs, int m, int grp, int hd, int i) {
+ * m value rows (f32, or bf16 widened as loaded) loaded once; always
+ * inlined, so a constant m (a whole KV block) keeps them in registers */
+static inline __attribute__((always_inline)) void axpys_run(float *o, const float *w, int ws, const void *v,
+                                                            int64_t vs, int m, int grp, int hd, int i, int bf16) {
     __m512 vv[16] = {0}; /* (only rows < m are read: the zeros quiet -Wmaybe-uninitialized and fold away) */
-    _Pragma("GCC unroll 16") for (int j = 0; j < m; j++) vv[j] = _mm512_loadu_ps(v + j * vs + i);
+    _Pragma("GCC unroll 16") for (int j = 0; j < m; j++) vv[j] =
+        bf16 ? _mm512_castsi512_ps(_mm512_slli_epi32(
+                   _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)((const uint16_t *)v + j * vs + i))), 16))
+             : _mm512_loadu_ps((const float *)v + j * vs + i);
     for (int h = 0; h < grp; h++) {
         const float *wh = w + (int64_t)h * ws;
         float *oh = o + (int64_t)h * hd + i;
@@ -297,16 +300,29 @@ static inline __attribute__((always_inline)) void axpys_run(float *o, const floa
 
 /* per 16 lanes of the head dimension: the n value rows loaded once, each
  * head's output accumulated over them in a register */
+static inline __attribute__((always_inline)) void axpys_lanes(float *o, const float *w, int ws, const void *v,
+                                                              int64_t vs, int n, int grp, int hd, int bf16) {
+    for (int i = 0; i < hd; i += 16) {
+        if (n == 16) axpys_run(o, w, ws, v, vs, 16, grp, hd, i, bf16);
+        else axpys_run(o, w, ws, v, vs, n, grp, hd, i, bf16);
+    }
+}
+
 static void axpys_f32(float *o, const float *w, int ws, const float *v, int64_t vs, int n, int grp, int hd) {
     if (hd % 16 || n > 16) {
         for (int j = 0; j < n; j++)
             for (int h = 0; h < grp; h++) axpy_f32(o + (int64_t)h * hd, w[(int64_t)h * ws + j], v + j * vs, hd);
         return;
     }
-    for (int i = 0; i < hd; i += 16) {
-        if (n == 16) axpys_run(o, w, ws, v, vs, 16, grp, hd, i);
-        else axpys_run(o, w, ws, v, vs, n, grp, hd, i);
+    axpys_lanes(o, w, ws, v, vs, n, grp, hd, 0);
+}
+
+static void axpys_bf16(float *o, const float *w, int ws, const uint16_t *v, int64_t vs, int n, int grp, int hd) {
+    if (hd % 16 || n > 16) {
+        cpu_axpys_bf16_loop(o, w, ws, v, vs, n, grp, hd);
+        return;
     }
+    axpys_lanes(o, w, ws, v, vs, n, grp, hd, 1);
 }
 
 /* heads [h0, h0 + NH) over one run of 16 positions: per dimension pair one
@@ -341,18 +357,6 @@ static void dots_bf16t(float *s, int ss, const float *q, int grp, const uint16_t
     for (; h < grp; h++) dots_bf16t_run(s, ss, q, kt, bs, m, hd, scale, h, 1);
 }
 
-static void widen_bf16(float *dst, const uint16_t *src, int n) {
-    int i = 0;
-    for (; i + 16 <= n; i += 16)
-        _mm512_storeu_ps(dst + i, _mm512_castsi512_ps(_mm512_slli_epi32(
-                                      _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(src + i))), 16)));
-    if (i < n) {
-        __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
-        _mm512_mask_storeu_ps(dst + i, m, _mm512_castsi512_ps(_mm512_slli_epi32(
-                                              _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, src + i)), 16)));
-    }
-}
-
 const cpu_kernels cpu_kernels_avx512 = {
     .isa = "avx512",
     .mm_group = MM_GROUP,
@@ -370,5 +374,5 @@ const cpu_kernels cpu_kernels_avx512 = {
     .silu_mul = silu_mul_f32,
     .axpys = axpys_f32,
     .dots_bf16t = dots_bf16t,
-    .widen_bf16 = widen_bf16,
+    .axpys_bf16 = axpys_bf16,
 };

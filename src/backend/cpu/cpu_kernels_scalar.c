@@ -82,8 +82,8 @@ static void dots_bf16t(float *s, int ss, const float *q, int grp, const uint16_t
     cpu_dots_bf16t_loop(s, ss, q, grp, kt, c0, bs, n, hd, scale);
 }
 
-static void widen_bf16(float *dst, const uint16_t *src, int n) {
-    for (int i = 0; i < n; i++) dst[i] = bf16_to_f32(src[i]);
+static void axpys_bf16(float *o, const float *w, int ws, const uint16_t *v, int64_t vs, int n, int grp, int hd) {
+    cpu_axpys_bf16_loop(o, w, ws, v, vs, n, grp, hd);
 }
 
 const cpu_kernels cpu_kernels_scalar = {
@@ -103,5 +103,5 @@ const cpu_kernels cpu_kernels_scalar = {
     .silu_mul = silu_mul_f32,
     .axpys = axpys_f32,
     .dots_bf16t = dots_bf16t,
-    .widen_bf16 = widen_bf16,
+    .axpys_bf16 = axpys_bf16,
 };
