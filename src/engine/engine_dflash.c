@@ -46,6 +46,31 @@ static double measure_ratio(engine *e) {
     return r;
 }
 
+/* Tokens per unit of cost of the best step with blocks of b at a pass cost
+ * of ratio (the best number of its b - 1 drafts to verify, at the prior
+ * acceptance, context 0). */
+static double block_value(const engine *e, int b, double ratio) {
+    double best = 0;
+    for (int j = 1; j < b; j++) {
+        double v = chain_value(e, SPEC_MODEL_PRIOR, j, ratio, 0);
+        best = v > best ? v : best;
+    }
+    return best;
+}
+
+int engine_dflash_pick_block(const engine *e, const int *blocks, const double *ratios, int n) {
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (block_value(e, blocks[i], ratios[i]) > block_value(e, blocks[best], ratios[best])) best = i;
+    return best;
+}
+
+/* Without --draft-block-size: the checkpoint's block and its halves down to
+ * 4, each pass measured, engine_dflash_pick_block choosing. A longer block
+ * drafts further ahead, but its pass costs more where rows cost (a
+ * compute-bound CPU) and drafts past what a verify step can afford are
+ * wasted; on the H200 block 8 beat the checkpoint's 16 on code and chat in
+ * every proposer bench (BENCHMARKS.md). */
 int engine_dflash_start(engine *e) {
     dflash *d = e->cfg.dflash;
     if (!d) return KS_OK;
@@ -53,10 +78,17 @@ int engine_dflash_start(engine *e) {
     if (b > dflash_block_size(d)) b = dflash_block_size(d);
     if (b > ENGINE_MAX_DRAFT) b = ENGINE_MAX_DRAFT;
     if (b < 2) b = 2;
-    e->fl_block = b;
     int rc = dflash_kv_init(d, &e->fl_kv, e->cfg.kv_tokens + e->cfg.max_concurrent * b);
     if (rc) return rc;
-    e->fl_ratio = measure_ratio(e);
+    int blocks[8], n = 0;
+    double ratios[8];
+    for (int bb = b; n < 8 && (n == 0 || (e->cfg.dflash_block <= 0 && bb >= 4)); bb /= 2, n++) {
+        e->fl_block = blocks[n] = bb;
+        ratios[n] = measure_ratio(e);
+    }
+    int i = engine_dflash_pick_block(e, blocks, ratios, n);
+    e->fl_block = blocks[i];
+    e->fl_ratio = ratios[i];
     return KS_OK;
 }
 

@@ -22,6 +22,10 @@
  * gain is within run-to-run noise while the loss is real (a DFlash row at
  * 0.93x on prose with the bar at 1). */
 #define SPEC_PAY_BAR 1.05
+/* The chance that a model proposer's next draft is accepted after the
+ * previous one was, before a request has shown its own (weight 10 drafts;
+ * engine_src_accept_rate); prompt lookup's prior is 0.5. */
+#define SPEC_MODEL_PRIOR 0.7
 
 struct engine_req {
     atomic_int refs;
@@ -197,6 +201,11 @@ double engine_probe_cost(engine *e, probe_fn pass, void *arg, double fallback);
  * context; engine_track_cost follows a pass's ratio from its measured time
  * (moving average, weight 1/8). */
 void engine_measure_step(engine *e);
+/* engine_dflash.c: of n DFlash block sizes whose passes cost ratios[i]
+ * decode steps, the index of the one whose best step (the best number of
+ * its drafts to verify at the prior acceptance, context 0) gives the most
+ * tokens per unit of cost; ties: the first. */
+int engine_dflash_pick_block(const engine *e, const int *blocks, const double *ratios, int n);
 void engine_fit_step(const double t[5], int k1, int L1, int L2, double out[4]);
 double engine_measure_mtp(engine *e);
 double engine_measure_drafter(engine *e);

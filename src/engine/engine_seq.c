@@ -291,7 +291,7 @@ static int seq_choose(engine *e, seq_state *s, float *row, int d, int id) {
 }
 
 double engine_src_accept_rate(const seq_state *s, int src) {
-    double prior = src == DRAFT_SRC_LOOKUP ? 0.5 : 0.7;
+    double prior = src == DRAFT_SRC_LOOKUP ? 0.5 : SPEC_MODEL_PRIOR;
     return (s->est_acc[src] + 10.0 * prior) / (s->est_acc[src] + s->est_rej[src] + 10.0);
 }
 

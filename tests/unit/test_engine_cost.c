@@ -3,7 +3,8 @@
  * L (c + d n) give those parameters back, for a GPU-like step (keys read
  * once for all rows: d = 0), a CPU-like one (once per row: c = 0) and both;
  * slopes that come out negative (noise) are taken as 0; without context
- * probes the fit uses the steps at context 0. */
+ * probes the fit uses the steps at context 0. The DFlash block size chosen
+ * from those costs (engine_dflash_pick_block). */
 #include <math.h>
 
 #include "engine/engine_internal.h"
@@ -52,4 +53,20 @@ TEST(test_engine_step_fit_clamps_noise) {
     engine_fit_step(t0, 6, 0, 0, q);
     CHECK(fabs(q[1] - 10e-6) < 1e-12 && fabs(q[0] - 190e-6) < 1e-12);
     CHECK(q[2] == 0 && q[3] == 0);
+}
+
+/* The DFlash block chosen without --draft-block-size, from the step model
+ * and the measured pass costs: on an H200-like step (rows nearly free) the
+ * block whose pass costs less wins when the passes differ (0.64 for 16 vs
+ * 0.59 for 8 decode steps, as measured there), the longest when they cost
+ * the same; on a CPU-like step (each row 0.34 of a step; passes 2.6 / 1.4 /
+ * 0.7) the short block. */
+TEST(test_engine_dflash_block_choice_follows_the_costs) {
+    engine gpu = {.st_a = 208.6e-6, .st_b = 4.54e-6}, cpu = {.st_a = 600e-6, .st_b = 204e-6};
+    int blocks[3] = {16, 8, 4};
+    double measured[3] = {0.64, 0.59, 0.57}, same[3] = {0.6, 0.6, 0.6}, cpu_passes[3] = {2.6, 1.4, 0.7};
+    CHECK_EQ_INT(blocks[engine_dflash_pick_block(&gpu, blocks, measured, 3)], 8);
+    CHECK_EQ_INT(blocks[engine_dflash_pick_block(&gpu, blocks, same, 3)], 16);
+    CHECK_EQ_INT(blocks[engine_dflash_pick_block(&cpu, blocks, cpu_passes, 3)], 4);
+    CHECK_EQ_INT(blocks[engine_dflash_pick_block(&gpu, blocks, measured, 1)], 16); /* one candidate: a given size */
 }
