@@ -193,8 +193,11 @@ typedef struct {
     int n, nr;          /* rows; logits rows (block pass) */
 } pass_ctx;
 
-/* ctx = hidden_norm(fc([h_l1 ; h_l2 ; ..])); per layer: k|v of ctx, k_norm,
- * RoPE on k (positions in m->d_pos), into the layer's cache */
+/* ctx = hidden_norm(fc([h_l1 ; h_l2 ; ..])); per layer: k|v of ctx, then
+ * k_norm, RoPE on k (positions in m->d_pos) and the store into the layer's
+ * cache as one qk_norm_rope with no query heads (k_norm stands in for the
+ * q norm that turns the norms on; the results equal rmsnorm, rope,
+ * kv_store) */
 static void context_ops(model *m, const void *ctx) {
     const pass_ctx *x = ctx;
     const dflash *d = x->d;
@@ -207,12 +210,10 @@ static void context_ops(model *m, const void *ctx) {
     op->matmul(be, m->x, d->feat_in, &d->fc, NULL, n);
     op->rmsnorm(be, m->xn, H, m->x, H, &d->hidden_norm, n, 1, H, c->rms_norm_eps);
     for (int l = 0; l < c->n_layers; l++) {
+        const bk_weight *kn = c->qk_norm ? &m->layers[l].k_norm : NULL;
         op->matmul(be, m->qkv, m->xn, &d->wkv[l], NULL, n);
-        if (c->qk_norm)
-            op->rmsnorm(be, m->qkv, 2 * kvd, m->qkv, 2 * kvd, &m->layers[l].k_norm, n, c->n_kv_heads, c->head_dim,
-                        c->rms_norm_eps);
-        op->rope(be, m->qkv, 2 * kvd, n, c->n_kv_heads, c->head_dim, m->d_pos, m->inv_freq);
-        op->kv_store(be, x->kv->k[l], x->kv->v[l], m->qkv, m->qkv + kvd, 2 * kvd, x->ab, kvd);
+        op->qk_norm_rope(be, m->qkv, 2 * kvd, n, 0, c->n_kv_heads, c->head_dim, kn, kn, c->rms_norm_eps, m->d_pos,
+                         m->inv_freq, x->kv->k[l], x->kv->v[l], x->ab);
     }
 }
 
