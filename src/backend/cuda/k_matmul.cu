@@ -12,7 +12,8 @@
  * (residual below 2^-17 |x|; above 8 tokens split once into a workspace by
  * k_split_x, else by each block), multiplied in two mmas into the same fp32
  * accumulators, 8 tokens per mma; the 8 warps' partial sums are added in
- * warp order through shared memory. Weights are read once per 32 tokens.
+ * warp order through shared memory. Weights are read once per 32 tokens;
+ * some tiles double-buffer their weight loads across rounds (PIPE).
  * Other formats: one warp per R rows on the CUDA cores (k_matmul): lane l
  * reads the 16-byte chunks l, l+32, ... of the row, keeps one fp32
  * accumulator per token and adds w*x in chunk order; a fixed xor-butterfly
@@ -138,7 +139,10 @@ __global__ void k_split_x(uint32_t *__restrict__ xs, const float *__restrict__ x
     }
 }
 
-template <int G, int U, int MT, bool SW, bool PRE = false>
+/* PIPE: the next round's U k blocks of weights are loaded before this
+ * round's mmas (double-buffered registers), so a warp's weight stream never
+ * waits on its own arithmetic; the same loads and mmas in the same order. */
+template <int G, int U, int MT, bool SW, bool PRE = false, bool PIPE = false>
 __global__ void __launch_bounds__(TC_WARPS * 32)
 k_matvec_tc(float *__restrict__ out, const float *__restrict__ x, const __nv_bfloat16 *__restrict__ w,
             const float *__restrict__ bias, int n, int k, int rows) {
@@ -163,17 +167,32 @@ k_matvec_tc(float *__restrict__ out, const float *__restrict__ x, const __nv_bfl
         for (int j = 0; j < G; j++)
 #pragma unroll
             for (int m = 0; m < MT; m++) acc[j][m][0] = acc[j][m][1] = acc[j][m][2] = acc[j][m][3] = 0.f;
-        for (int kb0 = warp; kb0 < nkb; kb0 += TC_WARPS * U) {
-            uint4 A[U][MT], B[U][MT];
+        uint4 A[U][MT], B[U][MT], An[U][MT], Bn[U][MT];
+        auto load_round = [&](uint4 (&a)[U][MT], uint4 (&b)[U][MT], int kb0) {
 #pragma unroll
             for (int u = 0; u < U; u++) {
                 int kb = kb0 + u * TC_WARPS;
                 if (kb < nkb)
 #pragma unroll
                     for (int m = 0; m < MT; m++) {
-                        A[u][m] = ldw16(wa[m] + kb * 32);
-                        B[u][m] = ldw16(wb[m] + kb * 32);
+                        a[u][m] = ldw16(wa[m] + kb * 32);
+                        b[u][m] = ldw16(wb[m] + kb * 32);
                     }
+            }
+        };
+        if constexpr (PIPE) load_round(An, Bn, warp);
+        for (int kb0 = warp; kb0 < nkb; kb0 += TC_WARPS * U) {
+            if constexpr (PIPE) {
+#pragma unroll
+                for (int u = 0; u < U; u++)
+#pragma unroll
+                    for (int m = 0; m < MT; m++) {
+                        A[u][m] = An[u][m];
+                        B[u][m] = Bn[u][m];
+                    }
+                if (kb0 + TC_WARPS * U < nkb) load_round(An, Bn, kb0 + TC_WARPS * U);
+            } else {
+                load_round(A, B, kb0);
             }
             /* the weights are constants: their first loads overlap the
              * kernel before (programmatic launch); x is its output */
@@ -265,7 +284,7 @@ k_matvec_tc(float *__restrict__ out, const float *__restrict__ x, const __nv_bfl
     }
 }
 
-template <int U, int MT, bool SW, bool PRE>
+template <int U, int MT, bool SW, bool PRE, bool PIPE>
 static void launch_tc_v(ks_stream s, float *out, const float *x, const __nv_bfloat16 *w, const float *bias, int n,
                         int k, int rows) {
     /* above 16 tokens the reduction's shared memory caps the tiles at 2
@@ -274,9 +293,9 @@ static void launch_tc_v(ks_stream s, float *out, const float *x, const __nv_bflo
     int outs = SW ? rows / 2 : rows; /* output rows, 16 per tile (a SwiGLU pair of tiles gives 16) */
     constexpr int per = SW ? 16 * MT / 2 : 16 * MT, per4 = SW ? 16 * MT4 / 2 : 16 * MT4;
     dim3 block(TC_WARPS * 32), grid((outs + per - 1) / per), grid4((outs + per4 - 1) / per4);
-    if (n <= 8) ks_launch(k_matvec_tc<1, U, MT, SW, PRE>, grid, block, 0, s, out, x, w, bias, n, k, rows);
-    else if (n <= 16) ks_launch(k_matvec_tc<2, U, MT, SW, PRE>, grid, block, 0, s, out, x, w, bias, n, k, rows);
-    else ks_launch(k_matvec_tc<4, U4, MT4, SW, PRE>, grid4, block, 0, s, out, x, w, bias, n, k, rows);
+    if (n <= 8) ks_launch(k_matvec_tc<1, U, MT, SW, PRE, PIPE>, grid, block, 0, s, out, x, w, bias, n, k, rows);
+    else if (n <= 16) ks_launch(k_matvec_tc<2, U, MT, SW, PRE, PIPE>, grid, block, 0, s, out, x, w, bias, n, k, rows);
+    else ks_launch(k_matvec_tc<4, U4, MT4, SW, PRE, PIPE>, grid4, block, 0, s, out, x, w, bias, n, k, rows);
 }
 
 /* Above 8 tokens x is split once (k_split_x) instead of by every block:
@@ -287,7 +306,7 @@ static void launch_tc_v(ks_stream s, float *out, const float *x, const __nv_bflo
 static ks_workspace split_ws; /* (n, k) words: the split x of the call in flight (one stream; a split
                                 * waits for the matvec before it, programmatic launch or not) */
 
-template <int U, int MT, bool SW = false>
+template <int U, int MT, bool SW = false, bool PIPE = false>
 static void launch_tc_v(ks_stream s, float *out, const float *x, const __nv_bfloat16 *w, const float *bias, int n,
                         int k, int rows) {
     if (n > 8) {
@@ -297,9 +316,9 @@ static void launch_tc_v(ks_stream s, float *out, const float *x, const __nv_bflo
         int blocks = (int)((n8 + 255) / 256);
         ks_launch(k_split_x, blocks < 1024 ? blocks : 1024, 256, 0, s, xs, x, n8);
         CUDA_CHECK_LAUNCH();
-        launch_tc_v<U, MT, SW, true>(s, out, (const float *)xs, w, bias, n, k, rows);
+        launch_tc_v<U, MT, SW, true, PIPE>(s, out, (const float *)xs, w, bias, n, k, rows);
     } else {
-        launch_tc_v<U, MT, SW, false>(s, out, x, w, bias, n, k, rows);
+        launch_tc_v<U, MT, SW, false, PIPE>(s, out, x, w, bias, n, k, rows);
     }
 }
 
@@ -323,6 +342,17 @@ static void launch_tc_v(ks_stream s, float *out, const float *x, const __nv_bflo
 template <bool SW = false>
 static void launch_tc(ks_stream s, float *out, const float *x, const __nv_bfloat16 *w, const float *bias, int n,
                       int k, int rows) {
+    /* up to 8 tokens, the SwiGLU gate|up and the 6144..24575-row matrices
+     * (Qwen3-8B's qkv) on pipelined 32-row tiles with 2 k blocks a round
+     * (the same registers as 4 unpipelined): cuda_ops_bench qkv 16.0 ->
+     * 14.9 us, Qwen3-8B decode forward 4.996 -> 4.813 ms, decode 203.5 /
+     * 203.7 -> 209.7 / 208.1 tok/s (one call, alternating); the other tiles
+     * pipelined were slower (lm_head 287 -> 312 us, gate_up without the
+     * SwiGLU 50 -> 53) or the same (o, down; at 16 tokens down 35 -> 37) */
+    if (n <= 8 && (SW ? rows >= 768 * 32 : rows >= 192 * 32 && rows < 768 * 32)) {
+        launch_tc_v<2, 2, SW, true>(s, out, x, w, bias, n, k, rows);
+        return;
+    }
     if (n > 8 && rows >= 384 * 64) launch_tc_v<1, 4, SW>(s, out, x, w, bias, n, k, rows);
     else if (SW && rows >= 768 * 32) launch_tc_v<4, 2, SW>(s, out, x, w, bias, n, k, rows);
     else if ((n > 8 && rows >= 192 * 32) || rows >= 768 * 32) launch_tc_v<2, 2, SW>(s, out, x, w, bias, n, k, rows);
