@@ -233,6 +233,10 @@ int engine_start(engine **out, model *m, const tokenizer *tok, const engine_conf
         int maxb = e->cfg.prefix_cache_blocks > 0 ? e->cfg.prefix_cache_blocks : e->kv.n_blocks;
         e->pc = prefix_cache_new(e->kv.n_blocks, e->kv.block_size, maxb);
         e->kv.pc = e->pc; /* NULL on OOM: runs without */
+        if (e->fl_kv.n_blocks) { /* the DFlash drafter's context entries, evicted on demand like the target's */
+            e->fl_pc = prefix_cache_new(e->fl_kv.n_blocks, e->fl_kv.block_size, e->fl_kv.n_blocks);
+            e->fl_kv.pc = e->fl_pc;
+        }
     }
     if (e->mtp_kv.n_blocks || e->dr || e->fl_block || e->cfg.log_requests)
         fprintf(stderr, "kestrel: measured costs in decode steps: verify of %d drafts %.2f (at context 0) %.2f (at 2048), "

@@ -147,6 +147,8 @@ struct engine {
     double st_a, st_b, st_c, st_d; /* step time model, seconds: t(n, L) = a + b n + L (c + d n) (engine_cost.c) */
     double t_decode;        /* seconds of a 1-token decode step at an empty context (engine start) */
     kv_cache fl_kv;         /* the DFlash drafter's entries (n_blocks 0: none in use) */
+    prefix_cache *fl_pc;    /* full blocks of its context entries from position 0, keyed like the
+                             * target's (NULL: no prefix cache) */
     int fl_block;           /* block size drafted */
     double fl_ratio;        /* a DFlash pass / target decode step */
     int32_t *fl_idx, *fl_pos, *fl_seq, *fl_row, *fl_last, *fl_rope0, *fl_entry0, *fl_of, *fl_drafts; /* scratch */
@@ -201,6 +203,14 @@ double engine_probe_cost(engine *e, probe_fn pass, void *arg, double fallback);
  * context; engine_track_cost follows a pass's ratio from its measured time
  * (moving average, weight 1/8). */
 void engine_measure_step(engine *e);
+/* engine_dflash.c: the drafter's context through the prefix cache. A
+ * sequence whose target KV starts on n_found cached blocks takes its
+ * drafter entries for them from fl_pc when that holds all of them (else its
+ * context starts after the cached prefix, as before); a sequence's full
+ * blocks of entries from position 0 are offered to fl_pc with its target
+ * blocks (engine_cache_blocks). */
+void engine_dflash_attach(engine *e, seq_state *s, int n_found);
+void engine_dflash_cache(engine *e, seq_state *s);
 /* engine_dflash.c: of n DFlash block sizes whose passes cost ratios[i]
  * decode steps, the index of the one whose best step (the best number of
  * its drafts to verify at the prior acceptance, context 0) gives the most

@@ -55,6 +55,7 @@ static void attach_prefix(engine *e, seq_state *s, bool first) {
     int found = prefix_cache_lookup(e->pc, &e->kv, s->ctx, n_full, blocks);
     if (found > 0 && kv_seq_share(&e->kv, &s->kv, blocks, found, found * bs) == KS_OK) {
         s->n_cached = found * bs;
+        engine_dflash_attach(e, s, found);
         if (first) {
             s->n_prompt_cached = s->n_cached;
             atomic_fetch_add(&e->prefix_hit, s->n_cached);

@@ -19,6 +19,7 @@ void engine_cache_blocks(engine *e, seq_state *s) {
     int full = s->n_cached / e->kv.block_size;
     if (full > s->kv.n_blocks) full = s->kv.n_blocks;
     if (full > 0) prefix_cache_insert(e->pc, &e->kv, s->ctx, full, s->kv.blocks);
+    engine_dflash_cache(e, s);
 }
 
 void engine_seq_free(engine *e, seq_state *s) {
