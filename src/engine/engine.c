@@ -231,11 +231,15 @@ int engine_start(engine **out, model *m, const tokenizer *tok, const engine_conf
     }
     if (e->cfg.prefix_cache) {
         int maxb = e->cfg.prefix_cache_blocks > 0 ? e->cfg.prefix_cache_blocks : e->kv.n_blocks;
-        e->pc = prefix_cache_new(e->kv.n_blocks, e->kv.block_size, maxb);
+        e->pc = prefix_cache_new(e->kv.n_blocks, e->kv.block_size, maxb, 0);
         e->kv.pc = e->pc; /* NULL on OOM: runs without */
         if (e->fl_kv.n_blocks) { /* the DFlash drafter's context entries, evicted on demand like the target's */
-            e->fl_pc = prefix_cache_new(e->fl_kv.n_blocks, e->fl_kv.block_size, e->fl_kv.n_blocks);
+            e->fl_pc = prefix_cache_new(e->fl_kv.n_blocks, e->fl_kv.block_size, e->fl_kv.n_blocks, 0);
             e->fl_kv.pc = e->fl_pc;
+        }
+        if (e->mtp_kv.n_blocks) { /* the MTP head's entries: block i also reads token block i + 1 */
+            e->mtp_pc = prefix_cache_new(e->mtp_kv.n_blocks, e->mtp_kv.block_size, e->mtp_kv.n_blocks, 1);
+            e->mtp_kv.pc = e->mtp_pc;
         }
     }
     if (e->mtp_kv.n_blocks || e->dr || e->fl_block || e->cfg.log_requests)
@@ -287,6 +291,7 @@ void engine_stop(engine *e) {
     }
     prefix_cache_free(e->pc);
     drafter_free(e->dr);
+    prefix_cache_free(e->mtp_pc);
     if (e->mtp_kv.n_blocks) kv_cache_free(&e->mtp_kv);
     engine_dflash_stop(e);
     free(e->mtp_ids);

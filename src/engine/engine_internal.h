@@ -137,6 +137,7 @@ struct engine {
     prefix_cache *pc;       /* NULL when disabled */
     drafter *dr;            /* NULL without a draft model */
     kv_cache mtp_kv;        /* the MTP head's entries (n_blocks 0: no head in use) */
+    prefix_cache *mtp_pc;   /* full blocks of its entries from position 1 (lag 1; NULL: no prefix cache) */
     double mtp_ratio;
     atomic_llong src_drafted_n[4], src_accepted_n[4]; /* per source (DRAFT_SRC_*), for /metrics */
     atomic_llong mtp_depth_steps[ENGINE_MAX_DRAFT + 1]; /* verify steps of MTP drafts, by how many were verified */
@@ -211,6 +212,14 @@ void engine_measure_step(engine *e);
  * blocks (engine_cache_blocks). */
 void engine_dflash_attach(engine *e, seq_state *s, int n_found);
 void engine_dflash_cache(engine *e, seq_state *s);
+/* engine_mtp.c: the same for the MTP head, whose entry for position q
+ * reads the hidden state at q - 1: from n_found cached target blocks it
+ * takes n_found - 1 blocks of entries (positions 1 .. 16 (n_found - 1))
+ * and returns how many target blocks the sequence keeps — n_found - 1, so
+ * that the forward recomputes the last block and the hidden states the
+ * next entries need exist — or n_found when the head's cache lacks them. */
+int engine_mtp_attach(engine *e, seq_state *s, int n_found);
+void engine_mtp_cache(engine *e, seq_state *s);
 /* engine_dflash.c: of n DFlash block sizes whose passes cost ratios[i]
  * decode steps, the index of the one whose best step (the best number of
  * its drafts to verify at the prior acceptance, context 0) gives the most

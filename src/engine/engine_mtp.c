@@ -23,6 +23,29 @@ static int mtp_scratch(engine *e, int n) {
     return 0;
 }
 
+int engine_mtp_attach(engine *e, seq_state *s, int n_found) {
+    if (!e->mtp_pc || !s->use_mtp || !s->spec || n_found < 2 || s->mkv.n_blocks) return n_found;
+    int bs = e->mtp_kv.block_size, nb = n_found - 1;
+    int32_t *blocks = malloc((size_t)nb * sizeof *blocks);
+    if (!blocks) return n_found;
+    if (prefix_cache_lookup(e->mtp_pc, &e->mtp_kv, s->ctx, nb, blocks) == nb &&
+        kv_seq_share(&e->mtp_kv, &s->mkv, blocks, nb, nb * bs) == KS_OK) {
+        s->mtp_q0 = 1;
+        s->mtp_next = nb * bs + 1;
+        n_found = nb;
+    }
+    free(blocks);
+    return n_found;
+}
+
+void engine_mtp_cache(engine *e, seq_state *s) {
+    if (!e->mtp_pc || !s->use_mtp || s->mtp_q0 != 1) return;
+    int bs = e->mtp_kv.block_size, full = (s->mtp_next - 1) / bs;
+    if (full > s->mkv.n_blocks) full = s->mkv.n_blocks;
+    if (full > s->n_ctx / bs - 1) full = s->n_ctx / bs - 1; /* block i is keyed through token block i + 1 */
+    if (full > 0) prefix_cache_insert(e->mtp_pc, &e->mtp_kv, s->ctx, full, s->mkv.blocks);
+}
+
 /* Drops a sequence's head entries (preemption, end). */
 void engine_mtp_reset(engine *e, seq_state *s) {
     if (e->mtp_kv.n_blocks) kv_seq_release(&e->mtp_kv, &s->mkv);

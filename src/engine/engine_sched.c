@@ -54,8 +54,10 @@ static void attach_prefix(engine *e, seq_state *s, bool first) {
     if (!blocks) return;
     int found = prefix_cache_lookup(e->pc, &e->kv, s->ctx, n_full, blocks);
     if (found > 0 && kv_seq_share(&e->kv, &s->kv, blocks, found, found * bs) == KS_OK) {
-        s->n_cached = found * bs;
-        engine_dflash_attach(e, s, found);
+        int keep = engine_mtp_attach(e, s, found); /* the head may need the last block recomputed */
+        if (keep < found) kv_seq_truncate(&e->kv, &s->kv, keep * bs);
+        s->n_cached = keep * bs;
+        engine_dflash_attach(e, s, keep);
         if (first) {
             s->n_prompt_cached = s->n_cached;
             atomic_fetch_add(&e->prefix_hit, s->n_cached);

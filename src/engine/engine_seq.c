@@ -20,6 +20,7 @@ void engine_cache_blocks(engine *e, seq_state *s) {
     if (full > s->kv.n_blocks) full = s->kv.n_blocks;
     if (full > 0) prefix_cache_insert(e->pc, &e->kv, s->ctx, full, s->kv.blocks);
     engine_dflash_cache(e, s);
+    engine_mtp_cache(e, s);
 }
 
 void engine_seq_free(engine *e, seq_state *s) {

@@ -17,7 +17,7 @@ typedef struct {
 } pc_block;
 
 struct prefix_cache {
-    int n_pool, bs, max_blocks, n_cached;
+    int n_pool, bs, max_blocks, n_cached, lag;
     int n_idle;              /* cached blocks only the cache holds (refs == 1) */
     pc_block *b;             /* (n_pool) */
     int32_t *tokens;         /* (n_pool, bs) */
@@ -30,9 +30,10 @@ static uint64_t chain_key(uint64_t parent, const int32_t *toks, int bs) {
     return XXH64(toks, (size_t)bs * sizeof *toks, parent) | 1; /* never 0 */
 }
 
-prefix_cache *prefix_cache_new(int n_pool_blocks, int block_size, int max_blocks) {
+prefix_cache *prefix_cache_new(int n_pool_blocks, int block_size, int max_blocks, int lag) {
     prefix_cache *pc = calloc(1, sizeof *pc);
     if (!pc) return NULL;
+    pc->lag = lag;
     pc->n_pool = n_pool_blocks;
     pc->bs = block_size;
     pc->max_blocks = max_blocks < n_pool_blocks ? max_blocks : n_pool_blocks;
@@ -110,10 +111,18 @@ static void lru_push_front(prefix_cache *pc, int id) {
     if (pc->tail < 0) pc->tail = id;
 }
 
+/* the chain key through the first `lag` token blocks (the parent of block 0) */
+static uint64_t lag_key(const prefix_cache *pc, const int32_t *tokens) {
+    uint64_t key = 0;
+    for (int i = 0; i < pc->lag; i++) key = chain_key(key, tokens + (size_t)i * pc->bs, pc->bs);
+    return key;
+}
+
 int prefix_cache_lookup(prefix_cache *pc, kv_cache *kv, const int32_t *tokens, int n_blocks, int32_t *out) {
     (void)kv;
-    uint64_t parent = 0;
+    uint64_t parent = lag_key(pc, tokens);
     int found = 0;
+    tokens += (size_t)pc->lag * pc->bs;
     for (int i = 0; i < n_blocks; i++) {
         const int32_t *t = tokens + (size_t)i * pc->bs;
         uint64_t key = chain_key(parent, t, pc->bs);
@@ -158,7 +167,8 @@ int prefix_cache_evict(prefix_cache *pc, kv_cache *kv, int need) {
 int prefix_cache_idle(const prefix_cache *pc) { return pc->n_idle; }
 
 void prefix_cache_insert(prefix_cache *pc, kv_cache *kv, const int32_t *tokens, int n_blocks, const int32_t *blocks) {
-    uint64_t parent = 0;
+    uint64_t parent = lag_key(pc, tokens);
+    tokens += (size_t)pc->lag * pc->bs;
     for (int i = 0; i < n_blocks; i++) {
         const int32_t *t = tokens + (size_t)i * pc->bs;
         uint64_t key = chain_key(parent, t, pc->bs);

@@ -17,8 +17,12 @@
 typedef struct kv_cache kv_cache;
 typedef struct prefix_cache prefix_cache;
 
-/* max_blocks: most blocks kept (<= the pool). */
-prefix_cache *prefix_cache_new(int n_pool_blocks, int block_size, int max_blocks);
+/* max_blocks: most blocks kept (<= the pool). lag: block i is keyed by the
+ * chain through token block i + lag (0 for KV; 1 for entries whose block i
+ * also depends on the first token of block i + 1, as the MTP head's, whose
+ * entry for position q reads the hidden state at q - 1), so lookups and
+ * inserts take tokens for n_blocks + lag blocks. */
+prefix_cache *prefix_cache_new(int n_pool_blocks, int block_size, int max_blocks, int lag);
 void prefix_cache_free(prefix_cache *pc);
 /* Leading full blocks of tokens[0..n_blocks*bs) present in the cache, at
  * most n_blocks; their ids go to out (the caller takes references). */

@@ -17,7 +17,7 @@ TEST(test_prefix_cache_chain_lru_refcounts) {
     CHECK(backend_cpu_new(&be, 1) == 0);
     kv_cache kv;
     CHECK(kv_cache_init(&kv, be, 1, 4, 4, 8) == 0); /* 8 blocks of 4 tokens */
-    prefix_cache *pc = prefix_cache_new(8, 4, 3);   /* keeps at most 3 */
+    prefix_cache *pc = prefix_cache_new(8, 4, 3, 0);   /* keeps at most 3 */
     kv.pc = pc;
     int32_t toks[16];
     for (int i = 0; i < 16; i++) toks[i] = 100 + i;
