@@ -95,6 +95,8 @@ expect "unsupported tokenizer model" "tokenizer\.json.*WordPiece" "$KESTREL" run
 expect "missing model directory" "nonexistent" "$KESTREL" run "$work/nonexistent" -p abc
 expect "bad -n value" "-n" "$KESTREL" run "$work/good" -p abc -n lots
 expect "unknown option" "--frobnicate" "$KESTREL" run "$work/good" -p abc --frobnicate
+expect "unknown KV type" "--kv-type f16: expected bf16 or f32" "$KESTREL" run "$work/good" -p abc --kv-type f16 --device cpu
+expect "KV type without a value" "--kv-type needs a value" "$KESTREL" run "$work/good" -p abc --kv-type
 expect "tokenize: missing file" "nope" "$KESTREL" tokenize "$work/nope/tokenizer.json" "hi"
 
 # a DFlash drafter that does not fit the model: refused with one line naming it

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # run_reference.sh — `kestrel run MODEL -p PROMPT -n 48 --temp 0` prints exactly
 # greedy_text of ../shared/models/tinycoder/reference/greedy.json (transformers,
-# float32) for each of its 5 prompts; `-p -` (stdin) gives the same text.
+# float32) for each of its 5 prompts, with the default bf16 KV cache and with
+# `--kv-type f32`; `-p -` (stdin) gives the same text.
 set -uo pipefail
 KESTREL=${KESTREL:-build/kestrel}
 cd "$(dirname "$0")/../.."
@@ -26,9 +27,11 @@ for p in "$work"/prompt*; do
     else
         n=$((n+1))
     fi
+    "$KESTREL" run "$SHARED/models/tinycoder" -p "$prompt" -n 48 --temp 0 --kv-type f32 > "$work/f32$i" 2>/dev/null
+    cmp -s "$work/f32$i" "$work/want$i" || { echo "    FAIL prompt $i: --kv-type f32 output differs"; fail=1; }
     "$KESTREL" run "$SHARED/models/tinycoder" -p - -n 48 --temp 0 < "$p" > "$work/stdin$i" 2>/dev/null
     cmp -s "$work/stdin$i" "$work/want$i" || { echo "    FAIL prompt $i: -p - (stdin) output differs"; fail=1; }
     grep -q "decode 48 tokens" "$work/err$i" || { echo "    FAIL prompt $i: stderr lacks the speed line"; cat "$work/err$i"; fail=1; }
 done
-echo "    run_reference: $n of 5 prompts reproduce greedy_text exactly (48 tokens each)"
+echo "    run_reference: $n of 5 prompts reproduce greedy_text exactly (48 tokens each; bf16 and f32 KV)"
 exit $fail
