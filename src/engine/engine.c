@@ -291,7 +291,8 @@ void engine_stop(engine *e) {
     }
     prefix_cache_free(e->pc);
     drafter_free(e->dr);
-    prefix_cache_free(e->mtp_pc);
+    prefix_cache_free(e->mtp_pc); /* the proposers' caches, before their pools */
+    prefix_cache_free(e->fl_pc);
     if (e->mtp_kv.n_blocks) kv_cache_free(&e->mtp_kv);
     engine_dflash_stop(e);
     free(e->mtp_ids);

@@ -80,11 +80,13 @@ int engine_dflash_start(engine *e) {
     if (b < 2) b = 2;
     int rc = dflash_kv_init(d, &e->fl_kv, e->cfg.kv_tokens + e->cfg.max_concurrent * b);
     if (rc) return rc;
-    int blocks[8], n = 0;
-    double ratios[8];
-    for (int bb = b; n < 8 && (n == 0 || (e->cfg.dflash_block <= 0 && bb >= 4)); bb /= 2, n++) {
-        e->fl_block = blocks[n] = bb;
-        ratios[n] = measure_ratio(e);
+    int blocks[4] = {b}, n = 1; /* b <= ENGINE_MAX_DRAFT (16): its halves down to 4 are at most 2 more */
+    if (e->cfg.dflash_block <= 0)
+        for (int h = b / 2; h >= 4 && n < 4; h /= 2) blocks[n++] = h;
+    double ratios[4];
+    for (int i = 0; i < n; i++) {
+        e->fl_block = blocks[i];
+        ratios[i] = measure_ratio(e);
     }
     int i = engine_dflash_pick_block(e, blocks, ratios, n);
     e->fl_block = blocks[i];
@@ -93,8 +95,6 @@ int engine_dflash_start(engine *e) {
 }
 
 void engine_dflash_stop(engine *e) {
-    prefix_cache_free(e->fl_pc);
-    e->fl_pc = NULL;
     if (e->fl_kv.n_blocks) kv_cache_free(&e->fl_kv);
     int32_t *arrs[9] = {e->fl_idx, e->fl_pos, e->fl_seq, e->fl_row, e->fl_last, e->fl_rope0, e->fl_entry0, e->fl_of,
                         e->fl_drafts};
@@ -105,16 +105,11 @@ void engine_dflash_stop(engine *e) {
  * its uncached tail only: on the H200 a 322-token code prompt had 90 of 253
  * drafts accepted cold, 2 of 42 cached (bench/results/2026-12-01-h200-real-dflash-diag-daa4bba.txt). */
 void engine_dflash_attach(engine *e, seq_state *s, int n_found) {
-    if (!e->fl_pc || !s->use_dflash || !s->spec || n_found <= 0 || s->fkv.n_blocks) return;
-    int32_t *blocks = malloc((size_t)n_found * sizeof *blocks);
-    if (!blocks) return;
-    int bs = e->fl_kv.block_size;
-    if (prefix_cache_lookup(e->fl_pc, &e->fl_kv, s->ctx, n_found, blocks) == n_found &&
-        kv_seq_share(&e->fl_kv, &s->fkv, blocks, n_found, n_found * bs) == KS_OK) {
+    if (!e->fl_pc || !s->use_dflash || !s->spec || s->fkv.n_blocks) return;
+    if (prefix_cache_share(e->fl_pc, &e->fl_kv, &s->fkv, s->ctx, n_found, 1)) {
         s->fl_q0 = 0;
-        s->fl_next = n_found * bs;
+        s->fl_next = n_found * e->fl_kv.block_size;
     }
-    free(blocks);
 }
 
 void engine_dflash_cache(engine *e, seq_state *s) {

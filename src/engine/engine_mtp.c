@@ -25,17 +25,11 @@ static int mtp_scratch(engine *e, int n) {
 
 int engine_mtp_attach(engine *e, seq_state *s, int n_found) {
     if (!e->mtp_pc || !s->use_mtp || !s->spec || n_found < 2 || s->mkv.n_blocks) return n_found;
-    int bs = e->mtp_kv.block_size, nb = n_found - 1;
-    int32_t *blocks = malloc((size_t)nb * sizeof *blocks);
-    if (!blocks) return n_found;
-    if (prefix_cache_lookup(e->mtp_pc, &e->mtp_kv, s->ctx, nb, blocks) == nb &&
-        kv_seq_share(&e->mtp_kv, &s->mkv, blocks, nb, nb * bs) == KS_OK) {
-        s->mtp_q0 = 1;
-        s->mtp_next = nb * bs + 1;
-        n_found = nb;
-    }
-    free(blocks);
-    return n_found;
+    int nb = n_found - 1;
+    if (!prefix_cache_share(e->mtp_pc, &e->mtp_kv, &s->mkv, s->ctx, nb, 1)) return n_found;
+    s->mtp_q0 = 1;
+    s->mtp_next = nb * e->mtp_kv.block_size + 1;
+    return nb;
 }
 
 void engine_mtp_cache(engine *e, seq_state *s) {

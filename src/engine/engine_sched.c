@@ -49,11 +49,8 @@ static void attach_prefix(engine *e, seq_state *s, bool first) {
     if (!e->pc || s->n_cached || s->kv.n_blocks) return;
     int bs = e->kv.block_size, n_full = (s->n_ctx - 1) / bs;
     if (first) atomic_fetch_add(&e->prefix_lookup, s->n_ctx);
-    if (n_full <= 0) return;
-    int32_t *blocks = malloc((size_t)n_full * sizeof *blocks);
-    if (!blocks) return;
-    int found = prefix_cache_lookup(e->pc, &e->kv, s->ctx, n_full, blocks);
-    if (found > 0 && kv_seq_share(&e->kv, &s->kv, blocks, found, found * bs) == KS_OK) {
+    int found = prefix_cache_share(e->pc, &e->kv, &s->kv, s->ctx, n_full, 0);
+    if (found > 0) {
         int keep = engine_mtp_attach(e, s, found); /* the head may need the last block recomputed */
         if (keep < found) kv_seq_truncate(&e->kv, &s->kv, keep * bs);
         s->n_cached = keep * bs;
@@ -63,7 +60,6 @@ static void attach_prefix(engine *e, seq_state *s, bool first) {
             atomic_fetch_add(&e->prefix_hit, s->n_cached);
         }
     }
-    free(blocks);
 }
 
 /* Admits preempted sequences first, then waiting requests, while there is

@@ -8,6 +8,7 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "base/err.h"
 #include "kv/kv_cache.h"
 
 typedef struct {
@@ -135,6 +136,17 @@ int prefix_cache_lookup(prefix_cache *pc, kv_cache *kv, const int32_t *tokens, i
         lru_push_front(pc, id);
         parent = key;
     }
+    return found;
+}
+
+int prefix_cache_share(prefix_cache *pc, kv_cache *kv, kv_seq *s, const int32_t *tokens, int n_blocks, int all) {
+    if (n_blocks <= 0) return 0;
+    int32_t *blocks = malloc((size_t)n_blocks * sizeof *blocks);
+    if (!blocks) return 0;
+    int found = prefix_cache_lookup(pc, kv, tokens, n_blocks, blocks);
+    if ((all && found < n_blocks) || (found > 0 && kv_seq_share(kv, s, blocks, found, found * pc->bs) != KS_OK))
+        found = 0;
+    free(blocks);
     return found;
 }
 

@@ -14,7 +14,8 @@
 
 #include <stdint.h>
 
-typedef struct kv_cache kv_cache;
+#include "kv/kv_cache.h"
+
 typedef struct prefix_cache prefix_cache;
 
 /* max_blocks: most blocks kept (<= the pool). lag: block i is keyed by the
@@ -27,6 +28,11 @@ void prefix_cache_free(prefix_cache *pc);
 /* Leading full blocks of tokens[0..n_blocks*bs) present in the cache, at
  * most n_blocks; their ids go to out (the caller takes references). */
 int prefix_cache_lookup(prefix_cache *pc, kv_cache *kv, const int32_t *tokens, int n_blocks, int32_t *out);
+/* Starts the empty sequence s (of kv) on the leading cached blocks of
+ * tokens, at most n_blocks, taking a reference on each: lookup, then
+ * kv_seq_share. With all, only when every one of the n_blocks is cached.
+ * Returns the blocks shared (0: none, s untouched). */
+int prefix_cache_share(prefix_cache *pc, kv_cache *kv, kv_seq *s, const int32_t *tokens, int n_blocks, int all);
 /* Offers the full blocks of a sequence (blocks[i] holds tokens [i*bs,
  * (i+1)*bs) with valid KV); new ones are kept (the cache takes a reference). */
 void prefix_cache_insert(prefix_cache *pc, kv_cache *kv, const int32_t *tokens, int n_blocks, const int32_t *blocks);
