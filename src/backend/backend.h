@@ -63,6 +63,9 @@ typedef struct {
 
 #define BK_PROMPT_TILE 64
 
+/* matmul_fused's modes */
+enum { BK_MM_PLAIN = 0, BK_MM_ADD = 1, BK_MM_SWIGLU = 2 };
+
 typedef struct backend_ops {
     const char *name;
     void *(*buf_alloc)(backend *be, size_t bytes);
@@ -116,6 +119,18 @@ typedef struct backend_ops {
      * applies the SiLU in the matvec's epilogue where it can). Decode rows
      * only: prompt rows take matmul_prompt and silu_mul. */
     void (*matmul_swiglu)(backend *be, float *out, float *scratch, const float *in, const bk_weight *w, int n);
+    /* Optional (NULL: the model runs rmsnorm, matmul, add and matmul_swiglu
+     * apart, as the CPU does): a decode rows' matmul with its neighbours
+     * folded in, so the norm and the residual add cost no pass of their own.
+     * norm != NULL: the input rows are RMSNorm(in) * norm (eps) first;
+     * mode BK_MM_ADD: out (n, w.rows) += the product (the residual add after
+     * the o and down projections); BK_MM_SWIGLU: out (n, w.rows/2) =
+     * silu(gate) * up of it, as matmul_swiglu. Within rounding of the
+     * separate ops (CUDA scales the product of in * norm by each row's
+     * 1 / rms); a row's bits never depend on n. Prompt rows take the
+     * separate ops (matmul_prompt). */
+    void (*matmul_fused)(backend *be, float *out, const float *in, const bk_weight *norm, float eps,
+                         const bk_weight *w, const bk_weight *bias, int n, int mode);
     /* x += y, n floats */
     void (*add)(backend *be, float *x, const float *y, size_t n);
     /* add then rmsnorm in one pass: x += y over n rows of dim floats, then
@@ -168,6 +183,9 @@ struct backend {
      * this format, and only kv_store, qk_norm_rope (storing K/V) and
      * attention read or write them. */
     int kv_elem_bytes;
+    /* the kv_elem_bytes values this backend's kernels serve, as bits
+     * (1 << bytes): backend_set_kv_type refuses the others */
+    unsigned kv_elem_choices;
 };
 
 typedef enum { BACKEND_CPU = 0, BACKEND_CUDA } backend_kind;

@@ -39,13 +39,12 @@ int backend_new(backend **out, const char *device, int n_threads) {
 }
 
 int backend_set_kv_type(backend *be, const char *type) {
-    if (!strcmp(type, "bf16")) {
-        be->kv_elem_bytes = 2;
-        return KS_OK;
-    }
-    if (strcmp(type, "f32")) return err_set(KS_EINVAL, "--kv-type %s: expected bf16 or f32", type);
-    if (strcmp(be->ops->name, "cpu")) return err_set(KS_EUNSUPPORTED, "--kv-type f32: the %s backend keeps its KV cache in bf16 only", be->ops->name);
-    be->kv_elem_bytes = 4;
+    int bytes = !strcmp(type, "bf16") ? 2 : !strcmp(type, "f32") ? 4 : 0;
+    if (!bytes) return err_set(KS_EINVAL, "--kv-type %s: expected bf16 or f32", type);
+    if (!(be->kv_elem_choices & 1u << bytes))
+        return err_set(KS_EUNSUPPORTED, "--kv-type %s: the %s backend keeps its KV cache in bf16 only", type,
+                       be->ops->name);
+    be->kv_elem_bytes = bytes;
     return KS_OK;
 }
 

@@ -189,6 +189,24 @@ static void *engine_main(void *v) {
     return NULL;
 }
 
+/* Everything engine_start made once the target's KV exists (the thread,
+ * mutex and condition apart): engine_stop's end and engine_start's error
+ * paths. */
+static void engine_release(engine *e) {
+    prefix_cache_free(e->pc);
+    drafter_free(e->dr);
+    prefix_cache_free(e->mtp_pc); /* the proposers' caches, before their pools */
+    prefix_cache_free(e->fl_pc);
+    if (e->mtp_kv.n_blocks) kv_cache_free(&e->mtp_kv);
+    engine_dflash_stop(e);
+    free(e->mtp_ids);
+    free(e->mtp_tok); free(e->mtp_idx); free(e->mtp_pos); free(e->mtp_hid); free(e->mtp_seq); free(e->mtp_rows);
+    kv_cache_free(&e->kv);
+    free(e->active); free(e->preempted); free(e->raw); free(e->logits);
+    free(e->b_tok); free(e->b_pos); free(e->b_seq); free(e->b_rows); free(e->b_ids);
+    free(e);
+}
+
 int engine_start(engine **out, model *m, const tokenizer *tok, const engine_config *cfg) {
     engine *e = calloc(1, sizeof *e);
     if (!e) return err_set(KS_ENOMEM, "engine: out of memory");
@@ -224,9 +242,7 @@ int engine_start(engine **out, model *m, const tokenizer *tok, const engine_conf
             e->dr_ratio = engine_measure_drafter(e);
     }
     if (e->cfg.dflash && (rc = engine_dflash_start(e))) {
-        engine_dflash_stop(e);
-        kv_cache_free(&e->kv);
-        free(e);
+        engine_release(e);
         return rc;
     }
     if (e->cfg.prefix_cache) {
@@ -253,16 +269,16 @@ int engine_start(engine **out, model *m, const tokenizer *tok, const engine_conf
     e->preempted = calloc((size_t)e->cfg.max_concurrent, sizeof *e->preempted);
     e->raw = malloc((size_t)m->cfg.vocab_size * sizeof(float));
     if (!e->active || !e->preempted || !e->raw) {
-        kv_cache_free(&e->kv);
-        free(e->active); free(e->preempted); free(e->raw); free(e);
+        engine_release(e);
         return err_set(KS_ENOMEM, "engine: out of memory");
     }
     pthread_mutex_init(&e->mu, NULL);
     pthread_cond_init(&e->cv, NULL);
     atomic_store(&e->stat_kv_free, kv_free_blocks(&e->kv));
     if (pthread_create(&e->th, NULL, engine_main, e) != 0) {
-        kv_cache_free(&e->kv);
-        free(e->active); free(e->preempted); free(e->raw); free(e);
+        pthread_mutex_destroy(&e->mu);
+        pthread_cond_destroy(&e->cv);
+        engine_release(e);
         return err_set(KS_ENOMEM, "engine: cannot start thread");
     }
     *out = e;
@@ -289,20 +305,9 @@ void engine_stop(engine *e) {
         engine_push_error(r, "server shutting down");
         engine_req_release(r);
     }
-    prefix_cache_free(e->pc);
-    drafter_free(e->dr);
-    prefix_cache_free(e->mtp_pc); /* the proposers' caches, before their pools */
-    prefix_cache_free(e->fl_pc);
-    if (e->mtp_kv.n_blocks) kv_cache_free(&e->mtp_kv);
-    engine_dflash_stop(e);
-    free(e->mtp_ids);
-    free(e->mtp_tok); free(e->mtp_idx); free(e->mtp_pos); free(e->mtp_hid); free(e->mtp_seq); free(e->mtp_rows);
-    kv_cache_free(&e->kv);
     pthread_mutex_destroy(&e->mu);
     pthread_cond_destroy(&e->cv);
-    free(e->active); free(e->preempted); free(e->raw); free(e->logits);
-    free(e->b_tok); free(e->b_pos); free(e->b_seq); free(e->b_rows); free(e->b_ids);
-    free(e);
+    engine_release(e);
 }
 
 int engine_ctx_size(const engine *e) { return e->cfg.ctx_size; }

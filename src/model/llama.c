@@ -281,15 +281,80 @@ static void mm(backend *be, float *out, const float *in, const bk_weight *w, con
     }
 }
 
+/* out (n, w.rows) = RMSNorm(in; g) @ w^T for decode rows: in one op where
+ * the backend folds the norm into the matmul, else the norm into m->xn
+ * first (in may be m->xn). */
+void model_norm_matmul(model *m, float *out, const float *in, const bk_weight *g, const bk_weight *w,
+                       const bk_weight *bias, int n) {
+    backend *be = m->be;
+    const backend_ops *op = be->ops;
+    float eps = m->cfg.rms_norm_eps;
+    int k = (int)w->cols;
+    if (op->matmul_fused) {
+        op->matmul_fused(be, out, in, g, eps, w, bias, n, BK_MM_PLAIN);
+        return;
+    }
+    op->rmsnorm(be, m->xn, k, in, k, g, n, 1, k, eps);
+    op->matmul(be, out, m->xn, w, bias, n);
+}
+
+/* The layer on a backend that folds norms and residual adds into its
+ * matmuls (matmul_fused): five matmul-class ops and no norm or add of their
+ * own for decode rows; prompt rows [0, np) take the bulk path with the norm
+ * and the add apart (m->xn their scratch). */
+static void layer_fused(model *m, const model_layer *L, void *k_cache, void *v_cache, const bk_attn_batch *ab,
+                        const int32_t *rope_pos, int n) {
+    backend *be = m->be;
+    const backend_ops *op = be->ops;
+    const model_config *c = &m->cfg;
+    int H = c->hidden_size, hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
+    int qkv_dim = (nh + 2 * nkv) * hd, I = c->intermediate_size, ad = nh * hd, np = ab->n_prompt, nd = n - np;
+    float eps = c->rms_norm_eps;
+    const bk_weight *bqkv = c->attention_bias ? &L->bqkv : NULL;
+    if (np) {
+        op->rmsnorm(be, m->xn, H, m->x, H, &L->attn_norm, np, 1, H, eps);
+        op->matmul_prompt(be, m->qkv, m->xn, &L->wqkv, bqkv, np);
+    }
+    if (nd) op->matmul_fused(be, m->qkv + (size_t)np * qkv_dim, m->x + (size_t)np * H, &L->attn_norm, eps, &L->wqkv,
+                             bqkv, nd, BK_MM_PLAIN);
+    op->qk_norm_rope(be, m->qkv, qkv_dim, n, nh, nkv, hd, c->qk_norm ? &L->q_norm : NULL,
+                     c->qk_norm ? &L->k_norm : NULL, eps, rope_pos, m->inv_freq, k_cache, v_cache, ab);
+    op->attention(be, m->attn, m->qkv, qkv_dim, k_cache, v_cache, ab, nh, nkv, hd, 1.0f / sqrtf((float)hd));
+    if (np) {
+        op->matmul_prompt(be, m->xn, m->attn, &L->wo, NULL, np);
+        op->add(be, m->x, m->xn, (size_t)np * H);
+        op->rmsnorm(be, m->xn, H, m->x, H, &L->ffn_norm, np, 1, H, eps);
+        op->matmul_prompt(be, m->gu, m->xn, &L->w_gate_up, NULL, np);
+        op->silu_mul(be, m->act, m->gu, np, I);
+    }
+    if (nd) {
+        op->matmul_fused(be, m->x + (size_t)np * H, m->attn + (size_t)np * ad, NULL, 0, &L->wo, NULL, nd, BK_MM_ADD);
+        op->matmul_fused(be, m->act + (size_t)np * I, m->x + (size_t)np * H, &L->ffn_norm, eps, &L->w_gate_up, NULL,
+                         nd, BK_MM_SWIGLU);
+    }
+    if (np) {
+        op->matmul_prompt(be, m->xn, m->act, &L->w_down, NULL, np);
+        op->add(be, m->x, m->xn, (size_t)np * H);
+    }
+    if (nd) op->matmul_fused(be, m->x + (size_t)np * H, m->act + (size_t)np * I, NULL, 0, &L->w_down, NULL, nd,
+                             BK_MM_ADD);
+}
+
 /* One decoder layer over the n rows of m->x (in place), with the KV cache
- * (k_cache, v_cache) of that layer. Shared by the target and the MTP head. */
-void model_layer_forward(model *m, const model_layer *L, void *k_cache, void *v_cache, const bk_attn_batch *ab,
+ * (k_cache, v_cache) of that layer. Shared by the target, the MTP head and
+ * the DFlash drafter. */
+bool model_layer_forward(model *m, const model_layer *L, void *k_cache, void *v_cache, const bk_attn_batch *ab,
                          const int32_t *rope_pos, int n, bool normed, const bk_weight *next_norm, float *next_out) {
     backend *be = m->be;
     const backend_ops *op = be->ops;
     const model_config *c = &m->cfg;
     int H = c->hidden_size, hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
     int qkv_dim = (nh + 2 * nkv) * hd, I = c->intermediate_size;
+    if (op->matmul_fused && !normed) {
+        layer_fused(m, L, k_cache, v_cache, ab, rope_pos, n);
+        if (next_norm && next_out) op->rmsnorm(be, next_out, H, m->x, H, next_norm, n, 1, H, c->rms_norm_eps);
+        return false; /* the next layer norms its own input */
+    }
     float scale = 1.0f / sqrtf((float)hd);
     if (!normed) op->rmsnorm(be, m->xn, H, m->x, H, &L->attn_norm, n, 1, H, c->rms_norm_eps);
     int np = ab->n_prompt;
@@ -307,6 +372,16 @@ void model_layer_forward(model *m, const model_layer *L, void *k_cache, void *v_
     mm(be, m->xn, m->act, &L->w_down, NULL, n, np);
     if (next_norm) op->add_rmsnorm(be, m->x, m->xn, next_out ? next_out : m->xn, next_norm, n, H, c->rms_norm_eps);
     else op->add(be, m->x, m->xn, (size_t)n * H);
+    return next_norm && !next_out;
+}
+
+/* logits (n_logits, vocab) in m->logits_dev = lm_head(RMSNorm(src rows
+ * m->d_rows; g)): the target without an MTP head and the DFlash drafter */
+void model_head_logits(model *m, const float *src, const bk_weight *g, int n_logits) {
+    backend *be = m->be;
+    be->ops->gather_rows(be, m->xn, src, m->d_rows, n_logits, m->cfg.hidden_size);
+    if (g) model_norm_matmul(m, m->logits_dev, m->xn, g, &m->lm_head, NULL, n_logits);
+    else be->ops->matmul(be, m->logits_dev, m->xn, &m->lm_head, NULL, n_logits);
 }
 
 /* The op sequence of one forward (everything after the uploads). With an MTP
@@ -317,24 +392,21 @@ static void run_layers(model *m, kv_cache *kv, const bk_attn_batch *ab, int n, i
     const model_config *c = &m->cfg;
     int H = c->hidden_size;
     op->embed(be, m->x, &m->embed, m->d_tokens, n);
+    bool normed = false;
     for (int l = 0; l < c->n_layers; l++) {
-        /* each layer's final residual add also norms the next layer's input */
-        model_layer_forward(m, &m->layers[l], kv->k[l], kv->v[l], ab, m->d_pos, n, l > 0,
-                            l + 1 < c->n_layers ? &m->layers[l + 1].attn_norm : NULL, NULL);
+        /* each layer's final residual add also norms the next layer's input
+         * (unless the next layer's matmul folds its own norm) */
+        normed = model_layer_forward(m, &m->layers[l], kv->k[l], kv->v[l], ab, m->d_pos, n, normed,
+                                     l + 1 < c->n_layers ? &m->layers[l + 1].attn_norm : NULL, NULL);
         for (int j = 0; features && j < m->n_feat; j++)
             if (m->feat_layer[j] == l)
                 op->gather_rows(be, m->feat + (size_t)j * m->cap_tokens * H, m->x, m->d_iota, n, H);
     }
     if (m->mtp) {
         op->rmsnorm(be, m->hid, H, m->x, H, &m->final_norm, n, 1, H, c->rms_norm_eps);
-        if (n_logits > 0) {
-            op->gather_rows(be, m->xn, m->hid, m->d_rows, n_logits, H);
-            op->matmul(be, m->logits_dev, m->xn, &m->lm_head, NULL, n_logits);
-        }
+        if (n_logits > 0) model_head_logits(m, m->hid, NULL, n_logits);
     } else if (n_logits > 0) {
-        op->gather_rows(be, m->xn, m->x, m->d_rows, n_logits, H);
-        op->rmsnorm(be, m->xn, H, m->xn, H, &m->final_norm, n_logits, 1, H, c->rms_norm_eps);
-        op->matmul(be, m->logits_dev, m->xn, &m->lm_head, NULL, n_logits);
+        model_head_logits(m, m->x, &m->final_norm, n_logits);
     }
 }
 

@@ -69,8 +69,7 @@ static void mtp_ops(model *m, const void *ctx) {
     model_layer_forward(m, &m->mtp->layer, x->mkv->k[0], x->mkv->v[0], x->ab, m->d_mtp_pos, n, false, &m->mtp->norm,
                         m->mtp_hid);
     if (x->n_logits <= 0) return;
-    op->gather_rows(be, m->xn, m->mtp_hid, m->d_rows, x->n_logits, H);
-    op->matmul(be, m->logits_dev, m->xn, &m->lm_head, NULL, x->n_logits);
+    model_head_logits(m, m->mtp_hid, NULL, x->n_logits);
     op->argmax(be, x->ids, m->logits_dev, x->n_logits, c->vocab_size);
 }
 

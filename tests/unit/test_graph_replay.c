@@ -5,7 +5,9 @@
  * included), buffers by address, and a launch replays them. Greedy output
  * through the engine (the target forward, the MTP head's passes, DFlash's
  * context and block passes, all replayed from recordings) must equal the
- * plain CPU's, and graphs must really have been recorded and replayed. This
+ * plain CPU's, and graphs must really have been recorded and replayed. It
+ * has matmul_fused (the CPU's separate ops behind it), so the model runs
+ * the layer sequence CUDA runs, norms and adds folded into matmuls. This
  * catches a recording keyed on too little (a host-side value that changes
  * between calls with one key) or a buffer that moves under a recording.
  * Every second eager forward advances the backend's epoch, as the CUDA
@@ -22,7 +24,7 @@
 
 typedef enum {
     R_EMBED, R_RMSNORM, R_MATMUL, R_ROPE, R_KV_STORE, R_ATTN, R_SILU, R_ADD, R_ADD_NORM, R_QK_NORM_ROPE, R_GATHER, R_MTP_INPUT,
-    R_ARGMAX, R_SWIGLU
+    R_ARGMAX, R_SWIGLU, R_FUSED
 } rec_kind;
 
 typedef struct {
@@ -50,6 +52,7 @@ typedef struct {
     backend *cpu;
     rec_graph *cur; /* capturing into this, or NULL */
     int recorded, launched;
+    long fused; /* matmul_fused calls (the fused layer sequence was taken) */
     int eager, epoch, refused; /* forwards run eagerly; the epoch; launches refused as stale */
 } rec_state;
 
@@ -80,6 +83,28 @@ static bk_attn_batch cap_ab(const bk_attn_batch *ab) {
     return a;
 }
 
+/* matmul_fused as the CPU's separate ops (the CPU has no fused form): the
+ * model takes its fused layer sequence, as on CUDA, and its output must
+ * still be the plain CPU's */
+static void run_fused(backend *c, const rec_op *o) {
+    const backend_ops *op = c->ops;
+    int n = o->i[0], mode = o->i[1], k = (int)o->w->cols, rows = (int)o->w->rows;
+    const float *in = o->in;
+    float *xn = NULL, *y = malloc((size_t)n * rows * 4);
+    if (o->w2) {
+        xn = malloc((size_t)n * k * 4);
+        op->rmsnorm(c, xn, k, in, k, o->w2, n, 1, k, o->f);
+        in = xn;
+    }
+    if (mode == BK_MM_SWIGLU) op->matmul_swiglu(c, o->out, y, in, o->w, n);
+    else if (mode == BK_MM_ADD) {
+        op->matmul(c, y, in, o->w, o->w3, n);
+        op->add(c, o->out, y, (size_t)n * rows);
+    } else op->matmul(c, o->out, in, o->w, o->w3, n);
+    free(xn);
+    free(y);
+}
+
 static void run_op(backend *be, const rec_op *o) {
     backend *c = cpu(be);
     const backend_ops *op = c->ops;
@@ -105,6 +130,7 @@ static void run_op(backend *be, const rec_op *o) {
     case R_GATHER: op->gather_rows(c, o->out, o->in, o->ids, o->i[0], o->i[1]); break;
     case R_MTP_INPUT: op->mtp_input(c, o->out, o->w, o->ids, o->in, o->iout, o->w2, o->w3, o->i[0], o->i[1], o->f); break;
     case R_ARGMAX: op->argmax(c, o->iout, o->in, o->i[0], o->i[1]); break;
+    case R_FUSED: run_fused(c, o); break;
     }
 }
 
@@ -140,6 +166,11 @@ static void r_silu(backend *be, float *out, const float *gu, int n, int dim) {
 }
 static void r_swiglu(backend *be, float *out, float *scratch, const float *in, const bk_weight *w, int n) {
     DO(.k = R_SWIGLU, .out = out, .out2 = scratch, .in = in, .w = w, .i = {n});
+}
+static void r_fused(backend *be, float *out, const float *in, const bk_weight *norm, float eps, const bk_weight *w,
+                    const bk_weight *bias, int n, int mode) {
+    st(be)->fused++;
+    DO(.k = R_FUSED, .out = out, .in = in, .w = w, .w2 = norm, .w3 = bias, .i = {n, mode}, .f = eps);
 }
 static void r_add(backend *be, float *x, const float *y, size_t n) { DO(.k = R_ADD, .out = x, .in = y, .z = n); }
 static void r_add_norm(backend *be, float *x, const float *y, float *out, const bk_weight *w, int n, int dim,
@@ -211,7 +242,8 @@ static void r_free(backend *be) {
 static const backend_ops rec_ops = {
     .name = "recording", .buf_alloc = r_alloc, .buf_free = r_buf_free, .buf_upload = r_up, .buf_download = r_down,
     .weight_init = r_winit, .weight_release = r_wrel, .embed = r_embed, .rmsnorm = r_rmsnorm, .matmul = r_matmul,
-    .rope = r_rope, .kv_store = r_kv_store, .attention = r_attention, .silu_mul = r_silu, .matmul_swiglu = r_swiglu, .add = r_add,
+    .rope = r_rope, .kv_store = r_kv_store, .attention = r_attention, .silu_mul = r_silu, .matmul_swiglu = r_swiglu,
+    .matmul_fused = r_fused, .add = r_add,
     .add_rmsnorm = r_add_norm, .qk_norm_rope = r_qk_norm_rope,
     .gather_rows = r_gather, .mtp_input = r_mtp_input, .argmax = r_argmax, .graph_begin = r_graph_begin, .graph_end = r_graph_end, .graph_launch = r_graph_launch,
     .graph_free = r_graph_free, .free = r_free};
@@ -227,6 +259,7 @@ static backend *rec_backend_new(void) {
     be->ops = &rec_ops;
     be->impl = s;
     be->kv_elem_bytes = s->cpu->kv_elem_bytes;
+    be->kv_elem_choices = s->cpu->kv_elem_choices;
     return be;
 }
 
@@ -313,6 +346,7 @@ TEST(test_graph_replay_matches_direct) {
         }
         CHECK_EQ_INT(acc_a, acc_b); /* the drafts themselves were the same */
         CHECK(s->recorded > 0 && s->launched > s->recorded);
+        CHECK(s->fused > 0);
         if (v > 0) CHECK(s->refused > 0); /* plain decoding runs nothing eagerly once its graphs exist */
         backend_free(plain);
         backend_free(rb);

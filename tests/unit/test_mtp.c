@@ -84,7 +84,11 @@ static void check_mtp(const char *device) {
     for (int k = 0; k < 5; k++) {
         int id = (int)json_integer_value(json_array_get(tids, k));
         double want = json_number_value(json_array_get(tv, k));
-        CHECK_MSG(fabs(l[id] - want) <= 1e-3 * fabs(want), "draft for t+2: logit of %d is %g, reference %g", id, l[id], want);
+        /* the device's logit tolerance: 1e-4 with float32 KV (the CPU here),
+         * 1e-2 with bf16 KV (CUDA), whose rounding moves tinycoder's logits
+         * by up to ~3e-3 against the float32 reference */
+        CHECK_MSG(fabs(l[id] - want) <= tol * fabs(want), "draft for t+2: logit of %d is %g, reference %g (tolerance %g)",
+                  id, l[id], want, tol);
     }
     int d1 = (int)json_integer_value(json_array_get(tids, 0));
     /* depth 2: the head's output at position n (row n-1 of its last pass) with d1 at n+1 */

@@ -525,6 +525,7 @@ int backend_cpu_new(backend **out, int n_threads) {
     be->ops = &cpu_ops;
     be->impl = im;
     be->kv_elem_bytes = 2;
+    be->kv_elem_choices = 1u << 2 | 1u << 4;
     *out = be;
     return KS_OK;
 fail:

@@ -284,6 +284,14 @@ static void cu_matmul_swiglu(backend *be, float *out, float *scratch, const floa
     PROF(be, "matmul_swiglu",
          ks_cuda_matmul_swiglu(S, out, scratch, in, w->impl, wtype_of(w->dtype), n, (int)w->cols, (int)w->rows));
 }
+static void cu_matmul_fused(backend *be, float *out, const float *in, const bk_weight *norm, float eps,
+                            const bk_weight *w, const bk_weight *bias, int n, int mode) {
+    SKIP_IF_FAILED();
+    static_assert((int)BK_MM_ADD == (int)KS_MM_ADD && (int)BK_MM_SWIGLU == (int)KS_MM_SWIGLU, "one set of modes");
+    PROF(be, mode == BK_MM_SWIGLU ? "matmul_fused swiglu" : mode == BK_MM_ADD ? "matmul_fused add" : "matmul_fused",
+         ks_cuda_matmul_fused(S, out, in, norm ? (const float *)norm->impl : NULL, eps, w->impl, wtype_of(w->dtype),
+                              bias ? (const float *)bias->impl : NULL, n, (int)w->cols, (int)w->rows, mode));
+}
 static void cu_silu_mul(backend *be, float *out, const float *gu, int n, int dim) {
     SKIP_IF_FAILED();
     PROF(be, "silu_mul", ks_cuda_silu_mul(S, out, gu, n, dim));
@@ -388,8 +396,20 @@ static void cu_backend_free(backend *be) {
 static const backend_ops cuda_ops = {
     "cuda",       cu_alloc,       cu_free,      cu_upload,       cu_download,   cu_weight_init, cu_weight_release,
     cu_embed,     cu_rmsnorm,     cu_matmul,    cu_matmul_prompt, cu_rope,         cu_kv_store,   cu_attention,   cu_silu_mul,
-    cu_matmul_swiglu, cu_add,       cu_add_rmsnorm, cu_qk_norm_rope, cu_gather,  cu_mtp_input, cu_argmax,    cu_graph_begin, cu_graph_end,  cu_graph_launch, cu_graph_free, cu_backend_free,
+    cu_matmul_swiglu, cu_matmul_fused, cu_add,       cu_add_rmsnorm, cu_qk_norm_rope, cu_gather,  cu_mtp_input, cu_argmax,    cu_graph_begin, cu_graph_end,  cu_graph_launch, cu_graph_free, cu_backend_free,
 };
+
+/* KESTREL_CUDA_FUSED=0: the same ops without matmul_fused, so the model
+ * runs the norms and residual adds as kernels of their own (comparisons) */
+static backend_ops cuda_ops_unfused;
+
+static const backend_ops *ops_for_env(void) {
+    const char *e = getenv("KESTREL_CUDA_FUSED");
+    if (!e || strcmp(e, "0")) return &cuda_ops;
+    cuda_ops_unfused = cuda_ops;
+    cuda_ops_unfused.matmul_fused = NULL;
+    return &cuda_ops_unfused;
+}
 
 static int pdl_state = -1; /* -1: not yet decided */
 
@@ -439,9 +459,10 @@ extern "C" int backend_cuda_new(backend **out, int device) {
         return err_set(KS_EIO, "--device cuda: cannot initialise GPU %d", device);
     }
     im->device = device;
-    be->ops = &cuda_ops;
+    be->ops = ops_for_env();
     be->impl = im;
     be->kv_elem_bytes = 2;
+    be->kv_elem_choices = 1u << 2; /* the kernels read bf16 caches */
     *out = be;
     return KS_OK;
 }

@@ -19,6 +19,14 @@ void ks_cuda_matmul(ks_stream s, float *out, const float *x, const void *w, int 
  * (n, rows) for the paths without the fused kernel */
 void ks_cuda_matmul_swiglu(ks_stream s, float *out, float *scratch, const float *x, const void *w, int wtype, int n,
                            int k, int rows);
+/* The matmul with its neighbours folded in (decode rows): g (k) != NULL:
+ * x's rows are RMSNorm(x) * g (eps) first; mode KS_MM_ADD: out (n, rows)
+ * += the product; KS_MM_SWIGLU: out (n, rows/2) = silu(gate) * up. On the
+ * tensor cores the norm is the product of x * g times 1 / rms(x), its sums
+ * in an order fixed by k: a row's bits do not depend on n. */
+enum { KS_MM_PLAIN = 0, KS_MM_ADD = 1, KS_MM_SWIGLU = 2 };
+void ks_cuda_matmul_fused(ks_stream s, float *out, const float *x, const float *g, float eps, const void *w, int wtype,
+                          const float *bias, int n, int k, int rows, int mode);
 void ks_cuda_rmsnorm(ks_stream s, float *out, int out_stride, const float *in, int in_stride, const float *w, int n,
                      int n_heads, int dim, float eps);
 void ks_cuda_rope(ks_stream s, float *x, int row_stride, int n, int n_heads, int head_dim, const int32_t *pos,

@@ -22,7 +22,12 @@
  * column depends only on its own column of B): decode, speculative verify
  * and batched decode give bitwise-equal rows (DESIGN.md principle 2).
  * ks_cuda_matmul_swiglu: the gate|up product with SiLU(gate) * up applied
- * in the tensor-core kernel's epilogue (bitwise the two separate ops). */
+ * in the tensor-core kernel's epilogue (bitwise the two separate ops).
+ * ks_cuda_matmul_fused: also the input RMSNorm (each block sums x^2 over
+ * the k blocks it reads, multiplies x by the norm's weights on the way and
+ * scales its sums by 1 / rms; above 8 tokens k_norm_split_x does both once,
+ * in the blocks' order; where fold_norm says so by shape, a norm kernel
+ * first instead) and the residual add (out += in the epilogue). */
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
 
@@ -42,7 +47,7 @@ __device__ __forceinline__ uint4 ldw16(const void *p) {
  * bytes in flight); each row's sum is formed exactly as with R = 1. */
 template <typename W, int MM_TT, int R>
 __global__ void __launch_bounds__(MM_WARPS * 32)
-k_matmul(float *__restrict__ out, const float *__restrict__ x, const W *__restrict__ w,
+k_matmul(float *__restrict__ out, const float *x, const W *__restrict__ w,
          const float *__restrict__ bias, int n, int k, int rows) {
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int r0 = (blockIdx.x * MM_WARPS + warp) * R;
@@ -127,7 +132,7 @@ __device__ __forceinline__ void split8(const float *xf, uint32_t *hi, uint32_t *
 /* x split once for every block (k_split_x; PRE): the same hi / lo words as
  * split8 gives, in place of each 8 floats — (n, k) 32-bit words, 8 values'
  * 4 hi words then 4 lo words */
-__global__ void k_split_x(uint32_t *__restrict__ xs, const float *__restrict__ x, long long n8) {
+__global__ void k_split_x(uint32_t *__restrict__ xs, const float *x, long long n8) {
     pdl_start();
     for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n8; i += (long long)gridDim.x * blockDim.x) {
         float xf[8];
@@ -139,14 +144,89 @@ __global__ void k_split_x(uint32_t *__restrict__ xs, const float *__restrict__ x
     }
 }
 
+/* What the tensor-core kernel folds around its product (ks_cuda_matmul_fused):
+ * g != NULL (NORM): the input rows are RMSNorm(x) * g, taken as
+ * (1 / rms(x)) * (product of x * g); xscale: each token's 1 / rms when x
+ * came split (k_norm_split_x); add: out += the result (a residual add). */
+struct mm_epi {
+    const float *g;
+    const float *xscale;
+    float eps;
+    int add;
+};
+
+/* a lane's value summed over its quad (lanes 4i .. 4i+3): one fixed order */
+__device__ __forceinline__ float quad_sum(float v) {
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    v += __shfl_xor_sync(0xffffffffu, v, 2);
+    return v;
+}
+
+/* 1 / rms of a k-wide row from the 8 warps' partial sums of x^2 (p[w *
+ * stride]), added in warp order */
+__device__ __forceinline__ float inv_rms_of(const float *p, int stride, int k, float eps) {
+    float tot = p[0];
+#pragma unroll
+    for (int w = 1; w < TC_WARPS; w++) tot += p[w * stride];
+    return 1.0f / sqrtf(tot / (float)k + eps);
+}
+
+/* NORM above 8 tokens: one block per token splits x * g (k_split_x's words)
+ * and leaves the token's 1 / rms in xscale, its sum of squares formed in
+ * k_matvec_tc's order — lane (warp w, quad lane q) adds x^2 over k blocks w,
+ * w + 8, ... at k offset 8q, then quads, then warps — so a row's bits are
+ * the same at any token count. */
+__global__ void k_norm_split_x(uint32_t *__restrict__ xs, float *__restrict__ xscale, const float *x,
+                               const float *__restrict__ g, int k, float eps) {
+    pdl_start();
+    __shared__ float red[TC_WARPS];
+    int t = blockIdx.x, nkb = k >> 5;
+    const float *xr = x + (size_t)t * k;
+    if (threadIdx.x < 32) {
+        int w = threadIdx.x >> 2, q = threadIdx.x & 3;
+        float ss = 0.f;
+        for (int kb = w; kb < nkb; kb += TC_WARPS) {
+            float xf[8];
+            load8(xr + kb * 32 + q * 8, xf);
+#pragma unroll
+            for (int i = 0; i < 8; i++) ss = fmaf(xf[i], xf[i], ss);
+        }
+        ss = quad_sum(ss);
+        if (q == 0) red[w] = ss;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) xscale[t] = inv_rms_of(red, 1, k, eps);
+    uint4 *o = reinterpret_cast<uint4 *>(xs + (size_t)t * k);
+    for (int i = threadIdx.x; i < k / 8; i += blockDim.x) {
+        float xf[8], gf[8];
+        load8(xr + i * 8, xf);
+        load8(g + i * 8, gf);
+#pragma unroll
+        for (int j = 0; j < 8; j++) xf[j] = __fmul_rn(xf[j], gf[j]);
+        uint32_t h[4], l[4];
+        split8(xf, h, l);
+        o[2 * i] = make_uint4(h[0], h[1], h[2], h[3]);
+        o[2 * i + 1] = make_uint4(l[0], l[1], l[2], l[3]);
+    }
+}
+
 /* PIPE: the next round's U k blocks of weights are loaded before this
  * round's mmas (double-buffered registers), so a warp's weight stream never
  * waits on its own arithmetic; the same loads and mmas in the same order. */
-template <int G, int U, int MT, bool SW, bool PRE = false, bool PIPE = false>
-__global__ void __launch_bounds__(TC_WARPS * 32)
-k_matvec_tc(float *__restrict__ out, const float *__restrict__ x, const __nv_bfloat16 *__restrict__ w,
-            const float *__restrict__ bias, int n, int k, int rows) {
+/* NORM's own loads and sums take registers: held to 128 (two blocks an SM,
+ * as the tiles have without it; the 64-row SwiGLU tile took 150). x is no
+ * __restrict__ const pointer in these kernels: that lets the compiler read
+ * it on the non-coherent path, whose data must not change while the kernel
+ * lives — under programmatic launch the kernel before is still writing it
+ * (with the norm folded and __restrict__ x, decode and verify rows came out
+ * wrong with programmatic launch on and right with it off). */
+template <int G, int U, int MT, bool SW, bool PRE = false, bool PIPE = false, bool NORM = false>
+__global__ void __launch_bounds__(TC_WARPS * 32, NORM && !PRE ? 2 : 1)
+k_matvec_tc(float *__restrict__ out, const float *x, const __nv_bfloat16 *__restrict__ w,
+            const float *__restrict__ bias, int n, int k, int rows, mm_epi ep) {
+    static_assert(!NORM || PRE || G == 1, "the blocks' own x^2 sums hold one token group");
     __shared__ float red[TC_WARPS][G][MT][4][32];
+    __shared__ float red_ss[NORM && !PRE ? TC_WARPS : 1][8], inv_rms[NORM && !PRE ? 8 : 1];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
     /* SW (SwiGLU, MT even): tiles pair up, 2p the gate rows and 2p + 1 the
      * up rows of the same 16 outputs (W = [gate; up], half = rows / 2) */
@@ -162,7 +242,7 @@ k_matvec_tc(float *__restrict__ out, const float *__restrict__ x, const __nv_bfl
     int nkb = k >> 5;
     bool waited = false;
     for (int t0 = 0; t0 < n; t0 += 8 * G) {
-        float acc[G][MT][4];
+        float acc[G][MT][4], ss = 0.f; /* ss: NORM, this lane's sum of x^2 (token g, G = 1) */
 #pragma unroll
         for (int j = 0; j < G; j++)
 #pragma unroll
@@ -225,6 +305,19 @@ k_matvec_tc(float *__restrict__ out, const float *__restrict__ x, const __nv_bfl
                         for (int i = 0; i < 8; i++) xf[u][i] = 0.f;
                     }
                 }
+                if constexpr (NORM && !PRE) { /* x^2 summed before x * g (norm_split_sum's order) */
+#pragma unroll
+                    for (int u = 0; u < U; u++) {
+                        if (kb0 + u * TC_WARPS >= nkb) break;
+                        float gf[8];
+                        load8(ep.g + (kb0 + u * TC_WARPS) * 32 + q * 8, gf);
+#pragma unroll
+                        for (int i = 0; i < 8; i++) {
+                            ss = fmaf(xf[u][i], xf[u][i], ss);
+                            xf[u][i] = __fmul_rn(xf[u][i], gf[i]);
+                        }
+                    }
+                }
 #pragma unroll
                 for (int u = 0; u < U; u++) {
                     if (kb0 + u * TC_WARPS >= nkb) break;
@@ -257,7 +350,21 @@ k_matvec_tc(float *__restrict__ out, const float *__restrict__ x, const __nv_bfl
             for (int m = 0; m < MT; m++)
 #pragma unroll
                 for (int c = 0; c < 4; c++) red[warp][j][m][c][lane] = acc[j][m][c];
+        if constexpr (NORM && !PRE) {
+            ss = quad_sum(ss);
+            if (q == 0) red_ss[warp][g] = ss;
+        }
         __syncthreads();
+        if constexpr (NORM && !PRE) {
+            if (threadIdx.x < 8) inv_rms[threadIdx.x] = inv_rms_of(&red_ss[0][threadIdx.x], 8, k, ep.eps);
+            __syncthreads();
+        }
+        /* NORM: a token's 1 / rms (the block's own sums up to 8 tokens, the split's above) */
+        auto scale_of = [&](int tok, int j8) -> float {
+            if constexpr (!NORM) return 1.f;
+            else if constexpr (PRE) return ep.xscale[tok];
+            else return inv_rms[j8];
+        };
         if constexpr (SW) { /* out (n, half) = silu(gate) * up, as k_silu_mul computes it */
             for (int e = threadIdx.x; e < G * (MT / 2) * 128; e += TC_WARPS * 32) {
                 int j = e / (MT / 2 * 128), p = (e >> 7) % (MT / 2), c = (e >> 5) & 3, l = e & 31;
@@ -268,6 +375,12 @@ k_matvec_tc(float *__restrict__ out, const float *__restrict__ x, const __nv_bfl
                     vg += red[wi][j][2 * p][c][l];
                     vu += red[wi][j][2 * p + 1][c][l];
                 }
+                if constexpr (NORM)
+                    if (tok < n) {
+                        float sc = scale_of(tok, tok - t0 - j * 8);
+                        vg = __fmul_rn(vg, sc);
+                        vu = __fmul_rn(vu, sc);
+                    }
                 if (tok < n && r < half) out[(size_t)tok * half + r] = vg / (1.0f + expf(-vg)) * vu;
             }
         } else {
@@ -277,48 +390,64 @@ k_matvec_tc(float *__restrict__ out, const float *__restrict__ x, const __nv_bfl
                 float v = red[0][j][m][c][l];
 #pragma unroll
                 for (int wi = 1; wi < TC_WARPS; wi++) v += red[wi][j][m][c][l];
-                if (tok < n && r < rows) out[(size_t)tok * rows + r] = bias ? v + bias[r] : v;
+                if (tok < n && r < rows) {
+                    if constexpr (NORM) v = __fmul_rn(v, scale_of(tok, tok - t0 - j * 8));
+                    if (bias) v += bias[r];
+                    size_t o = (size_t)tok * rows + r;
+                    out[o] = ep.add ? out[o] + v : v;
+                }
             }
         }
         __syncthreads();
     }
 }
 
-template <int U, int MT, bool SW, bool PRE, bool PIPE>
+template <int U, int MT, bool SW, bool PRE, bool PIPE, bool NORM>
 static void launch_tc_v(ks_stream s, float *out, const float *x, const __nv_bfloat16 *w, const float *bias, int n,
-                        int k, int rows) {
+                        int k, int rows, mm_epi e) {
     /* above 16 tokens the reduction's shared memory caps the tiles at 2
      * (same bytes in flight: more k blocks) */
     constexpr int MT4 = MT > 2 ? 2 : MT, U4 = U * MT / MT4;
     int outs = SW ? rows / 2 : rows; /* output rows, 16 per tile (a SwiGLU pair of tiles gives 16) */
     constexpr int per = SW ? 16 * MT / 2 : 16 * MT, per4 = SW ? 16 * MT4 / 2 : 16 * MT4;
     dim3 block(TC_WARPS * 32), grid((outs + per - 1) / per), grid4((outs + per4 - 1) / per4);
-    if (n <= 8) ks_launch(k_matvec_tc<1, U, MT, SW, PRE, PIPE>, grid, block, 0, s, out, x, w, bias, n, k, rows);
-    else if (n <= 16) ks_launch(k_matvec_tc<2, U, MT, SW, PRE, PIPE>, grid, block, 0, s, out, x, w, bias, n, k, rows);
-    else ks_launch(k_matvec_tc<4, U4, MT4, SW, PRE, PIPE>, grid4, block, 0, s, out, x, w, bias, n, k, rows);
+    /* x is split by the blocks up to 8 tokens, before the call above (PRE) */
+    if constexpr (!PRE)
+        ks_launch(k_matvec_tc<1, U, MT, SW, false, PIPE, NORM>, grid, block, 0, s, out, x, w, bias, n, k, rows, e);
+    else if (n <= 16)
+        ks_launch(k_matvec_tc<2, U, MT, SW, true, PIPE, NORM>, grid, block, 0, s, out, x, w, bias, n, k, rows, e);
+    else
+        ks_launch(k_matvec_tc<4, U4, MT4, SW, true, PIPE, NORM>, grid4, block, 0, s, out, x, w, bias, n, k, rows, e);
 }
 
 /* Above 8 tokens x is split once (k_split_x) instead of by every block:
  * each block's split of 16 tokens was ~60% of its loop's instructions
  * (H200, Qwen3-8B shapes, 16 tokens: gate_up 65.7 -> 63.2 us, down 39.2 ->
  * 35.1, qkv 24.7 -> 23.9; at 1 token the extra launch cost more than the
- * split: qkv 15.9 -> 17.6 us). Same words, so the same arithmetic. */
-static ks_workspace split_ws; /* (n, k) words: the split x of the call in flight (one stream; a split
-                                * waits for the matvec before it, programmatic launch or not) */
+ * split: qkv 15.9 -> 17.6 us). Same words, so the same arithmetic. With the
+ * input norm (NORM), k_norm_split_x splits x * g and leaves each token's
+ * 1 / rms after the words, summed as the blocks sum it up to 8 tokens. */
+static ks_workspace split_ws; /* (n, k) words (+ n floats): the split x of the call in flight (one stream; a
+                               * split waits for the matvec before it, programmatic launch or not) */
 
-template <int U, int MT, bool SW = false, bool PIPE = false>
+template <int U, int MT, bool SW = false, bool PIPE = false, bool NORM = false>
 static void launch_tc_v(ks_stream s, float *out, const float *x, const __nv_bfloat16 *w, const float *bias, int n,
-                        int k, int rows) {
+                        int k, int rows, mm_epi e) {
     if (n > 8) {
-        uint32_t *xs = (uint32_t *)ks_cuda_workspace(&split_ws, s, (size_t)n * k * 4, "matvec x split");
+        uint32_t *xs = (uint32_t *)ks_cuda_workspace(&split_ws, s, (size_t)n * k * 4 + (size_t)n * 4, "matvec x split");
         if (!xs) return;
-        long long n8 = (long long)n * k / 8;
-        int blocks = (int)((n8 + 255) / 256);
-        ks_launch(k_split_x, blocks < 1024 ? blocks : 1024, 256, 0, s, xs, x, n8);
+        if constexpr (NORM) {
+            e.xscale = (const float *)(xs + (size_t)n * k);
+            ks_launch(k_norm_split_x, n, 256, 0, s, xs, (float *)(xs + (size_t)n * k), x, e.g, k, e.eps);
+        } else {
+            long long n8 = (long long)n * k / 8;
+            int blocks = (int)((n8 + 255) / 256);
+            ks_launch(k_split_x, blocks < 1024 ? blocks : 1024, 256, 0, s, xs, x, n8);
+        }
         CUDA_CHECK_LAUNCH();
-        launch_tc_v<U, MT, SW, true, PIPE>(s, out, (const float *)xs, w, bias, n, k, rows);
+        launch_tc_v<U, MT, SW, true, PIPE, NORM>(s, out, (const float *)xs, w, bias, n, k, rows, e);
     } else {
-        launch_tc_v<U, MT, SW, false, PIPE>(s, out, x, w, bias, n, k, rows);
+        launch_tc_v<U, MT, SW, false, PIPE, NORM>(s, out, x, w, bias, n, k, rows, e);
     }
 }
 
@@ -339,9 +468,9 @@ static void launch_tc_v(ks_stream s, float *out, const float *x, const __nv_bflo
 /* SW: the SwiGLU form (W = [gate; up], out (n, rows / 2)), the same tiles
  * in gate/up pairs, so each product is the plain kernel's: it needs MT even
  * and takes two tiles where the plain form takes one. */
-template <bool SW = false>
+template <bool SW = false, bool NORM = false>
 static void launch_tc(ks_stream s, float *out, const float *x, const __nv_bfloat16 *w, const float *bias, int n,
-                      int k, int rows) {
+                      int k, int rows, mm_epi e) {
     /* up to 8 tokens, the SwiGLU gate|up and the 6144..24575-row matrices
      * (Qwen3-8B's qkv) on pipelined 32-row tiles with 2 k blocks a round
      * (the same registers as 4 unpipelined): cuda_ops_bench qkv 16.0 ->
@@ -350,20 +479,20 @@ static void launch_tc(ks_stream s, float *out, const float *x, const __nv_bfloat
      * pipelined were slower (lm_head 287 -> 312 us, gate_up without the
      * SwiGLU 50 -> 53) or the same (o, down; at 16 tokens down 35 -> 37) */
     if (n <= 8 && (SW ? rows >= 768 * 32 : rows >= 192 * 32 && rows < 768 * 32)) {
-        launch_tc_v<2, 2, SW, true>(s, out, x, w, bias, n, k, rows);
+        launch_tc_v<2, 2, SW, true, NORM>(s, out, x, w, bias, n, k, rows, e);
         return;
     }
-    if (n > 8 && rows >= 384 * 64) launch_tc_v<1, 4, SW>(s, out, x, w, bias, n, k, rows);
-    else if (SW && rows >= 768 * 32) launch_tc_v<4, 2, SW>(s, out, x, w, bias, n, k, rows);
-    else if ((n > 8 && rows >= 192 * 32) || rows >= 768 * 32) launch_tc_v<2, 2, SW>(s, out, x, w, bias, n, k, rows);
-    else if (SW || (n <= 8 && rows >= 192 * 32)) launch_tc_v<4, 2, SW>(s, out, x, w, bias, n, k, rows);
-    else if constexpr (!SW) launch_tc_v<4, 1>(s, out, x, w, bias, n, k, rows);
+    if (n > 8 && rows >= 384 * 64) launch_tc_v<1, 4, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
+    else if (SW && rows >= 768 * 32) launch_tc_v<4, 2, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
+    else if ((n > 8 && rows >= 192 * 32) || rows >= 768 * 32) launch_tc_v<2, 2, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
+    else if (SW || (n <= 8 && rows >= 192 * 32)) launch_tc_v<4, 2, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
+    else if constexpr (!SW) launch_tc_v<4, 1, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
 }
 
 /* f32 weights: two float4 per 8 elements, same chunk order */
 template <int MM_TT>
 __global__ void __launch_bounds__(MM_WARPS * 32)
-k_matmul_f32(float *__restrict__ out, const float *__restrict__ x, const float *__restrict__ w,
+k_matmul_f32(float *__restrict__ out, const float *x, const float *__restrict__ w,
              const float *__restrict__ bias, int n, int k, int rows) {
     pdl_start();
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -437,7 +566,7 @@ extern "C" void ks_cuda_matmul(ks_stream s, float *out, const float *x, const vo
         else if (wtype == 1) ks_launch(k_matmul_scalar<__half>, grid, block, 0, s, out, x, (const __half *)w, bias, n, k, rows);
         else ks_launch(k_matmul_scalar<float>, grid, block, 0, s, out, x, (const float *)w, bias, n, k, rows);
     } else if (wtype == 2 && k % 32 == 0) {
-        launch_tc(s, out, x, (const __nv_bfloat16 *)w, bias, n, k, rows);
+        launch_tc(s, out, x, (const __nv_bfloat16 *)w, bias, n, k, rows, mm_epi{});
     } else if (wtype == 2) {
         launch_typed<__nv_bfloat16>(s, out, x, (const __nv_bfloat16 *)w, bias, n, k, rows);
     } else if (wtype == 1) {
@@ -452,10 +581,59 @@ extern "C" void ks_cuda_matmul_swiglu(ks_stream s, float *out, float *scratch, c
                                       int n, int k, int rows) {
     if (n <= 0 || rows <= 0) return;
     if (wtype == 2 && k % 32 == 0 && rows % 2 == 0) {
-        launch_tc<true>(s, out, x, (const __nv_bfloat16 *)w, NULL, n, k, rows);
+        launch_tc<true>(s, out, x, (const __nv_bfloat16 *)w, NULL, n, k, rows, mm_epi{});
         CUDA_CHECK_LAUNCH();
         return;
     }
     ks_cuda_matmul(s, scratch, x, w, wtype, NULL, n, k, rows);
     ks_cuda_silu_mul(s, out, scratch, n, rows / 2);
+}
+
+/* Whether the input norm goes into the tensor-core kernel (NORM) or runs as
+ * a kernel of its own first — a rule of the shape alone, so a row's
+ * arithmetic never depends on the token count. H200, plain decode after
+ * 458 tokens, the norm folded into qkv / gate|up against run apart (both
+ * with the residual adds in the epilogue): tinycoder (k 512) +4 / +11%,
+ * Qwen3-1.7B (k 2048) -2 / -2.5%, Qwen3-8B (k 4096) -0.8 / +5.6% (its
+ * gate|up on the pipelined SwiGLU tile). Short rows are launch-bound and
+ * gain the kernel; long rows pay the block's extra x and weight loads. */
+static bool fold_norm(int k, int rows, bool sw) { return k <= 1024 || (sw && rows >= 768 * 32); }
+
+/* The other paths (weights not bf16 with k % 32 == 0, an unfolded norm):
+ * the separate ops through two workspaces */
+static ks_workspace fused_norm_ws, fused_out_ws;
+
+extern "C" void ks_cuda_matmul_fused(ks_stream s, float *out, const float *x, const float *g, float eps, const void *w,
+                                     int wtype, const float *bias, int n, int k, int rows, int mode) {
+    if (n <= 0 || rows <= 0) return;
+    bool sw = mode == KS_MM_SWIGLU, tc = wtype == 2 && k % 32 == 0 && (!sw || rows % 2 == 0);
+    if (g && !(tc && fold_norm(k, rows, sw))) {
+        float *xn = (float *)ks_cuda_workspace(&fused_norm_ws, s, (size_t)n * k * 4, "matmul input norm");
+        if (!xn) return;
+        ks_cuda_rmsnorm(s, xn, k, x, k, g, n, 1, k, eps);
+        x = xn;
+        g = NULL;
+    }
+    if (tc) {
+        mm_epi e = {g, NULL, eps, mode == KS_MM_ADD};
+        const __nv_bfloat16 *wb = (const __nv_bfloat16 *)w;
+        if (sw && g) launch_tc<true, true>(s, out, x, wb, NULL, n, k, rows, e);
+        else if (sw) launch_tc<true, false>(s, out, x, wb, NULL, n, k, rows, e);
+        else if (g) launch_tc<false, true>(s, out, x, wb, bias, n, k, rows, e);
+        else launch_tc<false, false>(s, out, x, wb, bias, n, k, rows, e);
+        CUDA_CHECK_LAUNCH();
+        return;
+    }
+    if (mode == KS_MM_PLAIN) {
+        ks_cuda_matmul(s, out, x, w, wtype, bias, n, k, rows);
+        return;
+    }
+    float *y = (float *)ks_cuda_workspace(&fused_out_ws, s, (size_t)n * rows * 4, "matmul output");
+    if (!y) return;
+    if (sw) {
+        ks_cuda_matmul_swiglu(s, out, y, x, w, wtype, n, k, rows);
+    } else {
+        ks_cuda_matmul(s, y, x, w, wtype, bias, n, k, rows);
+        ks_cuda_add(s, out, y, (long long)n * rows);
+    }
 }
