@@ -140,8 +140,8 @@ typedef struct backend_ops {
                         float eps);
     /* The attention input path of a qkv row in one pass: per-head RMSNorm
      * of the n_heads q heads (q_norm) and n_kv_heads k heads (k_norm) that
-     * start each row of qkv (row stride `stride`; both norms skipped when
-     * q_norm is NULL), then rope over those heads — the results equal
+     * start each row of qkv (row stride `stride`; each norm skipped when its
+     * weights are NULL), then rope over those heads — the results equal
      * rmsnorm, rmsnorm, rope. With k_cache non-NULL it also stores each
      * row's k (as rotated) and v heads in the layer's cache, as kv_store
      * would (one pass fewer on the GPU). */

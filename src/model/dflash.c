@@ -195,9 +195,8 @@ typedef struct {
 
 /* ctx = hidden_norm(fc([h_l1 ; h_l2 ; ..])); per layer: k|v of ctx, then
  * k_norm, RoPE on k (positions in m->d_pos) and the store into the layer's
- * cache as one qk_norm_rope with no query heads (k_norm stands in for the
- * q norm that turns the norms on; the results equal rmsnorm, rope,
- * kv_store) */
+ * cache as one qk_norm_rope with no query heads (the results equal
+ * rmsnorm, rope, kv_store) */
 static void context_ops(model *m, const void *ctx) {
     const pass_ctx *x = ctx;
     const dflash *d = x->d;
@@ -214,7 +213,7 @@ static void context_ops(model *m, const void *ctx) {
         const bk_weight *kn = c->qk_norm ? &m->layers[l].k_norm : NULL;
         if (fold) model_norm_matmul(m, m->qkv, m->x, &d->hidden_norm, &d->wkv[l], NULL, n);
         else op->matmul(be, m->qkv, m->xn, &d->wkv[l], NULL, n);
-        op->qk_norm_rope(be, m->qkv, 2 * kvd, n, 0, c->n_kv_heads, c->head_dim, kn, kn, c->rms_norm_eps, m->d_pos,
+        op->qk_norm_rope(be, m->qkv, 2 * kvd, n, 0, c->n_kv_heads, c->head_dim, NULL, kn, c->rms_norm_eps, m->d_pos,
                          m->inv_freq, x->kv->k[l], x->kv->v[l], x->ab);
     }
 }

@@ -428,10 +428,8 @@ static void cpu_add_rmsnorm(backend *be, float *x, const float *y, float *out, c
 static void cpu_qk_norm_rope(backend *be, float *qkv, int stride, int n, int nh, int nkv, int hd, const bk_weight *qn,
                              const bk_weight *kn, float eps, const int32_t *pos, const float *inv_freq, void *kc,
                              void *vc, const bk_attn_batch *ab) {
-    if (qn) {
-        cpu_rmsnorm(be, qkv, stride, qkv, stride, qn, n, nh, hd, eps);
-        cpu_rmsnorm(be, qkv + nh * hd, stride, qkv + nh * hd, stride, kn, n, nkv, hd, eps);
-    }
+    if (qn) cpu_rmsnorm(be, qkv, stride, qkv, stride, qn, n, nh, hd, eps);
+    if (kn) cpu_rmsnorm(be, qkv + nh * hd, stride, qkv + nh * hd, stride, kn, n, nkv, hd, eps);
     cpu_rope(be, qkv, stride, n, nh + nkv, hd, pos, inv_freq);
     if (kc) cpu_kv_store(be, kc, vc, qkv + nh * hd, qkv + (nh + nkv) * hd, stride, ab, nkv * hd);
 }

@@ -25,7 +25,8 @@ extern "C" void ks_cuda_rope(ks_stream s, float *x, int row_stride, int n, int n
     CUDA_CHECK_LAUNCH();
 }
 
-/* Per-head RMSNorm (Qwen3's QK-norm; skipped when q_w is NULL) and rope of
+/* Per-head RMSNorm (Qwen3's QK-norm; each skipped when its weights, q_w or
+ * k_w, are NULL) and rope of
  * the nh + nkv q and k heads that start each qkv row, one warp per (token,
  * head) when head_dim is a multiple of 64: lane l holds dims l + 32e, so
  * every rope pair (i, i + head_dim/2) is in one lane. The sum of squares
@@ -60,8 +61,8 @@ __global__ void k_qk_norm_rope(float *qkv, int stride, int n, int nh, int nkv, c
         store_head<E>(vc + (size_t)slots[t] * nkv * HD + (size_t)(h - nh - nkv) * HD, x, lane);
         return;
     }
-    if (q_w) {
-        const float *w = h < nh ? q_w : k_w;
+    const float *w = h < nh ? q_w : k_w;
+    if (w) {
         float ss = 0.f;
 #pragma unroll
         for (int e = 0; e < E; e++) ss = fmaf(x[e], x[e], ss);
@@ -96,10 +97,8 @@ extern "C" void ks_cuda_qk_norm_rope(ks_stream s, float *qkv, int stride, int n,
     else if (hd == 256) QKR(8);
 #undef QKR
     else {
-        if (q_w) {
-            ks_cuda_rmsnorm(s, qkv, stride, qkv, stride, q_w, n, nh, hd, eps);
-            ks_cuda_rmsnorm(s, qkv + (size_t)nh * hd, stride, qkv + (size_t)nh * hd, stride, k_w, n, nkv, hd, eps);
-        }
+        if (q_w) ks_cuda_rmsnorm(s, qkv, stride, qkv, stride, q_w, n, nh, hd, eps);
+        if (k_w) ks_cuda_rmsnorm(s, qkv + (size_t)nh * hd, stride, qkv + (size_t)nh * hd, stride, k_w, n, nkv, hd, eps);
         ks_cuda_rope(s, qkv, stride, n, nh + nkv, hd, pos, inv_freq);
         if (kc)
             ks_cuda_kv_store(s, kc, vc, qkv + (size_t)nh * hd, qkv + (size_t)(nh + nkv) * hd, stride, slots, n,
