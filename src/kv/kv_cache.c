@@ -32,7 +32,10 @@ int kv_cache_init(kv_cache *kv, backend *be, int n_layers, int kv_dim, int block
     return KS_OK;
 oom:
     kv_cache_free(kv);
-    return err_set(KS_ENOMEM, "kv cache: out of memory for %d blocks", n_blocks);
+    return err_set(KS_ENOMEM, "kv cache: out of %s memory for %d blocks of %d tokens (%.2f GiB over %d layers): a smaller --kv-mem, "
+                   "--ctx-size or --max-concurrent may fit",
+                   be->ops->name, n_blocks, block_size,
+                   2.0 * n_layers * (double)n_blocks * block_size * kv_dim * be->kv_elem_bytes / (1 << 30), n_layers);
 }
 
 void kv_cache_free(kv_cache *kv) {
