@@ -7,7 +7,8 @@
  * context and block passes, all replayed from recordings) must equal the
  * plain CPU's, and graphs must really have been recorded and replayed. It
  * has matmul_fused (the CPU's separate ops behind it), so the model runs
- * the layer sequence CUDA runs, norms and adds folded into matmuls. This
+ * the layer sequence CUDA runs, norms and adds folded into matmuls, and a
+ * prompt path (the CPU's matmul), so prompt rows take theirs. This
  * catches a recording keyed on too little (a host-side value that changes
  * between calls with one key) or a buffer that moves under a recording.
  * Every second eager forward advances the backend's epoch, as the CUDA
@@ -52,7 +53,8 @@ typedef struct {
     backend *cpu;
     rec_graph *cur; /* capturing into this, or NULL */
     int recorded, launched;
-    long fused; /* matmul_fused calls (the fused layer sequence was taken) */
+    long fused;        /* matmul_fused calls (the fused layer sequence was taken) */
+    long prompt_calls; /* matmul_prompt calls (prompt rows took the bulk path) */
     int eager, epoch, refused; /* forwards run eagerly; the epoch; launches refused as stale */
 } rec_state;
 
@@ -150,6 +152,13 @@ static void r_rmsnorm(backend *be, float *out, int os, const float *in, int is, 
 static void r_matmul(backend *be, float *out, const float *in, const bk_weight *w, const bk_weight *bias, int n) {
     DO(.k = R_MATMUL, .out = out, .in = in, .w = w, .w2 = bias, .i = {n});
 }
+/* the prompt path is the CPU's matmul here: the model's prompt-row
+ * sequences (norms and adds beside the bulk products, prompt attention
+ * tiles) run on the CPU tests too */
+static void r_matmul_prompt(backend *be, float *out, const float *in, const bk_weight *w, const bk_weight *bias, int n) {
+    DO(.k = R_MATMUL, .out = out, .in = in, .w = w, .w2 = bias, .i = {n});
+    st(be)->prompt_calls++;
+}
 static void r_rope(backend *be, float *x, int rs, int n, int nh, int hd, const int32_t *pos, const float *inv) {
     DO(.k = R_ROPE, .out = x, .ids = pos, .fp = inv, .i = {rs, n, nh, hd});
 }
@@ -242,6 +251,7 @@ static void r_free(backend *be) {
 static const backend_ops rec_ops = {
     .name = "recording", .buf_alloc = r_alloc, .buf_free = r_buf_free, .buf_upload = r_up, .buf_download = r_down,
     .weight_init = r_winit, .weight_release = r_wrel, .embed = r_embed, .rmsnorm = r_rmsnorm, .matmul = r_matmul,
+    .matmul_prompt = r_matmul_prompt,
     .rope = r_rope, .kv_store = r_kv_store, .attention = r_attention, .silu_mul = r_silu, .matmul_swiglu = r_swiglu,
     .matmul_fused = r_fused, .add = r_add,
     .add_rmsnorm = r_add_norm, .qk_norm_rope = r_qk_norm_rope,
@@ -276,7 +286,9 @@ static void greedy2(backend *be, int32_t *const ids[2], const int n[2], int n_ge
     CHECK(tok_load(&tk, dir) == 0);
     if (m && with_dflash) CHECK(dflash_load(&d, test_shared_path("models/tinycoder/dflash"), m) == 0);
     engine_config ec = {.max_concurrent = 2, .prefill_chunk = 512, .ctx_size = 512, .spec_min_repetition = 0.0,
-                        .no_runtime_gates = true, .mtp = mtp, .mtp_depth = 3, .dflash = d};
+                        .no_runtime_gates = true, .mtp = mtp, .mtp_depth = 3, .dflash = d,
+                        .dflash_block = 4}; /* fixed: the engine's own choice follows measured costs, which
+                                             * differ between two engines on a loaded machine */
     if (m && tk && (!with_dflash || d)) CHECK(engine_start(&e, m, tk, &ec) == 0);
     got[0] = got[1] = 0;
     if (e) {
@@ -347,6 +359,7 @@ TEST(test_graph_replay_matches_direct) {
         CHECK_EQ_INT(acc_a, acc_b); /* the drafts themselves were the same */
         CHECK(s->recorded > 0 && s->launched > s->recorded);
         CHECK(s->fused > 0);
+        CHECK(s->prompt_calls > 0);
         if (v > 0) CHECK(s->refused > 0); /* plain decoding runs nothing eagerly once its graphs exist */
         backend_free(plain);
         backend_free(rb);
