@@ -13,8 +13,8 @@
 # STAGES (default "test real spec"): test = `test_runner cuda`; real =
 # random-weight Qwen3-8B / 1.7B checkpoints, decode after a 512-token prompt
 # and prefill of a 4096-token prompt (NOPROMPT=1: also with the prompt path
-# off, KESTREL_PROMPT_PATH=0), CUDA graphs, programmatic dependent launch
-# and the matmuls' folded norms and adds (KESTREL_CUDA_FUSED=0) on and off; profile = GPU time per op (KESTREL_CUDA_PROFILE) of a
+# off, KESTREL_PROMPT_PATH=0), CUDA graphs and programmatic dependent launch
+# on and off; profile = GPU time per op (KESTREL_CUDA_PROFILE) of a
 # 4096-token prefill + 64 decoded tokens; ops = cuda_ops_bench (op timings
 # at Qwen3-8B shapes, model_forward of 1 / 4 / 16 decode sequences); ncu =
 # Nsight Compute sections for a few launches of NCU_KERNELS (default: the
@@ -88,9 +88,7 @@ if has real; then
         run "$M prefill4k no-pdl" KESTREL_CUDA_PDL=0 -- "$M" "$p4k" 16
         [ -n "${NOPROMPT:-}" ] && run "$M prefill4k no-prompt-path" KESTREL_PROMPT_PATH=0 -- "$M" "$p4k" 16
         run "$M decode512 graphs" X=1 -- "$M" "$p512" 256
-        run "$M decode512 no-fused" KESTREL_CUDA_FUSED=0 -- "$M" "$p512" 256
         run "$M decode512 graphs again" X=1 -- "$M" "$p512" 256
-        run "$M decode512 no-fused again" KESTREL_CUDA_FUSED=0 -- "$M" "$p512" 256
         run "$M decode512 no-graphs" KESTREL_CUDA_GRAPHS=0 -- "$M" "$p512" 256
         run "$M decode512 no-pdl" KESTREL_CUDA_PDL=0 -- "$M" "$p512" 256
     done

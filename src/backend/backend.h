@@ -113,31 +113,19 @@ typedef struct backend_ops {
                       int n_heads, int n_kv_heads, int head_dim, float scale);
     /* out (n, dim) = silu(gu[:, :dim]) * gu[:, dim:]   (gu is (n, 2*dim)) */
     void (*silu_mul)(backend *be, float *out, const float *gu, int n, int dim);
-    /* The SwiGLU half of an MLP in one op: out (n, w.rows/2) = silu(y[:, :rows/2]) * y[:, rows/2:]
-     * for y = in @ w^T (w = [gate; up] fused); the results equal matmul then
-     * silu_mul. scratch: (n, w.rows) floats the backend may overwrite (CUDA
-     * applies the SiLU in the matvec's epilogue where it can). Decode rows
-     * only: prompt rows take matmul_prompt and silu_mul. */
-    void (*matmul_swiglu)(backend *be, float *out, float *scratch, const float *in, const bk_weight *w, int n);
-    /* Optional (NULL: the model runs rmsnorm, matmul, add and matmul_swiglu
-     * apart, as the CPU does): a decode rows' matmul with its neighbours
-     * folded in, so the norm and the residual add cost no pass of their own.
-     * norm != NULL: the input rows are RMSNorm(in) * norm (eps) first;
-     * mode BK_MM_ADD: out (n, w.rows) += the product (the residual add after
-     * the o and down projections); BK_MM_SWIGLU: out (n, w.rows/2) =
-     * silu(gate) * up of it, as matmul_swiglu. Within rounding of the
-     * separate ops (CUDA scales the product of in * norm by each row's
-     * 1 / rms); a row's bits never depend on n. Prompt rows take the
-     * separate ops (matmul_prompt). */
+    /* A decode rows' matmul with its neighbours: norm != NULL: the input
+     * rows are RMSNorm(in) * norm (eps) first; mode BK_MM_ADD: out (n,
+     * w.rows) += the product (the residual add after the o and down
+     * projections); BK_MM_SWIGLU: out (n, w.rows/2) = silu(y[:, :rows/2]) *
+     * y[:, rows/2:] for the product y (w = [gate; up] fused). The CPU runs
+     * the separate ops (bitwise them); CUDA folds them into the matvec
+     * where that pays (the norm's 1 / rms scaling the product of in * norm:
+     * within rounding of the separate ops). A row's bits never depend on n.
+     * Prompt rows take matmul_prompt with the norm and add apart. */
     void (*matmul_fused)(backend *be, float *out, const float *in, const bk_weight *norm, float eps,
                          const bk_weight *w, const bk_weight *bias, int n, int mode);
     /* x += y, n floats */
     void (*add)(backend *be, float *x, const float *y, size_t n);
-    /* add then rmsnorm in one pass: x += y over n rows of dim floats, then
-     * out = RMSNorm(x) * w (the residual add before a norm). out may equal
-     * y; the results equal add followed by rmsnorm. */
-    void (*add_rmsnorm)(backend *be, float *x, const float *y, float *out, const bk_weight *w, int n, int dim,
-                        float eps);
     /* The attention input path of a qkv row in one pass: per-head RMSNorm
      * of the n_heads q heads (q_norm) and n_kv_heads k heads (k_norm) that
      * start each row of qkv (row stride `stride`; each norm skipped when its

@@ -203,16 +203,14 @@ static void context_ops(model *m, const void *ctx) {
     backend *be = m->be;
     const backend_ops *op = be->ops;
     const model_config *c = &m->cfg;
-    int n = x->n, nf = c->dflash_n_target_layers, Ht = d->target->cfg.hidden_size, H = c->hidden_size;
+    int n = x->n, nf = c->dflash_n_target_layers, Ht = d->target->cfg.hidden_size;
     int kvd = c->n_kv_heads * c->head_dim;
     op->gather_rows(be, d->feat_in, d->target->feat, d->d_fidx, n * nf, Ht);
     op->matmul(be, m->x, d->feat_in, &d->fc, NULL, n);
-    bool fold = op->matmul_fused != NULL; /* the norm inside each layer's k|v product */
-    if (!fold) op->rmsnorm(be, m->xn, H, m->x, H, &d->hidden_norm, n, 1, H, c->rms_norm_eps);
     for (int l = 0; l < c->n_layers; l++) {
         const bk_weight *kn = c->qk_norm ? &m->layers[l].k_norm : NULL;
-        if (fold) model_norm_matmul(m, m->qkv, m->x, &d->hidden_norm, &d->wkv[l], NULL, n);
-        else op->matmul(be, m->qkv, m->xn, &d->wkv[l], NULL, n);
+        /* hidden_norm with each layer's k|v product */
+        op->matmul_fused(be, m->qkv, m->x, &d->hidden_norm, c->rms_norm_eps, &d->wkv[l], NULL, n, BK_MM_PLAIN);
         op->qk_norm_rope(be, m->qkv, 2 * kvd, n, 0, c->n_kv_heads, c->head_dim, NULL, kn, c->rms_norm_eps, m->d_pos,
                          m->inv_freq, x->kv->k[l], x->kv->v[l], x->ab);
     }
@@ -257,7 +255,7 @@ static void block_ops(model *m, const void *ctx) {
     const model_config *c = &m->cfg;
     op->embed(be, m->x, &m->embed, m->d_tokens, x->n);
     for (int l = 0; l < c->n_layers; l++)
-        model_layer_forward(m, &m->layers[l], x->kv->k[l], x->kv->v[l], x->ab, m->d_pos, x->n, false, NULL, NULL);
+        model_layer_forward(m, &m->layers[l], x->kv->k[l], x->kv->v[l], x->ab, m->d_pos, x->n);
     model_head_logits(m, m->x, &m->final_norm, x->nr);
     op->argmax(be, m->d_ids, m->logits_dev, x->nr, c->vocab_size); /* the drafts leave as ids */
 }

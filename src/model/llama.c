@@ -267,43 +267,13 @@ static int ensure_acts(model *m, int n, int n_logits, int table_entries) {
     return KS_OK;
 }
 
-/* out (n, w.rows) = in (n, w.cols) @ w^T: the first n_prompt rows on the
- * backend's prompt path when it has one, the rest on matmul. */
-static void mm(backend *be, float *out, const float *in, const bk_weight *w, const bk_weight *bias, int n,
-               int n_prompt) {
-    const backend_ops *op = be->ops;
-    if (n_prompt > 0 && op->matmul_prompt) {
-        op->matmul_prompt(be, out, in, w, bias, n_prompt);
-        if (n > n_prompt)
-            op->matmul(be, out + (size_t)n_prompt * w->rows, in + (size_t)n_prompt * w->cols, w, bias, n - n_prompt);
-    } else {
-        op->matmul(be, out, in, w, bias, n);
-    }
-}
-
-/* out (n, w.rows) = RMSNorm(in; g) @ w^T for decode rows: in one op where
- * the backend folds the norm into the matmul, else the norm into m->xn
- * first (in may be m->xn). */
-void model_norm_matmul(model *m, float *out, const float *in, const bk_weight *g, const bk_weight *w,
-                       const bk_weight *bias, int n) {
-    backend *be = m->be;
-    const backend_ops *op = be->ops;
-    float eps = m->cfg.rms_norm_eps;
-    int k = (int)w->cols;
-    if (op->matmul_fused) {
-        op->matmul_fused(be, out, in, g, eps, w, bias, n, BK_MM_PLAIN);
-        return;
-    }
-    op->rmsnorm(be, m->xn, k, in, k, g, n, 1, k, eps);
-    op->matmul(be, out, m->xn, w, bias, n);
-}
-
-/* The layer on a backend that folds norms and residual adds into its
- * matmuls (matmul_fused): five matmul-class ops and no norm or add of their
- * own for decode rows; prompt rows [0, np) take the bulk path with the norm
- * and the add apart (m->xn their scratch). */
-static void layer_fused(model *m, const model_layer *L, void *k_cache, void *v_cache, const bk_attn_batch *ab,
-                        const int32_t *rope_pos, int n) {
+/* One decoder layer over the n rows of m->x (in place), with the KV cache
+ * (k_cache, v_cache) of that layer; shared by the target, the MTP head and
+ * the DFlash drafter. Decode rows take matmul_fused (the input norms and the
+ * residual adds with the products); prompt rows [0, np) the bulk path with
+ * the norm and the add apart (m->xn their scratch). */
+void model_layer_forward(model *m, const model_layer *L, void *k_cache, void *v_cache, const bk_attn_batch *ab,
+                         const int32_t *rope_pos, int n) {
     backend *be = m->be;
     const backend_ops *op = be->ops;
     const model_config *c = &m->cfg;
@@ -340,48 +310,12 @@ static void layer_fused(model *m, const model_layer *L, void *k_cache, void *v_c
                              BK_MM_ADD);
 }
 
-/* One decoder layer over the n rows of m->x (in place), with the KV cache
- * (k_cache, v_cache) of that layer. Shared by the target, the MTP head and
- * the DFlash drafter. */
-bool model_layer_forward(model *m, const model_layer *L, void *k_cache, void *v_cache, const bk_attn_batch *ab,
-                         const int32_t *rope_pos, int n, bool normed, const bk_weight *next_norm, float *next_out) {
-    backend *be = m->be;
-    const backend_ops *op = be->ops;
-    const model_config *c = &m->cfg;
-    int H = c->hidden_size, hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
-    int qkv_dim = (nh + 2 * nkv) * hd, I = c->intermediate_size;
-    if (op->matmul_fused && !normed) {
-        layer_fused(m, L, k_cache, v_cache, ab, rope_pos, n);
-        if (next_norm && next_out) op->rmsnorm(be, next_out, H, m->x, H, next_norm, n, 1, H, c->rms_norm_eps);
-        return false; /* the next layer norms its own input */
-    }
-    float scale = 1.0f / sqrtf((float)hd);
-    if (!normed) op->rmsnorm(be, m->xn, H, m->x, H, &L->attn_norm, n, 1, H, c->rms_norm_eps);
-    int np = ab->n_prompt;
-    mm(be, m->qkv, m->xn, &L->wqkv, c->attention_bias ? &L->bqkv : NULL, n, np);
-    float *q = m->qkv;
-    op->qk_norm_rope(be, q, qkv_dim, n, nh, nkv, hd, c->qk_norm ? &L->q_norm : NULL, c->qk_norm ? &L->k_norm : NULL,
-                     c->rms_norm_eps, rope_pos, m->inv_freq, k_cache, v_cache, ab);
-    op->attention(be, m->attn, q, qkv_dim, k_cache, v_cache, ab, nh, nkv, hd, scale);
-    mm(be, m->xn, m->attn, &L->wo, NULL, n, np);
-    op->add_rmsnorm(be, m->x, m->xn, m->xn, &L->ffn_norm, n, H, c->rms_norm_eps);
-    if (np) {
-        mm(be, m->gu, m->xn, &L->w_gate_up, NULL, n, np);
-        op->silu_mul(be, m->act, m->gu, n, I);
-    } else op->matmul_swiglu(be, m->act, m->gu, m->xn, &L->w_gate_up, n);
-    mm(be, m->xn, m->act, &L->w_down, NULL, n, np);
-    if (next_norm) op->add_rmsnorm(be, m->x, m->xn, next_out ? next_out : m->xn, next_norm, n, H, c->rms_norm_eps);
-    else op->add(be, m->x, m->xn, (size_t)n * H);
-    return next_norm && !next_out;
-}
-
 /* logits (n_logits, vocab) in m->logits_dev = lm_head(RMSNorm(src rows
  * m->d_rows; g)): the target without an MTP head and the DFlash drafter */
 void model_head_logits(model *m, const float *src, const bk_weight *g, int n_logits) {
     backend *be = m->be;
     be->ops->gather_rows(be, m->xn, src, m->d_rows, n_logits, m->cfg.hidden_size);
-    if (g) model_norm_matmul(m, m->logits_dev, m->xn, g, &m->lm_head, NULL, n_logits);
-    else be->ops->matmul(be, m->logits_dev, m->xn, &m->lm_head, NULL, n_logits);
+    be->ops->matmul_fused(be, m->logits_dev, m->xn, g, m->cfg.rms_norm_eps, &m->lm_head, NULL, n_logits, BK_MM_PLAIN);
 }
 
 /* The op sequence of one forward (everything after the uploads). With an MTP
@@ -392,12 +326,8 @@ static void run_layers(model *m, kv_cache *kv, const bk_attn_batch *ab, int n, i
     const model_config *c = &m->cfg;
     int H = c->hidden_size;
     op->embed(be, m->x, &m->embed, m->d_tokens, n);
-    bool normed = false;
     for (int l = 0; l < c->n_layers; l++) {
-        /* each layer's final residual add also norms the next layer's input
-         * (unless the next layer's matmul folds its own norm) */
-        normed = model_layer_forward(m, &m->layers[l], kv->k[l], kv->v[l], ab, m->d_pos, n, normed,
-                                     l + 1 < c->n_layers ? &m->layers[l + 1].attn_norm : NULL, NULL);
+        model_layer_forward(m, &m->layers[l], kv->k[l], kv->v[l], ab, m->d_pos, n);
         for (int j = 0; features && j < m->n_feat; j++)
             if (m->feat_layer[j] == l)
                 op->gather_rows(be, m->feat + (size_t)j * m->cap_tokens * H, m->x, m->d_iota, n, H);

@@ -164,18 +164,8 @@ int model_forward(model *m, kv_cache *kv, const model_batch *b, float *logits);
  * staging (fills ab; the block tables go up here, the index arrays wait in
  * h_step, where a caller may change or add segments, for
  * model_upload_step, which sends segments 0..k-1 in one copy). */
-/* normed: m->xn already holds attn_norm(m->x) (the layer before said so);
- * next_norm: when set, next_norm(m->x) goes into next_out, or when NULL
- * into m->xn for the next layer — fused into the final residual add where
- * the backend has no matmul_fused; with it the next layer norms its own
- * input and m->xn is not written. Returns whether m->xn holds
- * next_norm(m->x) (the next call's normed). */
-bool model_layer_forward(model *m, const model_layer *L, void *k_cache, void *v_cache, const bk_attn_batch *ab,
-                         const int32_t *rope_pos, int n, bool normed, const bk_weight *next_norm, float *next_out);
-/* decode rows: out = RMSNorm(in; g) @ w^T, one op where the backend folds
- * the norm (m->xn is scratch otherwise; in may be m->xn) */
-void model_norm_matmul(model *m, float *out, const float *in, const bk_weight *g, const bk_weight *w,
-                       const bk_weight *bias, int n);
+void model_layer_forward(model *m, const model_layer *L, void *k_cache, void *v_cache, const bk_attn_batch *ab,
+                         const int32_t *rope_pos, int n);
 /* m->logits_dev (n_logits, vocab) = lm_head(RMSNorm(src[m->d_rows]; g)),
  * no norm when g is NULL (src already normed) */
 void model_head_logits(model *m, const float *src, const bk_weight *g, int n_logits);

@@ -302,49 +302,13 @@ TEST(test_cuda_long_context_attention_matches_cpu) {
     close_pair(&p);
 }
 
-/* The fused ops (add_rmsnorm, qk_norm_rope) give bitwise what the separate
- * CUDA ops give, and match the CPU's composition: hidden sizes on the block
- * (>= 1024; 1536 leaves some threads a chunk short) and warp paths; head_dim 64 / 128 on the fused kernel, 80 on
- * its fallback; with and without QK-norm weights. */
+/* qk_norm_rope gives bitwise what the separate CUDA ops give, and matches
+ * the CPU's composition: head_dim 64 / 128 on the fused kernel, 80 on its
+ * fallback; with and without QK-norm weights. */
 TEST(test_cuda_fused_ops_equal_the_separate_ops) {
     pair p = {0};
     if (!open_pair(&p)) SKIP("no CUDA GPU");
-    int dims[3] = {2048, 384, 1536}, n = 3;
-    for (int di = 0; di < 3; di++) {
-        int dim = dims[di];
-        size_t nb = (size_t)n * dim * 4;
-        void *hw;
-        st_tensor tw = make_tensor(DTYPE_F32, dim, 0, &hw);
-        const st_tensor *pw[1] = {&tw};
-        bk_weight wc, wg;
-        CHECK(p.cpu->ops->weight_init(p.cpu, &wc, pw, 1) == 0 && p.gpu->ops->weight_init(p.gpu, &wg, pw, 1) == 0);
-        float *x = malloc(nb), *y = malloc(nb), *xa = malloc(nb), *oa = malloc(nb), *xb = malloc(nb), *ob = malloc(nb),
-              *xc = malloc(nb), *oc = malloc(nb);
-        for (int i = 0; i < n * dim; i++) x[i] = frand() * 3, y[i] = frand();
-        /* separate ops on the GPU */
-        float *dx = up(p.gpu, x, nb), *dy = up(p.gpu, y, nb), *dout = p.gpu->ops->buf_alloc(p.gpu, nb);
-        p.gpu->ops->add(p.gpu, dx, dy, (size_t)n * dim);
-        p.gpu->ops->rmsnorm(p.gpu, dout, dim, dx, dim, &wg, n, 1, dim, 1e-6f);
-        down(p.gpu, xa, dx, nb);
-        down(p.gpu, oa, dout, nb);
-        /* fused, out aliasing y (as the model calls it) */
-        p.gpu->ops->buf_upload(p.gpu, dx, x, nb);
-        p.gpu->ops->add_rmsnorm(p.gpu, dx, dy, dy, &wg, n, dim, 1e-6f);
-        down(p.gpu, xb, dx, nb);
-        down(p.gpu, ob, dy, nb);
-        CHECK_MSG(!memcmp(xa, xb, nb) && !memcmp(oa, ob, nb), "add_rmsnorm dim %d: not the separate ops' bits", dim);
-        memcpy(xc, x, nb);
-        memcpy(oc, y, nb);
-        p.cpu->ops->add_rmsnorm(p.cpu, xc, oc, oc, &wc, n, dim, 1e-6f);
-        CHECK_MSG(max_rel(ob, oc, (size_t)n * dim, NULL) < 1e-5, "add_rmsnorm dim %d vs cpu: %g", dim,
-                  max_rel(ob, oc, (size_t)n * dim, NULL));
-        CHECK(!memcmp(xc, xb, nb));
-        void *bufs[] = {dx, dy, dout};
-        for (int i = 0; i < 3; i++) p.gpu->ops->buf_free(p.gpu, bufs[i]);
-        p.gpu->ops->weight_release(p.gpu, &wg);
-        p.cpu->ops->weight_release(p.cpu, &wc);
-        free(x); free(y); free(xa); free(oa); free(xb); free(ob); free(xc); free(oc); free(hw);
-    }
+    int n = 3;
     int hds[3] = {64, 128, 80};
     for (int hi = 0; hi < 3; hi++)
         for (int with_norm = 0; with_norm < 2; with_norm++) {
@@ -468,13 +432,13 @@ TEST(test_cuda_mtp_input_equals_the_separate_ops) {
     close_pair(&p);
 }
 
-/* matmul_swiglu gives bitwise what matmul then silu_mul give on the GPU, at
+/* matmul_fused's SwiGLU (no norm) gives bitwise what matmul then silu_mul give on the GPU, at
  * every tile shape its launcher picks (gate|up of 2 x 1536 rows: 32-row
  * pairs; 2 x 6144 above 8 tokens and 2 x 12296 at any count: pairs of 16-row
  * tiles with a partial last one; 2 x 12296 above 8 tokens: two pairs per
  * block) at 1 / 3 / 9 / 16 / 20 tokens, and on the fallback path (f16
  * weights); and it matches the CPU's op. */
-TEST(test_cuda_matmul_swiglu_equals_matmul_then_silu) {
+TEST(test_cuda_swiglu_matmul_equals_matmul_then_silu) {
     pair p = {0};
     if (!open_pair(&p)) SKIP("no CUDA GPU");
     int halves[3] = {1536, 6144, 12296}, ks[3] = {512, 256, 256}, ns[5] = {1, 3, 9, 16, 20};
@@ -487,7 +451,7 @@ TEST(test_cuda_matmul_swiglu_equals_matmul_then_silu) {
         bk_weight wc, wg;
         CHECK(p.cpu->ops->weight_init(p.cpu, &wc, parts, 2) == 0 && p.gpu->ops->weight_init(p.gpu, &wg, parts, 2) == 0);
         size_t xb = (size_t)nmax * k * 4, gb = (size_t)nmax * rows * 4, ab = (size_t)nmax * half * 4;
-        float *x = malloc(xb), *a = malloc(ab), *b = malloc(ab), *c = malloc(ab), *cs = malloc(gb);
+        float *x = malloc(xb), *a = malloc(ab), *b = malloc(ab), *c = malloc(ab);
         for (int i = 0; i < nmax * k; i++) x[i] = frand() * 2;
         float *dx = up(p.gpu, x, xb), *dgu = p.gpu->ops->buf_alloc(p.gpu, gb), *dact = p.gpu->ops->buf_alloc(p.gpu, ab);
         for (int ni = 0; ni < 5; ni++) {
@@ -495,26 +459,26 @@ TEST(test_cuda_matmul_swiglu_equals_matmul_then_silu) {
             p.gpu->ops->matmul(p.gpu, dgu, dx, &wg, NULL, n);
             p.gpu->ops->silu_mul(p.gpu, dact, dgu, n, half);
             down(p.gpu, a, dact, (size_t)n * half * 4);
-            p.gpu->ops->matmul_swiglu(p.gpu, dact, dgu, dx, &wg, n);
+            p.gpu->ops->matmul_fused(p.gpu, dact, dx, NULL, 0, &wg, NULL, n, BK_MM_SWIGLU);
             down(p.gpu, b, dact, (size_t)n * half * 4);
-            CHECK_MSG(!memcmp(a, b, (size_t)n * half * 4), "matmul_swiglu %s rows %d k %d n %d: not the separate ops' bits",
+            CHECK_MSG(!memcmp(a, b, (size_t)n * half * 4), "SwiGLU matmul %s rows %d k %d n %d: not the separate ops' bits",
                       dtype_name(dt), rows, k, n);
-            p.cpu->ops->matmul_swiglu(p.cpu, c, cs, x, &wc, n);
+            p.cpu->ops->matmul_fused(p.cpu, c, x, NULL, 0, &wc, NULL, n, BK_MM_SWIGLU);
             double e = max_rel(b, c, (size_t)n * half, NULL);
-            CHECK_MSG(e < 1e-3, "matmul_swiglu %s rows %d n %d vs cpu: %g", dtype_name(dt), rows, n, e);
+            CHECK_MSG(e < 1e-3, "SwiGLU matmul %s rows %d n %d vs cpu: %g", dtype_name(dt), rows, n, e);
         }
         void *bufs[] = {dx, dgu, dact};
         for (int i = 0; i < 3; i++) p.gpu->ops->buf_free(p.gpu, bufs[i]);
         p.gpu->ops->weight_release(p.gpu, &wg);
         p.cpu->ops->weight_release(p.cpu, &wc);
-        free(x); free(a); free(b); free(c); free(cs); free(hg); free(hu);
+        free(x); free(a); free(b); free(c); free(hg); free(hu);
     }
     close_pair(&p);
 }
 
 /* matmul_fused — the input RMSNorm and the residual add or SwiGLU folded
  * into the matvec — against the separate ops (GPU rmsnorm, matmul, add,
- * matmul_swiglu: within 5e-4, the norm's scale taken after the product
+ * silu_mul: within 5e-4, the norm's scale taken after the product
  * instead of before; the CPU's: within 1e-3), at the launcher's tile
  * shapes (512 rows: 16-row tiles; 6400: pipelined 32-row tiles up to 8
  * tokens; 24600: 64-row tiles above 8; gate|up of 2 x 1536 and 2 x 12296)
@@ -564,7 +528,10 @@ TEST(test_cuda_matmul_fused_matches_the_separate_ops) {
                 in = dxn;
             }
             p.gpu->ops->buf_upload(p.gpu, dout, o0, ob);
-            if (mode == BK_MM_SWIGLU) p.gpu->ops->matmul_swiglu(p.gpu, dout, dy, in, &wg, nmax);
+            if (mode == BK_MM_SWIGLU) {
+                p.gpu->ops->matmul(p.gpu, dy, in, &wg, NULL, nmax);
+                p.gpu->ops->silu_mul(p.gpu, dout, dy, nmax, outs);
+            }
             else if (mode == BK_MM_ADD) {
                 p.gpu->ops->matmul(p.gpu, dy, in, &wg, NULL, nmax);
                 p.gpu->ops->add(p.gpu, dout, dy, (size_t)nmax * outs);
@@ -573,7 +540,10 @@ TEST(test_cuda_matmul_fused_matches_the_separate_ops) {
             memcpy(xn, x, xb);
             if (norm) p.cpu->ops->rmsnorm(p.cpu, xn, k, x, k, &gc, nmax, 1, k, eps);
             memcpy(cpu, o0, ob);
-            if (mode == BK_MM_SWIGLU) p.cpu->ops->matmul_swiglu(p.cpu, cpu, y, xn, &wc, nmax);
+            if (mode == BK_MM_SWIGLU) {
+                p.cpu->ops->matmul(p.cpu, y, xn, &wc, NULL, nmax);
+                p.cpu->ops->silu_mul(p.cpu, cpu, y, nmax, outs);
+            }
             else if (mode == BK_MM_ADD) {
                 p.cpu->ops->matmul(p.cpu, y, xn, &wc, NULL, nmax);
                 p.cpu->ops->add(p.cpu, cpu, y, (size_t)nmax * outs);

@@ -6,9 +6,8 @@
  * through the engine (the target forward, the MTP head's passes, DFlash's
  * context and block passes, all replayed from recordings) must equal the
  * plain CPU's, and graphs must really have been recorded and replayed. It
- * has matmul_fused (the CPU's separate ops behind it), so the model runs
- * the layer sequence CUDA runs, norms and adds folded into matmuls, and a
- * prompt path (the CPU's matmul), so prompt rows take theirs. This
+ * has a prompt path (the CPU's matmul), so prompt rows take their bulk
+ * sequence as on CUDA. This
  * catches a recording keyed on too little (a host-side value that changes
  * between calls with one key) or a buffer that moves under a recording.
  * Every second eager forward advances the backend's epoch, as the CUDA
@@ -24,8 +23,8 @@
 #include "test.h"
 
 typedef enum {
-    R_EMBED, R_RMSNORM, R_MATMUL, R_ROPE, R_KV_STORE, R_ATTN, R_SILU, R_ADD, R_ADD_NORM, R_QK_NORM_ROPE, R_GATHER, R_MTP_INPUT,
-    R_ARGMAX, R_SWIGLU, R_FUSED
+    R_EMBED, R_RMSNORM, R_MATMUL, R_ROPE, R_KV_STORE, R_ATTN, R_SILU, R_ADD, R_QK_NORM_ROPE, R_GATHER, R_MTP_INPUT,
+    R_ARGMAX, R_FUSED
 } rec_kind;
 
 typedef struct {
@@ -53,7 +52,6 @@ typedef struct {
     backend *cpu;
     rec_graph *cur; /* capturing into this, or NULL */
     int recorded, launched;
-    long fused;        /* matmul_fused calls (the fused layer sequence was taken) */
     long prompt_calls; /* matmul_prompt calls (prompt rows took the bulk path) */
     int eager, epoch, refused; /* forwards run eagerly; the epoch; launches refused as stale */
 } rec_state;
@@ -85,28 +83,6 @@ static bk_attn_batch cap_ab(const bk_attn_batch *ab) {
     return a;
 }
 
-/* matmul_fused as the CPU's separate ops (the CPU has no fused form): the
- * model takes its fused layer sequence, as on CUDA, and its output must
- * still be the plain CPU's */
-static void run_fused(backend *c, const rec_op *o) {
-    const backend_ops *op = c->ops;
-    int n = o->i[0], mode = o->i[1], k = (int)o->w->cols, rows = (int)o->w->rows;
-    const float *in = o->in;
-    float *xn = NULL, *y = malloc((size_t)n * rows * 4);
-    if (o->w2) {
-        xn = malloc((size_t)n * k * 4);
-        op->rmsnorm(c, xn, k, in, k, o->w2, n, 1, k, o->f);
-        in = xn;
-    }
-    if (mode == BK_MM_SWIGLU) op->matmul_swiglu(c, o->out, y, in, o->w, n);
-    else if (mode == BK_MM_ADD) {
-        op->matmul(c, y, in, o->w, o->w3, n);
-        op->add(c, o->out, y, (size_t)n * rows);
-    } else op->matmul(c, o->out, in, o->w, o->w3, n);
-    free(xn);
-    free(y);
-}
-
 static void run_op(backend *be, const rec_op *o) {
     backend *c = cpu(be);
     const backend_ops *op = c->ops;
@@ -122,9 +98,7 @@ static void run_op(backend *be, const rec_op *o) {
         break;
     }
     case R_SILU: op->silu_mul(c, o->out, o->in, o->i[0], o->i[1]); break;
-    case R_SWIGLU: op->matmul_swiglu(c, o->out, o->out2, o->in, o->w, o->i[0]); break;
     case R_ADD: op->add(c, o->out, o->in, o->z); break;
-    case R_ADD_NORM: op->add_rmsnorm(c, o->out, o->in, o->out2, o->w, o->i[0], o->i[1], o->f); break;
     case R_QK_NORM_ROPE:
         op->qk_norm_rope(c, o->out, o->i[0], o->i[1], o->i[2], o->i[3], o->i[4], o->w, o->w2, o->f, o->ids, o->fp,
                          o->out2, (void *)o->in2, &o->ab);
@@ -132,7 +106,7 @@ static void run_op(backend *be, const rec_op *o) {
     case R_GATHER: op->gather_rows(c, o->out, o->in, o->ids, o->i[0], o->i[1]); break;
     case R_MTP_INPUT: op->mtp_input(c, o->out, o->w, o->ids, o->in, o->iout, o->w2, o->w3, o->i[0], o->i[1], o->f); break;
     case R_ARGMAX: op->argmax(c, o->iout, o->in, o->i[0], o->i[1]); break;
-    case R_FUSED: run_fused(c, o); break;
+    case R_FUSED: op->matmul_fused(c, o->out, o->in, o->w2, o->f, o->w, o->w3, o->i[0], o->i[1]); break;
     }
 }
 
@@ -173,19 +147,11 @@ static void r_attention(backend *be, float *out, const float *q, int qs, const v
 static void r_silu(backend *be, float *out, const float *gu, int n, int dim) {
     DO(.k = R_SILU, .out = out, .in = gu, .i = {n, dim});
 }
-static void r_swiglu(backend *be, float *out, float *scratch, const float *in, const bk_weight *w, int n) {
-    DO(.k = R_SWIGLU, .out = out, .out2 = scratch, .in = in, .w = w, .i = {n});
-}
 static void r_fused(backend *be, float *out, const float *in, const bk_weight *norm, float eps, const bk_weight *w,
                     const bk_weight *bias, int n, int mode) {
-    st(be)->fused++;
     DO(.k = R_FUSED, .out = out, .in = in, .w = w, .w2 = norm, .w3 = bias, .i = {n, mode}, .f = eps);
 }
 static void r_add(backend *be, float *x, const float *y, size_t n) { DO(.k = R_ADD, .out = x, .in = y, .z = n); }
-static void r_add_norm(backend *be, float *x, const float *y, float *out, const bk_weight *w, int n, int dim,
-                       float eps) {
-    DO(.k = R_ADD_NORM, .out = x, .in = y, .out2 = out, .w = w, .i = {n, dim}, .f = eps);
-}
 static void r_qk_norm_rope(backend *be, float *qkv, int stride, int n, int nh, int nkv, int hd, const bk_weight *qn,
                            const bk_weight *kn, float eps, const int32_t *pos, const float *inv, void *kc, void *vc,
                            const bk_attn_batch *ab) {
@@ -252,9 +218,9 @@ static const backend_ops rec_ops = {
     .name = "recording", .buf_alloc = r_alloc, .buf_free = r_buf_free, .buf_upload = r_up, .buf_download = r_down,
     .weight_init = r_winit, .weight_release = r_wrel, .embed = r_embed, .rmsnorm = r_rmsnorm, .matmul = r_matmul,
     .matmul_prompt = r_matmul_prompt,
-    .rope = r_rope, .kv_store = r_kv_store, .attention = r_attention, .silu_mul = r_silu, .matmul_swiglu = r_swiglu,
+    .rope = r_rope, .kv_store = r_kv_store, .attention = r_attention, .silu_mul = r_silu,
     .matmul_fused = r_fused, .add = r_add,
-    .add_rmsnorm = r_add_norm, .qk_norm_rope = r_qk_norm_rope,
+    .qk_norm_rope = r_qk_norm_rope,
     .gather_rows = r_gather, .mtp_input = r_mtp_input, .argmax = r_argmax, .graph_begin = r_graph_begin, .graph_end = r_graph_end, .graph_launch = r_graph_launch,
     .graph_free = r_graph_free, .free = r_free};
 
@@ -358,7 +324,6 @@ TEST(test_graph_replay_matches_direct) {
         }
         CHECK_EQ_INT(acc_a, acc_b); /* the drafts themselves were the same */
         CHECK(s->recorded > 0 && s->launched > s->recorded);
-        CHECK(s->fused > 0);
         CHECK(s->prompt_calls > 0);
         if (v > 0) CHECK(s->refused > 0); /* plain decoding runs nothing eagerly once its graphs exist */
         backend_free(plain);

@@ -21,6 +21,8 @@ typedef struct {
     size_t scratch_per_thread;
     float *xg;             /* a matmul's activations in token groups (cpu_pack_tokens) */
     size_t xg_cap;         /* floats */
+    float *fused_in, *fused_out; /* matmul_fused's normed input and product (the separate ops behind it) */
+    size_t fused_in_cap, fused_out_cap; /* floats */
     weight_share shared;   /* packed copies, shared by weights of the same source (a tied lm_head) */
 } cpu_impl;
 
@@ -208,19 +210,24 @@ static void xpack_task(void *v, int task, int thread) {
     c->ks->pack_tokens(c->xg + (int64_t)g * c->k, c->in + (int64_t)g * c->k, (int)c->k, nt, c->k);
 }
 
+/* a grow-only scratch of at least n floats */
+static float *grow(backend *be, float **p, size_t *cap, size_t n) {
+    if (n > *cap) {
+        float *q = cpu_buf_alloc(be, n * sizeof(float));
+        if (!q) abort(); /* out of memory for a copy of the activations: nothing sane to do */
+        cpu_buf_free(be, *p);
+        *p = q, *cap = n;
+    }
+    return *p;
+}
+
 static void cpu_matmul(backend *be, float *out, const float *in, const bk_weight *w,
                        const bk_weight *bias, int n) {
     cpu_impl *im = impl_of(be);
     int G = im->k->mm_group, groups = (n + G - 1) / G;
     const float *xg = in; /* one token's group is its row as it is */
     if (n > 1) {
-        size_t need = (size_t)groups * G * (size_t)w->cols;
-        if (need > im->xg_cap) {
-            float *p = cpu_buf_alloc(be, need * sizeof(float));
-            if (!p) abort(); /* out of memory for a copy of the activations: nothing sane to do */
-            cpu_buf_free(be, im->xg);
-            im->xg = p, im->xg_cap = need;
-        }
+        grow(be, &im->xg, &im->xg_cap, (size_t)groups * G * (size_t)w->cols);
         xpack_ctx xc = {im->xg, in, n, w->cols, G, im->k};
         if (groups > 1) tp_run(im->pool, groups, xpack_task, &xc);
         else xpack_task(&xc, 0, 0);
@@ -419,12 +426,6 @@ static void cpu_add(backend *be, float *x, const float *y, size_t n) {
     }
 }
 
-static void cpu_add_rmsnorm(backend *be, float *x, const float *y, float *out, const bk_weight *w, int n, int dim,
-                            float eps) {
-    cpu_add(be, x, y, (size_t)n * dim);
-    cpu_rmsnorm(be, out, dim, x, dim, w, n, 1, dim, eps);
-}
-
 static void cpu_qk_norm_rope(backend *be, float *qkv, int stride, int n, int nh, int nkv, int hd, const bk_weight *qn,
                              const bk_weight *kn, float eps, const int32_t *pos, const float *inv_freq, void *kc,
                              void *vc, const bk_attn_batch *ab) {
@@ -440,9 +441,26 @@ static void cpu_gather_rows(backend *be, float *out, const float *in, const int3
         memmove(out + (int64_t)i * dim, in + (int64_t)idx[i] * dim, (size_t)dim * sizeof(float));
 }
 
-static void cpu_matmul_swiglu(backend *be, float *out, float *scratch, const float *in, const bk_weight *w, int n) {
-    cpu_matmul(be, scratch, in, w, NULL, n);
-    cpu_silu_mul(be, out, scratch, n, (int)(w->rows / 2));
+/* The separate ops in turn (rmsnorm, matmul, add or SiLU * up): the results
+ * equal them bitwise, the residual add and the norm each one pass over rows
+ * already in cache (the CPU has nothing to save by folding them). */
+static void cpu_matmul_fused(backend *be, float *out, const float *in, const bk_weight *norm, float eps,
+                             const bk_weight *w, const bk_weight *bias, int n, int mode) {
+    cpu_impl *im = impl_of(be);
+    int k = (int)w->cols, rows = (int)w->rows;
+    if (norm) {
+        float *xn = grow(be, &im->fused_in, &im->fused_in_cap, (size_t)n * k);
+        cpu_rmsnorm(be, xn, k, in, k, norm, n, 1, k, eps);
+        in = xn;
+    }
+    if (mode == BK_MM_PLAIN) {
+        cpu_matmul(be, out, in, w, bias, n);
+        return;
+    }
+    float *y = grow(be, &im->fused_out, &im->fused_out_cap, (size_t)n * rows);
+    cpu_matmul(be, y, in, w, bias, n);
+    if (mode == BK_MM_ADD) cpu_add(be, out, y, (size_t)n * rows);
+    else cpu_silu_mul(be, out, y, n, rows / 2);
 }
 
 static void cpu_mtp_input(backend *be, float *out, const bk_weight *table, const int32_t *ids, const float *hid,
@@ -480,6 +498,8 @@ static void cpu_free(backend *be) {
         tp_free(im->pool);
         free(im->scratch);
         free(im->xg);
+        free(im->fused_in);
+        free(im->fused_out);
         for (int i = 0; i < im->shared.n; i++) free(im->shared.e[i].impl); /* weights never released */
         weight_share_free(&im->shared);
         free(im);
@@ -502,9 +522,8 @@ static const backend_ops cpu_ops = {
     .kv_store = cpu_kv_store,
     .attention = cpu_attention,
     .silu_mul = cpu_silu_mul,
-    .matmul_swiglu = cpu_matmul_swiglu,
+    .matmul_fused = cpu_matmul_fused,
     .add = cpu_add,
-    .add_rmsnorm = cpu_add_rmsnorm,
     .qk_norm_rope = cpu_qk_norm_rope,
     .gather_rows = cpu_gather_rows,
     .mtp_input = cpu_mtp_input,

@@ -279,11 +279,6 @@ static void cu_attention(backend *be, float *out, const float *q, int qs, const 
                                ab->seq + np, ab->block_tables, ab->max_blocks, ab->block_size, ab->n_tokens - np, nh,
                                nkv, hd, scale, ab->kv_capacity));
 }
-static void cu_matmul_swiglu(backend *be, float *out, float *scratch, const float *in, const bk_weight *w, int n) {
-    SKIP_IF_FAILED();
-    PROF(be, "matmul_swiglu",
-         ks_cuda_matmul_swiglu(S, out, scratch, in, w->impl, wtype_of(w->dtype), n, (int)w->cols, (int)w->rows));
-}
 static void cu_matmul_fused(backend *be, float *out, const float *in, const bk_weight *norm, float eps,
                             const bk_weight *w, const bk_weight *bias, int n, int mode) {
     SKIP_IF_FAILED();
@@ -299,11 +294,6 @@ static void cu_silu_mul(backend *be, float *out, const float *gu, int n, int dim
 static void cu_add(backend *be, float *x, const float *y, size_t n) {
     SKIP_IF_FAILED();
     PROF(be, "add", ks_cuda_add(S, x, y, (long long)n));
-}
-static void cu_add_rmsnorm(backend *be, float *x, const float *y, float *out, const bk_weight *w, int n, int dim,
-                           float eps) {
-    SKIP_IF_FAILED();
-    PROF(be, "add_rmsnorm", ks_cuda_add_rmsnorm(S, x, y, out, (const float *)w->impl, n, dim, eps));
 }
 static void cu_qk_norm_rope(backend *be, float *qkv, int stride, int n, int nh, int nkv, int hd, const bk_weight *qn,
                             const bk_weight *kn, float eps, const int32_t *pos, const float *inv, void *kc, void *vc,
@@ -396,20 +386,8 @@ static void cu_backend_free(backend *be) {
 static const backend_ops cuda_ops = {
     "cuda",       cu_alloc,       cu_free,      cu_upload,       cu_download,   cu_weight_init, cu_weight_release,
     cu_embed,     cu_rmsnorm,     cu_matmul,    cu_matmul_prompt, cu_rope,         cu_kv_store,   cu_attention,   cu_silu_mul,
-    cu_matmul_swiglu, cu_matmul_fused, cu_add,       cu_add_rmsnorm, cu_qk_norm_rope, cu_gather,  cu_mtp_input, cu_argmax,    cu_graph_begin, cu_graph_end,  cu_graph_launch, cu_graph_free, cu_backend_free,
+    cu_matmul_fused, cu_add,       cu_qk_norm_rope, cu_gather,  cu_mtp_input, cu_argmax,    cu_graph_begin, cu_graph_end,  cu_graph_launch, cu_graph_free, cu_backend_free,
 };
-
-/* KESTREL_CUDA_FUSED=0: the same ops without matmul_fused, so the model
- * runs the norms and residual adds as kernels of their own (comparisons) */
-static backend_ops cuda_ops_unfused;
-
-static const backend_ops *ops_for_env(void) {
-    const char *e = getenv("KESTREL_CUDA_FUSED");
-    if (!e || strcmp(e, "0")) return &cuda_ops;
-    cuda_ops_unfused = cuda_ops;
-    cuda_ops_unfused.matmul_fused = NULL;
-    return &cuda_ops_unfused;
-}
 
 static int pdl_state = -1; /* -1: not yet decided */
 
@@ -459,7 +437,7 @@ extern "C" int backend_cuda_new(backend **out, int device) {
         return err_set(KS_EIO, "--device cuda: cannot initialise GPU %d", device);
     }
     im->device = device;
-    be->ops = ops_for_env();
+    be->ops = &cuda_ops;
     be->impl = im;
     be->kv_elem_bytes = 2;
     be->kv_elem_choices = 1u << 2; /* the kernels read bf16 caches */

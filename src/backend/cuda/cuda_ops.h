@@ -34,7 +34,6 @@ void ks_cuda_rope(ks_stream s, float *x, int row_stride, int n, int n_heads, int
 void ks_cuda_embed(ks_stream s, float *out, const void *table, int wtype, const int32_t *ids, int n, int dim);
 void ks_cuda_silu_mul(ks_stream s, float *out, const float *gu, int n, int dim);
 void ks_cuda_add(ks_stream s, float *x, const float *y, long long n);
-void ks_cuda_add_rmsnorm(ks_stream s, float *x, const float *y, float *out, const float *w, int n, int dim, float eps);
 void ks_cuda_qk_norm_rope(ks_stream s, float *qkv, int stride, int n, int nh, int nkv, int hd, const float *q_w,
                           const float *k_w, float eps, const int32_t *pos, const float *inv_freq, void *kc, void *vc,
                           const int32_t *slots);

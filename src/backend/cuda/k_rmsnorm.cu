@@ -114,48 +114,6 @@ k_rmsnorm_block(float *out, int os, const float *in, int is, const float *w, int
     norm_chunks<NC>(out + (size_t)t * os + (size_t)h * dim, v, wv, dim, eps);
 }
 
-/* The residual add fused in front: x += y, then out = rmsnorm(x) * w, with
- * each thread adding exactly the elements it then squares in the same order
- * as k_rmsnorm_*: the results equal ks_cuda_add followed by ks_cuda_rmsnorm.
- * out may alias y (each element is read before the same thread writes it). */
-template <int NC>
-__global__ void __launch_bounds__(RN_THREADS)
-k_add_rmsnorm_block(float *x, const float *y, float *out, const float *w, int dim, float eps) {
-    pdl_trigger();
-    int tid = threadIdx.x, d4 = dim / 4;
-    float *xr = x + (size_t)blockIdx.x * dim;
-    float4 wv[NC], v[NC], b[NC];
-    load_chunks<NC>(wv, w, d4);
-    pdl_wait();
-    load_chunks<NC>(v, xr, d4);
-    load_chunks<NC>(b, y + (size_t)blockIdx.x * dim, d4);
-    float4 *x4 = reinterpret_cast<float4 *>(xr);
-#pragma unroll
-    for (int c = 0; c < NC; c++)
-        if (tid + c * RN_THREADS < d4) {
-            v[c] = make_float4(v[c].x + b[c].x, v[c].y + b[c].y, v[c].z + b[c].z, v[c].w + b[c].w);
-            x4[tid + c * RN_THREADS] = v[c];
-        }
-    norm_chunks<NC>(out + (size_t)blockIdx.x * dim, v, wv, dim, eps);
-}
-
-__global__ void k_add_rmsnorm_warp(float *x, const float *y, float *out, const float *w, int n, int dim, float eps) {
-    pdl_start();
-    int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
-    if (row >= n) return;
-    float *xr = x + (size_t)row * dim, *o = out + (size_t)row * dim;
-    const float *yr = y + (size_t)row * dim;
-    float ss = 0.f;
-    for (int j = lane; j < dim; j += 32) {
-        float v = xr[j] + yr[j];
-        xr[j] = v;
-        ss = fmaf(v, v, ss);
-    }
-    ss = warp_sum(ss);
-    float inv = 1.0f / sqrtf(ss / (float)dim + eps);
-    for (int j = lane; j < dim; j += 32) o[j] = w[j] * (xr[j] * inv);
-}
-
 /* The MTP head's input: row t of out (row stride 2 dim) is
  * [rmsnorm(table[ids[t]]) * we ; rmsnorm(hid[idx[t]]) * wh]; blockIdx.y
  * picks the half. Each half goes through the arithmetic of the rmsnorm
@@ -204,18 +162,6 @@ static void with_chunks(int nc, F f) {
     else if (nc == 4) f(std::integral_constant<int, 4>());
     else if (nc == 8) f(std::integral_constant<int, 8>());
     else f(std::integral_constant<int, 16>());
-}
-
-extern "C" void ks_cuda_add_rmsnorm(ks_stream s, float *x, const float *y, float *out, const float *w, int n, int dim,
-                                    float eps) {
-    if (n <= 0) return;
-    int nc = block_chunks(dim, x, y, out, w);
-    if (nc)
-        with_chunks(nc, [&](auto NC) {
-            ks_launch(k_add_rmsnorm_block<decltype(NC)::value>, n, RN_THREADS, 0, s, x, y, out, w, dim, eps);
-        });
-    else ks_launch(k_add_rmsnorm_warp, (n + 7) / 8, 256, 0, s, x, y, out, w, n, dim, eps);
-    CUDA_CHECK_LAUNCH();
 }
 
 extern "C" void ks_cuda_rmsnorm(ks_stream s, float *out, int out_stride, const float *in, int in_stride,
