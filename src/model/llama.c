@@ -207,8 +207,9 @@ static int ensure_acts(model *m, int n, int n_logits, int table_entries) {
         m->xn = be->ops->buf_alloc(be, cap * H * 4);
         m->qkv = be->ops->buf_alloc(be, cap * qkv * 4);
         m->attn = be->ops->buf_alloc(be, cap * (size_t)c->n_heads * hd * 4);
-        m->gu = be->ops->buf_alloc(be, cap * 2 * I * 4);
-        m->act = be->ops->buf_alloc(be, cap * I * 4);
+        size_t mlp = cap < MODEL_MLP_ROWS ? cap : MODEL_MLP_ROWS; /* rows of the MLP's own buffers */
+        m->gu = be->ops->buf_alloc(be, mlp * 2 * I * 4);
+        m->act = be->ops->buf_alloc(be, mlp * I * 4);
         m->d_step = be->ops->buf_alloc(be, (size_t)cap * MODEL_STEP_SEGS * 4);
         m->h_step = malloc((size_t)cap * MODEL_STEP_SEGS * 4);
         m->d_tiles = be->ops->buf_alloc(be, cap * 8);
@@ -293,21 +294,26 @@ void model_layer_forward(model *m, const model_layer *L, void *k_cache, void *v_
     if (np) {
         op->matmul_prompt(be, m->xn, m->attn, &L->wo, NULL, np);
         op->add(be, m->x, m->xn, (size_t)np * H);
-        op->rmsnorm(be, m->xn, H, m->x, H, &L->ffn_norm, np, 1, H, eps);
-        op->matmul_prompt(be, m->gu, m->xn, &L->w_gate_up, NULL, np);
-        op->silu_mul(be, m->act, m->gu, np, I);
     }
-    if (nd) {
-        op->matmul_fused(be, m->x + (size_t)np * H, m->attn + (size_t)np * ad, NULL, 0, &L->wo, NULL, nd, BK_MM_ADD);
-        op->matmul_fused(be, m->act + (size_t)np * I, m->x + (size_t)np * H, &L->ffn_norm, eps, &L->w_gate_up, NULL,
-                         nd, BK_MM_SWIGLU);
+    if (nd) op->matmul_fused(be, m->x + (size_t)np * H, m->attn + (size_t)np * ad, NULL, 0, &L->wo, NULL, nd, BK_MM_ADD);
+    /* the MLP, MODEL_MLP_ROWS rows at a time (m->gu and m->act hold one tile) */
+    for (int r0 = 0; r0 < n; r0 += MODEL_MLP_ROWS) {
+        int rn = n - r0 < MODEL_MLP_ROWS ? n - r0 : MODEL_MLP_ROWS;
+        int rp = np - r0 < 0 ? 0 : np - r0 < rn ? np - r0 : rn, rd = rn - rp; /* its prompt rows come first */
+        float *x = m->x + (size_t)r0 * H, *xn = m->xn + (size_t)r0 * H;
+        if (rp) {
+            op->rmsnorm(be, xn, H, x, H, &L->ffn_norm, rp, 1, H, eps);
+            op->matmul_prompt(be, m->gu, xn, &L->w_gate_up, NULL, rp);
+            op->silu_mul(be, m->act, m->gu, rp, I);
+            op->matmul_prompt(be, xn, m->act, &L->w_down, NULL, rp);
+            op->add(be, x, xn, (size_t)rp * H);
+        }
+        if (rd) {
+            x += (size_t)rp * H;
+            op->matmul_fused(be, m->act, x, &L->ffn_norm, eps, &L->w_gate_up, NULL, rd, BK_MM_SWIGLU);
+            op->matmul_fused(be, x, m->act, NULL, 0, &L->w_down, NULL, rd, BK_MM_ADD);
+        }
     }
-    if (np) {
-        op->matmul_prompt(be, m->xn, m->act, &L->w_down, NULL, np);
-        op->add(be, m->x, m->xn, (size_t)np * H);
-    }
-    if (nd) op->matmul_fused(be, m->x + (size_t)np * H, m->act + (size_t)np * I, NULL, 0, &L->w_down, NULL, nd,
-                             BK_MM_ADD);
 }
 
 /* logits (n_logits, vocab) in m->logits_dev = lm_head(RMSNorm(src rows

@@ -22,6 +22,12 @@
 
 #define MODEL_MAX_GRAPHS 64
 #define MODEL_GRAPH_MAX_TOKENS 16
+/* The MLP runs over at most this many rows at a time: its gate|up output
+ * (2 x intermediate floats a row) is the largest activation, 805 MB at an
+ * 8192-token chunk on Qwen3-8B; at 2048 rows the GEMMs keep their speed
+ * (H200: gate|up 727 vs 763 TFLOP/s at 4096, down 703 vs 705). A row's
+ * result does not depend on the tiling (every matmul path is row-invariant). */
+#define MODEL_MLP_ROWS 2048
 #define MODEL_MTP_MAX_CHAIN 16 /* head passes whose ids one chain keeps on the device */
 /* segments of model.d_step, in upload order (a forward sends the first 5) */
 enum { MODEL_SEG_TOKENS, MODEL_SEG_POS, MODEL_SEG_SEQ, MODEL_SEG_SLOTS, MODEL_SEG_ROWS, MODEL_SEG_HID_IDX,

@@ -19,6 +19,7 @@
 #include "backend/backend.h"
 #include "engine/engine.h"
 #include "model/dflash.h"
+#include "prefill_logits.h"
 #include "tok/tok.h"
 #include "test.h"
 
@@ -330,4 +331,44 @@ TEST(test_graph_replay_matches_direct) {
         backend_free(rb);
     }
     json_decref(rep);
+}
+
+/* The MLP's row tiles (MODEL_MLP_ROWS at a time) leave no trace: a prompt of
+ * more than one tile gives bitwise the last row's logits of chunks of at
+ * most one tile — on the prompt path (the recording backend's, the rows
+ * marked prompt rows) and on the decode path (the plain CPU), which also
+ * agree with each other. */
+TEST(test_mlp_row_tiles_leave_no_trace) {
+    const char *dir = test_shared_path("models/tinycoder");
+    if (!dir) SKIP("../shared/models/tinycoder not found");
+    int n = MODEL_MLP_ROWS + 301;
+    int32_t *ids = malloc((size_t)n * sizeof *ids);
+    for (int i = 0; i < n; i++) ids[i] = 100 + (int32_t)((i * 7919u) % 7000); /* a long prompt of varied tokens */
+    float *got[2][2] = {{NULL}};
+    for (int v = 0; v < 2; v++) { /* 0: plain CPU, decode rows; 1: recording backend, prompt rows */
+        backend *be = NULL;
+        if (v == 0) CHECK(backend_cpu_new(&be, 2) == 0);
+        else be = rec_backend_new();
+        model *m = NULL;
+        kv_cache kv = {0};
+        if (be) CHECK(model_load(&m, dir, be) == 0);
+        if (m) CHECK(model_kv_init(m, &kv, n + 16) == 0);
+        if (m && kv.n_blocks) {
+            got[v][0] = prefill_logits(m, &kv, ids, n, n, v == 1);
+            got[v][1] = prefill_logits(m, &kv, ids, n, 1000, v == 1);
+            CHECK_MSG(!memcmp(got[v][0], got[v][1], (size_t)m->cfg.vocab_size * 4),
+                      "%s: one forward of %d rows (two MLP tiles) differs from chunks of 1000",
+                      v ? "prompt path" : "decode path", n);
+            if (v == 1) {
+                CHECK(st(be)->prompt_calls > 0);
+                CHECK_MSG(!memcmp(got[0][0], got[1][0], (size_t)m->cfg.vocab_size * 4),
+                          "the prompt path's logits differ from the decode path's");
+            }
+            kv_cache_free(&kv);
+        }
+        model_free(m);
+        backend_free(be);
+    }
+    for (int v = 0; v < 2; v++) free(got[v][0]), free(got[v][1]);
+    free(ids);
 }

@@ -9,6 +9,7 @@
 #include "engine/engine.h"
 #include "tok/tok.h"
 #include "model/model.h"
+#include "prefill_logits.h"
 #include "test.h"
 
 static json_t *load_reference(void) {
@@ -22,26 +23,6 @@ static int32_t *json_ids(json_t *a, int *n) {
     int32_t *ids = malloc((size_t)*n * sizeof *ids);
     for (int i = 0; i < *n; i++) ids[i] = (int32_t)json_integer_value(json_array_get(a, (size_t)i));
     return ids;
-}
-
-/* Prefills ids in chunks of `chunk` tokens and returns the last row's logits. */
-static float *prefill_logits(model *m, kv_cache *kv, const int32_t *ids, int n, int chunk) {
-    float *logits = malloc((size_t)m->cfg.vocab_size * sizeof *logits);
-    int32_t *pos = malloc((size_t)n * 4), *seq = calloc((size_t)n, 4);
-    kv_seq s = {0};
-    kv_seq *seqs[1] = {&s};
-    for (int off = 0; off < n; off += chunk) {
-        int c = n - off < chunk ? n - off : chunk;
-        CHECK(kv_seq_reserve(kv, &s, off + c) == 0);
-        for (int i = 0; i < c; i++) pos[i] = off + i;
-        int32_t last = c - 1;
-        model_batch b = {c, ids + off, pos, seq, 1, seqs, 1, &last, 0, NULL, false};
-        CHECK(model_forward(m, kv, &b, logits) == 0);
-    }
-    kv_seq_release(kv, &s);
-    free(pos);
-    free(seq);
-    return logits;
 }
 
 /* Runs one request through the engine and collects its tokens. */
@@ -92,7 +73,7 @@ static void check_tinycoder(const char *device, const char *kv_type) {
         int n, ng;
         int32_t *ids = json_ids(json_object_get(c, "prompt_ids"), &n);
         int32_t *want = json_ids(json_object_get(c, "greedy_ids"), &ng);
-        float *logits = prefill_logits(m, &kv, ids, n, 512);
+        float *logits = prefill_logits(m, &kv, ids, n, 512, false);
         json_t *top = json_object_get(c, "last_logits_top20");
         json_t *tids = json_object_get(top, "ids"), *tvals = json_object_get(top, "values");
         double max_err = 0;
@@ -158,10 +139,10 @@ static void check_chunking(const char *device) {
     CHECK(model_kv_init(m, &kv, 512) == 0);
     int n;
     int32_t *ids = json_ids(json_object_get(json_array_get(json_object_get(ref, "cases"), 1), "prompt_ids"), &n);
-    float *a = prefill_logits(m, &kv, ids, n, 512);
+    float *a = prefill_logits(m, &kv, ids, n, 512, false);
     int chunks[] = {1, 3, 16, 57};
     for (int i = 0; i < 4; i++) {
-        float *b = prefill_logits(m, &kv, ids, n, chunks[i]);
+        float *b = prefill_logits(m, &kv, ids, n, chunks[i], false);
         CHECK_MSG(memcmp(a, b, (size_t)m->cfg.vocab_size * 4) == 0, "chunk %d: logits differ from one-shot prefill",
                   chunks[i]);
         free(b);
