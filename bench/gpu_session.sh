@@ -21,7 +21,9 @@
 # decode attention and the tensor-core matvec); spec = the proposer matrix on
 # tinycoder; long = Qwen3-8B decode after ~16k and ~64k tokens; batch =
 # Qwen3-8B concurrency sweep, prefix-cache TTFT and the 32k-prompt stall;
-# kprof = GPU time of each kernel of a Qwen3-8B decode step (Nsight Compute).
+# kprof = GPU time of each kernel of a Qwen3-8B decode step (Nsight Compute);
+# mem = the server's GPU memory beyond weights and a 4 GiB KV pool
+# (bench/gpu_memory.sh on Qwen3-8B).
 # SPEC_FULL=1: the proposer matrix at --full size (5 prompts x 128 tokens).
 # CONC_MAX_TOKENS=N: the concurrency sweep's answers N tokens long (--quick:
 # 64, where the 16 prompts' prefill is much of the measured time).
@@ -56,7 +58,7 @@ has() { case " $STAGES " in *" $1 "*) return 0 ;; esac; return 1; }
 QTOK=/tmp/qwen3tok
 [ -f .devcarry/qwen3tok.tar.xz ] && tar -xJf .devcarry/qwen3tok.tar.xz -C /tmp
 [ -f "$QTOK/tokenizer.json" ] || QTOK=$TC
-if has real || has ops || has batch || has long || has profile || has kprof || has gprof; then # written while the tests run
+if has real || has ops || has batch || has long || has profile || has kprof || has gprof || has mem; then # written while the tests run
     ( python3 tools/make_random_checkpoint.py qwen3-8b /tmp/q8 --tokenizer-from "$QTOK" &&
       { has real || has profile; } &&
       python3 tools/make_random_checkpoint.py qwen3-1.7b /tmp/q17 --tokenizer-from "$QTOK" ) > /tmp/checkpoints.log 2>&1 &
@@ -139,6 +141,9 @@ if has batch; then # issue 7 on the GPU: streams 1/4/16 on Qwen3-8B; prefix-cach
             --device cuda --ctx-size 40000 --max-concurrent 4 --no-pld >> "$OUT/batch.txt" 2>&1
         tail -4 "$OUT/batch.txt"; }
     fi
+fi
+if has mem; then # issue 4's memory goal: GPU memory beyond weights + KV pool
+    [ -f /tmp/q8/config.json ] && timeout 150 bash bench/gpu_memory.sh /tmp/q8 4G 2>&1 | tee -a "$OUT/mem.txt"
 fi
 if has profile; then # GPU time per op (KESTREL_CUDA_PROFILE, graphs off): a 4096-token prefill + 64 tokens
     # PROFILE_VARIANTS: ';'-separated "ENV=V ... [-- kestrel flags]" runs of the first model (default: one plain run)
