@@ -159,11 +159,11 @@ static double time_matmul(backend *be, const bk_weight *w, int n, int sw, int re
     int rows = (int)w->rows, k = (int)w->cols;
     float *x = be->ops->buf_alloc(be, (size_t)n * k * 4), *o = be->ops->buf_alloc(be, (size_t)n * rows * 4);
     for (int r = 0; r < 3; r++)
-        sw ? be->ops->matmul_swiglu(be, o, o, x, w, n) : be->ops->matmul(be, o, x, w, NULL, n);
+        sw ? be->ops->matmul_fused(be, o, x, NULL, 0, w, NULL, n, BK_MM_SWIGLU) : be->ops->matmul(be, o, x, w, NULL, n);
     sync(be);
     double t0 = now();
     for (int r = 0; r < reps; r++)
-        sw ? be->ops->matmul_swiglu(be, o, o, x, w, n) : be->ops->matmul(be, o, x, w, NULL, n);
+        sw ? be->ops->matmul_fused(be, o, x, NULL, 0, w, NULL, n, BK_MM_SWIGLU) : be->ops->matmul(be, o, x, w, NULL, n);
     sync(be);
     double dt = (now() - t0) / reps;
     be->ops->buf_free(be, x);
