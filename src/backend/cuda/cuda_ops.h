@@ -15,10 +15,6 @@ typedef struct CUstream_st *ks_stream;
 /* out (n, rows) = x (n, k) @ w^T (+ bias f32 (rows)) */
 void ks_cuda_matmul(ks_stream s, float *out, const float *x, const void *w, int wtype, const float *bias, int n,
                     int k, int rows);
-/* out (n, rows/2) = silu(g) * u for [g | u] = x @ w^T (W = [gate; up]); scratch
- * (n, rows) for the paths without the fused kernel */
-void ks_cuda_matmul_swiglu(ks_stream s, float *out, float *scratch, const float *x, const void *w, int wtype, int n,
-                           int k, int rows);
 /* The matmul with its neighbours folded in (decode rows): g (k) != NULL:
  * x's rows are RMSNorm(x) * g (eps) first; mode KS_MM_ADD: out (n, rows)
  * += the product; KS_MM_SWIGLU: out (n, rows/2) = silu(gate) * up. On the

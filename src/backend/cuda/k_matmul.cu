@@ -21,10 +21,9 @@
  * Either way a token's arithmetic is the same for any n (an mma's output
  * column depends only on its own column of B): decode, speculative verify
  * and batched decode give bitwise-equal rows (DESIGN.md principle 2).
- * ks_cuda_matmul_swiglu: the gate|up product with SiLU(gate) * up applied
- * in the tensor-core kernel's epilogue (bitwise the two separate ops).
- * ks_cuda_matmul_fused: also the input RMSNorm (each block sums x^2 over
- * the k blocks it reads, multiplies x by the norm's weights on the way and
+ * ks_cuda_matmul_fused: the gate|up product with SiLU(gate) * up applied
+ * in the tensor-core kernel's epilogue (bitwise the two separate ops); the
+ * input RMSNorm (each block sums x^2 over the k blocks it reads, multiplies x by the norm's weights on the way and
  * scales its sums by 1 / rms; above 8 tokens k_norm_split_x does both once,
  * in the blocks' order; where fold_norm says so by shape, a norm kernel
  * first instead) and the residual add (out += in the epilogue). */
@@ -577,18 +576,6 @@ extern "C" void ks_cuda_matmul(ks_stream s, float *out, const float *x, const vo
     CUDA_CHECK_LAUNCH();
 }
 
-extern "C" void ks_cuda_matmul_swiglu(ks_stream s, float *out, float *scratch, const float *x, const void *w, int wtype,
-                                      int n, int k, int rows) {
-    if (n <= 0 || rows <= 0) return;
-    if (wtype == 2 && k % 32 == 0 && rows % 2 == 0) {
-        launch_tc<true>(s, out, x, (const __nv_bfloat16 *)w, NULL, n, k, rows, mm_epi{});
-        CUDA_CHECK_LAUNCH();
-        return;
-    }
-    ks_cuda_matmul(s, scratch, x, w, wtype, NULL, n, k, rows);
-    ks_cuda_silu_mul(s, out, scratch, n, rows / 2);
-}
-
 /* Whether the input norm goes into the tensor-core kernel (NORM) or runs as
  * a kernel of its own first — a rule of the shape alone, so a row's
  * arithmetic never depends on the token count. H200, plain decode after
@@ -630,10 +617,7 @@ extern "C" void ks_cuda_matmul_fused(ks_stream s, float *out, const float *x, co
     }
     float *y = (float *)ks_cuda_workspace(&fused_out_ws, s, (size_t)n * rows * 4, "matmul output");
     if (!y) return;
-    if (sw) {
-        ks_cuda_matmul_swiglu(s, out, y, x, w, wtype, n, k, rows);
-    } else {
-        ks_cuda_matmul(s, y, x, w, wtype, bias, n, k, rows);
-        ks_cuda_add(s, out, y, (long long)n * rows);
-    }
+    ks_cuda_matmul(s, y, x, w, wtype, bias, n, k, rows);
+    if (sw) ks_cuda_silu_mul(s, out, y, n, rows / 2);
+    else ks_cuda_add(s, out, y, (long long)n * rows);
 }
