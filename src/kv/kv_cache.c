@@ -11,6 +11,7 @@ int kv_cache_init(kv_cache *kv, backend *be, int n_layers, int kv_dim, int block
     memset(kv, 0, sizeof *kv);
     if (n_layers <= 0 || kv_dim <= 0 || block_size <= 0 || n_blocks <= 0)
         return err_set(KS_EINVAL, "kv cache: bad geometry");
+    size_t bytes = (size_t)n_blocks * (size_t)block_size * (size_t)kv_dim * (size_t)be->kv_elem_bytes; /* per layer, K or V */
     kv->be = be;
     kv->n_layers = n_layers;
     kv->kv_dim = kv_dim;
@@ -21,7 +22,6 @@ int kv_cache_init(kv_cache *kv, backend *be, int n_layers, int kv_dim, int block
     kv->free_list = malloc((size_t)n_blocks * sizeof *kv->free_list);
     kv->refs = calloc((size_t)n_blocks, sizeof *kv->refs);
     if (!kv->k || !kv->v || !kv->free_list || !kv->refs) goto oom;
-    size_t bytes = (size_t)n_blocks * (size_t)block_size * (size_t)kv_dim * (size_t)be->kv_elem_bytes;
     for (int l = 0; l < n_layers; l++) {
         kv->k[l] = be->ops->buf_alloc(be, bytes);
         kv->v[l] = be->ops->buf_alloc(be, bytes);
@@ -34,8 +34,7 @@ oom:
     kv_cache_free(kv);
     return err_set(KS_ENOMEM, "kv cache: out of %s memory for %d blocks of %d tokens (%.2f GiB over %d layers): a smaller --kv-mem, "
                    "--ctx-size or --max-concurrent may fit",
-                   be->ops->name, n_blocks, block_size,
-                   2.0 * n_layers * (double)n_blocks * block_size * kv_dim * be->kv_elem_bytes / (1 << 30), n_layers);
+                   be->ops->name, n_blocks, block_size, 2.0 * n_layers * (double)bytes / (1 << 30), n_layers);
 }
 
 void kv_cache_free(kv_cache *kv) {
