@@ -14,7 +14,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "backend/backend.h"
 #include "engine/engine.h"
+#include "model/dflash.h"
+#include "model/model.h"
 #include "sample/sample.h"
 #include "test.h"
 #include "tok/tok.h"
@@ -74,6 +77,37 @@ static int check_cold_warm(engine *e, const tokenizer *tk, int lost) {
     }
     fclose(f);
     return cold_accepted;
+}
+
+/* The check on tinycoder's CPU engine with one model proposer: the DFlash
+ * drafter (block 8) or the MTP head (depth 3; it recomputes one cached
+ * block, lost 1). Returns the drafts accepted cold, 0 when a piece failed
+ * to load (a CHECK has failed then). */
+static int cold_warm_tinycoder(bool with_dflash) {
+    backend *be = NULL;
+    model *m = NULL;
+    tokenizer *tk = NULL;
+    dflash *d = NULL;
+    engine *e = NULL;
+    int accepted = 0;
+    CHECK(backend_new(&be, "cpu", 2) == 0);
+    if (be) CHECK(model_load(&m, test_shared_path("models/tinycoder"), be) == 0);
+    if (m) CHECK(tok_load(&tk, test_shared_path("models/tinycoder")) == 0);
+    if (m && with_dflash) CHECK(dflash_load(&d, test_shared_path("models/tinycoder/dflash"), m) == 0);
+    if (m && !with_dflash) CHECK(m->mtp != NULL);
+    engine_config ec = {.max_concurrent = 1, .prefill_chunk = 512, .ctx_size = 1024, .spec_min_repetition = 0.0,
+                        .no_runtime_gates = true, .prefix_cache = true, .dflash = d, .dflash_block = 8,
+                        .mtp = !with_dflash, .mtp_depth = 3};
+    if (tk && (with_dflash ? d != NULL : m->mtp != NULL)) CHECK(engine_start(&e, m, tk, &ec) == 0);
+    if (e) {
+        accepted = check_cold_warm(e, tk, with_dflash ? 0 : 1);
+        engine_stop(e);
+    }
+    dflash_free(d);
+    tok_free(tk);
+    model_free(m);
+    backend_free(be);
+    return accepted;
 }
 
 #endif

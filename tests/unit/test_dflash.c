@@ -235,26 +235,7 @@ TEST(test_cuda_dflash_engine_reproduces_greedy_64) {
 TEST(test_dflash_context_survives_prefix_cache_hits) {
     if (!test_shared_path("models/tinycoder/dflash")) SKIP("../shared/models/tinycoder/dflash not found");
     if (!test_shared_path("models/tinycoder/prompts/completion.jsonl")) SKIP("../shared/models/tinycoder/prompts not found");
-    backend *be = NULL;
-    model *m = NULL;
-    tokenizer *tk = NULL;
-    dflash *d = NULL;
-    CHECK(backend_new(&be, "cpu", 2) == 0);
-    if (be) CHECK(model_load(&m, test_shared_path("models/tinycoder"), be) == 0);
-    if (m) CHECK(tok_load(&tk, test_shared_path("models/tinycoder")) == 0);
-    if (m) CHECK(dflash_load(&d, test_shared_path("models/tinycoder/dflash"), m) == 0);
-    engine *e = NULL;
-    engine_config ec = {.max_concurrent = 1, .prefill_chunk = 512, .ctx_size = 1024, .spec_min_repetition = 0.0,
-                        .no_runtime_gates = true, .dflash = d, .dflash_block = 8, .prefix_cache = true};
-    if (d && tk) CHECK(engine_start(&e, m, tk, &ec) == 0);
-    if (e) {
-        CHECK(check_cold_warm(e, tk, 0) > 16); /* the drafter really drafts on these */
-        engine_stop(e);
-    }
-    dflash_free(d);
-    tok_free(tk);
-    model_free(m);
-    backend_free(be);
+    CHECK(cold_warm_tinycoder(true) > 16); /* the drafter really drafts on these */
 }
 
 /* Context appended step by step (a block drafted and discarded in between,

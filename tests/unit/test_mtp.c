@@ -149,21 +149,5 @@ TEST(test_cuda_mtp_head_matches_reference) {
  * went from 1.71x plain to 1.02x when the same prompts came back cached). */
 TEST(test_mtp_context_survives_prefix_cache_hits) {
     if (!test_shared_path("models/tinycoder/prompts/completion.jsonl")) SKIP("../shared/models/tinycoder/prompts not found");
-    backend *be = NULL;
-    model *m = NULL;
-    tokenizer *tk = NULL;
-    CHECK(backend_new(&be, "cpu", 2) == 0);
-    if (be) CHECK(model_load(&m, test_shared_path("models/tinycoder"), be) == 0);
-    if (m) CHECK(tok_load(&tk, test_shared_path("models/tinycoder")) == 0);
-    engine *e = NULL;
-    engine_config ec = {.max_concurrent = 1, .prefill_chunk = 512, .ctx_size = 1024, .spec_min_repetition = 0.0,
-                        .no_runtime_gates = true, .mtp = true, .mtp_depth = 3, .prefix_cache = true};
-    if (m && m->mtp && tk) CHECK(engine_start(&e, m, tk, &ec) == 0);
-    if (e) {
-        CHECK(check_cold_warm(e, tk, 1) > 16); /* the head really drafts on these */
-        engine_stop(e);
-    }
-    tok_free(tk);
-    model_free(m);
-    backend_free(be);
+    CHECK(cold_warm_tinycoder(false) > 16); /* the head really drafts on these */
 }
