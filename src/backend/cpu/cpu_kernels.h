@@ -100,6 +100,15 @@ static inline int cpu_dots_bf16t_by_loop(float *s, int ss, const float *q, int g
     return 1;
 }
 
+/* The SIMD axpys_bf16 take head sizes in whole vectors of `lanes` and runs
+ * of up to 16 positions; anything else runs the loop here (true). */
+static inline int cpu_axpys_bf16_by_loop(float *o, const float *w, int ws, const uint16_t *v, int64_t vs, int n,
+                                         int grp, int hd, int lanes) {
+    if (!(hd % lanes || n > 16)) return 0;
+    cpu_axpys_bf16_loop(o, w, ws, v, vs, n, grp, hd);
+    return 1;
+}
+
 typedef struct {
     const char *isa;            /* "scalar", "avx2", "avx512" */
     int mm_group;               /* tokens per activation group (accumulators in registers) */

@@ -318,11 +318,7 @@ static void axpys_f32(float *o, const float *w, int ws, const float *v, int64_t 
 }
 
 static void axpys_bf16(float *o, const float *w, int ws, const uint16_t *v, int64_t vs, int n, int grp, int hd) {
-    if (hd % 16 || n > 16) {
-        cpu_axpys_bf16_loop(o, w, ws, v, vs, n, grp, hd);
-        return;
-    }
-    axpys_lanes(o, w, ws, v, vs, n, grp, hd, 1);
+    if (!cpu_axpys_bf16_by_loop(o, w, ws, v, vs, n, grp, hd, 16)) axpys_lanes(o, w, ws, v, vs, n, grp, hd, 1);
 }
 
 /* heads [h0, h0 + NH) over one run of 16 positions: per dimension pair one
