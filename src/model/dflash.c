@@ -203,14 +203,14 @@ static void context_ops(model *m, const void *ctx) {
     backend *be = m->be;
     const backend_ops *op = be->ops;
     const model_config *c = &m->cfg;
-    int n = x->n, nf = c->dflash_n_target_layers, Ht = d->target->cfg.hidden_size;
+    int n = x->n, nf = c->dflash_n_target_layers, Ht = d->target->cfg.hidden_size, H = c->hidden_size;
     int kvd = c->n_kv_heads * c->head_dim;
     op->gather_rows(be, d->feat_in, d->target->feat, d->d_fidx, n * nf, Ht);
     op->matmul(be, m->x, d->feat_in, &d->fc, NULL, n);
+    op->rmsnorm(be, m->xn, H, m->x, H, &d->hidden_norm, n, 1, H, c->rms_norm_eps); /* once for every layer */
     for (int l = 0; l < c->n_layers; l++) {
         const bk_weight *kn = c->qk_norm ? &m->layers[l].k_norm : NULL;
-        /* hidden_norm with each layer's k|v product */
-        op->matmul_fused(be, m->qkv, m->x, &d->hidden_norm, c->rms_norm_eps, &d->wkv[l], NULL, n, BK_MM_PLAIN);
+        op->matmul(be, m->qkv, m->xn, &d->wkv[l], NULL, n);
         op->qk_norm_rope(be, m->qkv, 2 * kvd, n, 0, c->n_kv_heads, c->head_dim, NULL, kn, c->rms_norm_eps, m->d_pos,
                          m->inv_freq, x->kv->k[l], x->kv->v[l], x->ab);
     }
