@@ -27,7 +27,10 @@
 # decode on NSYS_MODELS (default tinycoder, Qwen3-1.7B, Qwen3-8B): step
 # period, GPU busy vs idle, per-kernel duration and the gap before it
 # (bench/nsys_steps.py); cadence = step_cadence.sh (forward vs step period,
-# host work) on tinycoder and Qwen3-1.7B, plain decode.
+# host work) on tinycoder and Qwen3-1.7B, plain decode; ab = the same
+# decode runs with this tree and with a second build whose files are
+# replaced by .devcarry/ab.tar.xz (a folder tree of the files as they were:
+# the change measured against its parent in one call), interleaved.
 # SPEC_FULL=1: the proposer matrix at --full size (5 prompts x 128 tokens).
 # CONC_MAX_TOKENS=N: the concurrency sweep's answers N tokens long (--quick:
 # 64, where the 16 prompts' prefill is much of the measured time).
@@ -62,9 +65,9 @@ has() { case " $STAGES " in *" $1 "*) return 0 ;; esac; return 1; }
 QTOK=/tmp/qwen3tok
 [ -f .devcarry/qwen3tok.tar.xz ] && tar -xJf .devcarry/qwen3tok.tar.xz -C /tmp
 [ -f "$QTOK/tokenizer.json" ] || QTOK=$TC
-if has real || has ops || has batch || has long || has profile || has kprof || has gprof || has mem || has nsys || has cadence; then # written while the tests run
+if has real || has ops || has batch || has long || has profile || has kprof || has gprof || has mem || has nsys || has cadence || has ab; then # written while the tests run
     ( python3 tools/make_random_checkpoint.py qwen3-8b /tmp/q8 --tokenizer-from "$QTOK" &&
-      { has real || has profile || has nsys || has cadence; } &&
+      { has real || has profile || has nsys || has cadence || has ab; } &&
       python3 tools/make_random_checkpoint.py qwen3-1.7b /tmp/q17 --tokenizer-from "$QTOK" ) > /tmp/checkpoints.log 2>&1 &
 fi
 if has test; then
@@ -208,6 +211,25 @@ if has nsys; then # the GPU timeline of 128 plain decode steps after a 512-token
     else
         echo "nsys: not on this machine"
     fi
+fi
+if has ab && [ -f .devcarry/ab.tar.xz ]; then # this tree against the overlay's files, interleaved
+    rm -rf /tmp/abtree && mkdir -p /tmp/abtree && cp -r src tests bench tools Makefile /tmp/abtree/
+    tar -xJf .devcarry/ab.tar.xz -C /tmp/abtree --strip-components=1
+    ( cd /tmp/abtree && make -j16 build/kestrel CFLAGS="-I$SR/include -I$SR/include/x86_64-linux-gnu" \
+        LDFLAGS="-L$SR/lib/x86_64-linux-gnu -Wl,--allow-shlib-undefined" \
+        NVCCFLAGS="-O3 -std=c++17 -Isrc -gencode arch=compute_90a,code=sm_90a -Xcompiler -fPIC" > /tmp/abbuild.log 2>&1 ) ||
+        tail -20 /tmp/abbuild.log
+    p512=$(head -c 1378 /tmp/src.txt)
+    for M in /tmp/q8 /tmp/q17 "$TC"; do
+        [ -f "$M/config.json" ] || continue
+        for round in 1 2; do
+            for b in build/kestrel /tmp/abtree/build/kestrel; do
+                line=$($b run "$M" -p "$p512" -n 256 --temp 0 --ignore-eos --device cuda --no-pld --no-mtp --no-drafter \
+                    2>&1 >/dev/null | grep "kestrel: prompt" | sed 's/ (cuda.*//')
+                echo "ab $(basename $M) $([ $b = build/kestrel ] && echo new || echo old) $round: $line" | tee -a "$OUT/ab.txt"
+            done
+        done
+    done
 fi
 if has cadence; then # forward time vs step period, plain decode, one to 16 streams
     for M in $TC /tmp/q17; do

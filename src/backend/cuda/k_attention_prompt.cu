@@ -52,18 +52,6 @@ struct pa_layout {
     static constexpr size_t bytes = q + (size_t)WARPS * 16 * LD * 2;
 };
 
-__device__ __forceinline__ uint32_t smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
-
-/* 16 bytes global -> shared, asynchronously; src_bytes 0 writes zeros */
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, int src_bytes) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-
 /* four 8x8 bf16 matrices from shared memory (lane l gives the address of
  * row l % 8 of matrix l / 8); .trans transposes each */
 __device__ __forceinline__ void ldsm4(uint32_t *r, uint32_t addr) {
