@@ -2,7 +2,7 @@
  * (Qwen3-8B: hidden 4096, 32/8 heads of 128, intermediate 12288, vocab
  * 151936) and prints achieved GB/s (matmul: bytes of weights read / time) and
  * TFLOP/s for prefill-sized matmuls. Not a test: a tuning aid for the GPU
- * machine. usage: build/cuda_ops_bench */
+ * machine. usage: build/cuda_ops_bench [MODEL_DIR | --matvec | --attention POOL_TOKENS] */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -171,6 +171,42 @@ static double time_matmul(backend *be, const bk_weight *w, int n, int sw, int re
     return dt;
 }
 
+/* Decode attention, one sequence, at several context lengths; the pool
+ * holds max(ctx, capacity) tokens (a server's pool is larger than one
+ * context: the work split follows the pool, blocks past the keys return) */
+static void time_attention(backend *be, int capacity) {
+    int nh = 32, nkv = 8, hd = 128, bs = 16;
+    int ctxs[] = {512, 4096, 16384, 65536};
+    for (int ci = 0; ci < 4; ci++) {
+        int ctx = ctxs[ci], nb = ctx / bs;
+        size_t cache = (size_t)nb * bs * nkv * hd * (size_t)be->kv_elem_bytes;
+        float *kc = be->ops->buf_alloc(be, cache), *vc = be->ops->buf_alloc(be, cache);
+        int32_t *tab = malloc((size_t)nb * 4);
+        for (int i = 0; i < nb; i++) tab[i] = i;
+        int32_t pos = ctx - 1, seq = 0, slot = ctx - 1;
+        int32_t *dtab = be->ops->buf_alloc(be, (size_t)nb * 4), *dpos = be->ops->buf_alloc(be, 4),
+                *dseq = be->ops->buf_alloc(be, 4), *dslot = be->ops->buf_alloc(be, 4);
+        be->ops->buf_upload(be, dtab, tab, (size_t)nb * 4);
+        be->ops->buf_upload(be, dpos, &pos, 4);
+        be->ops->buf_upload(be, dseq, &seq, 4);
+        be->ops->buf_upload(be, dslot, &slot, 4);
+        int qs = (nh + 2 * nkv) * hd;
+        float *q = be->ops->buf_alloc(be, (size_t)qs * 4), *o = be->ops->buf_alloc(be, (size_t)nh * hd * 4);
+        bk_attn_batch ab = {1, dpos, dseq, dslot, dtab, nb, bs, ctx - 1, ctx > capacity ? ctx : capacity, 0, NULL, 0};
+        be->ops->attention(be, o, q, qs, kc, vc, &ab, nh, nkv, hd, 0.088f);
+        sync(be);
+        double t0 = now();
+        for (int r = 0; r < 50; r++) be->ops->attention(be, o, q, qs, kc, vc, &ab, nh, nkv, hd, 0.088f);
+        sync(be);
+        double dt = (now() - t0) / 50;
+        printf("attention ctx=%-6d %9.1f us  %7.0f GB/s of KV (%s)%s\n", ctx, dt * 1e6, 2.0 * cache / dt / 1e9,
+               be->kv_elem_bytes == 2 ? "bf16" : "f32", capacity > ctx ? ", larger pool" : "");
+        void *bufs[] = {kc, vc, dtab, dpos, dseq, dslot, q, o};
+        for (int i = 0; i < 8; i++) be->ops->buf_free(be, bufs[i]);
+        free(tab);
+    }
+}
+
 int main(int argc, char **argv) {
     backend *be;
     if (backend_new(&be, "cuda", 0) != 0) {
@@ -196,6 +232,11 @@ int main(int argc, char **argv) {
                 }
             be->ops->weight_release(be, &w);
         }
+        backend_free(be);
+        return 0;
+    }
+    if (argc > 2 && !strcmp(argv[1], "--attention")) { /* decode attention only, a pool of argv[2] tokens */
+        time_attention(be, atoi(argv[2]));
         backend_free(be);
         return 0;
     }
@@ -257,37 +298,8 @@ int main(int argc, char **argv) {
         }
         be->ops->weight_release(be, &w);
     }
-    /* attention: one sequence, decode step at several context lengths */
+    time_attention(be, 0);
     int nh = 32, nkv = 8, hd = 128, bs = 16;
-    int ctxs[] = {512, 4096, 16384, 65536};
-    for (int ci = 0; ci < 4; ci++) {
-        int ctx = ctxs[ci], nb = ctx / bs;
-        size_t cache = (size_t)nb * bs * nkv * hd * (size_t)be->kv_elem_bytes;
-        float *kc = be->ops->buf_alloc(be, cache), *vc = be->ops->buf_alloc(be, cache);
-        int32_t *tab = malloc((size_t)nb * 4);
-        for (int i = 0; i < nb; i++) tab[i] = i;
-        int32_t pos = ctx - 1, seq = 0, slot = ctx - 1;
-        int32_t *dtab = be->ops->buf_alloc(be, (size_t)nb * 4), *dpos = be->ops->buf_alloc(be, 4),
-                *dseq = be->ops->buf_alloc(be, 4), *dslot = be->ops->buf_alloc(be, 4);
-        be->ops->buf_upload(be, dtab, tab, (size_t)nb * 4);
-        be->ops->buf_upload(be, dpos, &pos, 4);
-        be->ops->buf_upload(be, dseq, &seq, 4);
-        be->ops->buf_upload(be, dslot, &slot, 4);
-        int qs = (nh + 2 * nkv) * hd;
-        float *q = be->ops->buf_alloc(be, (size_t)qs * 4), *o = be->ops->buf_alloc(be, (size_t)nh * hd * 4);
-        bk_attn_batch ab = {1, dpos, dseq, dslot, dtab, nb, bs, ctx - 1, ctx, 0, NULL, 0};
-        be->ops->attention(be, o, q, qs, kc, vc, &ab, nh, nkv, hd, 0.088f);
-        sync(be);
-        double t0 = now();
-        for (int r = 0; r < 50; r++) be->ops->attention(be, o, q, qs, kc, vc, &ab, nh, nkv, hd, 0.088f);
-        sync(be);
-        double dt = (now() - t0) / 50;
-        printf("attention ctx=%-6d %9.1f us  %7.0f GB/s of KV (%s)\n", ctx, dt * 1e6, 2.0 * cache / dt / 1e9,
-               be->kv_elem_bytes == 2 ? "bf16" : "f32");
-        void *bufs[] = {kc, vc, dtab, dpos, dseq, dslot, q, o};
-        for (int i = 0; i < 8; i++) be->ops->buf_free(be, bufs[i]);
-        free(tab);
-    }
     /* prompt attention: one sequence's causal prefill of P tokens (64-row tiles) */
     for (int P = 1024; P <= 16384; P *= 4) {
         int nb = P / bs, qs = (nh + 2 * nkv) * hd, nt = P / BK_PROMPT_TILE;

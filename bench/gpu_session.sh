@@ -110,13 +110,16 @@ if has ops; then # op timings at Qwen3-8B shapes; model_forward of 1 / 4 / 16 de
     done
     grep "forward\|matmul.*n=\(1\|16\) \|==\|attention\|^gemm" "$OUT/ops.txt"
 fi
-if has ncu; then # Nsight Compute on a few launches of the kernels named by NCU_KERNELS (regex)
+if has ncu; then # Nsight Compute on launches of the kernels named by NCU_KERNELS (regex) of NCU_CMD
+    # NCU_SKIPS: the launch indexes to start at (one profile each), NCU_COUNT launches from each
     NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null)
     if [ -n "$NCU" ]; then
-        timeout 300 "$NCU" --kernel-name "regex:${NCU_KERNELS:-k_attn_chunk|k_attn_merge|k_matvec_tc}" --launch-skip 20 \
-            --launch-count 6 --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
-            --section LaunchStats build/cuda_ops_bench > "$OUT/ncu.txt" 2>&1
-        grep -E "k_attn|k_matvec|Duration|Memory Throughput|Achieved Occupancy|DRAM Throughput" "$OUT/ncu.txt" | head -60
+        for skip in ${NCU_SKIPS:-20}; do
+            timeout 200 "$NCU" --kernel-name "regex:${NCU_KERNELS:-k_attn_chunk|k_attn_merge|k_matvec_tc}" --launch-skip $skip \
+                --launch-count ${NCU_COUNT:-6} --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
+                --section LaunchStats --section WarpStateStats ${NCU_CMD:-build/cuda_ops_bench} >> "$OUT/ncu.txt" 2>&1
+        done
+        grep -E "k_attn|k_matvec|Duration|Memory Throughput|Achieved Occupancy|DRAM Throughput|Stall|Warp Cycles Per Issued" "$OUT/ncu.txt" | head -80
     else
         echo "ncu: not on this machine"
     fi
@@ -215,7 +218,7 @@ fi
 if has ab && [ -f .devcarry/ab.tar.xz ]; then # this tree against the overlay's files, interleaved
     rm -rf /tmp/abtree && mkdir -p /tmp/abtree && cp -r src tests bench tools Makefile /tmp/abtree/
     tar -xJf .devcarry/ab.tar.xz -C /tmp/abtree --strip-components=1
-    ( cd /tmp/abtree && make -j16 build/kestrel CFLAGS="-I$SR/include -I$SR/include/x86_64-linux-gnu" \
+    ( cd /tmp/abtree && make -j16 build/kestrel build/cuda_ops_bench CFLAGS="-I$SR/include -I$SR/include/x86_64-linux-gnu" \
         LDFLAGS="-L$SR/lib/x86_64-linux-gnu -Wl,--allow-shlib-undefined" \
         NVCCFLAGS="-O3 -std=c++17 -Isrc -gencode arch=compute_90a,code=sm_90a -Xcompiler -fPIC" > /tmp/abbuild.log 2>&1 ) ||
         tail -20 /tmp/abbuild.log
@@ -223,13 +226,28 @@ if has ab && [ -f .devcarry/ab.tar.xz ]; then # this tree against the overlay's 
     for M in /tmp/q8 /tmp/q17 "$TC"; do
         [ -f "$M/config.json" ] || continue
         for round in 1 2; do
-            for b in build/kestrel /tmp/abtree/build/kestrel; do
-                line=$($b run "$M" -p "$p512" -n 256 --temp 0 --ignore-eos --device cuda --no-pld --no-mtp --no-drafter \
+            for b in build /tmp/abtree/build; do
+                line=$($b/kestrel run "$M" -p "$p512" -n 256 --temp 0 --ignore-eos --device cuda --no-pld --no-mtp --no-drafter \
                     2>&1 >/dev/null | grep "kestrel: prompt" | sed 's/ (cuda.*//')
-                echo "ab $(basename $M) $([ $b = build/kestrel ] && echo new || echo old) $round: $line" | tee -a "$OUT/ab.txt"
+                echo "ab $(basename $M) $([ $b = build ] && echo new || echo old) $round: $line" | tee -a "$OUT/ab.txt"
             done
         done
     done
+    for b in build /tmp/abtree/build; do # decode attention alone, a pool of 128k tokens and one of the context
+        for cap in 131072 0; do
+            $b/cuda_ops_bench --attention $cap | grep attention | sed "s|^|ab $([ $b = build ] && echo new || echo old) |" | tee -a "$OUT/ab.txt"
+        done
+    done
+    if [ -n "${AB_LONG:-}" ] && [ -f /tmp/q8/config.json ]; then # Qwen3-8B decode after ~16k and ~64k tokens, both builds
+        cat $(git ls-files 'src/*.c' 'src/*.h' 'src/*.cu' 'tests/*.c' 'docs/*.md' 2>/dev/null || find src tests docs -type f) > /tmp/all.txt
+        for n in 16000 64000; do
+            for b in build /tmp/abtree/build; do
+                line=$(head -c $(( n * 27 / 10 )) /tmp/all.txt | timeout 240 $b/kestrel run /tmp/q8 -p - -n 128 --temp 0 \
+                    --ignore-eos --device cuda --no-pld 2>&1 >/dev/null | grep "kestrel: prompt" | sed 's/ (cuda.*//')
+                echo "ab q8 context ~$n $([ $b = build ] && echo new || echo old): $line" | tee -a "$OUT/ab.txt"
+            done
+        done
+    fi
 fi
 if has cadence; then # forward time vs step period, plain decode, one to 16 streams
     for M in $TC /tmp/q17; do

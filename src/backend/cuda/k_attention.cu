@@ -1,34 +1,35 @@
-/* k_attention.cu — causal attention over the paged KV cache, GQA, as
- * flash-decoding in two passes:
+/* k_attention.cu — decode attention over the paged KV cache, GQA, as
+ * flash-decoding in one launch:
  *   out[t, h] = sum_{j <= pos[t]} softmax_j(q[t,h] . K[j, h/g] * scale) V[j, h/g]
  * K/V row of position j of sequence seq[t]: slot = table[j / bs] * bs + j % bs
  * (bf16 rows of nkv * hd; hd a multiple of 8, at most 256).
- * Keys are cut in chunks of ATT_CHUNK; Z = min(KV capacity / ATT_CHUNK,
- * ATT_MAX_Z) blocks per (token, group of up to ATT_HB query heads of one KV
- * head) take chunks z, z+Z, z+2Z, ...; each K/V row is read once for the
- * group's heads (reading it once per query head made the kernel bound by
- * L1 traffic at 4x the KV size: 0.7 TB/s at 64k keys).
- * Pass 1, per block and chunk:
- *   scores — thread i scores key j0+i for each head, its row's 16-byte
- *            loads issued together before the dot products (q in shared
- *            memory); each head's chunk max and sum are reduced in a fixed
- *            order;
- *   values — warp w takes keys w, w+4, ... of the chunk, lane l holds dims
- *            l*D .. l*D+D-1 (D = HD/32: one coalesced row read per key and
- *            warp), VB keys' rows loaded at a time; the 4 warps' sums are
- *            added in warp order through shared memory;
+ * Keys are cut in chunks of ATT_CHUNK; Z blocks per (token, group of up to
+ * ATT_HB query heads of one KV head) take chunks z, z+Z, z+2Z, ...; each
+ * K/V row is read once for the group's heads. Z = min(KV capacity /
+ * ATT_CHUNK, the blocks one wave of the GPU holds / groups, ATT_MAX_Z): fixed
+ * by the pool, the model and the device, never by the batch.
+ * Per block, its chunks in a two-stage pipeline: the next chunk's K and V
+ * rows are copied to shared memory with cp.async (K's 16-byte pieces
+ * xor-swizzled by row) and the one after's block-table slots are loaded
+ * while this chunk is used:
+ *   scores — threads 2i and 2i+1 take key j0+i, the even and odd 16-byte
+ *            pieces of its row, for each head (q in shared memory), and add
+ *            their halves; each head's chunk max and sum are reduced in a
+ *            fixed order (warp butterfly, then warps in order);
+ *   values — thread i sums p_j V[j, d] over the chunk's keys in order for
+ *            its dims d = i, i + ATT_THREADS;
  * and the chunk is merged into each head's running (m, l, o) online -> one
- * partial per block and head.
- * Pass 2, one block per (token, head): merges the partials in order:
+ * partial per block and head. The last block of a (token, group) to finish
+ * (an arrival counter, reset by that block for the next launch) merges the
+ * group's partials in z order:
  *   M = max m_z, L = sum l_z e^(m_z - M), out = sum o_z e^(m_z - M) / L.
- * A head's arithmetic is the same in any block shape and depends only on
- * the token's context length and the (fixed) KV capacity, so a token's
- * result is the same whatever else is in the launch (DESIGN.md principle 2),
- * and launch shapes are fixed for CUDA graphs. */
+ * A head's arithmetic depends only on the token's context length and Z, not
+ * on which block merges or what else is in the launch (DESIGN.md principle
+ * 2); launch shapes are fixed for CUDA graphs. */
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
 
-#define ATT_CHUNK 128
+#define ATT_CHUNK 64
 #define ATT_THREADS 128
 #define ATT_WARPS (ATT_THREADS / 32)
 #define ATT_MAX_HD 256
@@ -36,34 +37,31 @@
 #define ATT_MAX_Z 128            /* blocks per (token, head group); each loops over its chunks */
 #define ATT_HB 4                 /* query heads of one KV group per block */
 
-/* D consecutive bf16 (2 D bytes, aligned) -> floats */
-template <int D>
-__device__ __forceinline__ void loadv(const __nv_bfloat16 *p, float *f) {
-    if constexpr (D == 8) {
-        unpack8(__ldg(reinterpret_cast<const uint4 *>(p)), p, f);
-    } else if constexpr (D == 4) {
-        uint2 u = __ldg(reinterpret_cast<const uint2 *>(p));
-        f[0] = __uint_as_float(u.x << 16); f[1] = __uint_as_float(u.x & 0xffff0000u);
-        f[2] = __uint_as_float(u.y << 16); f[3] = __uint_as_float(u.y & 0xffff0000u);
-    } else {
-        uint32_t u = __ldg(reinterpret_cast<const unsigned int *>(p));
-        f[0] = __uint_as_float(u << 16); f[1] = __uint_as_float(u & 0xffff0000u);
-    }
-}
-
-/* HD: 64, 128 or 256, the bound on hd that sizes the per-lane work. A block
- * serves up to ATT_HB query heads of one KV group (heads h0 .. h0+nhb-1),
- * so each K/V row is read once for all of them. */
+/* the K and V tiles of one pipeline stage: ATT_CHUNK rows of HD each */
 template <int HD>
-__global__ void __launch_bounds__(ATT_THREADS, 4)
-k_attn_chunk(float *part_o, float *part_ml, const float *q, int q_stride, const __nv_bfloat16 *kc,
-             const __nv_bfloat16 *vc, const int32_t *pos, const int32_t *seq, const int32_t *tables, int max_blocks,
-             int bs, int nh, int nkv, int hd, float scale, int Z, int t_base) {
-    constexpr int D = HD / 32;           /* value dims per lane */
-    constexpr int KB = HD / 8 < 8 ? HD / 8 : 8; /* key loads in flight per thread */
-    constexpr int VB = D == 8 ? 4 : 8;   /* value rows in flight per warp (more spill) */
+struct att_stage {
+    static constexpr size_t k_bytes = (size_t)ATT_CHUNK * HD * 2;
+    static constexpr size_t bytes = 2 * k_bytes;
+};
+
+/* HD: 64, 128 or 256, the bound on hd that sizes the tiles (rows of HD
+ * elements in shared memory) and the per-thread dims. */
+template <int HD>
+__global__ void __launch_bounds__(ATT_THREADS)
+k_attn_decode(float *out, float *part_o, float *part_ml, int *arrived, const float *q, int q_stride,
+              const __nv_bfloat16 *kc, const __nv_bfloat16 *vc, const int32_t *pos, const int32_t *seq,
+              const int32_t *tables, int max_blocks, int bs, int nh, int nkv, int hd, float scale, int Z, int t_base) {
+    constexpr int C = HD / 8;                                /* 16-byte pieces a tile row holds */
     constexpr int NA = (HD + ATT_THREADS - 1) / ATT_THREADS; /* output dims per thread */
     constexpr int HB = ATT_HB;
+    static_assert(HB == 4 && ATT_THREADS == 2 * ATT_CHUNK, "ps packs 4 heads; two threads per key");
+    extern __shared__ __align__(16) unsigned char att_tiles[];
+    __shared__ __align__(16) float qs[HB][HD];
+    __shared__ __align__(16) float4 ps[ATT_CHUNK]; /* the chunk's probabilities, one lane per head */
+    __shared__ int slots[2][ATT_CHUNK];
+    __shared__ float red[ATT_WARPS][HB];
+    __shared__ float wz[HB][ATT_MAX_Z], inv_l[HB];
+    __shared__ int last;
     pdl_start();
     int t = t_base + blockIdx.x, z = blockIdx.z, tid = threadIdx.x;
     int warp = tid >> 5, lane = tid & 31;
@@ -71,18 +69,38 @@ k_attn_chunk(float *part_o, float *part_ml, const float *q, int q_stride, const 
     int g = blockIdx.y / nsub, h0 = g * G + (blockIdx.y % nsub) * HB;
     int nhb = G - (h0 - g * G) < HB ? G - (h0 - g * G) : HB;
     int n_ctx = pos[t] + 1;
-    if (z * ATT_CHUNK >= n_ctx) return; /* no keys here: the merge reads only the blocks that saw keys */
+    if (z * ATT_CHUNK >= n_ctx) return; /* no keys here: not among the blocks the merge waits for */
+    int n_chunks = (n_ctx + ATT_CHUNK - 1) / ATT_CHUNK, used = n_chunks < Z ? n_chunks : Z;
+    int mine = (n_chunks - z + Z - 1) / Z; /* chunks z, z + Z, ... of this block */
     int kv_dim = nkv * hd, hd8 = hd / 8;
     const int32_t *table = tables + (size_t)seq[t] * max_blocks;
-    __shared__ __align__(16) float qs[HB][HD];
-    __shared__ float ps[HB][ATT_CHUNK];
-    __shared__ int slots[ATT_CHUNK];
-    __shared__ float red[ATT_WARPS][HB];
-    __shared__ float ow[ATT_WARPS][HB][HD];
+    auto slot_of = [&](int ci, int r) -> int {
+        int j = (z + ci * Z) * ATT_CHUNK + r;
+        return j < n_ctx ? table[j / bs] * bs + j % bs : 0;
+    };
+    if (tid < ATT_CHUNK) {
+        slots[0][tid] = slot_of(0, tid);
+        if (mine > 1) slots[1][tid] = slot_of(1, tid);
+    }
     for (int i = tid; i < HB * HD; i += ATT_THREADS) {
         int hh = i / HD, d = i % HD;
         qs[hh][d] = hh < nhb && d < hd ? q[(size_t)t * q_stride + (size_t)(h0 + hh) * hd + d] : 0.f;
     }
+    __syncthreads();
+    /* chunk ci of this block's -> stage ci & 1 (one cp.async group) */
+    auto issue = [&](int ci) {
+        unsigned char *st = att_tiles + (ci & 1) * att_stage<HD>::bytes;
+        uint4 *kt = reinterpret_cast<uint4 *>(st);
+        __nv_bfloat16 *vt = reinterpret_cast<__nv_bfloat16 *>(st + att_stage<HD>::k_bytes);
+        int j0 = (z + ci * Z) * ATT_CHUNK, cnt = n_ctx - j0 < ATT_CHUNK ? n_ctx - j0 : ATT_CHUNK;
+        for (int i = tid; i < cnt * hd8; i += ATT_THREADS) {
+            int r = i / hd8, c = i - r * hd8;
+            size_t off = (size_t)slots[ci & 1][r] * kv_dim + (size_t)g * hd + (size_t)c * 8;
+            cp_async16(smem_addr(kt + r * C + (c ^ ((r & 3) << 1))), kc + off, 16);
+            cp_async16(smem_addr(vt + (size_t)r * HD + c * 8), vc + off, 16);
+        }
+        cp_async_commit();
+    };
     float M[HB], L[HB], acc[HB][NA];
 #pragma unroll
     for (int hh = 0; hh < HB; hh++) {
@@ -91,52 +109,49 @@ k_attn_chunk(float *part_o, float *part_ml, const float *q, int q_stride, const 
 #pragma unroll
         for (int i = 0; i < NA; i++) acc[hh][i] = 0.f;
     }
-    const bool vlane = lane * D < hd;
-    /* this block takes chunks z, z + Z, z + 2Z, ... and merges them online */
-    for (int j0 = z * ATT_CHUNK; j0 < n_ctx; j0 += Z * ATT_CHUNK) {
-        int cnt = n_ctx - j0 < ATT_CHUNK ? n_ctx - j0 : ATT_CHUNK;
-        __syncthreads(); /* qs ready / previous chunk's ps, slots and ow consumed */
-        if (tid < cnt) {
-            int j = j0 + tid;
-            slots[tid] = table[j / bs] * bs + j % bs;
-        }
+    int key = tid >> 1, half = tid & 1;
+    issue(0);
+    for (int ci = 0; ci < mine; ci++) {
+        int j0 = (z + ci * Z) * ATT_CHUNK, cnt = n_ctx - j0 < ATT_CHUNK ? n_ctx - j0 : ATT_CHUNK;
+        if (ci + 1 < mine) issue(ci + 1);
+        else cp_async_commit(); /* an empty group: the wait below counts the same */
+        /* the slots of chunk ci + 2, in flight while this chunk is used */
+        int s2 = tid < ATT_CHUNK && ci + 2 < mine ? slot_of(ci + 2, tid) : 0;
+        cp_async_wait<1>();
         __syncthreads();
-        /* scores: thread tid, key j0 + tid, every head of the block */
+        const unsigned char *st = att_tiles + (ci & 1) * att_stage<HD>::bytes;
+        const uint4 *kt = reinterpret_cast<const uint4 *>(st);
+        const __nv_bfloat16 *vt = reinterpret_cast<const __nv_bfloat16 *>(st + att_stage<HD>::k_bytes);
+        /* scores: key j0 + key, this thread's pieces (even or odd), every head */
         float sc[HB];
 #pragma unroll
         for (int hh = 0; hh < HB; hh++) sc[hh] = 0.f;
-        if (tid < cnt) {
-            const uint4 *k8 = reinterpret_cast<const uint4 *>(kc + (size_t)slots[tid] * kv_dim + (size_t)g * hd);
+        if (key < cnt) {
+#pragma unroll 4
+            for (int c = half; c < hd8; c += 2) {
+                float a[8];
+                unpack8(kt[key * C + (c ^ ((key & 3) << 1))], kc, a);
 #pragma unroll
-            for (int c0 = 0; c0 < HD / 8; c0 += KB) {
-                uint4 kr[KB];
-#pragma unroll
-                for (int c = 0; c < KB; c++)
-                    if (c0 + c < hd8) kr[c] = __ldg(k8 + c0 + c);
-#pragma unroll
-                for (int c = 0; c < KB; c++)
-                    if (c0 + c < hd8) {
-                        float a[8];
-                        unpack8(kr[c], kc, a);
-#pragma unroll
-                        for (int hh = 0; hh < HB; hh++) {
-                            const float4 *q4 = reinterpret_cast<const float4 *>(&qs[hh][(c0 + c) * 8]);
-                            float4 x0 = q4[0], x1 = q4[1];
-                            float d0 = sc[hh];
-                            d0 = fmaf(a[0], x0.x, d0); d0 = fmaf(a[1], x0.y, d0);
-                            d0 = fmaf(a[2], x0.z, d0); d0 = fmaf(a[3], x0.w, d0);
-                            d0 = fmaf(a[4], x1.x, d0); d0 = fmaf(a[5], x1.y, d0);
-                            d0 = fmaf(a[6], x1.z, d0); d0 = fmaf(a[7], x1.w, d0);
-                            sc[hh] = d0;
-                        }
-                    }
+                for (int hh = 0; hh < HB; hh++) {
+                    const float4 *q4 = reinterpret_cast<const float4 *>(&qs[hh][c * 8]);
+                    float4 x0 = q4[0], x1 = q4[1];
+                    float d0 = sc[hh];
+                    d0 = fmaf(a[0], x0.x, d0); d0 = fmaf(a[1], x0.y, d0);
+                    d0 = fmaf(a[2], x0.z, d0); d0 = fmaf(a[3], x0.w, d0);
+                    d0 = fmaf(a[4], x1.x, d0); d0 = fmaf(a[5], x1.y, d0);
+                    d0 = fmaf(a[6], x1.z, d0); d0 = fmaf(a[7], x1.w, d0);
+                    sc[hh] = d0;
+                }
             }
         }
+        /* the two halves (a + b == b + a: both threads hold the same score) */
+#pragma unroll
+        for (int hh = 0; hh < HB; hh++) sc[hh] += __shfl_xor_sync(0xffffffffu, sc[hh], 1);
         /* chunk max and sum per head, fixed order: warp butterfly, then warps in order */
-        float m[HB], l[HB];
+        float m[HB], l[HB], p[HB];
 #pragma unroll
         for (int hh = 0; hh < HB; hh++) {
-            sc[hh] = tid < cnt ? sc[hh] * scale : -INFINITY;
+            sc[hh] = key < cnt ? sc[hh] * scale : -INFINITY;
             float v = warp_max(sc[hh]);
             if (lane == 0) red[warp][hh] = v;
         }
@@ -149,103 +164,150 @@ k_attn_chunk(float *part_o, float *part_ml, const float *q, int q_stride, const 
         __syncthreads();
 #pragma unroll
         for (int hh = 0; hh < HB; hh++) {
-            float p = tid < cnt ? expf(sc[hh] - m[hh]) : 0.f;
-            ps[hh][tid] = p;
-            float v = warp_sum(p);
+            p[hh] = key < cnt ? expf(sc[hh] - m[hh]) : 0.f;
+            float v = warp_sum(half ? 0.f : p[hh]);
             if (lane == 0) red[warp][hh] = v;
         }
+        if (!half) ps[key] = make_float4(p[0], p[1], p[2], p[3]);
         __syncthreads(); /* red and ps complete */
 #pragma unroll
         for (int hh = 0; hh < HB; hh++) {
             l[hh] = red[0][hh];
             for (int w = 1; w < ATT_WARPS; w++) l[hh] += red[w][hh];
         }
-        /* values: warp w, keys w, w + 4, ... in key order */
-        float o[HB][D];
+        /* values: thread tid, dims tid (+ ATT_THREADS), keys in order */
+        float o[HB][NA];
 #pragma unroll
         for (int hh = 0; hh < HB; hh++)
 #pragma unroll
-            for (int i = 0; i < D; i++) o[hh][i] = 0.f;
-        const __nv_bfloat16 *vbase = vc + (size_t)g * hd + lane * D;
-        for (int jb = warp; jb < cnt; jb += VB * ATT_WARPS) {
-            float vf[VB][D];
+            for (int i = 0; i < NA; i++) o[hh][i] = 0.f;
+#pragma unroll 4
+        for (int j = 0; j < cnt; j++) {
+            float4 p4 = ps[j];
+            const float pj[4] = {p4.x, p4.y, p4.z, p4.w};
 #pragma unroll
-            for (int u = 0; u < VB; u++) {
-                int jj = jb + u * ATT_WARPS;
-                if (vlane && jj < cnt) loadv<D>(vbase + (size_t)slots[jj] * kv_dim, vf[u]);
-                else
+            for (int i = 0; i < NA; i++) {
+                int d = tid + i * ATT_THREADS;
+                if (d < hd) {
+                    float v = __bfloat162float(vt[(size_t)j * HD + d]);
 #pragma unroll
-                    for (int i = 0; i < D; i++) vf[u][i] = 0.f;
-            }
-#pragma unroll
-            for (int u = 0; u < VB; u++) {
-                int jj = jb + u * ATT_WARPS;
-                if (jj < cnt)
-#pragma unroll
-                    for (int hh = 0; hh < HB; hh++) {
-                        float pj = ps[hh][jj];
-#pragma unroll
-                        for (int i = 0; i < D; i++) o[hh][i] = fmaf(pj, vf[u][i], o[hh][i]);
-                    }
+                    for (int hh = 0; hh < HB; hh++) o[hh][i] = fmaf(pj[hh], v, o[hh][i]);
+                }
             }
         }
-        if (vlane)
-#pragma unroll
-            for (int hh = 0; hh < HB; hh++)
-#pragma unroll
-                for (int i = 0; i < D; i++) ow[warp][hh][lane * D + i] = o[hh][i];
-        __syncthreads();
 #pragma unroll
         for (int hh = 0; hh < HB; hh++) {
             float Mn = fmaxf(M[hh], m[hh]), fo = expf(M[hh] - Mn), fc = expf(m[hh] - Mn);
             L[hh] = L[hh] * fo + l[hh] * fc;
 #pragma unroll
-            for (int i = 0; i < NA; i++) {
-                int d = tid + i * ATT_THREADS;
-                if (d < hd) {
-                    float sum = ow[0][hh][d];
-#pragma unroll
-                    for (int w = 1; w < ATT_WARPS; w++) sum += ow[w][hh][d];
-                    acc[hh][i] = acc[hh][i] * fo + sum * fc;
-                }
-            }
+            for (int i = 0; i < NA; i++) acc[hh][i] = acc[hh][i] * fo + o[hh][i] * fc;
             M[hh] = Mn;
         }
+        /* slots[ci & 1] went to chunk ci's copies: chunk ci + 2's take its place */
+        if (tid < ATT_CHUNK && ci + 2 < mine) slots[ci & 1][tid] = s2;
+        __syncthreads(); /* this stage, ps and red consumed; the new slots visible */
     }
+    size_t base = ((size_t)blockIdx.x * nh + h0) * Z; /* head h0 + hh's partials: (base + hh * Z + z') */
 #pragma unroll
     for (int hh = 0; hh < HB; hh++) {
         if (hh >= nhb) break;
-        size_t pidx = ((size_t)blockIdx.x * nh + h0 + hh) * Z + z;
-        float *po = part_o + pidx * hd;
+        size_t pidx = base + (size_t)hh * Z + z;
 #pragma unroll
         for (int i = 0; i < NA; i++) {
             int d = tid + i * ATT_THREADS;
-            if (d < hd) po[d] = acc[hh][i];
+            if (d < hd) part_o[pidx * hd + d] = acc[hh][i];
         }
         if (tid == 0) {
             part_ml[pidx * 2] = M[hh];
             part_ml[pidx * 2 + 1] = L[hh];
         }
     }
+    /* the last of the group's `used` blocks merges (threadFenceReduction's pattern) */
+    __threadfence();
+    __syncthreads();
+    int *cnt_at = arrived + (size_t)blockIdx.x * gridDim.y + blockIdx.y;
+    if (tid == 0) last = atomicAdd(cnt_at, 1) == used - 1;
+    __syncthreads();
+    if (!last) return;
+    if (tid == 0) atomicExch(cnt_at, 0); /* every block has arrived: the next launch counts from zero */
+    __threadfence();
+    if (warp < nhb) { /* warp hh: head hh's weights e^(m_z - M) and 1 / L */
+        const float *pml = part_ml + (base + (size_t)warp * Z) * 2;
+        float mx = -INFINITY;
+        for (int zz = lane; zz < used; zz += 32) mx = fmaxf(mx, __ldcg(pml + 2 * zz));
+        mx = warp_max(mx);
+        float ls = 0.f;
+        for (int zz = lane; zz < used; zz += 32) {
+            float e = expf(__ldcg(pml + 2 * zz) - mx);
+            wz[warp][zz] = e;
+            ls += __ldcg(pml + 2 * zz + 1) * e;
+        }
+        ls = warp_sum(ls);
+        if (lane == 0) inv_l[warp] = ls > 0.f ? 1.0f / ls : 0.f;
+    }
+    __syncthreads();
+    /* 4 consecutive dims of one head per item, the partials in z order */
+    int q4n = hd / 4;
+    for (int it = tid; it < nhb * q4n; it += ATT_THREADS) {
+        int hh = it / q4n, d = (it - hh * q4n) * 4;
+        const float4 *po = reinterpret_cast<const float4 *>(part_o + (base + (size_t)hh * Z) * hd + d);
+        float4 s4 = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll 8
+        for (int zz = 0; zz < used; zz++) {
+            float4 v = __ldcg(po + (size_t)zz * q4n);
+            float w = wz[hh][zz];
+            s4.x += v.x * w; s4.y += v.y * w; s4.z += v.z * w; s4.w += v.w * w;
+        }
+        float il = inv_l[hh];
+        *reinterpret_cast<float4 *>(out + ((size_t)t * nh + h0 + hh) * hd + d) =
+            make_float4(s4.x * il, s4.y * il, s4.z * il, s4.w * il);
+    }
 }
 
-__global__ void k_attn_merge(float *out, const float *part_o, const float *part_ml, const int32_t *pos, int nh, int hd,
-                             int Z, int t_base) {
-    pdl_start();
-    int t = t_base + blockIdx.x, h = blockIdx.y;
-    int n_chunks = (pos[t] + ATT_CHUNK) / ATT_CHUNK;
-    int used = n_chunks < Z ? n_chunks : Z; /* blocks that saw keys */
-    size_t base = ((size_t)blockIdx.x * nh + h) * Z;
-    merge_partials(out + ((size_t)t * nh + h) * hd, part_o + base * hd, part_ml + base * 2, used, hd, threadIdx.x, blockDim.x);
+static ks_workspace att_ws, att_arrived_ws;
+
+/* Blocks of k_attn_decode<HD> one wave of the device holds (shared memory
+ * bounds them), asked once. */
+template <int HD>
+static int wave_blocks() {
+    static int blocks;
+    if (!blocks) {
+        int dev = 0, sms = 0, per_sm = 0;
+        CUDA_CHECK(cudaFuncSetAttribute(k_attn_decode<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                        (int)(2 * att_stage<HD>::bytes)));
+        cudaGetDevice(&dev);
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_attn_decode<HD>, ATT_THREADS, 2 * att_stage<HD>::bytes);
+        blocks = sms * (per_sm > 0 ? per_sm : 1);
+    }
+    return blocks;
 }
 
-static ks_workspace att_ws;
-
-/* Z (blocks per head group) from the KV capacity only: the work split of a token
- * never depends on the batch, and graph replays see fixed launch shapes. */
-static int att_z(int kv_capacity) {
-    int z = (kv_capacity + ATT_CHUNK - 1) / ATT_CHUNK;
-    return z < 1 ? 1 : z > ATT_MAX_Z ? ATT_MAX_Z : z;
+template <int HD>
+static void launch_decode(ks_stream s, float *out, const float *q, int q_stride, const __nv_bfloat16 *kc,
+                          const __nv_bfloat16 *vc, const int32_t *pos, const int32_t *seq, const int32_t *tables,
+                          int max_blocks, int bs, int n, int nh, int nkv, int hd, float scale, int kv_capacity) {
+    int nsub = (nh / nkv + ATT_HB - 1) / ATT_HB, groups = nkv * nsub;
+    /* Z: chunks of the pool, at most one wave of blocks for a token */
+    int Z = (kv_capacity + ATT_CHUNK - 1) / ATT_CHUNK, wave = wave_blocks<HD>() / groups;
+    if (Z > wave) Z = wave;
+    Z = Z < 1 ? 1 : Z > ATT_MAX_Z ? ATT_MAX_Z : Z;
+    int slice;
+    float *ws = ks_partials_ws(&att_ws, s, n, (size_t)nh * Z, hd, ATT_WS_BYTES, "attention workspace", &slice);
+    if (!ws) return;
+    /* one arrival counter per (token of a slice, head group), zero between launches */
+    size_t had = att_arrived_ws.bytes;
+    int *arrived = (int *)ks_cuda_workspace(&att_arrived_ws, s, (size_t)slice * groups * sizeof(int),
+                                            "attention arrival counters");
+    if (!arrived) return;
+    if (att_arrived_ws.bytes != had) CUDA_CHECK(cudaMemsetAsync(arrived, 0, att_arrived_ws.bytes, s));
+    float *part_o = ws, *part_ml = ws + (size_t)slice * nh * Z * hd;
+    for (int t0 = 0; t0 < n; t0 += slice) {
+        int nt = n - t0 < slice ? n - t0 : slice;
+        ks_launch(k_attn_decode<HD>, dim3(nt, groups, Z), ATT_THREADS, 2 * att_stage<HD>::bytes, s, out, part_o,
+                  part_ml, arrived, q, q_stride, kc, vc, pos, seq, tables, max_blocks, bs, nh, nkv, hd, scale, Z, t0);
+        CUDA_CHECK_LAUNCH();
+    }
 }
 
 extern "C" void ks_cuda_attention(ks_stream s, float *out, const float *q, int q_stride, const void *kcv,
@@ -259,21 +321,7 @@ extern "C" void ks_cuda_attention(ks_stream s, float *out, const float *q, int q
                      __LINE__);
         return;
     }
-    auto chunk = head_dim <= 64 ? k_attn_chunk<64> : head_dim <= 128 ? k_attn_chunk<128> : k_attn_chunk<256>;
-    int Z = att_z(kv_capacity);
-    int slice;
-    float *ws = ks_partials_ws(&att_ws, s, n, (size_t)n_heads * Z, head_dim, ATT_WS_BYTES, "attention workspace", &slice);
-    if (!ws) return;
-    float *part_o = ws, *part_ml = ws + (size_t)slice * n_heads * Z * head_dim;
-    for (int t0 = 0; t0 < n; t0 += slice) {
-        int nt = n - t0 < slice ? n - t0 : slice;
-        int nsub = (n_heads / n_kv_heads + ATT_HB - 1) / ATT_HB;
-        ks_launch(chunk, dim3(nt, n_kv_heads * nsub, Z), ATT_THREADS, 0, s, part_o, part_ml, q, q_stride, kc, vc, pos, seq, tables,
-                                                                  max_blocks, block_size, n_heads, n_kv_heads,
-                                                                  head_dim, scale, Z, t0);
-        CUDA_CHECK_LAUNCH();
-        ks_launch(k_attn_merge, dim3(nt, n_heads), head_dim < 128 ? 32 : 128, 0, s, out, part_o, part_ml, pos, n_heads,
-                                                                             head_dim, Z, t0);
-        CUDA_CHECK_LAUNCH();
-    }
+    auto launch = head_dim <= 64 ? launch_decode<64> : head_dim <= 128 ? launch_decode<128> : launch_decode<256>;
+    launch(s, out, q, q_stride, kc, vc, pos, seq, tables, max_blocks, block_size, n, n_heads, n_kv_heads, head_dim,
+           scale, kv_capacity);
 }
