@@ -28,9 +28,10 @@
 # period, GPU busy vs idle, per-kernel duration and the gap before it
 # (bench/nsys_steps.py); cadence = step_cadence.sh (forward vs step period,
 # host work) on tinycoder and Qwen3-1.7B, plain decode; ab = the same
-# decode runs with this tree and with a second build whose files are
-# replaced by .devcarry/ab.tar.xz (a folder tree of the files as they were:
-# the change measured against its parent in one call), interleaved.
+# plain decode runs (and cuda_ops_bench --attention) with this tree and with
+# one more build per .devcarry/ab_NAME.tar.xz, whose files (a folder tree)
+# replace this tree's — variants measured against each other in one call,
+# interleaved; AB_LONG="new NAME.." adds decode after ~16k / ~64k tokens.
 # SPEC_FULL=1: the proposer matrix at --full size (5 prompts x 128 tokens).
 # CONC_MAX_TOKENS=N: the concurrency sweep's answers N tokens long (--quick:
 # 64, where the 16 prompts' prefill is much of the measured time).
@@ -215,36 +216,41 @@ if has nsys; then # the GPU timeline of 128 plain decode steps after a 512-token
         echo "nsys: not on this machine"
     fi
 fi
-if has ab && [ -f .devcarry/ab.tar.xz ]; then # this tree against the overlay's files, interleaved
-    rm -rf /tmp/abtree && mkdir -p /tmp/abtree && cp -r src tests bench tools Makefile /tmp/abtree/
-    tar -xJf .devcarry/ab.tar.xz -C /tmp/abtree --strip-components=1
-    ( cd /tmp/abtree && make -j16 build/kestrel build/cuda_ops_bench CFLAGS="-I$SR/include -I$SR/include/x86_64-linux-gnu" \
-        LDFLAGS="-L$SR/lib/x86_64-linux-gnu -Wl,--allow-shlib-undefined" \
-        NVCCFLAGS="-O3 -std=c++17 -Isrc -gencode arch=compute_90a,code=sm_90a -Xcompiler -fPIC" > /tmp/abbuild.log 2>&1 ) ||
-        tail -20 /tmp/abbuild.log
+if has ab; then # this tree ("new") against each overlay .devcarry/ab_NAME.tar.xz, interleaved
+    trees=(build)
+    for ov in .devcarry/ab_*.tar.xz; do
+        [ -f "$ov" ] || continue
+        name=$(basename "$ov" .tar.xz); name=${name#ab_}
+        rm -rf /tmp/ab_$name && mkdir -p /tmp/ab_$name && cp -r src tests bench tools Makefile /tmp/ab_$name/
+        tar -xJf "$ov" -C /tmp/ab_$name --strip-components=1
+        ( cd /tmp/ab_$name && make -j16 build/kestrel build/cuda_ops_bench CFLAGS="-I$SR/include -I$SR/include/x86_64-linux-gnu" \
+            LDFLAGS="-L$SR/lib/x86_64-linux-gnu -Wl,--allow-shlib-undefined" \
+            NVCCFLAGS="-O3 -std=c++17 -Isrc -gencode arch=compute_90a,code=sm_90a -Xcompiler -fPIC" > /tmp/abbuild_$name.log 2>&1 ) &&
+            trees+=(/tmp/ab_$name/build) || tail -20 /tmp/abbuild_$name.log
+    done
+    tname() { [ "$1" = build ] && echo new || { local d=${1#/tmp/ab_}; echo ${d%/build}; }; }
     p512=$(head -c 1378 /tmp/src.txt)
     for M in /tmp/q8 /tmp/q17 "$TC"; do
         [ -f "$M/config.json" ] || continue
         for round in 1 2; do
-            for b in build /tmp/abtree/build; do
+            for b in "${trees[@]}"; do
                 line=$($b/kestrel run "$M" -p "$p512" -n 256 --temp 0 --ignore-eos --device cuda --no-pld --no-mtp --no-drafter \
                     2>&1 >/dev/null | grep "kestrel: prompt" | sed 's/ (cuda.*//')
-                echo "ab $(basename $M) $([ $b = build ] && echo new || echo old) $round: $line" | tee -a "$OUT/ab.txt"
+                echo "ab $(basename $M) $(tname $b) $round: $line" | tee -a "$OUT/ab.txt"
             done
         done
     done
-    for b in build /tmp/abtree/build; do # decode attention alone, a pool of 128k tokens and one of the context
-        for cap in 131072 0; do
-            $b/cuda_ops_bench --attention $cap | grep attention | sed "s|^|ab $([ $b = build ] && echo new || echo old) |" | tee -a "$OUT/ab.txt"
-        done
+    for b in "${trees[@]}"; do # decode attention alone, a pool of 128k tokens
+        $b/cuda_ops_bench --attention 131072 | grep attention | sed "s|^|ab $(tname $b) |" | tee -a "$OUT/ab.txt"
     done
-    if [ -n "${AB_LONG:-}" ] && [ -f /tmp/q8/config.json ]; then # Qwen3-8B decode after ~16k and ~64k tokens, both builds
+    if [ -n "${AB_LONG:-}" ] && [ -f /tmp/q8/config.json ]; then # Qwen3-8B decode after ~16k and ~64k tokens
         cat $(git ls-files 'src/*.c' 'src/*.h' 'src/*.cu' 'tests/*.c' 'docs/*.md' 2>/dev/null || find src tests docs -type f) > /tmp/all.txt
         for n in 16000 64000; do
-            for b in build /tmp/abtree/build; do
+            for b in "${trees[@]}"; do
+                case " ${AB_LONG} " in *" $(tname $b) "*) ;; *) continue ;; esac
                 line=$(head -c $(( n * 27 / 10 )) /tmp/all.txt | timeout 240 $b/kestrel run /tmp/q8 -p - -n 128 --temp 0 \
                     --ignore-eos --device cuda --no-pld 2>&1 >/dev/null | grep "kestrel: prompt" | sed 's/ (cuda.*//')
-                echo "ab q8 context ~$n $([ $b = build ] && echo new || echo old): $line" | tee -a "$OUT/ab.txt"
+                echo "ab q8 context ~$n $(tname $b): $line" | tee -a "$OUT/ab.txt"
             done
         done
     fi
