@@ -5,7 +5,6 @@
  * extern "C" launchers of k_*.cu. Errors: CUDA_CHECK records the first
  * failure; ops after it are skipped and the next sync (buf_download) reports
  * it as an error status. */
-#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -391,23 +390,6 @@ static const backend_ops cuda_ops = {
 };
 
 static int pdl_state = -1; /* -1: not yet decided */
-
-extern "C" void ks_cuda_prefer_shared(const void *kernel) {
-    static const void *done[512];
-    static int n_done;
-    static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-    pthread_mutex_lock(&mu);
-    int i = 0;
-    while (i < n_done && done[i] != kernel) i++;
-    if (i == n_done && n_done < 512) {
-        /* a hint: a device that cannot honour it keeps its own choice */
-        if (cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout, cudaSharedmemCarveoutMaxShared) !=
-            cudaSuccess)
-            cudaGetLastError();
-        done[n_done++] = kernel;
-    }
-    pthread_mutex_unlock(&mu);
-}
 
 extern "C" int ks_cuda_pdl(void) {
     if (pdl_state < 0) {

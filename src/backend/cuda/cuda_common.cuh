@@ -108,13 +108,6 @@ __device__ __forceinline__ void pdl_start() {
 }
 
 extern "C" int ks_cuda_pdl(void); /* cuda_backend.cu: on for compute capability >= 9.0 unless disabled */
-/* cuda_backend.cu: the kernel prefers the largest shared-memory carveout,
- * set once per kernel. Every kernel of ours asks for the same split of L1
- * and shared memory, so an SM never has to drain to reconfigure between
- * two of them — a block of the next kernel (launched early, see above) can
- * start beside the decode attention's (64 KB of tiles) and fetch its
- * weights while attention runs. */
-extern "C" void ks_cuda_prefer_shared(const void *kernel);
 
 template <typename... KArgs, typename... Args>
 static inline void ks_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
@@ -129,7 +122,6 @@ static inline void ks_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, si
     at[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = at;
     cfg.numAttrs = ks_cuda_pdl() ? 1 : 0;
-    ks_cuda_prefer_shared((const void *)kernel);
     CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
 }
 

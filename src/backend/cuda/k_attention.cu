@@ -12,9 +12,10 @@
  * rows are copied to shared memory with cp.async (K's 16-byte pieces
  * xor-swizzled by row) and the one after's block-table slots are loaded
  * while this chunk is used:
- *   scores — threads 2i and 2i+1 take key j0+i, the even and odd 16-byte
- *            pieces of its row, for each head (q in shared memory), and add
- *            their halves; each head's chunk max and sum are reduced in a
+ *   scores — KPT = ATT_THREADS / ATT_CHUNK threads take key j0+i, every
+ *            KPT-th 16-byte piece of its row each, for each head (q in
+ *            shared memory), and add their parts pairwise; each head's chunk
+ *            max and sum are reduced in a
  *            fixed order (warp butterfly, then warps in order);
  *   values — thread i sums p_j V[j, d] over the chunk's keys in order for
  *            its dims d = i, i + ATT_THREADS;
@@ -54,7 +55,8 @@ k_attn_decode(float *out, float *part_o, float *part_ml, int *arrived, const flo
     constexpr int C = HD / 8;                                /* 16-byte pieces a tile row holds */
     constexpr int NA = (HD + ATT_THREADS - 1) / ATT_THREADS; /* output dims per thread */
     constexpr int HB = ATT_HB;
-    static_assert(HB == 4 && ATT_THREADS == 2 * ATT_CHUNK, "ps packs 4 heads; two threads per key");
+    constexpr int KPT = ATT_THREADS / ATT_CHUNK;             /* threads per key in the scores */
+    static_assert(HB == 4 && KPT * ATT_CHUNK == ATT_THREADS && KPT <= 8, "ps packs 4 heads; KPT threads a key");
     extern __shared__ __align__(16) unsigned char att_tiles[];
     __shared__ __align__(16) float qs[HB][HD];
     __shared__ __align__(16) float4 ps[ATT_CHUNK]; /* the chunk's probabilities, one lane per head */
@@ -96,7 +98,7 @@ k_attn_decode(float *out, float *part_o, float *part_ml, int *arrived, const flo
         for (int i = tid; i < cnt * hd8; i += ATT_THREADS) {
             int r = i / hd8, c = i - r * hd8;
             size_t off = (size_t)slots[ci & 1][r] * kv_dim + (size_t)g * hd + (size_t)c * 8;
-            cp_async16(smem_addr(kt + r * C + (c ^ ((r & 3) << 1))), kc + off, 16);
+            cp_async16(smem_addr(kt + r * C + (c ^ (r % (8 / KPT) * KPT))), kc + off, 16);
             cp_async16(smem_addr(vt + (size_t)r * HD + c * 8), vc + off, 16);
         }
         cp_async_commit();
@@ -109,7 +111,7 @@ k_attn_decode(float *out, float *part_o, float *part_ml, int *arrived, const flo
 #pragma unroll
         for (int i = 0; i < NA; i++) acc[hh][i] = 0.f;
     }
-    int key = tid >> 1, half = tid & 1;
+    int key = tid / KPT, part = tid % KPT;
     issue(0);
     for (int ci = 0; ci < mine; ci++) {
         int j0 = (z + ci * Z) * ATT_CHUNK, cnt = n_ctx - j0 < ATT_CHUNK ? n_ctx - j0 : ATT_CHUNK;
@@ -122,15 +124,15 @@ k_attn_decode(float *out, float *part_o, float *part_ml, int *arrived, const flo
         const unsigned char *st = att_tiles + (ci & 1) * att_stage<HD>::bytes;
         const uint4 *kt = reinterpret_cast<const uint4 *>(st);
         const __nv_bfloat16 *vt = reinterpret_cast<const __nv_bfloat16 *>(st + att_stage<HD>::k_bytes);
-        /* scores: key j0 + key, this thread's pieces (even or odd), every head */
+        /* scores: key j0 + key, this thread's pieces (part, part + KPT, ..), every head */
         float sc[HB];
 #pragma unroll
         for (int hh = 0; hh < HB; hh++) sc[hh] = 0.f;
         if (key < cnt) {
 #pragma unroll 4
-            for (int c = half; c < hd8; c += 2) {
+            for (int c = part; c < hd8; c += KPT) {
                 float a[8];
-                unpack8(kt[key * C + (c ^ ((key & 3) << 1))], kc, a);
+                unpack8(kt[key * C + (c ^ (key % (8 / KPT) * KPT))], kc, a);
 #pragma unroll
                 for (int hh = 0; hh < HB; hh++) {
                     const float4 *q4 = reinterpret_cast<const float4 *>(&qs[hh][c * 8]);
@@ -144,9 +146,11 @@ k_attn_decode(float *out, float *part_o, float *part_ml, int *arrived, const flo
                 }
             }
         }
-        /* the two halves (a + b == b + a: both threads hold the same score) */
+        /* the parts, pairwise (a + b == b + a: every thread of a key holds the same score) */
 #pragma unroll
-        for (int hh = 0; hh < HB; hh++) sc[hh] += __shfl_xor_sync(0xffffffffu, sc[hh], 1);
+        for (int o = 1; o < KPT; o <<= 1)
+#pragma unroll
+            for (int hh = 0; hh < HB; hh++) sc[hh] += __shfl_xor_sync(0xffffffffu, sc[hh], o);
         /* chunk max and sum per head, fixed order: warp butterfly, then warps in order */
         float m[HB], l[HB], p[HB];
 #pragma unroll
@@ -165,10 +169,10 @@ k_attn_decode(float *out, float *part_o, float *part_ml, int *arrived, const flo
 #pragma unroll
         for (int hh = 0; hh < HB; hh++) {
             p[hh] = key < cnt ? expf(sc[hh] - m[hh]) : 0.f;
-            float v = warp_sum(half ? 0.f : p[hh]);
+            float v = warp_sum(part ? 0.f : p[hh]);
             if (lane == 0) red[warp][hh] = v;
         }
-        if (!half) ps[key] = make_float4(p[0], p[1], p[2], p[3]);
+        if (!part) ps[key] = make_float4(p[0], p[1], p[2], p[3]);
         __syncthreads(); /* red and ps complete */
 #pragma unroll
         for (int hh = 0; hh < HB; hh++) {
