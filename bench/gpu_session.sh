@@ -227,6 +227,12 @@ if has ab; then # this tree ("new") against each overlay .devcarry/ab_NAME.tar.x
             LDFLAGS="-L$SR/lib/x86_64-linux-gnu -Wl,--allow-shlib-undefined" \
             NVCCFLAGS="-O3 -std=c++17 -Isrc -gencode arch=compute_90a,code=sm_90a -Xcompiler -fPIC" > /tmp/abbuild_$name.log 2>&1 ) &&
             trees+=(/tmp/ab_$name/build) || tail -20 /tmp/abbuild_$name.log
+        if [ -n "${AB_TEST:-}" ]; then # the variant's own CUDA tests
+            ( cd /tmp/ab_$name && make -j16 build/test_runner CFLAGS="-I$SR/include -I$SR/include/x86_64-linux-gnu" \
+                LDFLAGS="-L$SR/lib/x86_64-linux-gnu -Wl,--allow-shlib-undefined" \
+                NVCCFLAGS="-O3 -std=c++17 -Isrc -gencode arch=compute_90a,code=sm_90a -Xcompiler -fPIC" > /dev/null 2>&1 &&
+              ./build/test_runner cuda 2>&1 | grep -E "^(FAIL|ok)" | sort | uniq -c | sed "s|^|ab $name tests: |" | head -5 ) | tee -a "$OUT/ab.txt"
+        fi
     done
     tname() { [ "$1" = build ] && echo new || { local d=${1#/tmp/ab_}; echo ${d%/build}; }; }
     p512=$(head -c 1378 /tmp/src.txt)
