@@ -231,7 +231,8 @@ if has ab; then # this tree ("new") against each overlay .devcarry/ab_NAME.tar.x
             ( cd /tmp/ab_$name && make -j16 build/test_runner CFLAGS="-I$SR/include -I$SR/include/x86_64-linux-gnu" \
                 LDFLAGS="-L$SR/lib/x86_64-linux-gnu -Wl,--allow-shlib-undefined" \
                 NVCCFLAGS="-O3 -std=c++17 -Isrc -gencode arch=compute_90a,code=sm_90a -Xcompiler -fPIC" > /dev/null 2>&1 &&
-              ./build/test_runner cuda 2>&1 | grep -E "^(FAIL|ok)" | sort | uniq -c | sed "s|^|ab $name tests: |" | head -5 ) | tee -a "$OUT/ab.txt"
+              { ./build/test_runner cuda > /tmp/t_$name.txt 2>&1; echo "ab $name tests: $(grep -c '^ok' /tmp/t_$name.txt) ok,"\
+                "$(grep -c '^FAIL' /tmp/t_$name.txt) failed"; grep '^FAIL' /tmp/t_$name.txt | head -5; } ) | tee -a "$OUT/ab.txt"
         fi
     done
     tname() { [ "$1" = build ] && echo new || { local d=${1#/tmp/ab_}; echo ${d%/build}; }; }
