@@ -31,7 +31,8 @@
 # plain decode runs (and cuda_ops_bench --attention) with this tree and with
 # one more build per .devcarry/ab_NAME.tar.xz, whose files (a folder tree)
 # replace this tree's — variants measured against each other in one call,
-# interleaved; AB_LONG="new NAME.." adds decode after ~16k / ~64k tokens.
+# interleaved (AB_MODELS, AB_ROUNDS); AB_LONG="new NAME.." adds decode after
+# ~16k / ~64k tokens; AB_FWD=1 model_forward of 1 / 4 / 16 sequences.
 # SPEC_FULL=1: the proposer matrix at --full size (5 prompts x 128 tokens).
 # CONC_MAX_TOKENS=N: the concurrency sweep's answers N tokens long (--quick:
 # 64, where the 16 prompts' prefill is much of the measured time).
@@ -237,9 +238,9 @@ if has ab; then # this tree ("new") against each overlay .devcarry/ab_NAME.tar.x
     done
     tname() { [ "$1" = build ] && echo new || { local d=${1#/tmp/ab_}; echo ${d%/build}; }; }
     p512=$(head -c 1378 /tmp/src.txt)
-    for M in /tmp/q8 /tmp/q17 "$TC"; do
+    for M in ${AB_MODELS:-/tmp/q8 /tmp/q17 $TC}; do
         [ -f "$M/config.json" ] || continue
-        for round in 1 2; do
+        for round in $(seq ${AB_ROUNDS:-2}); do
             for b in "${trees[@]}"; do
                 line=$($b/kestrel run "$M" -p "$p512" -n 256 --temp 0 --ignore-eos --device cuda --no-pld --no-mtp --no-drafter \
                     2>&1 >/dev/null | grep "kestrel: prompt" | sed 's/ (cuda.*//')
@@ -250,6 +251,11 @@ if has ab; then # this tree ("new") against each overlay .devcarry/ab_NAME.tar.x
     for b in "${trees[@]}"; do # decode attention alone, a pool of 128k tokens
         $b/cuda_ops_bench --attention 131072 | grep attention | sed "s|^|ab $(tname $b) |" | tee -a "$OUT/ab.txt"
     done
+    if [ -n "${AB_FWD:-}" ] && [ -f /tmp/q8/config.json ]; then # Qwen3-8B model_forward of 1 / 4 / 16 decode sequences
+        for b in "${trees[@]}"; do
+            $b/cuda_ops_bench /tmp/q8 2>&1 | grep "forward decode" | sed "s|^|ab $(tname $b) |" | tee -a "$OUT/ab.txt"
+        done
+    fi
     if [ -n "${AB_LONG:-}" ] && [ -f /tmp/q8/config.json ]; then # Qwen3-8B decode after ~16k and ~64k tokens
         cat $(git ls-files 'src/*.c' 'src/*.h' 'src/*.cu' 'tests/*.c' 'docs/*.md' 2>/dev/null || find src tests docs -type f) > /tmp/all.txt
         for n in 16000 64000; do

@@ -8,10 +8,10 @@
  * K/V row is read once for the group's heads. Z = min(KV capacity /
  * ATT_CHUNK, the blocks one wave of the GPU holds / groups, ATT_MAX_Z): fixed
  * by the pool, the model and the device, never by the batch.
- * Per block, its chunks in a two-stage pipeline: the next chunk's K and V
- * rows are copied to shared memory with cp.async (K's 16-byte pieces
- * xor-swizzled by row) and the one after's block-table slots are loaded
- * while this chunk is used:
+ * Per block, its chunks in an ATT_STAGES-stage pipeline: the next
+ * ATT_STAGES - 1 chunks' K and V rows are being copied to shared memory with
+ * cp.async (K's 16-byte pieces xor-swizzled by row) and the block-table
+ * slots of the chunk after them loaded while this chunk is used:
  *   scores — KPT = ATT_THREADS / ATT_CHUNK threads take key j0+i, every
  *            KPT-th 16-byte piece of its row each, for each head (q in
  *            shared memory), and add their parts pairwise; each head's chunk
@@ -30,13 +30,19 @@
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
 
-#define ATT_CHUNK 64
+#define ATT_CHUNK 32
 #define ATT_THREADS 128
 #define ATT_WARPS (ATT_THREADS / 32)
 #define ATT_MAX_HD 256
 #define ATT_WS_BYTES (256u << 20) /* workspace cap: tokens are sliced to fit */
 #define ATT_MAX_Z 128            /* blocks per (token, head group); each loops over its chunks */
 #define ATT_HB 4                 /* query heads of one KV group per block */
+#define ATT_STAGES 3             /* chunks a block holds: ATT_STAGES - 1 in flight while one is used */
+/* The shared-memory carveout asked for the kernel (KB of a 256 KB L1): the
+ * rest stays L1, which the matvecs that follow on the same SMs (launched
+ * early) need for their loads in flight. Left to the driver, the tiles'
+ * 3 blocks an SM took the 228 KB carveout and Qwen3-8B decode lost 9%. */
+#define ATT_CARVEOUT_KB 132
 
 /* the K and V tiles of one pipeline stage: ATT_CHUNK rows of HD each */
 template <int HD>
@@ -60,7 +66,7 @@ k_attn_decode(float *out, float *part_o, float *part_ml, int *arrived, const flo
     extern __shared__ __align__(16) unsigned char att_tiles[];
     __shared__ __align__(16) float qs[HB][HD];
     __shared__ __align__(16) float4 ps[ATT_CHUNK]; /* the chunk's probabilities, one lane per head */
-    __shared__ int slots[2][ATT_CHUNK];
+    __shared__ int slots[ATT_STAGES][ATT_CHUNK];
     __shared__ float red[ATT_WARPS][HB];
     __shared__ float wz[HB][ATT_MAX_Z], inv_l[HB];
     __shared__ int last;
@@ -80,24 +86,24 @@ k_attn_decode(float *out, float *part_o, float *part_ml, int *arrived, const flo
         int j = (z + ci * Z) * ATT_CHUNK + r;
         return j < n_ctx ? table[j / bs] * bs + j % bs : 0;
     };
-    if (tid < ATT_CHUNK) {
-        slots[0][tid] = slot_of(0, tid);
-        if (mine > 1) slots[1][tid] = slot_of(1, tid);
-    }
+    if (tid < ATT_CHUNK)
+#pragma unroll
+        for (int st = 0; st < ATT_STAGES; st++)
+            if (st < mine) slots[st][tid] = slot_of(st, tid);
     for (int i = tid; i < HB * HD; i += ATT_THREADS) {
         int hh = i / HD, d = i % HD;
         qs[hh][d] = hh < nhb && d < hd ? q[(size_t)t * q_stride + (size_t)(h0 + hh) * hd + d] : 0.f;
     }
     __syncthreads();
-    /* chunk ci of this block's -> stage ci & 1 (one cp.async group) */
+    /* chunk ci of this block's -> stage ci % ATT_STAGES (one cp.async group) */
     auto issue = [&](int ci) {
-        unsigned char *st = att_tiles + (ci & 1) * att_stage<HD>::bytes;
+        unsigned char *st = att_tiles + (ci % ATT_STAGES) * att_stage<HD>::bytes;
         uint4 *kt = reinterpret_cast<uint4 *>(st);
         __nv_bfloat16 *vt = reinterpret_cast<__nv_bfloat16 *>(st + att_stage<HD>::k_bytes);
         int j0 = (z + ci * Z) * ATT_CHUNK, cnt = n_ctx - j0 < ATT_CHUNK ? n_ctx - j0 : ATT_CHUNK;
         for (int i = tid; i < cnt * hd8; i += ATT_THREADS) {
             int r = i / hd8, c = i - r * hd8;
-            size_t off = (size_t)slots[ci & 1][r] * kv_dim + (size_t)g * hd + (size_t)c * 8;
+            size_t off = (size_t)slots[ci % ATT_STAGES][r] * kv_dim + (size_t)g * hd + (size_t)c * 8;
             cp_async16(smem_addr(kt + r * C + (c ^ (r % (8 / KPT) * KPT))), kc + off, 16);
             cp_async16(smem_addr(vt + (size_t)r * HD + c * 8), vc + off, 16);
         }
@@ -112,16 +118,20 @@ k_attn_decode(float *out, float *part_o, float *part_ml, int *arrived, const flo
         for (int i = 0; i < NA; i++) acc[hh][i] = 0.f;
     }
     int key = tid / KPT, part = tid % KPT;
-    issue(0);
+#pragma unroll
+    for (int st = 0; st < ATT_STAGES - 1; st++) {
+        if (st < mine) issue(st);
+        else cp_async_commit(); /* empty groups: the waits below count the same */
+    }
     for (int ci = 0; ci < mine; ci++) {
         int j0 = (z + ci * Z) * ATT_CHUNK, cnt = n_ctx - j0 < ATT_CHUNK ? n_ctx - j0 : ATT_CHUNK;
-        if (ci + 1 < mine) issue(ci + 1);
-        else cp_async_commit(); /* an empty group: the wait below counts the same */
-        /* the slots of chunk ci + 2, in flight while this chunk is used */
-        int s2 = tid < ATT_CHUNK && ci + 2 < mine ? slot_of(ci + 2, tid) : 0;
-        cp_async_wait<1>();
+        if (ci + ATT_STAGES - 1 < mine) issue(ci + ATT_STAGES - 1);
+        else cp_async_commit();
+        /* the slots of chunk ci + ATT_STAGES, in flight while this chunk is used */
+        int s2 = tid < ATT_CHUNK && ci + ATT_STAGES < mine ? slot_of(ci + ATT_STAGES, tid) : 0;
+        cp_async_wait<ATT_STAGES - 1>();
         __syncthreads();
-        const unsigned char *st = att_tiles + (ci & 1) * att_stage<HD>::bytes;
+        const unsigned char *st = att_tiles + (ci % ATT_STAGES) * att_stage<HD>::bytes;
         const uint4 *kt = reinterpret_cast<const uint4 *>(st);
         const __nv_bfloat16 *vt = reinterpret_cast<const __nv_bfloat16 *>(st + att_stage<HD>::k_bytes);
         /* scores: key j0 + key, this thread's pieces (part, part + KPT, ..), every head */
@@ -207,8 +217,8 @@ k_attn_decode(float *out, float *part_o, float *part_ml, int *arrived, const flo
             for (int i = 0; i < NA; i++) acc[hh][i] = acc[hh][i] * fo + o[hh][i] * fc;
             M[hh] = Mn;
         }
-        /* slots[ci & 1] went to chunk ci's copies: chunk ci + 2's take its place */
-        if (tid < ATT_CHUNK && ci + 2 < mine) slots[ci & 1][tid] = s2;
+        /* slots[ci % ATT_STAGES] went to chunk ci's copies: chunk ci + ATT_STAGES's take their place */
+        if (tid < ATT_CHUNK && ci + ATT_STAGES < mine) slots[ci % ATT_STAGES][tid] = s2;
         __syncthreads(); /* this stage, ps and red consumed; the new slots visible */
     }
     size_t base = ((size_t)blockIdx.x * nh + h0) * Z; /* head h0 + hh's partials: (base + hh * Z + z') */
@@ -270,18 +280,28 @@ k_attn_decode(float *out, float *part_o, float *part_ml, int *arrived, const flo
 
 static ks_workspace att_ws, att_arrived_ws;
 
-/* Blocks of k_attn_decode<HD> one wave of the device holds (shared memory
- * bounds them), asked once. */
+/* Blocks of k_attn_decode<HD> one wave of the device holds: as many as
+ * the carveout asked for fits (1 KB of each block's shared memory is the
+ * system's), set up once. */
 template <int HD>
 static int wave_blocks() {
     static int blocks;
     if (!blocks) {
-        int dev = 0, sms = 0, per_sm = 0;
-        CUDA_CHECK(cudaFuncSetAttribute(k_attn_decode<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                        (int)(2 * att_stage<HD>::bytes)));
+        int dev = 0, sms = 0, smem_sm = 0;
+        size_t dyn = ATT_STAGES * att_stage<HD>::bytes;
+        cudaFuncAttributes fa;
+        CUDA_CHECK(cudaFuncSetAttribute(k_attn_decode<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dyn));
         cudaGetDevice(&dev);
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_attn_decode<HD>, ATT_THREADS, 2 * att_stage<HD>::bytes);
+        cudaDeviceGetAttribute(&smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev);
+        size_t per_block = dyn + 1024 + (cudaFuncGetAttributes(&fa, k_attn_decode<HD>) == cudaSuccess ? fa.sharedSizeBytes : 0);
+        size_t want = (size_t)ATT_CARVEOUT_KB << 10;
+        if (want < per_block) want = per_block;
+        if (smem_sm > 0 && want > (size_t)smem_sm) want = smem_sm;
+        int pct = smem_sm > 0 ? (int)((want * 100 + smem_sm - 1) / smem_sm) : 100;
+        if (cudaFuncSetAttribute(k_attn_decode<HD>, cudaFuncAttributePreferredSharedMemoryCarveout, pct) != cudaSuccess)
+            cudaGetLastError(); /* a hint */
+        int per_sm = (int)(want / per_block);
         blocks = sms * (per_sm > 0 ? per_sm : 1);
     }
     return blocks;
@@ -308,7 +328,7 @@ static void launch_decode(ks_stream s, float *out, const float *q, int q_stride,
     float *part_o = ws, *part_ml = ws + (size_t)slice * nh * Z * hd;
     for (int t0 = 0; t0 < n; t0 += slice) {
         int nt = n - t0 < slice ? n - t0 : slice;
-        ks_launch(k_attn_decode<HD>, dim3(nt, groups, Z), ATT_THREADS, 2 * att_stage<HD>::bytes, s, out, part_o,
+        ks_launch(k_attn_decode<HD>, dim3(nt, groups, Z), ATT_THREADS, ATT_STAGES * att_stage<HD>::bytes, s, out, part_o,
                   part_ml, arrived, q, q_stride, kc, vc, pos, seq, tables, max_blocks, bs, nh, nkv, hd, scale, Z, t0);
         CUDA_CHECK_LAUNCH();
     }
