@@ -37,11 +37,15 @@
 #define ATT_WS_BYTES (256u << 20) /* workspace cap: tokens are sliced to fit */
 #define ATT_MAX_Z 128            /* blocks per (token, head group); each loops over its chunks */
 #define ATT_HB 4                 /* query heads of one KV group per block */
-#define ATT_STAGES 3             /* chunks a block holds: ATT_STAGES - 1 in flight while one is used */
+#define ATT_STAGES 2             /* chunks a block holds: ATT_STAGES - 1 in flight while one is used */
 /* The shared-memory carveout asked for the kernel (KB of a 256 KB L1): the
  * rest stays L1, which the matvecs that follow on the same SMs (launched
- * early) need for their loads in flight. Left to the driver, the tiles'
- * 3 blocks an SM took the 228 KB carveout and Qwen3-8B decode lost 9%. */
+ * early) need for their loads in flight. Left to the driver, 64-key tiles
+ * took the 228 KB carveout and Qwen3-8B decode lost 9%; every kernel at the
+ * largest carveout lost 22%. Chunk, stages and carveout measured together
+ * on the H200 (BENCHMARKS.md, thirteenth session): 32 keys, 2 stages,
+ * 132 KB (3 blocks an SM at head_dim 128) was ahead of the two-kernel
+ * version on every row but 16 batched sequences (-0.7%). */
 #define ATT_CARVEOUT_KB 132
 
 /* the K and V tiles of one pipeline stage: ATT_CHUNK rows of HD each */
