@@ -23,10 +23,7 @@
 # Qwen3-8B concurrency sweep, prefix-cache TTFT and the 32k-prompt stall;
 # kprof = GPU time of each kernel of a Qwen3-8B decode step (Nsight Compute);
 # mem = the server's GPU memory beyond weights and a 4 GiB KV pool
-# (bench/gpu_memory.sh on Qwen3-8B); nsys = the GPU timeline of plain
-# decode on NSYS_MODELS (default tinycoder, Qwen3-1.7B, Qwen3-8B): step
-# period, GPU busy vs idle, per-kernel duration and the gap before it
-# (bench/nsys_steps.py); cadence = step_cadence.sh (forward vs step period,
+# (bench/gpu_memory.sh on Qwen3-8B); cadence = step_cadence.sh (forward vs step period,
 # host work) on tinycoder and Qwen3-1.7B, plain decode; ab = the same
 # plain decode runs (and cuda_ops_bench --attention) with this tree and with
 # one more build per .devcarry/ab_NAME.tar.xz, whose files (a folder tree)
@@ -67,9 +64,9 @@ has() { case " $STAGES " in *" $1 "*) return 0 ;; esac; return 1; }
 QTOK=/tmp/qwen3tok
 [ -f .devcarry/qwen3tok.tar.xz ] && tar -xJf .devcarry/qwen3tok.tar.xz -C /tmp
 [ -f "$QTOK/tokenizer.json" ] || QTOK=$TC
-if has real || has ops || has batch || has long || has profile || has kprof || has gprof || has mem || has nsys || has cadence || has ab; then # written while the tests run
+if has real || has ops || has batch || has long || has profile || has kprof || has gprof || has mem || has cadence || has ab; then # written while the tests run
     ( python3 tools/make_random_checkpoint.py qwen3-8b /tmp/q8 --tokenizer-from "$QTOK" &&
-      { has real || has profile || has nsys || has cadence || has ab; } &&
+      { has real || has profile || has cadence || has ab; } &&
       python3 tools/make_random_checkpoint.py qwen3-1.7b /tmp/q17 --tokenizer-from "$QTOK" ) > /tmp/checkpoints.log 2>&1 &
 fi
 if has test; then
@@ -117,7 +114,7 @@ if has ncu; then # Nsight Compute on launches of the kernels named by NCU_KERNEL
     NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null)
     if [ -n "$NCU" ]; then
         for skip in ${NCU_SKIPS:-20}; do
-            timeout 200 "$NCU" --kernel-name "regex:${NCU_KERNELS:-k_attn_chunk|k_attn_merge|k_matvec_tc}" --launch-skip $skip \
+            timeout 200 "$NCU" --kernel-name "regex:${NCU_KERNELS:-k_attn_decode|k_matvec_tc}" --launch-skip $skip \
                 --launch-count ${NCU_COUNT:-6} --section SpeedOfLight --section MemoryWorkloadAnalysis --section Occupancy \
                 --section LaunchStats --section WarpStateStats ${NCU_CMD:-build/cuda_ops_bench} >> "$OUT/ncu.txt" 2>&1
         done
@@ -198,23 +195,6 @@ if has gprof; then # GPU time of each prompt-path kernel (GEMMs, prompt attentio
         done
     else
         echo "gprof: no ncu or no checkpoint"
-    fi
-fi
-if has nsys; then # the GPU timeline of 128 plain decode steps after a 512-token prompt
-    NSYS=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems*/bin/nsys 2>/dev/null | head -1)
-    if [ -n "$NSYS" ]; then
-        for M in ${NSYS_MODELS:-$TC /tmp/q17 /tmp/q8}; do
-            [ -f "$M/config.json" ] || continue
-            rm -f /tmp/ns.nsys-rep /tmp/ns.sqlite
-            timeout 120 "$NSYS" profile -o /tmp/ns --force-overwrite true --cuda-graph-trace=node -t cuda \
-                build/kestrel run "$M" -p "$(head -c 1378 /tmp/src.txt)" -n 128 --temp 0 --ignore-eos --device cuda \
-                --no-pld --no-mtp --no-drafter > /tmp/nsys.log 2>&1
-            "$NSYS" stats --report cuda_gpu_trace --format csv -o /tmp/ns_trace /tmp/ns.nsys-rep > /dev/null 2>&1
-            { echo "== $M"; tail -2 /tmp/nsys.log; python3 bench/nsys_steps.py /tmp/ns_trace_cuda_gpu_trace.csv | head -40; } 2>&1 | tee -a "$OUT/nsys.txt"
-            gzip -c /tmp/ns_trace_cuda_gpu_trace.csv > "$OUT/nsys_$(basename $M).csv.gz" 2>/dev/null
-        done
-    else
-        echo "nsys: not on this machine"
     fi
 fi
 if has ab; then # this tree ("new") against each overlay .devcarry/ab_NAME.tar.xz, interleaved
