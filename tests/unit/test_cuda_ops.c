@@ -269,36 +269,43 @@ TEST(test_cuda_paged_attention_matches_cpu) {
     close_pair(&p);
 }
 
-/* a context longer than ATT_MAX_Z chunks: each block merges several chunks */
+/* contexts of more chunks than a head group has blocks, so each block
+ * pipelines several chunks through its stages (the second shape, 8 KV heads
+ * of 128 at 15k keys: ~10 chunks a block on an H200, past the stages'
+ * prefetched slots) and the last block merges the group's partials */
 TEST(test_cuda_long_context_attention_matches_cpu) {
     pair p = {0};
     if (!open_pair(&p)) SKIP("no CUDA GPU");
-    int nh = 4, nkv = 1, hd = 64, kv_dim = nkv * hd, bs = 16, nblocks = 400, n = 2;
-    int32_t pos[2] = {5000, 4095}, seq[2] = {0, 0}, slots[2];
-    int32_t *tables = malloc((size_t)nblocks * 4);
-    for (int i = 0; i < nblocks; i++) tables[i] = (i * 37) % nblocks; /* scattered blocks */
-    for (int i = 0; i < n; i++) slots[i] = tables[pos[i] / bs] * bs + pos[i] % bs;
-    size_t cache = (size_t)nblocks * bs * kv_dim;
-    float *kc = malloc(cache * 4), *vc = malloc(cache * 4);
-    for (size_t i = 0; i < cache; i++) { kc[i] = frand(); vc[i] = frand(); }
-    int qs = (nh + 2 * nkv) * hd;
-    float *q = malloc((size_t)n * qs * 4), *oa = malloc((size_t)n * nh * hd * 4), *ob = malloc((size_t)n * nh * hd * 4);
-    for (int i = 0; i < n * qs; i++) q[i] = frand();
-    void *dkc = kv_upload(p.gpu, kc, cache), *dvc = kv_upload(p.gpu, vc, cache);
-    float *dq = up(p.gpu, q, (size_t)n * qs * 4);
-    int32_t *dpos = up(p.gpu, pos, sizeof pos), *dseq = up(p.gpu, seq, sizeof seq), *dtab = up(p.gpu, tables, (size_t)nblocks * 4),
-            *dslots = up(p.gpu, slots, sizeof slots);
-    bk_attn_batch abc = {n, pos, seq, slots, tables, nblocks, bs, 5000, nblocks * bs, 0, NULL, 0},
-                  abg = {n, dpos, dseq, dslots, dtab, nblocks, bs, 5000, nblocks * bs, 0, NULL, 0};
-    float *dout = p.gpu->ops->buf_alloc(p.gpu, (size_t)n * nh * hd * 4);
-    p.cpu->ops->attention(p.cpu, oa, q, qs, kc, vc, &abc, nh, nkv, hd, 0.125f);
-    p.gpu->ops->attention(p.gpu, dout, dq, qs, dkc, dvc, &abg, nh, nkv, hd, 0.125f);
-    down(p.gpu, ob, dout, (size_t)n * nh * hd * 4);
-    double e = max_rel(ob, oa, (size_t)n * nh * hd, NULL);
-    CHECK_MSG(e < 1e-5, "long-context attention: max err %g", e);
-    void *bufs[] = {dkc, dvc, dq, dpos, dseq, dtab, dslots, dout};
-    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) p.gpu->ops->buf_free(p.gpu, bufs[i]);
-    free(kc); free(vc); free(q); free(oa); free(ob); free(tables);
+    struct { int nh, nkv, hd, nblocks, pos0, pos1; } cf[2] = {{4, 1, 64, 400, 5000, 4095}, {32, 8, 128, 1000, 15000, 9001}};
+    for (int ci = 0; ci < 2; ci++) {
+        int nh = cf[ci].nh, nkv = cf[ci].nkv, hd = cf[ci].hd, kv_dim = nkv * hd, bs = 16, nblocks = cf[ci].nblocks, n = 2;
+        int32_t pos[2] = {cf[ci].pos0, cf[ci].pos1}, seq[2] = {0, 0}, slots[2];
+        int32_t *tables = malloc((size_t)nblocks * 4);
+        for (int i = 0; i < nblocks; i++) tables[i] = (i * 37) % nblocks; /* scattered blocks (37 is prime to both) */
+        for (int i = 0; i < n; i++) slots[i] = tables[pos[i] / bs] * bs + pos[i] % bs;
+        size_t cache = (size_t)nblocks * bs * kv_dim;
+        float *kc = malloc(cache * 4), *vc = malloc(cache * 4);
+        for (size_t i = 0; i < cache; i++) { kc[i] = frand(); vc[i] = frand(); }
+        int qs = (nh + 2 * nkv) * hd;
+        float *q = malloc((size_t)n * qs * 4), *oa = malloc((size_t)n * nh * hd * 4), *ob = malloc((size_t)n * nh * hd * 4);
+        for (int i = 0; i < n * qs; i++) q[i] = frand();
+        void *dkc = kv_upload(p.gpu, kc, cache), *dvc = kv_upload(p.gpu, vc, cache);
+        float *dq = up(p.gpu, q, (size_t)n * qs * 4);
+        int32_t *dpos = up(p.gpu, pos, sizeof pos), *dseq = up(p.gpu, seq, sizeof seq),
+                *dtab = up(p.gpu, tables, (size_t)nblocks * 4), *dslots = up(p.gpu, slots, sizeof slots);
+        int max_pos = pos[0] > pos[1] ? pos[0] : pos[1];
+        bk_attn_batch abc = {n, pos, seq, slots, tables, nblocks, bs, max_pos, nblocks * bs, 0, NULL, 0},
+                      abg = {n, dpos, dseq, dslots, dtab, nblocks, bs, max_pos, nblocks * bs, 0, NULL, 0};
+        float *dout = p.gpu->ops->buf_alloc(p.gpu, (size_t)n * nh * hd * 4);
+        p.cpu->ops->attention(p.cpu, oa, q, qs, kc, vc, &abc, nh, nkv, hd, 0.125f);
+        p.gpu->ops->attention(p.gpu, dout, dq, qs, dkc, dvc, &abg, nh, nkv, hd, 0.125f);
+        down(p.gpu, ob, dout, (size_t)n * nh * hd * 4);
+        double e = max_rel(ob, oa, (size_t)n * nh * hd, NULL);
+        CHECK_MSG(e < 1e-5, "long-context attention (%d heads of %d, %d keys): max err %g", nh, hd, max_pos + 1, e);
+        void *bufs[] = {dkc, dvc, dq, dpos, dseq, dtab, dslots, dout};
+        for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) p.gpu->ops->buf_free(p.gpu, bufs[i]);
+        free(kc); free(vc); free(q); free(oa); free(ob); free(tables);
+    }
     close_pair(&p);
 }
 
