@@ -15,8 +15,8 @@
  *   scores — KPT = ATT_THREADS / ATT_CHUNK threads take key j0+i, every
  *            KPT-th 16-byte piece of its row each, for each head (q in
  *            shared memory), and add their parts pairwise; each head's chunk
- *            max and sum are reduced in a
- *            fixed order (warp butterfly, then warps in order);
+ *            max and sum are reduced in a fixed order (warp butterfly, then
+ *            warps in order);
  *   values — thread i sums p_j V[j, d] over the chunk's keys in order for
  *            its dims d = i, i + ATT_THREADS;
  * and the chunk is merged into each head's running (m, l, o) online -> one
@@ -56,7 +56,11 @@ struct att_stage {
 };
 
 /* HD: 64, 128 or 256, the bound on hd that sizes the tiles (rows of HD
- * elements in shared memory) and the per-thread dims. */
+ * elements in shared memory) and the per-thread dims. Shapes: q (n,
+ * q_stride), head h at h * hd; out (n, nh, hd); the workspaces (this file's,
+ * grown outside graph capture): part_o (slice, nh, Z, hd), part_ml (slice,
+ * nh, Z, 2) as (m, l), arrived (slice, groups) counters, zero between
+ * launches. */
 template <int HD>
 __global__ void __launch_bounds__(ATT_THREADS)
 k_attn_decode(float *out, float *part_o, float *part_ml, int *arrived, const float *q, int q_stride,
