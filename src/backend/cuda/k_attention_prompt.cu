@@ -71,9 +71,8 @@ __device__ __forceinline__ void ldsm4_trans(uint32_t *r, uint32_t addr) {
  * ("b"), columns 2 (l % 4) and 2 (l % 4) + 1 of each 8-column tile. */
 template <int HD, int HPB>
 __global__ void __launch_bounds__(HPB * 4 * 32, HD <= 128 ? 2 : 1)
-k_attn_prompt(float *__restrict__ out, float *__restrict__ part_o, float *__restrict__ part_ml, const float *__restrict__ q,
-              int q_stride,
-              const __nv_bfloat16 *__restrict__ kc, const __nv_bfloat16 *__restrict__ vc,
+k_attn_prompt(float *__restrict__ out, float *__restrict__ part_o, float *__restrict__ part_ml, const float *q,
+              int q_stride, const __nv_bfloat16 *kc, const __nv_bfloat16 *vc, /* written by the kernel before: plain */
               const int32_t *__restrict__ tiles,
               const int32_t *__restrict__ pos, const int32_t *__restrict__ seq, const int32_t *__restrict__ tables,
               int max_blocks, int bs, int nh, int nkv, float scale_log2, int nseg, int t_first) {

@@ -40,7 +40,7 @@ __device__ __forceinline__ void store1(__half *p, float v) { *p = __float2half_r
 
 /* out = in rounded to T (round to nearest even), two elements per step */
 template <typename T>
-__global__ void k_to_16(T *__restrict__ out, const float *__restrict__ in, long long n) {
+__global__ void k_to_16(T *__restrict__ out, const float *in, long long n) { /* in: the kernel before's output */
     pdl_start();
     long long step = (long long)gridDim.x * blockDim.x * 2;
     for (long long i = (blockIdx.x * (long long)blockDim.x + threadIdx.x) * 2; i < n; i += step) {
