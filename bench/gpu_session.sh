@@ -26,8 +26,8 @@
 # (bench/gpu_memory.sh on Qwen3-8B); cadence = step_cadence.sh (forward vs step period,
 # host work) on tinycoder and Qwen3-1.7B, plain decode; ab = the same
 # plain decode runs (and cuda_ops_bench --attention) with this tree and with
-# one more build per .devcarry/ab_NAME.tar.xz, whose files (a folder tree)
-# replace this tree's — variants measured against each other in one call,
+# one more build per .devcarry/ab_NAME.tar.xz (bench/ab_overlay.sh writes
+# them), whose files replace this tree's — variants measured against each other in one call,
 # interleaved (AB_MODELS, AB_ROUNDS); AB_LONG="new NAME.." adds decode after
 # ~16k / ~64k tokens; AB_FWD=1 model_forward of 1 / 4 / 16 sequences.
 # SPEC_FULL=1: the proposer matrix at --full size (5 prompts x 128 tokens).
