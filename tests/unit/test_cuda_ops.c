@@ -483,6 +483,20 @@ TEST(test_cuda_swiglu_matmul_equals_matmul_then_silu) {
     close_pair(&p);
 }
 
+/* what matmul_fused stands for, as separate ops of backend be: out (n,
+ * outs) = in W (+ bias), out += in W, or out = SiLU(gate) * up of y = in W
+ * (y: n x rows scratch) */
+static void separate_ops(backend *be, float *out, float *y, const float *in, const bk_weight *w, const bk_weight *bias,
+                         int n, int outs, int mode) {
+    if (mode == BK_MM_PLAIN) {
+        be->ops->matmul(be, out, in, w, bias, n);
+        return;
+    }
+    be->ops->matmul(be, y, in, w, NULL, n);
+    if (mode == BK_MM_SWIGLU) be->ops->silu_mul(be, out, y, n, outs);
+    else be->ops->add(be, out, y, (size_t)n * outs);
+}
+
 /* matmul_fused — the input RMSNorm and the residual add or SwiGLU folded
  * into the matvec — against the separate ops (GPU rmsnorm, matmul, add,
  * silu_mul: within 5e-4, the norm's scale taken after the product
@@ -537,26 +551,12 @@ TEST(test_cuda_matmul_fused_matches_the_separate_ops) {
                 in = dxn;
             }
             p.gpu->ops->buf_upload(p.gpu, dout, o0, ob);
-            if (mode == BK_MM_SWIGLU) {
-                p.gpu->ops->matmul(p.gpu, dy, in, &wg, NULL, nmax);
-                p.gpu->ops->silu_mul(p.gpu, dout, dy, nmax, outs);
-            }
-            else if (mode == BK_MM_ADD) {
-                p.gpu->ops->matmul(p.gpu, dy, in, &wg, NULL, nmax);
-                p.gpu->ops->add(p.gpu, dout, dy, (size_t)nmax * outs);
-            } else p.gpu->ops->matmul(p.gpu, dout, in, &wg, bias, nmax);
+            separate_ops(p.gpu, dout, dy, in, &wg, bias, nmax, outs, mode);
             down(p.gpu, sep, dout, ob);
             memcpy(xn, x, xb);
             if (norm) p.cpu->ops->rmsnorm(p.cpu, xn, k, x, k, &gc, nmax, 1, k, eps);
             memcpy(cpu, o0, ob);
-            if (mode == BK_MM_SWIGLU) {
-                p.cpu->ops->matmul(p.cpu, y, xn, &wc, NULL, nmax);
-                p.cpu->ops->silu_mul(p.cpu, cpu, y, nmax, outs);
-            }
-            else if (mode == BK_MM_ADD) {
-                p.cpu->ops->matmul(p.cpu, y, xn, &wc, NULL, nmax);
-                p.cpu->ops->add(p.cpu, cpu, y, (size_t)nmax * outs);
-            } else p.cpu->ops->matmul(p.cpu, cpu, xn, &wc, with_bias ? &bc : NULL, nmax);
+            separate_ops(p.cpu, cpu, y, xn, &wc, with_bias ? &bc : NULL, nmax, outs, mode);
             for (int ni = 5; ni >= 0; ni--) { /* 20 tokens first: the rows every smaller call must give */
                 int n = ns[ni];
                 size_t nb = (size_t)n * outs * 4;
