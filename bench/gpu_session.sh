@@ -50,9 +50,13 @@ SR=$PWD/.devcarry/sysroot/usr
 TC=/tmp/sh/shared/models/tinycoder
 { nvidia-smi -L; git rev-parse --short HEAD; } > "$OUT/build.log" 2>&1
 t0=$(date +%s)
-make -j16 all build/cuda_ops_bench CFLAGS="-I$SR/include -I$SR/include/x86_64-linux-gnu" \
-    LDFLAGS="-L$SR/lib/x86_64-linux-gnu -Wl,--allow-shlib-undefined" \
-    NVCCFLAGS="-O3 -std=c++17 -Isrc -gencode arch=compute_90a,code=sm_90a -Xcompiler -fPIC" >> "$OUT/build.log" 2>&1 ||
+# make against the carried sysroot, for sm_90a (this tree and the ab stage's variants)
+kmake() {
+    make -j16 "$@" CFLAGS="-I$SR/include -I$SR/include/x86_64-linux-gnu" \
+        LDFLAGS="-L$SR/lib/x86_64-linux-gnu -Wl,--allow-shlib-undefined" \
+        NVCCFLAGS="-O3 -std=c++17 -Isrc -gencode arch=compute_90a,code=sm_90a -Xcompiler -fPIC"
+}
+kmake all build/cuda_ops_bench >> "$OUT/build.log" 2>&1 ||
     { tail -40 "$OUT/build.log"; exit 1; }
 echo "build: $(( $(date +%s) - t0 )) s"
 
@@ -204,14 +208,10 @@ if has ab; then # this tree ("new") against each overlay .devcarry/ab_NAME.tar.x
         name=$(basename "$ov" .tar.xz); name=${name#ab_}
         rm -rf /tmp/ab_$name && mkdir -p /tmp/ab_$name && cp -r src tests bench tools Makefile /tmp/ab_$name/
         tar -xJf "$ov" -C /tmp/ab_$name --strip-components=1
-        ( cd /tmp/ab_$name && make -j16 build/kestrel build/cuda_ops_bench CFLAGS="-I$SR/include -I$SR/include/x86_64-linux-gnu" \
-            LDFLAGS="-L$SR/lib/x86_64-linux-gnu -Wl,--allow-shlib-undefined" \
-            NVCCFLAGS="-O3 -std=c++17 -Isrc -gencode arch=compute_90a,code=sm_90a -Xcompiler -fPIC" > /tmp/abbuild_$name.log 2>&1 ) &&
+        ( cd /tmp/ab_$name && kmake build/kestrel build/cuda_ops_bench > /tmp/abbuild_$name.log 2>&1 ) &&
             trees+=(/tmp/ab_$name/build) || tail -20 /tmp/abbuild_$name.log
         if [ -n "${AB_TEST:-}" ]; then # the variant's own CUDA tests
-            ( cd /tmp/ab_$name && make -j16 build/test_runner CFLAGS="-I$SR/include -I$SR/include/x86_64-linux-gnu" \
-                LDFLAGS="-L$SR/lib/x86_64-linux-gnu -Wl,--allow-shlib-undefined" \
-                NVCCFLAGS="-O3 -std=c++17 -Isrc -gencode arch=compute_90a,code=sm_90a -Xcompiler -fPIC" > /dev/null 2>&1 &&
+            ( cd /tmp/ab_$name && kmake build/test_runner > /dev/null 2>&1 &&
               { ./build/test_runner cuda > /tmp/t_$name.txt 2>&1; echo "ab $name tests: $(grep -c '^ok' /tmp/t_$name.txt) ok,"\
                 "$(grep -c '^FAIL' /tmp/t_$name.txt) failed"; grep '^FAIL' /tmp/t_$name.txt | head -5; } ) | tee -a "$OUT/ab.txt"
         fi
