@@ -50,11 +50,13 @@
  * version on every row but 16 batched sequences (-0.7%). */
 #define ATT_CARVEOUT_KB 132
 
-/* the K and V tiles of one pipeline stage: ATT_CHUNK rows of HD each */
+/* the K and V tiles of one pipeline stage (ATT_CHUNK rows of HD each), and
+ * the block's dynamic shared memory: ATT_STAGES of them */
 template <int HD>
 struct att_stage {
     static constexpr size_t k_bytes = (size_t)ATT_CHUNK * HD * 2;
     static constexpr size_t bytes = 2 * k_bytes;
+    static constexpr size_t all = ATT_STAGES * bytes;
 };
 
 /* HD: 64, 128 or 256, the bound on hd that sizes the tiles (rows of HD
@@ -298,7 +300,7 @@ static int wave_blocks() {
     static int blocks;
     if (!blocks) {
         int dev = 0, sms = 0, smem_sm = 0;
-        size_t dyn = ATT_STAGES * att_stage<HD>::bytes;
+        size_t dyn = att_stage<HD>::all;
         cudaFuncAttributes fa;
         CUDA_CHECK(cudaFuncSetAttribute(k_attn_decode<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dyn));
         cudaGetDevice(&dev);
@@ -338,7 +340,7 @@ static void launch_decode(ks_stream s, float *out, const float *q, int q_stride,
     float *part_o = ws, *part_ml = ws + (size_t)slice * nh * Z * hd;
     for (int t0 = 0; t0 < n; t0 += slice) {
         int nt = n - t0 < slice ? n - t0 : slice;
-        ks_launch(k_attn_decode<HD>, dim3(nt, groups, Z), ATT_THREADS, ATT_STAGES * att_stage<HD>::bytes, s, out, part_o,
+        ks_launch(k_attn_decode<HD>, dim3(nt, groups, Z), ATT_THREADS, att_stage<HD>::all, s, out, part_o,
                   part_ml, arrived, q, q_stride, kc, vc, pos, seq, tables, max_blocks, bs, nh, nkv, hd, scale, Z, t0);
         CUDA_CHECK_LAUNCH();
     }
