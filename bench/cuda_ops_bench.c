@@ -2,7 +2,8 @@
  * (Qwen3-8B: hidden 4096, 32/8 heads of 128, intermediate 12288, vocab
  * 151936) and prints achieved GB/s (matmul: bytes of weights read / time) and
  * TFLOP/s for prefill-sized matmuls. Not a test: a tuning aid for the GPU
- * machine. usage: build/cuda_ops_bench [MODEL_DIR | --matvec | --attention POOL_TOKENS] */
+ * machine. usage: build/cuda_ops_bench [MODEL_DIR [SEQS] | --matvec | --attention POOL_TOKENS]
+ * (SEQS: only the model_forward of that many sequences, 1, 4 or 16) */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -60,9 +61,10 @@ static int random_bf16_weight(backend *be, bk_weight *w, int rows, int k, uint32
 }
 
 /* model_forward of one decode step of S sequences (1 token each, S = 1, 4,
- * 16) after a 512-token prompt each, repeated: the GPU side of batched
- * decode without the server (CUDA graphs as KESTREL_CUDA_GRAPHS says) */
-static void time_forward(backend *be, const char *dir) {
+ * 16, or only `only` when it is one of them) after a 512-token prompt each,
+ * repeated: the GPU side of batched decode without the server (CUDA graphs
+ * as KESTREL_CUDA_GRAPHS says) */
+static void time_forward(backend *be, const char *dir, int only) {
     model *m;
     if (model_load(&m, dir, be) != 0) {
         fprintf(stderr, "cuda_ops_bench: cannot load %s\n", dir);
@@ -88,6 +90,7 @@ static void time_forward(backend *be, const char *dir) {
     int ns_list[3] = {1, 4, 16};
     for (int li = 0; li < 3; li++) {
         int ns = ns_list[li];
+        if (only && ns != only) continue;
         int32_t dt[S], dp[S], dsq[S], dr[S];
         for (int i = 0; i < ns; i++) { dt[i] = 7 + i; dp[i] = P; dsq[i] = i; dr[i] = i; }
         model_batch d = {ns, dt, dp, dsq, ns, seqs, ns, dr, 0, NULL, false};
@@ -242,7 +245,7 @@ int main(int argc, char **argv) {
     }
     time_gemm_rotation(be);
     if (argc > 1) {
-        time_forward(be, argv[1]);
+        time_forward(be, argv[1], argc > 2 ? atoi(argv[2]) : 0);
         backend_free(be);
         return 0;
     }

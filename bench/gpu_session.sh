@@ -176,9 +176,13 @@ fi
 if has kprof; then # GPU time of every kernel of one Qwen3-8B decode step (Nsight Compute, each kernel alone)
     NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null)
     if [ -n "$NCU" ] && [ -f /tmp/q8/config.json ]; then
+        # KPROF_CMD / KPROF_KERNELS: another command (e.g. "build/cuda_ops_bench /tmp/q8 16", 16 batched
+        # sequences) and a kernel-name regex the skip and count apply to
+        kcmd=(build/kestrel run /tmp/q8 -p "$(head -c 1378 /tmp/src.txt)" -n 16 --temp 0 --ignore-eos --device cuda)
+        [ -n "${KPROF_CMD:-}" ] && read -ra kcmd <<< "$KPROF_CMD"
         KESTREL_CUDA_GRAPHS=0 timeout 300 "$NCU" --metrics gpu__time_duration.sum --csv --launch-skip ${KPROF_SKIP:-3000} \
-            --launch-count ${KPROF_COUNT:-420} build/kestrel run /tmp/q8 -p "$(head -c 1378 /tmp/src.txt)" -n 16 --temp 0 \
-            --ignore-eos --device cuda 2>/dev/null > /tmp/kprof.csv
+            --launch-count ${KPROF_COUNT:-420} ${KPROF_KERNELS:+--kernel-name "regex:$KPROF_KERNELS"} "${kcmd[@]}" \
+            2>/dev/null > /tmp/kprof.csv
         python3 bench/ncu_table.py /tmp/kprof.csv | tee -a "$OUT/kprof.txt"
     else
         echo "kprof: no ncu or no checkpoint"
