@@ -156,17 +156,22 @@ static void time_gemm_rotation(backend *be) {
     be->ops->buf_free(be, o);
 }
 
-/* seconds per call of w's decode matmul over n tokens (the SwiGLU form with
- * sw), averaged over reps after 3 warm-up calls */
-static double time_matmul(backend *be, const bk_weight *w, int n, int sw, int reps) {
+/* seconds per call of w's decode matmul over n tokens — fused (mode
+ * BK_MM_PLAIN / BK_MM_SWIGLU with the input norm `norm`, as the model runs
+ * qkv and gate|up) or, mode < 0, the plain matmul — averaged over reps
+ * after 3 warm-up calls */
+static double time_matmul(backend *be, const bk_weight *w, int n, int mode, const bk_weight *norm, int reps) {
     int rows = (int)w->rows, k = (int)w->cols;
     float *x = be->ops->buf_alloc(be, (size_t)n * k * 4), *o = be->ops->buf_alloc(be, (size_t)n * rows * 4);
-    for (int r = 0; r < 3; r++)
-        sw ? be->ops->matmul_fused(be, o, x, NULL, 0, w, NULL, n, BK_MM_SWIGLU) : be->ops->matmul(be, o, x, w, NULL, n);
-    sync(be);
-    double t0 = now();
-    for (int r = 0; r < reps; r++)
-        sw ? be->ops->matmul_fused(be, o, x, NULL, 0, w, NULL, n, BK_MM_SWIGLU) : be->ops->matmul(be, o, x, w, NULL, n);
+    double t0 = 0;
+    for (int r = 0; r < 3 + reps; r++) {
+        if (r == 3) {
+            sync(be);
+            t0 = now();
+        }
+        if (mode < 0) be->ops->matmul(be, o, x, w, NULL, n);
+        else be->ops->matmul_fused(be, o, x, norm, 1e-6f, w, NULL, n, mode);
+    }
     sync(be);
     double dt = (now() - t0) / reps;
     be->ops->buf_free(be, x);
@@ -217,7 +222,7 @@ int main(int argc, char **argv) {
         return 1;
     }
     printf("device: %s\n", backend_describe(be));
-    if (argc > 1 && !strcmp(argv[1], "--matvec")) { /* decode matvecs only, Qwen3-8B and 1.7B shapes */
+    if (argc > 1 && !strcmp(argv[1], "--matvec")) { /* decode matvecs only, Qwen3-8B and 1.7B shapes, 1 / 4 / 16 tokens */
         int sh[][2] = {{6144, 4096}, {4096, 4096}, {24576, 4096}, {4096, 12288}, {4096, 2048}, {2048, 2048},
                        {12288, 2048}, {2048, 6144}};
         const char *nm[] = {"8b qkv", "8b o", "8b gate_up", "8b down", "1.7b qkv", "1.7b o", "1.7b gate_up", "1.7b down"};
@@ -226,14 +231,23 @@ int main(int argc, char **argv) {
             uint32_t rs = 12345u;
             bk_weight w;
             if (random_bf16_weight(be, &w, rows, k, &rs) != 0) return 1;
-            for (int n = 1; n <= 4; n += 3)
-                for (int sw = 0; sw < 2; sw++) {
-                    if (sw && si % 4 != 2) continue; /* gate_up also as the SwiGLU form the model runs */
-                    double dt = time_matmul(be, &w, n, sw, 100);
-                    printf("matvec %-12s%s %6dx%-5d n=%d %7.1f us %6.0f GB/s\n", nm[si], sw ? " sw" : "   ", rows, k, n,
-                           dt * 1e6, (double)rows * k * 2 / dt / 1e9);
+            float *ones = malloc((size_t)k * 4);
+            for (int i = 0; i < k; i++) ones[i] = 1.0f;
+            bk_weight g;
+            if (make_weight(be, &g, DTYPE_F32, k, 0, ones) != 0) return 1;
+            free(ones);
+            for (int n = 1; n <= 16; n *= 4)
+                for (int f = 0; f < 2; f++) {
+                    /* qkv and gate|up also as the model runs them: the input norm folded or before, gate|up SwiGLU */
+                    if (f && si % 4 != 0 && si % 4 != 2) continue;
+                    int mode = !f ? -1 : si % 4 == 2 ? BK_MM_SWIGLU : BK_MM_PLAIN;
+                    double dt = time_matmul(be, &w, n, mode, &g, 100);
+                    printf("matvec %-12s%s %6dx%-5d n=%-2d %7.1f us %6.0f GB/s\n", nm[si],
+                           !f ? "    " : mode == BK_MM_SWIGLU ? " nsw" : " nrm", rows, k, n, dt * 1e6,
+                           (double)rows * k * 2 / dt / 1e9);
                 }
             be->ops->weight_release(be, &w);
+            be->ops->weight_release(be, &g);
         }
         backend_free(be);
         return 0;
@@ -275,7 +289,7 @@ int main(int argc, char **argv) {
         if (random_bf16_weight(be, &w, rows, k, &rs) != 0) return 1;
         for (int ni = 0; ni < 4; ni++) {
             int n = ns[ni];
-            double dt = time_matmul(be, &w, n, 0, n >= 512 ? 3 : 50);
+            double dt = time_matmul(be, &w, n, -1, NULL, n >= 512 ? 3 : 50);
             printf("matmul %-8s %6dx%-5d n=%-4d %9.1f us  %7.0f GB/s  %6.1f TFLOP/s\n", names[si], rows, k, n, dt * 1e6,
                    wb / dt / 1e9, 2.0 * rows * k * n / dt / 1e12);
         }

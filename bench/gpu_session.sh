@@ -29,7 +29,8 @@
 # one more build per .devcarry/ab_NAME.tar.xz (bench/ab_overlay.sh writes
 # them), whose files replace this tree's — variants measured against each other in one call,
 # interleaved (AB_MODELS, AB_ROUNDS); AB_LONG="new NAME.." adds decode after
-# ~16k / ~64k tokens; AB_FWD=1 model_forward of 1 / 4 / 16 sequences.
+# ~16k / ~64k tokens; AB_FWD=1 model_forward of 1 / 4 / 16 sequences;
+# AB_MATVEC=1 cuda_ops_bench --matvec.
 # SPEC_FULL=1: the proposer matrix at --full size (5 prompts x 128 tokens).
 # CONC_MAX_TOKENS=N: the concurrency sweep's answers N tokens long (--quick:
 # 64, where the 16 prompts' prefill is much of the measured time).
@@ -235,6 +236,11 @@ if has ab; then # this tree ("new") against each overlay .devcarry/ab_NAME.tar.x
     for b in "${trees[@]}"; do # decode attention alone, a pool of 128k tokens
         $b/cuda_ops_bench --attention 131072 | grep attention | sed "s|^|ab $(tname $b) |" | tee -a "$OUT/ab.txt"
     done
+    if [ -n "${AB_MATVEC:-}" ]; then # the decode matvecs alone at Qwen3-8B / 1.7B shapes, 1 / 4 / 16 tokens
+        for b in "${trees[@]}"; do
+            $b/cuda_ops_bench --matvec | grep matvec | sed "s|^|ab $(tname $b) |" | tee -a "$OUT/ab.txt"
+        done
+    fi
     if [ -n "${AB_FWD:-}" ] && [ -f /tmp/q8/config.json ]; then # Qwen3-8B model_forward of 1 / 4 / 16 decode sequences
         for b in "${trees[@]}"; do
             $b/cuda_ops_bench /tmp/q8 2>&1 | grep "forward decode" | sed "s|^|ab $(tname $b) |" | tee -a "$OUT/ab.txt"

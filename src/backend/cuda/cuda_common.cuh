@@ -73,6 +73,16 @@ __device__ __forceinline__ uint32_t pack_bf16x2(float lo_k, float hi_k) {
     return *reinterpret_cast<uint32_t *>(&h);
 }
 
+/* x's exact two-part split for the tensor-core matvec: hi = bf16 of each
+ * of two floats, lo = bf16 of what hi leaves (below 2^-17 |x|), each pair
+ * packed as pack_bf16x2 packs it. The split words of 8 values are their 4
+ * hi words, then their 4 lo words (k_matmul.cu's PRE layout). */
+__device__ __forceinline__ void split_pair(float a, float b, uint32_t &hi, uint32_t &lo) {
+    float ha = __bfloat162float(__float2bfloat16_rn(a)), hb = __bfloat162float(__float2bfloat16_rn(b));
+    hi = pack_bf16x2(ha, hb);
+    lo = pack_bf16x2(a - ha, b - hb);
+}
+
 /* c (16x8 fp32, this lane's 4) += A (16x16 bf16, row) * B (16x8 bf16, col):
  * mma.sync m16n8k16 (the matvec and the prompt attention) */
 __device__ __forceinline__ void mma_bf16(float *c, uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3, uint32_t b0,

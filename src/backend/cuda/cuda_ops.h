@@ -4,6 +4,7 @@
 #ifndef KS_CUDA_OPS_H
 #define KS_CUDA_OPS_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #ifdef __cplusplus
@@ -25,6 +26,11 @@ void ks_cuda_matmul_fused(ks_stream s, float *out, const float *x, const float *
                           const float *bias, int n, int k, int rows, int mode);
 void ks_cuda_rmsnorm(ks_stream s, float *out, int out_stride, const float *in, int in_stride, const float *w, int n,
                      int n_heads, int dim, float eps);
+/* ks_cuda_rmsnorm's rows (n x dim, contiguous) written as the tensor-core
+ * matvec's split x (cuda_common.cuh split_pair: n x dim 32-bit words), the
+ * same values split: false (nothing launched) where the block kernel does
+ * not take dim (below 1024, above 16384, not in float4s, unaligned) */
+bool ks_cuda_rmsnorm_split(ks_stream s, uint32_t *words, const float *in, const float *w, int n, int dim, float eps);
 void ks_cuda_rope(ks_stream s, float *x, int row_stride, int n, int n_heads, int head_dim, const int32_t *pos,
                   const float *inv_freq);
 void ks_cuda_embed(ks_stream s, float *out, const void *table, int wtype, const int32_t *ids, int n, int dim);

@@ -107,12 +107,7 @@ k_matmul(float *__restrict__ out, const float *x, const W *__restrict__ w,
 /* hi/lo halves of 8 x values, packed in k pairs */
 __device__ __forceinline__ void split8(const float *xf, uint32_t *hi, uint32_t *lo) {
 #pragma unroll
-    for (int i = 0; i < 4; i++) {
-        float h0 = __bfloat162float(__float2bfloat16_rn(xf[2 * i]));
-        float h1 = __bfloat162float(__float2bfloat16_rn(xf[2 * i + 1]));
-        hi[i] = pack_bf16x2(h0, h1);
-        lo[i] = pack_bf16x2(xf[2 * i] - h0, xf[2 * i + 1] - h1);
-    }
+    for (int i = 0; i < 4; i++) split_pair(xf[2 * i], xf[2 * i + 1], hi[i], lo[i]);
 }
 
 /* Lane (g = lane / 4, q = lane % 4) holds the 8 weights k0 + 8q .. +7 of
@@ -152,6 +147,7 @@ struct mm_epi {
     const float *xscale;
     float eps;
     int add;
+    const uint32_t *xs; /* above 8 tokens: x already split (ks_cuda_rmsnorm_split), else NULL */
 };
 
 /* a lane's value summed over its quad (lanes 4i .. 4i+3): one fixed order */
@@ -181,9 +177,10 @@ __global__ void k_norm_split_x(uint32_t *__restrict__ xs, float *__restrict__ xs
     __shared__ float red[TC_WARPS];
     int t = blockIdx.x, nkb = k >> 5;
     const float *xr = x + (size_t)t * k;
-    if (threadIdx.x < 32) {
+    if (threadIdx.x < 32) { /* warp 0: the sum of squares (its loads unrolled, the order kept) */
         int w = threadIdx.x >> 2, q = threadIdx.x & 3;
         float ss = 0.f;
+#pragma unroll 8
         for (int kb = w; kb < nkb; kb += TC_WARPS) {
             float xf[8];
             load8(xr + kb * 32 + q * 8, xf);
@@ -192,11 +189,13 @@ __global__ void k_norm_split_x(uint32_t *__restrict__ xs, float *__restrict__ xs
         }
         ss = quad_sum(ss);
         if (q == 0) red[w] = ss;
+        __syncwarp();
+        if (threadIdx.x == 0) xscale[t] = inv_rms_of(red, 1, k, eps);
+        return;
     }
-    __syncthreads();
-    if (threadIdx.x == 0) xscale[t] = inv_rms_of(red, 1, k, eps);
+    /* the other warps: the split of x * g, beside it */
     uint4 *o = reinterpret_cast<uint4 *>(xs + (size_t)t * k);
-    for (int i = threadIdx.x; i < k / 8; i += blockDim.x) {
+    for (int i = threadIdx.x - 32; i < k / 8; i += blockDim.x - 32) {
         float xf[8], gf[8];
         load8(xr + i * 8, xf);
         load8(g + i * 8, gf);
@@ -432,7 +431,9 @@ static ks_workspace split_ws; /* (n, k) words (+ n floats): the split x of the c
 template <int U, int MT, bool SW = false, bool PIPE = false, bool NORM = false>
 static void launch_tc_v(ks_stream s, float *out, const float *x, const __nv_bfloat16 *w, const float *bias, int n,
                         int k, int rows, mm_epi e) {
-    if (n > 8) {
+    if (n > 8 && e.xs) {
+        launch_tc_v<U, MT, SW, true, PIPE, NORM>(s, out, (const float *)e.xs, w, bias, n, k, rows, e);
+    } else if (n > 8) {
         uint32_t *xs = (uint32_t *)ks_cuda_workspace(&split_ws, s, (size_t)n * k * 4 + (size_t)n * 4, "matvec x split");
         if (!xs) return;
         if constexpr (NORM) {
@@ -477,14 +478,21 @@ static void launch_tc(ks_stream s, float *out, const float *x, const __nv_bfloat
      * 203.7 -> 209.7 / 208.1 tok/s (one call, alternating); the other tiles
      * pipelined were slower (lm_head 287 -> 312 us, gate_up without the
      * SwiGLU 50 -> 53) or the same (o, down; at 16 tokens down 35 -> 37) */
-    if (n <= 8 && (SW ? rows >= 768 * 32 : rows >= 192 * 32 && rows < 768 * 32)) {
-        launch_tc_v<2, 2, SW, true, NORM>(s, out, x, w, bias, n, k, rows, e);
+    /* above 8 tokens (batched decode, verify blocks; x split once, PRE) the
+     * large SwiGLU gate|up takes the same pipelined tiles: 16 tokens,
+     * cuda_ops_bench --matvec 63.3 -> 59.7 us, Qwen3-8B model_forward of 16
+     * sequences 7.420 -> 7.213 ms (one call; (1,4) before) */
+    if (n > 8) {
+        if (SW && rows >= 768 * 32) launch_tc_v<2, 2, SW, true, NORM>(s, out, x, w, bias, n, k, rows, e);
+        else if (rows >= 384 * 64) launch_tc_v<1, 4, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
+        else if (rows >= 192 * 32) launch_tc_v<2, 2, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
+        else if (SW) launch_tc_v<4, 2, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
+        else launch_tc_v<4, 1, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
         return;
     }
-    if (n > 8 && rows >= 384 * 64) launch_tc_v<1, 4, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
-    else if (SW && rows >= 768 * 32) launch_tc_v<4, 2, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
-    else if ((n > 8 && rows >= 192 * 32) || rows >= 768 * 32) launch_tc_v<2, 2, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
-    else if (SW || (n <= 8 && rows >= 192 * 32)) launch_tc_v<4, 2, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
+    if (SW ? rows >= 768 * 32 : rows >= 192 * 32 && rows < 768 * 32) launch_tc_v<2, 2, SW, true, NORM>(s, out, x, w, bias, n, k, rows, e);
+    else if (rows >= 768 * 32) launch_tc_v<2, 2, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
+    else if (SW || rows >= 192 * 32) launch_tc_v<4, 2, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
     else if constexpr (!SW) launch_tc_v<4, 1, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
 }
 
@@ -594,6 +602,15 @@ extern "C" void ks_cuda_matmul_fused(ks_stream s, float *out, const float *x, co
                                      int wtype, const float *bias, int n, int k, int rows, int mode) {
     if (n <= 0 || rows <= 0) return;
     bool sw = mode == KS_MM_SWIGLU, tc = wtype == 2 && k % 32 == 0 && (!sw || rows % 2 == 0);
+    const uint32_t *xs = NULL;
+    if (g && tc && !fold_norm(k, rows, sw) && n > 8) { /* the norm kernel writes the split x itself: one launch */
+        uint32_t *ws = (uint32_t *)ks_cuda_workspace(&split_ws, s, (size_t)n * k * 4 + (size_t)n * 4, "matvec x split");
+        if (!ws) return;
+        if (ks_cuda_rmsnorm_split(s, ws, x, g, n, k, eps)) {
+            xs = ws;
+            g = NULL;
+        }
+    }
     if (g && !(tc && fold_norm(k, rows, sw))) {
         float *xn = (float *)ks_cuda_workspace(&fused_norm_ws, s, (size_t)n * k * 4, "matmul input norm");
         if (!xn) return;
@@ -602,7 +619,7 @@ extern "C" void ks_cuda_matmul_fused(ks_stream s, float *out, const float *x, co
         g = NULL;
     }
     if (tc) {
-        mm_epi e = {g, NULL, eps, mode == KS_MM_ADD};
+        mm_epi e = {g, NULL, eps, mode == KS_MM_ADD, xs};
         const __nv_bfloat16 *wb = (const __nv_bfloat16 *)w;
         if (sw && g) launch_tc<true, true>(s, out, x, wb, NULL, n, k, rows, e);
         else if (sw) launch_tc<true, false>(s, out, x, wb, NULL, n, k, rows, e);

@@ -78,9 +78,13 @@ __device__ __forceinline__ void load_chunks(float4 *v, const T *p, int d4) {
 }
 
 /* dst = w * (v / sqrt(mean(v^2) + eps)) over the row's chunks v (wv: the
- * weights' chunks); the sum of squares in chunk order, then block_sum */
+ * weights' chunks); the sum of squares in chunk order, then block_sum.
+ * words != NULL: the row goes there instead, split for the tensor-core
+ * matvec (chunk p is half p % 2 of 8-value group p / 2: its 2 hi words at
+ * word 8 (p / 2) + 2 (p % 2), its 2 lo words 4 further) */
 template <int NC>
-__device__ __forceinline__ void norm_chunks(float *dst, const float4 *v, const float4 *wv, int dim, float eps) {
+__device__ __forceinline__ void norm_chunks(float *dst, const float4 *v, const float4 *wv, int dim, float eps,
+                                            uint32_t *words = nullptr) {
     __shared__ float red[RN_THREADS / 32];
     int tid = threadIdx.x, d4 = dim / 4;
     float ss = 0.f;
@@ -96,22 +100,36 @@ __device__ __forceinline__ void norm_chunks(float *dst, const float4 *v, const f
     float inv = 1.0f / sqrtf(tot / (float)dim + eps);
     float4 *y = reinterpret_cast<float4 *>(dst);
 #pragma unroll
-    for (int c = 0; c < NC; c++)
-        if (tid + c * RN_THREADS < d4)
-            y[tid + c * RN_THREADS] = make_float4(wv[c].x * (v[c].x * inv), wv[c].y * (v[c].y * inv),
-                                                  wv[c].z * (v[c].z * inv), wv[c].w * (v[c].w * inv));
+    for (int c = 0; c < NC; c++) {
+        int p = tid + c * RN_THREADS;
+        if (p >= d4) continue;
+        float4 r = make_float4(wv[c].x * (v[c].x * inv), wv[c].y * (v[c].y * inv), wv[c].z * (v[c].z * inv),
+                               wv[c].w * (v[c].w * inv));
+        if (!words) {
+            y[p] = r;
+            continue;
+        }
+        uint2 h, l;
+        split_pair(r.x, r.y, h.x, l.x);
+        split_pair(r.z, r.w, h.y, l.y);
+        uint32_t *g8 = words + (size_t)(p >> 1) * 8 + (p & 1) * 2;
+        *reinterpret_cast<uint2 *>(g8) = h;
+        *reinterpret_cast<uint2 *>(g8 + 4) = l;
+    }
 }
 
+/* words != NULL (ks_cuda_rmsnorm_split; nh 1, rows of dim): the split rows instead of out */
 template <int NC>
 __global__ void __launch_bounds__(RN_THREADS)
-k_rmsnorm_block(float *out, int os, const float *in, int is, const float *w, int nh, int dim, float eps) {
+k_rmsnorm_block(float *out, int os, const float *in, int is, const float *w, int nh, int dim, float eps,
+                uint32_t *words) {
     pdl_trigger();
     int row = blockIdx.x, t = row / nh, h = row % nh, d4 = dim / 4;
     float4 wv[NC], v[NC];
     load_chunks<NC>(wv, w, d4);
     pdl_wait();
     load_chunks<NC>(v, in + (size_t)t * is + (size_t)h * dim, d4);
-    norm_chunks<NC>(out + (size_t)t * os + (size_t)h * dim, v, wv, dim, eps);
+    norm_chunks<NC>(out + (size_t)t * os + (size_t)h * dim, v, wv, dim, eps, words ? words + (size_t)row * dim : nullptr);
 }
 
 /* The MTP head's input: row t of out (row stride 2 dim) is
@@ -172,7 +190,7 @@ extern "C" void ks_cuda_rmsnorm(ks_stream s, float *out, int out_stride, const f
     if (nc) {
         with_chunks(nc, [&](auto NC) {
             ks_launch(k_rmsnorm_block<decltype(NC)::value>, rows, RN_THREADS, 0, s, out, out_stride, in, in_stride, w,
-                      n_heads, dim, eps);
+                      n_heads, dim, eps, (uint32_t *)nullptr);
         });
     } else {
         int wpb = 8;
@@ -180,6 +198,18 @@ extern "C" void ks_cuda_rmsnorm(ks_stream s, float *out, int out_stride, const f
                                                                   eps);
     }
     CUDA_CHECK_LAUNCH();
+}
+
+extern "C" bool ks_cuda_rmsnorm_split(ks_stream s, uint32_t *words, const float *in, const float *w, int n, int dim,
+                                      float eps) {
+    int nc = block_chunks(dim, words, in, w, w);
+    if (n <= 0 || !nc) return false;
+    with_chunks(nc, [&](auto NC) {
+        ks_launch(k_rmsnorm_block<decltype(NC)::value>, n, RN_THREADS, 0, s, (float *)nullptr, dim, in, dim, w, 1, dim,
+                  eps, words);
+    });
+    CUDA_CHECK_LAUNCH();
+    return true;
 }
 
 template <typename T>
