@@ -471,26 +471,25 @@ static void launch_tc_v(ks_stream s, float *out, const float *x, const __nv_bflo
 template <bool SW = false, bool NORM = false>
 static void launch_tc(ks_stream s, float *out, const float *x, const __nv_bfloat16 *w, const float *bias, int n,
                       int k, int rows, mm_epi e) {
-    /* up to 8 tokens, the SwiGLU gate|up and the 6144..24575-row matrices
-     * (Qwen3-8B's qkv) on pipelined 32-row tiles with 2 k blocks a round
-     * (the same registers as 4 unpipelined): cuda_ops_bench qkv 16.0 ->
-     * 14.9 us, Qwen3-8B decode forward 4.996 -> 4.813 ms, decode 203.5 /
-     * 203.7 -> 209.7 / 208.1 tok/s (one call, alternating); the other tiles
-     * pipelined were slower (lm_head 287 -> 312 us, gate_up without the
-     * SwiGLU 50 -> 53) or the same (o, down; at 16 tokens down 35 -> 37) */
-    /* above 8 tokens (batched decode, verify blocks; x split once, PRE) the
-     * large SwiGLU gate|up takes the same pipelined tiles: 16 tokens,
-     * cuda_ops_bench --matvec 63.3 -> 59.7 us, Qwen3-8B model_forward of 16
-     * sequences 7.420 -> 7.213 ms (one call; (1,4) before) */
-    if (n > 8) {
-        if (SW && rows >= 768 * 32) launch_tc_v<2, 2, SW, true, NORM>(s, out, x, w, bias, n, k, rows, e);
-        else if (rows >= 384 * 64) launch_tc_v<1, 4, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
+    /* the SwiGLU gate|up and the 6144..24575-row matrices (Qwen3-8B's qkv)
+     * on pipelined 32-row tiles with 2 k blocks a round (the same registers
+     * as 4 unpipelined), at any token count: up to 8 tokens cuda_ops_bench
+     * qkv 16.0 -> 14.9 us, Qwen3-8B decode forward 4.996 -> 4.813 ms,
+     * decode 203.5 / 203.7 -> 209.7 / 208.1 tok/s (one call, alternating);
+     * the other tiles pipelined were slower (lm_head 287 -> 312 us, gate_up
+     * without the SwiGLU 50 -> 53) or the same (o, down; at 16 tokens down
+     * 35 -> 37). At 16 tokens (x split once, PRE) in place of (1,4) / (2,2):
+     * SwiGLU with its norm 65.7 -> 61.9 us, qkv with its norm 20.3 -> 19.9,
+     * Qwen3-8B model_forward of 16 sequences 7.305 -> 6.997 -> 6.938 ms
+     * (one call, H200) */
+    if (SW ? rows >= 768 * 32 : rows >= 192 * 32 && rows < 768 * 32)
+        launch_tc_v<2, 2, SW, true, NORM>(s, out, x, w, bias, n, k, rows, e);
+    else if (n > 8) { /* batched decode, verify blocks: more rows a block share its x loads */
+        if (rows >= 384 * 64) launch_tc_v<1, 4, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
         else if (rows >= 192 * 32) launch_tc_v<2, 2, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
         else if (SW) launch_tc_v<4, 2, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
         else launch_tc_v<4, 1, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
-        return;
     }
-    if (SW ? rows >= 768 * 32 : rows >= 192 * 32 && rows < 768 * 32) launch_tc_v<2, 2, SW, true, NORM>(s, out, x, w, bias, n, k, rows, e);
     else if (rows >= 768 * 32) launch_tc_v<2, 2, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
     else if (SW || rows >= 192 * 32) launch_tc_v<4, 2, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
     else if constexpr (!SW) launch_tc_v<4, 1, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
