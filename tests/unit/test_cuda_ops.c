@@ -497,6 +497,80 @@ static void separate_ops(backend *be, float *out, float *y, const float *in, con
     else be->ops->add(be, out, y, (size_t)n * outs);
 }
 
+/* qkv_rope — the qkv product with its input norm and qk_norm_rope (K/V
+ * stored) in one pass — gives bitwise what matmul_fused then qk_norm_rope
+ * give: the q/k/v rows and both caches, at tinycoder's shape (512 wide,
+ * 8 / 2 / 2 heads of 64) with and without QK-norm weights, at 1 / 3 / 8 /
+ * 9 / 16 rows (one block a head; above 8 rows x split first); it declines
+ * (returns false) above 16 rows and for head_dim 128. */
+TEST(test_cuda_qkv_rope_equals_the_two_ops) {
+    pair p = {0};
+    if (!open_pair(&p)) SKIP("no CUDA GPU");
+    int k = 512, nh = 8, nkv = 2, hd = 64, rows = (nh + 2 * nkv) * hd, kvd = nkv * hd, cache = 64, nmax = 17;
+    void *hw, *hg, *hq, *hk;
+    st_tensor tw = make_tensor(DTYPE_BF16, rows, k, &hw), tg = make_tensor(DTYPE_F32, k, 0, &hg),
+              tq = make_tensor(DTYPE_F32, hd, 0, &hq), tk = make_tensor(DTYPE_F32, hd, 0, &hk);
+    const st_tensor *pw[1] = {&tw}, *pg[1] = {&tg}, *pq[1] = {&tq}, *pk[1] = {&tk};
+    bk_weight w, g, qn, kn;
+    CHECK(p.gpu->ops->weight_init(p.gpu, &w, pw, 1) == 0 && p.gpu->ops->weight_init(p.gpu, &g, pg, 1) == 0);
+    CHECK(p.gpu->ops->weight_init(p.gpu, &qn, pq, 1) == 0 && p.gpu->ops->weight_init(p.gpu, &kn, pk, 1) == 0);
+    CHECK(p.gpu->ops->qkv_rope != NULL);
+    float *x = malloc((size_t)nmax * k * 4), inv[32];
+    int32_t pos[17], slots[17];
+    for (int i = 0; i < nmax * k; i++) x[i] = frand() * 2;
+    for (int t = 0; t < nmax; t++) pos[t] = 7 * t + 3, slots[t] = (t * 37) % cache;
+    for (int i = 0; i < hd / 2; i++) inv[i] = powf(1e6f, -(float)(2 * i) / hd);
+    float *dx = up(p.gpu, x, (size_t)nmax * k * 4), *dinv = up(p.gpu, inv, sizeof inv);
+    int32_t *dpos = up(p.gpu, pos, sizeof pos), *dslots = up(p.gpu, slots, sizeof slots);
+    size_t ob = (size_t)nmax * rows * 4, cb = (size_t)cache * kvd;
+    float *z = calloc(cb, 4), *oa = malloc(ob), *obb = malloc(ob), *ca = malloc(cb * 4), *cbb = malloc(cb * 4);
+    float *dout = p.gpu->ops->buf_alloc(p.gpu, ob);
+    void *dk[2] = {kv_upload(p.gpu, z, cb), kv_upload(p.gpu, z, cb)}, *dv[2] = {kv_upload(p.gpu, z, cb), kv_upload(p.gpu, z, cb)};
+    bk_attn_batch ab = {nmax, dpos, NULL, dslots, NULL, 0, 16, 0, cache, 0, NULL, 0};
+    int ns[5] = {1, 3, 8, 9, 16};
+    for (int with_norm = 0; with_norm < 2; with_norm++)
+        for (int ni = 0; ni < 5; ni++) {
+            int n = ns[ni];
+            const bk_weight *q = with_norm ? &qn : NULL, *kk = with_norm ? &kn : NULL;
+            for (int c = 0; c < 2; c++) {
+                p.gpu->ops->buf_free(p.gpu, dk[c]);
+                p.gpu->ops->buf_free(p.gpu, dv[c]);
+                dk[c] = kv_upload(p.gpu, z, cb);
+                dv[c] = kv_upload(p.gpu, z, cb);
+            }
+            p.gpu->ops->matmul_fused(p.gpu, dout, dx, &g, 1e-6f, &w, NULL, n, BK_MM_PLAIN);
+            p.gpu->ops->qk_norm_rope(p.gpu, dout, rows, n, nh, nkv, hd, q, kk, 1e-6f, dpos, dinv, dk[0], dv[0], &ab);
+            down(p.gpu, oa, dout, (size_t)n * rows * 4);
+            CHECK(p.gpu->ops->qkv_rope(p.gpu, dout, dx, &g, 1e-6f, &w, n, nh, nkv, hd, q, kk, dpos, dinv, dk[1], dv[1],
+                                       &ab, 0));
+            down(p.gpu, obb, dout, (size_t)n * rows * 4);
+            CHECK_MSG(!memcmp(oa, obb, (size_t)n * rows * 4), "qkv_rope norm %d, %d rows: not the two ops' rows", with_norm, n);
+            for (int c = 0; c < 2; c++) {
+                kv_download(p.gpu, ca, c ? dv[0] : dk[0], cb);
+                kv_download(p.gpu, cbb, c ? dv[1] : dk[1], cb);
+                CHECK_MSG(!memcmp(ca, cbb, cb * 4), "qkv_rope norm %d, %d rows: the stored %s differ", with_norm, n,
+                          c ? "v" : "k");
+                CHECK(ca[(size_t)slots[n - 1] * kvd] != 0.f); /* the last row was stored */
+            }
+        }
+    /* beyond what it takes: nothing done */
+    CHECK(!p.gpu->ops->qkv_rope(p.gpu, dout, dx, &g, 1e-6f, &w, nmax, nh, nkv, hd, NULL, NULL, dpos, dinv, dk[1], dv[1],
+                                &ab, 0));
+    CHECK(!p.gpu->ops->qkv_rope(p.gpu, dout, dx, &g, 1e-6f, &w, 4, nh / 2, nkv / 2, 2 * hd, NULL, NULL, dpos, dinv, dk[1],
+                                dv[1], &ab, 0));
+    down(p.gpu, obb, dout, 4); /* the device still answers */
+    for (int c = 0; c < 2; c++) {
+        p.gpu->ops->buf_free(p.gpu, dk[c]);
+        p.gpu->ops->buf_free(p.gpu, dv[c]);
+    }
+    void *bufs[] = {dx, dinv, dpos, dslots, dout};
+    for (int i = 0; i < 5; i++) p.gpu->ops->buf_free(p.gpu, bufs[i]);
+    bk_weight *ws[] = {&w, &g, &qn, &kn};
+    for (int i = 0; i < 4; i++) p.gpu->ops->weight_release(p.gpu, ws[i]);
+    free(x); free(z); free(oa); free(obb); free(ca); free(cbb); free(hw); free(hg); free(hq); free(hk);
+    close_pair(&p);
+}
+
 /* matmul_fused — the input RMSNorm and the residual add or SwiGLU folded
  * into the matvec — against the separate ops (GPU rmsnorm, matmul, add,
  * silu_mul: within 5e-4, the norm's scale taken after the product
