@@ -232,7 +232,7 @@ __global__ void k_norm_split_x(uint32_t *__restrict__ xs, float *__restrict__ xs
  * (with the norm folded and __restrict__ x, decode and verify rows came out
  * wrong with programmatic launch on and right with it off). */
 template <int G, int U, int MT, bool SW, bool PRE = false, bool PIPE = false, bool NORM = false, bool ROPE = false>
-__global__ void __launch_bounds__(TC_WARPS * 32, NORM && !PRE && !ROPE ? 2 : 1)
+__global__ void __launch_bounds__(TC_WARPS * 32, NORM && !PRE ? 2 : 1)
 k_matvec_tc(float *__restrict__ out, const float *x, const __nv_bfloat16 *__restrict__ w,
             const float *__restrict__ bias, int n, int k, int rows, mm_epi ep) {
     static_assert(!NORM || PRE || G == 1, "the blocks' own x^2 sums hold one token group");
@@ -674,9 +674,7 @@ extern "C" void ks_cuda_matmul_fused(ks_stream s, float *out, const float *x, co
 /* The qkv product of decode rows with its input norm folded (launch-bound
  * shapes: fold_norm's k <= 1024) and k_qk_norm_rope's step in the epilogue:
  * one launch where there were two. Blocks of 64 rows, one head each (head
- * dim 64; two k blocks in flight a warp, one block an SM: on tinycoder
- * one k block a warp ran its qkv ~5% slower than the two launches), up to
- * 16 tokens;
+ * dim 64; one k block in flight a warp, as the (1,4) tile), up to 16 tokens;
  * the rows, the norms and the rotation are the two kernels' own arithmetic
  * (qk_head.cuh), so the results are theirs bitwise. false (nothing
  * launched) for other shapes. */
@@ -692,7 +690,7 @@ extern "C" bool ks_cuda_qkv_rope(ks_stream s, float *out, const float *x, const 
     const __nv_bfloat16 *wb = (const __nv_bfloat16 *)w;
     dim3 grid(rows / 64), block(TC_WARPS * 32);
     if (n <= 8) {
-        ks_launch(k_matvec_tc<1, 2, 4, false, false, false, true, true>, grid, block, 0, s, out, x, wb,
+        ks_launch(k_matvec_tc<1, 1, 4, false, false, false, true, true>, grid, block, 0, s, out, x, wb,
                   (const float *)NULL, n, k, rows, e);
     } else {
         uint32_t *xs = (uint32_t *)ks_cuda_workspace(&split_ws, s, (size_t)n * k * 4 + (size_t)n * 4, "matvec x split");
@@ -700,7 +698,7 @@ extern "C" bool ks_cuda_qkv_rope(ks_stream s, float *out, const float *x, const 
         e.xscale = (const float *)(xs + (size_t)n * k);
         ks_launch(k_norm_split_x, n, 256, 0, s, xs, (float *)(xs + (size_t)n * k), x, g, k, eps);
         CUDA_CHECK_LAUNCH();
-        ks_launch(k_matvec_tc<2, 2, 4, false, true, false, true, true>, grid, block, 0, s, out, (const float *)xs, wb,
+        ks_launch(k_matvec_tc<2, 1, 4, false, true, false, true, true>, grid, block, 0, s, out, (const float *)xs, wb,
                   (const float *)NULL, n, k, rows, e);
     }
     CUDA_CHECK_LAUNCH();
