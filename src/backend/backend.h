@@ -16,7 +16,6 @@
 #ifndef KS_BACKEND_H
 #define KS_BACKEND_H
 
-#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -137,15 +136,6 @@ typedef struct backend_ops {
     void (*qk_norm_rope)(backend *be, float *qkv, int stride, int n, int n_heads, int n_kv_heads, int head_dim,
                          const bk_weight *q_norm, const bk_weight *k_norm, float eps, const int32_t *pos,
                          const float *inv_freq, void *k_cache, void *v_cache, const bk_attn_batch *ab);
-    /* Optional (NULL: the two ops): matmul_fused's qkv product of decode
-     * rows (BK_MM_PLAIN, input norm `norm`, no bias) then qk_norm_rope of
-     * those rows, storing K/V at ab's slots + slot0 — one pass where the
-     * backend has one for the shape (the results equal the two ops');
-     * returns false, doing nothing, where it has none. */
-    bool (*qkv_rope)(backend *be, float *qkv, const float *in, const bk_weight *norm, float eps, const bk_weight *w,
-                     int n, int n_heads, int n_kv_heads, int head_dim, const bk_weight *q_norm, const bk_weight *k_norm,
-                     const int32_t *pos, const float *inv_freq, void *k_cache, void *v_cache, const bk_attn_batch *ab,
-                     int slot0);
     /* out (n, dim) = in[idx[i]] */
     void (*gather_rows)(backend *be, float *out, const float *in, const int32_t *idx, int n, int dim);
     /* The MTP head's input rows in one op: out (n, 2*dim) =

@@ -286,17 +286,10 @@ void model_layer_forward(model *m, const model_layer *L, void *k_cache, void *v_
         op->rmsnorm(be, m->xn, H, m->x, H, &L->attn_norm, np, 1, H, eps);
         op->matmul_prompt(be, m->qkv, m->xn, &L->wqkv, bqkv, np);
     }
-    const bk_weight *qn = c->qk_norm ? &L->q_norm : NULL, *kn = c->qk_norm ? &L->k_norm : NULL;
-    /* the decode rows' qkv and their norm / rope / K-V store in one pass where the backend has one */
-    bool fused = nd && !bqkv && op->qkv_rope &&
-                 op->qkv_rope(be, m->qkv + (size_t)np * qkv_dim, m->x + (size_t)np * H, &L->attn_norm, eps, &L->wqkv, nd,
-                              nh, nkv, hd, qn, kn, rope_pos + np, m->inv_freq, k_cache, v_cache, ab, np);
-    if (nd && !fused)
-        op->matmul_fused(be, m->qkv + (size_t)np * qkv_dim, m->x + (size_t)np * H, &L->attn_norm, eps, &L->wqkv, bqkv,
-                         nd, BK_MM_PLAIN);
-    if (!fused || np)
-        op->qk_norm_rope(be, m->qkv, qkv_dim, fused ? np : n, nh, nkv, hd, qn, kn, eps, rope_pos, m->inv_freq, k_cache,
-                         v_cache, ab);
+    if (nd) op->matmul_fused(be, m->qkv + (size_t)np * qkv_dim, m->x + (size_t)np * H, &L->attn_norm, eps, &L->wqkv,
+                             bqkv, nd, BK_MM_PLAIN);
+    op->qk_norm_rope(be, m->qkv, qkv_dim, n, nh, nkv, hd, c->qk_norm ? &L->q_norm : NULL,
+                     c->qk_norm ? &L->k_norm : NULL, eps, rope_pos, m->inv_freq, k_cache, v_cache, ab);
     op->attention(be, m->attn, m->qkv, qkv_dim, k_cache, v_cache, ab, nh, nkv, hd, 1.0f / sqrtf((float)hd));
     if (np) {
         op->matmul_prompt(be, m->xn, m->attn, &L->wo, NULL, np);

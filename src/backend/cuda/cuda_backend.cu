@@ -303,17 +303,6 @@ static void cu_qk_norm_rope(backend *be, float *qkv, int stride, int n, int nh, 
          ks_cuda_qk_norm_rope(S, qkv, stride, n, nh, nkv, hd, qn ? (const float *)qn->impl : NULL,
                               kn ? (const float *)kn->impl : NULL, eps, pos, inv, kc, vc, kc ? ab->slots : NULL));
 }
-static bool cu_qkv_rope(backend *be, float *qkv, const float *in, const bk_weight *norm, float eps, const bk_weight *w,
-                        int n, int nh, int nkv, int hd, const bk_weight *qn, const bk_weight *kn, const int32_t *pos,
-                        const float *inv, void *kc, void *vc, const bk_attn_batch *ab, int slot0) {
-    if (failed) return false;
-    bool done = false;
-    PROF(be, "qkv_rope",
-         done = ks_cuda_qkv_rope(S, qkv, in, norm ? (const float *)norm->impl : NULL, eps, w->impl, wtype_of(w->dtype), n,
-                                 (int)w->cols, (int)w->rows, nh, nkv, hd, qn ? (const float *)qn->impl : NULL,
-                                 kn ? (const float *)kn->impl : NULL, pos, inv, kc, vc, ab->slots + slot0));
-    return done;
-}
 static void cu_gather(backend *be, float *out, const float *in, const int32_t *idx, int n, int dim) {
     SKIP_IF_FAILED();
     PROF(be, "gather", ks_cuda_gather_rows(S, out, in, idx, n, dim));
@@ -397,7 +386,7 @@ static void cu_backend_free(backend *be) {
 static const backend_ops cuda_ops = {
     "cuda",       cu_alloc,       cu_free,      cu_upload,       cu_download,   cu_weight_init, cu_weight_release,
     cu_embed,     cu_rmsnorm,     cu_matmul,    cu_matmul_prompt, cu_rope,         cu_kv_store,   cu_attention,   cu_silu_mul,
-    cu_matmul_fused, cu_add,       cu_qk_norm_rope, cu_qkv_rope, cu_gather,  cu_mtp_input, cu_argmax,    cu_graph_begin, cu_graph_end,  cu_graph_launch, cu_graph_free, cu_backend_free,
+    cu_matmul_fused, cu_add,       cu_qk_norm_rope, cu_gather,  cu_mtp_input, cu_argmax,    cu_graph_begin, cu_graph_end,  cu_graph_launch, cu_graph_free, cu_backend_free,
 };
 
 static int pdl_state = -1; /* -1: not yet decided */

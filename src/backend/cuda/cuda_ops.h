@@ -24,13 +24,6 @@ void ks_cuda_matmul(ks_stream s, float *out, const float *x, const void *w, int 
 enum { KS_MM_PLAIN = 0, KS_MM_ADD = 1, KS_MM_SWIGLU = 2 };
 void ks_cuda_matmul_fused(ks_stream s, float *out, const float *x, const float *g, float eps, const void *w, int wtype,
                           const float *bias, int n, int k, int rows, int mode);
-/* ks_cuda_matmul_fused's qkv product (KS_MM_PLAIN with the input norm g,
- * no bias) and ks_cuda_qk_norm_rope of its rows (storing K/V) in one launch,
- * bitwise the two; false (nothing launched) where the shape does not take
- * it (bf16 weights, k <= 1024, head_dim 64, up to 16 rows, a cache) */
-bool ks_cuda_qkv_rope(ks_stream s, float *out, const float *x, const float *g, float eps, const void *w, int wtype,
-                      int n, int k, int rows, int nh, int nkv, int hd, const float *q_w, const float *k_w,
-                      const int32_t *pos, const float *inv_freq, void *kc, void *vc, const int32_t *slots);
 void ks_cuda_rmsnorm(ks_stream s, float *out, int out_stride, const float *in, int in_stride, const float *w, int n,
                      int n_heads, int dim, float eps);
 /* ks_cuda_rmsnorm's rows (n x dim, contiguous) written as the tensor-core

@@ -29,7 +29,6 @@
  * first instead) and the residual add (out += in the epilogue). */
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
-#include "backend/cuda/qk_head.cuh"
 
 #define MM_WARPS 8
 
@@ -143,24 +142,12 @@ __global__ void k_split_x(uint32_t *__restrict__ xs, const float *x, long long n
  * g != NULL (NORM): the input rows are RMSNorm(x) * g, taken as
  * (1 / rms(x)) * (product of x * g); xscale: each token's 1 / rms when x
  * came split (k_norm_split_x); add: out += the result (a residual add). */
-/* ROPE (ks_cuda_qkv_rope): the block's 64 rows are one head of 64 dims of
- * the qkv product; its step of k_qk_norm_rope follows in the epilogue */
-struct mm_rope {
-    int nh, nkv;                  /* q heads, then nkv k heads, then nkv v heads */
-    const float *q_w, *k_w;       /* QK-norm weights (NULL: none) and their eps */
-    float eps;
-    const int32_t *pos, *slots;   /* (n) rope positions, cache rows */
-    const float *inv_freq;
-    __nv_bfloat16 *kc, *vc;       /* the layer's cache */
-};
-
 struct mm_epi {
     const float *g;
     const float *xscale;
     float eps;
     int add;
     const uint32_t *xs; /* above 8 tokens: x already split (ks_cuda_rmsnorm_split), else NULL */
-    mm_rope rope;
 };
 
 /* a lane's value summed over its quad (lanes 4i .. 4i+3): one fixed order */
@@ -231,12 +218,11 @@ __global__ void k_norm_split_x(uint32_t *__restrict__ xs, float *__restrict__ xs
  * lives — under programmatic launch the kernel before is still writing it
  * (with the norm folded and __restrict__ x, decode and verify rows came out
  * wrong with programmatic launch on and right with it off). */
-template <int G, int U, int MT, bool SW, bool PRE = false, bool PIPE = false, bool NORM = false, bool ROPE = false>
+template <int G, int U, int MT, bool SW, bool PRE = false, bool PIPE = false, bool NORM = false>
 __global__ void __launch_bounds__(TC_WARPS * 32, NORM && !PRE ? 2 : 1)
 k_matvec_tc(float *__restrict__ out, const float *x, const __nv_bfloat16 *__restrict__ w,
             const float *__restrict__ bias, int n, int k, int rows, mm_epi ep) {
     static_assert(!NORM || PRE || G == 1, "the blocks' own x^2 sums hold one token group");
-    static_assert(!ROPE || (MT == 4 && !SW), "a block's rows are one head of 64");
     __shared__ float red[TC_WARPS][G][MT][4][32];
     __shared__ float red_ss[NORM && !PRE ? TC_WARPS : 1][8], inv_rms[NORM && !PRE ? 8 : 1];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
@@ -396,7 +382,6 @@ k_matvec_tc(float *__restrict__ out, const float *x, const __nv_bfloat16 *__rest
                 if (tok < n && r < half) out[(size_t)tok * half + r] = vg / (1.0f + expf(-vg)) * vu;
             }
         } else {
-            __shared__ float head[ROPE ? G * 8 : 1][ROPE ? 64 : 1]; /* ROPE: the block's head, the group's tokens */
             for (int e = threadIdx.x; e < G * MT * 128; e += TC_WARPS * 32) {
                 int j = e / (MT * 128), m = (e >> 7) % MT, c = (e >> 5) & 3, l = e & 31;
                 int r = r0 + m * 16 + (l >> 2) + (c >= 2 ? 8 : 0), tok = t0 + j * 8 + (l & 3) * 2 + (c & 1);
@@ -407,25 +392,7 @@ k_matvec_tc(float *__restrict__ out, const float *x, const __nv_bfloat16 *__rest
                     if constexpr (NORM) v = __fmul_rn(v, scale_of(tok, tok - t0 - j * 8));
                     if (bias) v += bias[r];
                     size_t o = (size_t)tok * rows + r;
-                    if constexpr (ROPE) head[tok - t0][r - r0] = v;
-                    else out[o] = ep.add ? out[o] + v : v;
-                }
-            }
-            if constexpr (ROPE) { /* warp w: tokens w, w + 8, .. of the group, k_qk_norm_rope's step */
-                __syncthreads();
-                const mm_rope &rp = ep.rope;
-                int h = blockIdx.x, nkv = rp.nkv;
-                for (int tt = warp; tt < G * 8 && t0 + tt < n; tt += TC_WARPS) {
-                    int tok = t0 + tt;
-                    float hx[2] = {head[tt][lane], head[tt][lane + 32]};
-                    if (h < rp.nh + nkv) norm_rope_head<2>(hx, h < rp.nh ? rp.q_w : rp.k_w, rp.eps, rp.pos[tok],
-                                                           rp.inv_freq, lane);
-                    float *o = out + (size_t)tok * rows + (size_t)h * 64;
-                    o[lane] = hx[0];
-                    o[lane + 32] = hx[1];
-                    size_t crow = (size_t)rp.slots[tok] * nkv * 64;
-                    if (h >= rp.nh + nkv) store_head<2>(rp.vc + crow + (size_t)(h - rp.nh - nkv) * 64, hx, lane);
-                    else if (h >= rp.nh) store_head<2>(rp.kc + crow + (size_t)(h - rp.nh) * 64, hx, lane);
+                    out[o] = ep.add ? out[o] + v : v;
                 }
             }
         }
@@ -669,38 +636,4 @@ extern "C" void ks_cuda_matmul_fused(ks_stream s, float *out, const float *x, co
     ks_cuda_matmul(s, y, x, w, wtype, bias, n, k, rows);
     if (sw) ks_cuda_silu_mul(s, out, y, n, rows / 2);
     else ks_cuda_add(s, out, y, (long long)n * rows);
-}
-
-/* The qkv product of decode rows with its input norm folded (launch-bound
- * shapes: fold_norm's k <= 1024) and k_qk_norm_rope's step in the epilogue:
- * one launch where there were two. Blocks of 64 rows, one head each (head
- * dim 64; one k block in flight a warp, as the (1,4) tile), up to 16 tokens;
- * the rows, the norms and the rotation are the two kernels' own arithmetic
- * (qk_head.cuh), so the results are theirs bitwise. false (nothing
- * launched) for other shapes. */
-extern "C" bool ks_cuda_qkv_rope(ks_stream s, float *out, const float *x, const float *g, float eps, const void *w,
-                                 int wtype, int n, int k, int rows, int nh, int nkv, int hd, const float *q_w,
-                                 const float *k_w, const int32_t *pos, const float *inv_freq, void *kc, void *vc,
-                                 const int32_t *slots) {
-    if (n <= 0 || n > 16 || wtype != 2 || k % 32 || !g || !fold_norm(k, rows, false) || hd != 64 || !kc ||
-        rows != (nh + 2 * nkv) * hd)
-        return false;
-    mm_epi e = {g, NULL, eps, 0, NULL, {nh, nkv, q_w, k_w, eps, pos, slots, inv_freq, (__nv_bfloat16 *)kc,
-                                          (__nv_bfloat16 *)vc}};
-    const __nv_bfloat16 *wb = (const __nv_bfloat16 *)w;
-    dim3 grid(rows / 64), block(TC_WARPS * 32);
-    if (n <= 8) {
-        ks_launch(k_matvec_tc<1, 1, 4, false, false, false, true, true>, grid, block, 0, s, out, x, wb,
-                  (const float *)NULL, n, k, rows, e);
-    } else {
-        uint32_t *xs = (uint32_t *)ks_cuda_workspace(&split_ws, s, (size_t)n * k * 4 + (size_t)n * 4, "matvec x split");
-        if (!xs) return true; /* the failure is recorded: the step reports it */
-        e.xscale = (const float *)(xs + (size_t)n * k);
-        ks_launch(k_norm_split_x, n, 256, 0, s, xs, (float *)(xs + (size_t)n * k), x, g, k, eps);
-        CUDA_CHECK_LAUNCH();
-        ks_launch(k_matvec_tc<2, 1, 4, false, true, false, true, true>, grid, block, 0, s, out, (const float *)xs, wb,
-                  (const float *)NULL, n, k, rows, e);
-    }
-    CUDA_CHECK_LAUNCH();
-    return true;
 }

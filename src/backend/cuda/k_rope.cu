@@ -3,7 +3,6 @@
  * (fp32 angle and precise cosf/sinf, as the CPU backend and transformers). */
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
-#include "backend/cuda/qk_head.cuh"
 
 __global__ void k_rope(float *x, int stride, int n, int nh, int hd, const int32_t *pos, const float *inv_freq) {
     pdl_start();
@@ -29,11 +28,21 @@ extern "C" void ks_cuda_rope(ks_stream s, float *x, int row_stride, int n, int n
 /* Per-head RMSNorm (Qwen3's QK-norm; each skipped when its weights, q_w or
  * k_w, are NULL) and rope of
  * the nh + nkv q and k heads that start each qkv row, one warp per (token,
- * head) when head_dim is a multiple of 64 (qk_head.cuh: the results equal
- * rmsnorm, rmsnorm, rope); other head sizes take those three.
+ * head) when head_dim is a multiple of 64: lane l holds dims l + 32e, so
+ * every rope pair (i, i + head_dim/2) is in one lane. The sum of squares
+ * runs in k_rmsnorm_warp's order and the rotation is k_rope's, so the
+ * results equal rmsnorm, rmsnorm, rope; other head sizes take those three.
  * With a cache (kc non-NULL) the k heads are also stored, rounded to bf16
  * as ks_cuda_kv_store does, at row slots[t], and nkv more warps per token
  * store the v heads. */
+/* a warp's head (lane l holds dims l + 32e) into a cache row, rounded to
+ * bf16 as ks_cuda_kv_store does */
+template <int E>
+__device__ __forceinline__ void store_head(__nv_bfloat16 *dst, const float *x, int lane) {
+#pragma unroll
+    for (int e = 0; e < E; e++) dst[lane + 32 * e] = __float2bfloat16_rn(x[e]);
+}
+
 template <int E>
 __global__ void k_qk_norm_rope(float *qkv, int stride, int n, int nh, int nkv, const float *q_w, const float *k_w,
                                float eps, const int32_t *pos, const float *inv_freq, __nv_bfloat16 *kc,
@@ -52,7 +61,25 @@ __global__ void k_qk_norm_rope(float *qkv, int stride, int n, int nh, int nkv, c
         store_head<E>(vc + (size_t)slots[t] * nkv * HD + (size_t)(h - nh - nkv) * HD, x, lane);
         return;
     }
-    norm_rope_head<E>(x, h < nh ? q_w : k_w, eps, pos[t], inv_freq, lane);
+    const float *w = h < nh ? q_w : k_w;
+    if (w) {
+        float ss = 0.f;
+#pragma unroll
+        for (int e = 0; e < E; e++) ss = fmaf(x[e], x[e], ss);
+        ss = warp_sum(ss);
+        float inv = 1.0f / sqrtf(ss / (float)HD + eps);
+#pragma unroll
+        for (int e = 0; e < E; e++) x[e] = w[lane + 32 * e] * (x[e] * inv);
+    }
+#pragma unroll
+    for (int e = 0; e < E / 2; e++) {
+        int i = lane + 32 * e;
+        float ang = (float)pos[t] * inv_freq[i];
+        float c = cosf(ang), s = sinf(ang);
+        float a = x[e], b = x[e + E / 2];
+        x[e] = a * c - b * s;
+        x[e + E / 2] = b * c + a * s;
+    }
 #pragma unroll
     for (int e = 0; e < E; e++) v[lane + 32 * e] = x[e];
     if (kc && h >= nh) store_head<E>(kc + (size_t)slots[t] * nkv * HD + (size_t)(h - nh) * HD, x, lane);
