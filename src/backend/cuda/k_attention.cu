@@ -82,7 +82,10 @@ k_attn_decode(float *out, float *part_o, float *part_ml, int *arrived, const flo
     __shared__ float red[ATT_WARPS][HB];
     __shared__ float wz[HB][ATT_MAX_Z], inv_l[HB];
     __shared__ int last;
-    pdl_start();
+    /* pos, seq and the block tables come from the host's step upload, never
+     * from the kernel before: they are read (and the blocks past the keys
+     * leave) before the programmatic wait; q and the K/V rows after it */
+    pdl_trigger();
     int t = t_base + blockIdx.x, z = blockIdx.z, tid = threadIdx.x;
     int warp = tid >> 5, lane = tid & 31;
     int G = nh / nkv, nsub = (G + HB - 1) / HB;
@@ -102,6 +105,7 @@ k_attn_decode(float *out, float *part_o, float *part_ml, int *arrived, const flo
 #pragma unroll
         for (int st = 0; st < ATT_STAGES; st++)
             if (st < mine) slots[st][tid] = slot_of(st, tid);
+    pdl_wait();
     for (int i = tid; i < HB * HD; i += ATT_THREADS) {
         int hh = i / HD, d = i % HD;
         qs[hh][d] = hh < nhb && d < hd ? q[(size_t)t * q_stride + (size_t)(h0 + hh) * hd + d] : 0.f;

@@ -47,21 +47,38 @@ template <int E>
 __global__ void k_qk_norm_rope(float *qkv, int stride, int n, int nh, int nkv, const float *q_w, const float *k_w,
                                float eps, const int32_t *pos, const float *inv_freq, __nv_bfloat16 *kc,
                                __nv_bfloat16 *vc, const int32_t *slots) {
-    pdl_start();
+    pdl_trigger();
     constexpr int HD = 32 * E;
     int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
     int heads = nh + nkv + (kc ? nkv : 0);
     if (row >= n * heads) return;
     int t = row / heads, h = row % heads;
+    /* before the programmatic wait: what the kernel before cannot have
+     * written — the weights, the step's positions and slots (host uploads)
+     * and so the rotation's cos / sin */
+    int slot = kc ? slots[t] : 0;
+    const float *w = h < nh ? q_w : k_w;
+    float wv[E], cs[E / 2], sn[E / 2];
+    bool rot = h < nh + nkv;
+    if (rot) {
+#pragma unroll
+        for (int e = 0; e < E; e++) wv[e] = w ? w[lane + 32 * e] : 0.f;
+#pragma unroll
+        for (int e = 0; e < E / 2; e++) {
+            float ang = (float)pos[t] * inv_freq[lane + 32 * e];
+            cs[e] = cosf(ang);
+            sn[e] = sinf(ang);
+        }
+    }
+    pdl_wait();
     float *v = qkv + (size_t)t * stride + (size_t)h * HD;
     float x[E];
 #pragma unroll
     for (int e = 0; e < E; e++) x[e] = v[lane + 32 * e];
-    if (h >= nh + nkv) { /* a v head: stored as it is */
-        store_head<E>(vc + (size_t)slots[t] * nkv * HD + (size_t)(h - nh - nkv) * HD, x, lane);
+    if (!rot) { /* a v head: stored as it is */
+        store_head<E>(vc + (size_t)slot * nkv * HD + (size_t)(h - nh - nkv) * HD, x, lane);
         return;
     }
-    const float *w = h < nh ? q_w : k_w;
     if (w) {
         float ss = 0.f;
 #pragma unroll
@@ -69,20 +86,17 @@ __global__ void k_qk_norm_rope(float *qkv, int stride, int n, int nh, int nkv, c
         ss = warp_sum(ss);
         float inv = 1.0f / sqrtf(ss / (float)HD + eps);
 #pragma unroll
-        for (int e = 0; e < E; e++) x[e] = w[lane + 32 * e] * (x[e] * inv);
+        for (int e = 0; e < E; e++) x[e] = wv[e] * (x[e] * inv);
     }
 #pragma unroll
     for (int e = 0; e < E / 2; e++) {
-        int i = lane + 32 * e;
-        float ang = (float)pos[t] * inv_freq[i];
-        float c = cosf(ang), s = sinf(ang);
         float a = x[e], b = x[e + E / 2];
-        x[e] = a * c - b * s;
-        x[e + E / 2] = b * c + a * s;
+        x[e] = a * cs[e] - b * sn[e];
+        x[e + E / 2] = b * cs[e] + a * sn[e];
     }
 #pragma unroll
     for (int e = 0; e < E; e++) v[lane + 32 * e] = x[e];
-    if (kc && h >= nh) store_head<E>(kc + (size_t)slots[t] * nkv * HD + (size_t)(h - nh) * HD, x, lane);
+    if (kc && h >= nh) store_head<E>(kc + (size_t)slot * nkv * HD + (size_t)(h - nh) * HD, x, lane);
 }
 
 extern "C" void ks_cuda_qk_norm_rope(ks_stream s, float *qkv, int stride, int n, int nh, int nkv, int hd,
