@@ -105,12 +105,8 @@ k_attn_decode(float *out, float *part_o, float *part_ml, int *arrived, const flo
 #pragma unroll
         for (int st = 0; st < ATT_STAGES; st++)
             if (st < mine) slots[st][tid] = slot_of(st, tid);
-    pdl_wait();
-    for (int i = tid; i < HB * HD; i += ATT_THREADS) {
-        int hh = i / HD, d = i % HD;
-        qs[hh][d] = hh < nhb && d < hd ? q[(size_t)t * q_stride + (size_t)(h0 + hh) * hd + d] : 0.f;
-    }
-    __syncthreads();
+    __syncthreads(); /* the slots */
+    pdl_wait();      /* q and the new K/V rows are the kernel before's: the first chunks' copies start before q is read */
     /* chunk ci of this block's -> stage ci % ATT_STAGES (one cp.async group) */
     auto issue = [&](int ci) {
         unsigned char *st = att_tiles + (ci % ATT_STAGES) * att_stage<HD>::bytes;
@@ -139,6 +135,10 @@ k_attn_decode(float *out, float *part_o, float *part_ml, int *arrived, const flo
         if (st < mine) issue(st);
         else cp_async_commit(); /* empty groups: the waits below count the same */
     }
+    for (int i = tid; i < HB * HD; i += ATT_THREADS) {
+        int hh = i / HD, d = i % HD;
+        qs[hh][d] = hh < nhb && d < hd ? q[(size_t)t * q_stride + (size_t)(h0 + hh) * hd + d] : 0.f;
+    } /* visible after the loop's first barrier */
     for (int ci = 0; ci < mine; ci++) {
         int j0 = (z + ci * Z) * ATT_CHUNK, cnt = n_ctx - j0 < ATT_CHUNK ? n_ctx - j0 : ATT_CHUNK;
         if (ci + ATT_STAGES - 1 < mine) issue(ci + ATT_STAGES - 1);

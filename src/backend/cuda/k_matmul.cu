@@ -212,14 +212,17 @@ __global__ void k_norm_split_x(uint32_t *__restrict__ xs, float *__restrict__ xs
  * round's mmas (double-buffered registers), so a warp's weight stream never
  * waits on its own arithmetic; the same loads and mmas in the same order. */
 /* NORM's own loads and sums take registers: held to 128 (two blocks an SM,
- * as the tiles have without it; the 64-row SwiGLU tile took 150). x is no
+ * as the tiles have without it; the 64-row SwiGLU tile took 150) but for
+ * the (4,2) tile, whose norm weights loaded with its weights spilled at
+ * 128 — it serves launch-bound shapes (tinycoder's gate|up: 96 blocks, one
+ * an SM). x is no
  * __restrict__ const pointer in these kernels: that lets the compiler read
  * it on the non-coherent path, whose data must not change while the kernel
  * lives — under programmatic launch the kernel before is still writing it
  * (with the norm folded and __restrict__ x, decode and verify rows came out
  * wrong with programmatic launch on and right with it off). */
 template <int G, int U, int MT, bool SW, bool PRE = false, bool PIPE = false, bool NORM = false>
-__global__ void __launch_bounds__(TC_WARPS * 32, NORM && !PRE ? 2 : 1)
+__global__ void __launch_bounds__(TC_WARPS * 32, NORM && !PRE && U * MT < 8 ? 2 : 1)
 k_matvec_tc(float *__restrict__ out, const float *x, const __nv_bfloat16 *__restrict__ w,
             const float *__restrict__ bias, int n, int k, int rows, mm_epi ep) {
     static_assert(!NORM || PRE || G == 1, "the blocks' own x^2 sums hold one token group");
@@ -272,6 +275,12 @@ k_matvec_tc(float *__restrict__ out, const float *x, const __nv_bfloat16 *__rest
             } else {
                 load_round(A, B, kb0);
             }
+            /* NORM (one token group): the norm's weights of this round's k blocks, constants too */
+            float gw[NORM && !PRE ? U : 1][8];
+            if constexpr (NORM && !PRE)
+#pragma unroll
+                for (int u = 0; u < U; u++)
+                    if (kb0 + u * TC_WARPS < nkb) load8(ep.g + (kb0 + u * TC_WARPS) * 32 + q * 8, gw[u]);
             /* the weights are constants: their first loads overlap the
              * kernel before (programmatic launch); x is its output */
             if (!waited) {
@@ -307,12 +316,10 @@ k_matvec_tc(float *__restrict__ out, const float *x, const __nv_bfloat16 *__rest
 #pragma unroll
                     for (int u = 0; u < U; u++) {
                         if (kb0 + u * TC_WARPS >= nkb) break;
-                        float gf[8];
-                        load8(ep.g + (kb0 + u * TC_WARPS) * 32 + q * 8, gf);
 #pragma unroll
                         for (int i = 0; i < 8; i++) {
                             ss = fmaf(xf[u][i], xf[u][i], ss);
-                            xf[u][i] = __fmul_rn(xf[u][i], gf[i]);
+                            xf[u][i] = __fmul_rn(xf[u][i], gw[u][i]);
                         }
                     }
                 }
