@@ -98,9 +98,13 @@ __device__ __forceinline__ void mma_bf16(float *c, uint32_t a0, uint32_t a1, uin
  * in the stream is still running; each kernel opens with pdl_trigger()
  * (its own successor may be scheduled once all its blocks run) and
  * pdl_wait() (returns when the predecessor has finished and its writes are
- * visible) before touching anything the predecessor writes. Work that
- * reads only constants (a matmul's weights) may go between the two. The
- * launch gaps of a decode step's ~15 kernels per layer overlap that way.
+ * visible) before touching anything the predecessor writes. Reads that no
+ * kernel writes may go between the two: constants (a matmul's weights) and
+ * the host's step upload (positions, slots, block tables: a stream copy,
+ * which starts after every kernel before it has ended and ends before the
+ * forward's first kernel starts); writes never do
+ * (a kernel two back may still be reading). The launch gaps of a decode
+ * step's kernels overlap that way.
  * KESTREL_CUDA_PDL=0 launches without it (the waits then return at once). */
 __device__ __forceinline__ void pdl_trigger() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
