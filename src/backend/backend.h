@@ -66,6 +66,13 @@ typedef struct {
 /* matmul_fused's modes */
 enum { BK_MM_PLAIN = 0, BK_MM_ADD = 1, BK_MM_SWIGLU = 2 };
 
+/* Device memory a backend holds, bytes: weights; buffers (buf_alloc: the
+ * KV caches, activations, logits); workspace (its ops' own scratch). The
+ * CUDA context and the kernels' images are not in it. */
+typedef struct {
+    long long weights, buffers, workspace;
+} bk_mem;
+
 typedef struct backend_ops {
     const char *name;
     void *(*buf_alloc)(backend *be, size_t bytes);
@@ -157,6 +164,9 @@ typedef struct backend_ops {
     void *(*graph_end)(backend *be); /* executable graph, NULL on failure */
     int (*graph_launch)(backend *be, void *graph); /* KS_OK, 1 = stale, or an error */
     void (*graph_free)(backend *be, void *graph);
+    /* Optional (NULL: nothing to report, host memory): the device memory
+     * the backend holds now, by kind; safe to call from any thread */
+    void (*mem_usage)(backend *be, bk_mem *out);
     void (*free)(backend *be);
 } backend_ops;
 

@@ -145,6 +145,8 @@ typedef struct {
     double verify_cost_ratio;                    /* measured cost of a k+1-token step / 1-token step */
     long long prefix_lookup_tokens, prefix_hit_tokens; /* prompt tokens looked up / served from the cache */
     int prefix_cached_blocks;
+    bool has_mem; /* the backend reports its device memory: */
+    bk_mem mem;
 } engine_stats;
 void engine_get_stats(engine *e, engine_stats *s);
 

@@ -120,6 +120,14 @@ char *metrics_render(metrics *m, engine *e) {
     for (int d = 1; d <= ENGINE_MAX_DRAFT; d++)
         if (st.mtp_depth_steps[d])
             sb_printf(&b, "kestrel_spec_mtp_depth_steps_total{depth=\"%d\"} %lld\n", d, st.mtp_depth_steps[d]);
+    if (st.has_mem) {
+        sb_puts(&b, "# HELP kestrel_device_memory_bytes Device memory the server holds, by kind: weights; buffers "
+                    "(KV cache, activations, logits); workspace (kernel scratch). Not in it: the device context and "
+                    "kernel images.\n# TYPE kestrel_device_memory_bytes gauge\n");
+        const char *kind[3] = {"weights", "buffers", "workspace"};
+        long long v[3] = {st.mem.weights, st.mem.buffers, st.mem.workspace};
+        for (int i = 0; i < 3; i++) sb_printf(&b, "kestrel_device_memory_bytes{kind=\"%s\"} %lld\n", kind[i], v[i]);
+    }
     hist(&b, "kestrel_time_to_first_token_seconds", "Time from request to first generated token.", m->ttft, ttft_le,
          atomic_load(&m->ttft_us_sum), atomic_load(&m->ttft_n));
     hist(&b, "kestrel_time_per_output_token_seconds", "Mean time per generated token after the first.", m->tpot,

@@ -497,6 +497,36 @@ static void separate_ops(backend *be, float *out, float *y, const float *in, con
     else be->ops->add(be, out, y, (size_t)n * outs);
 }
 
+/* mem_usage (/metrics' device memory): a buffer and a weight count
+ * exactly their bytes while they live, and nothing after they are freed;
+ * the CPU backend reports none. */
+TEST(test_cuda_mem_usage_counts_allocations) {
+    pair p = {0};
+    if (!open_pair(&p)) SKIP("no CUDA GPU");
+    CHECK(p.cpu->ops->mem_usage == NULL);
+    CHECK(p.gpu->ops->mem_usage != NULL);
+    bk_mem m0, m1, m2;
+    p.gpu->ops->mem_usage(p.gpu, &m0);
+    void *buf = p.gpu->ops->buf_alloc(p.gpu, 3u << 20);
+    CHECK(buf != NULL);
+    p.gpu->ops->mem_usage(p.gpu, &m1);
+    CHECK_EQ_INT((int)(m1.buffers - m0.buffers), 3 << 20);
+    CHECK(m1.weights == m0.weights && m1.workspace == m0.workspace);
+    void *hw;
+    st_tensor tw = make_tensor(DTYPE_BF16, 1000, 512, &hw);
+    const st_tensor *pw[1] = {&tw};
+    bk_weight w;
+    CHECK(p.gpu->ops->weight_init(p.gpu, &w, pw, 1) == 0);
+    p.gpu->ops->mem_usage(p.gpu, &m2);
+    CHECK_EQ_INT((int)(m2.weights - m1.weights), 1000 * 512 * 2);
+    p.gpu->ops->weight_release(p.gpu, &w);
+    p.gpu->ops->buf_free(p.gpu, buf);
+    p.gpu->ops->mem_usage(p.gpu, &m2);
+    CHECK(m2.weights == m0.weights && m2.buffers == m0.buffers);
+    free(hw);
+    close_pair(&p);
+}
+
 /* matmul_fused — the input RMSNorm and the residual add or SwiGLU folded
  * into the matvec — against the separate ops (GPU rmsnorm, matmul, add,
  * silu_mul: within 5e-4, the norm's scale taken after the product

@@ -5,6 +5,8 @@
  * extern "C" launchers of k_*.cu. Errors: CUDA_CHECK records the first
  * failure; ops after it are skipped and the next sync (buf_download) reports
  * it as an error status. */
+#include <atomic>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -32,6 +34,52 @@ extern "C" int ks_cuda_fail(const char *what, cudaError_t e, const char *file, i
 
 static unsigned ws_epoch; /* advanced by every workspace growth */
 
+/* The allocation ledger: each live device allocation's bytes and kind (a
+ * free looks its size up; allocations are few — tensors, caches,
+ * activation buffers — and frees rare), and the live bytes by kind, which
+ * other threads read (/metrics) without a lock. */
+static struct ledger_entry {
+    void *p;
+    size_t bytes;
+    int kind;
+} *ledger;
+static int ledger_n, ledger_cap;
+static pthread_mutex_t ledger_mu = PTHREAD_MUTEX_INITIALIZER;
+static std::atomic<long long> mem_live[KS_MEM_KINDS];
+
+extern "C" void *ks_cuda_malloc(size_t bytes, int kind) {
+    void *p = NULL;
+    if (cudaMalloc(&p, bytes ? bytes : 16) != cudaSuccess) {
+        cudaGetLastError();
+        return NULL;
+    }
+    pthread_mutex_lock(&ledger_mu);
+    if (ledger_n == ledger_cap) {
+        int cap = ledger_cap ? 2 * ledger_cap : 256;
+        struct ledger_entry *l = (struct ledger_entry *)realloc(ledger, (size_t)cap * sizeof *l);
+        if (l) ledger = l, ledger_cap = cap;
+    }
+    if (ledger_n < ledger_cap) { /* else not counted (no host memory for the entry) */
+        ledger[ledger_n++] = {p, bytes, kind};
+        mem_live[kind] += (long long)bytes;
+    }
+    pthread_mutex_unlock(&ledger_mu);
+    return p;
+}
+
+extern "C" void ks_cuda_free(void *p) {
+    if (!p) return;
+    pthread_mutex_lock(&ledger_mu);
+    for (int i = ledger_n - 1; i >= 0; i--)
+        if (ledger[i].p == p) {
+            mem_live[ledger[i].kind] -= (long long)ledger[i].bytes;
+            ledger[i] = ledger[--ledger_n];
+            break;
+        }
+    pthread_mutex_unlock(&ledger_mu);
+    cudaFree(p);
+}
+
 extern "C" void *ks_cuda_workspace(ks_workspace *w, cudaStream_t s, size_t need, const char *what) {
     if (need <= w->bytes) return w->p;
     cudaStreamCaptureStatus cs;
@@ -39,12 +87,15 @@ extern "C" void *ks_cuda_workspace(ks_workspace *w, cudaStream_t s, size_t need,
         ks_cuda_fail(what, cudaErrorStreamCaptureUnsupported, __FILE__, __LINE__);
         return NULL;
     }
-    if (w->p) cudaFree(w->p); /* synchronizes the device: no queued work reads it any more */
+    ks_cuda_free(w->p); /* synchronizes the device: no queued work reads it any more */
     w->p = NULL;
     w->bytes = 0;
     ws_epoch++;
-    CUDA_CHECK(cudaMalloc(&w->p, need));
-    if (w->p) w->bytes = need;
+    if (!(w->p = ks_cuda_malloc(need, KS_MEM_WORKSPACE))) {
+        ks_cuda_fail(what, cudaErrorMemoryAllocation, __FILE__, __LINE__);
+        return NULL;
+    }
+    w->bytes = need;
     return w->p;
 }
 
@@ -59,17 +110,19 @@ static cuda_impl *impl_of(backend *be) { return (cuda_impl *)be->impl; }
 
 static void *cu_alloc(backend *be, size_t bytes) {
     (void)be;
-    void *p = NULL;
-    if (cudaMalloc(&p, bytes ? bytes : 16) != cudaSuccess) {
-        cudaGetLastError();
-        return NULL;
-    }
-    return p;
+    return ks_cuda_malloc(bytes, KS_MEM_BUFFERS);
 }
 
 static void cu_free(backend *be, void *p) {
     (void)be;
-    if (p) cudaFree(p);
+    ks_cuda_free(p);
+}
+
+static void cu_mem_usage(backend *be, bk_mem *out) {
+    (void)be;
+    out->weights = mem_live[KS_MEM_WEIGHTS].load();
+    out->buffers = mem_live[KS_MEM_BUFFERS].load();
+    out->workspace = mem_live[KS_MEM_WORKSPACE].load();
 }
 
 static int cu_upload(backend *be, void *dst, const void *src, size_t bytes) {
@@ -118,7 +171,7 @@ static int cu_weight_init(backend *be, bk_weight *w, const st_tensor *const *par
     bool one_d = w->cols == 1;
     size_t es = one_d ? 4 : dtype_size(w->dtype);
     size_t bytes = (size_t)w->rows * (size_t)w->cols * es;
-    void *dev = cu_alloc(be, bytes);
+    void *dev = ks_cuda_malloc(bytes, KS_MEM_WEIGHTS);
     if (!dev)
         return err_set(KS_ENOMEM, "GPU out of memory loading tensor \"%s\" (%zu bytes; %zu bytes of weights loaded so far)",
                        parts[0]->name, bytes, im->weight_bytes);
@@ -128,7 +181,7 @@ static int cu_weight_init(backend *be, bk_weight *w, const st_tensor *const *par
         if (one_d && w->dtype != DTYPE_F32) {
             float *tmp = (float *)malloc(pb);
             if (!tmp) {
-                cudaFree(dev);
+                ks_cuda_free(dev);
                 return err_set(KS_ENOMEM, "out of memory");
             }
             for (int64_t j = 0; j < w->part_rows[i]; j++) tmp[j] = dtype_elem_f32(w->dtype, w->part_data[i], j);
@@ -140,7 +193,7 @@ static int cu_weight_init(backend *be, bk_weight *w, const st_tensor *const *par
         off += pb;
     }
     if (failed) {
-        cudaFree(dev);
+        ks_cuda_free(dev);
         return err_set(KS_EIO, "%s", fail_msg);
     }
     w->impl = dev;
@@ -152,7 +205,7 @@ static int cu_weight_init(backend *be, bk_weight *w, const st_tensor *const *par
 
 static void cu_weight_release(backend *be, bk_weight *w) {
     cuda_impl *im = impl_of(be);
-    if (w->impl && weight_share_release(&im->shared, w->impl)) cudaFree(w->impl);
+    if (w->impl && weight_share_release(&im->shared, w->impl)) ks_cuda_free(w->impl);
     memset(w, 0, sizeof *w);
 }
 
@@ -375,7 +428,7 @@ static void cu_backend_free(backend *be) {
     cuda_impl *im = impl_of(be);
     prof_print();
     if (im) {
-        for (int i = 0; i < im->shared.n; i++) cudaFree(im->shared.e[i].impl); /* weights never released */
+        for (int i = 0; i < im->shared.n; i++) ks_cuda_free(im->shared.e[i].impl); /* weights never released */
         weight_share_free(&im->shared);
         cudaStreamDestroy(im->stream);
         free(im);
@@ -386,7 +439,7 @@ static void cu_backend_free(backend *be) {
 static const backend_ops cuda_ops = {
     "cuda",       cu_alloc,       cu_free,      cu_upload,       cu_download,   cu_weight_init, cu_weight_release,
     cu_embed,     cu_rmsnorm,     cu_matmul,    cu_matmul_prompt, cu_rope,         cu_kv_store,   cu_attention,   cu_silu_mul,
-    cu_matmul_fused, cu_add,       cu_qk_norm_rope, cu_gather,  cu_mtp_input, cu_argmax,    cu_graph_begin, cu_graph_end,  cu_graph_launch, cu_graph_free, cu_backend_free,
+    cu_matmul_fused, cu_add,       cu_qk_norm_rope, cu_gather,  cu_mtp_input, cu_argmax,    cu_graph_begin, cu_graph_end,  cu_graph_launch, cu_graph_free, cu_mem_usage, cu_backend_free,
 };
 
 static int pdl_state = -1; /* -1: not yet decided */

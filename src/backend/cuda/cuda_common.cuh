@@ -32,6 +32,12 @@ typedef struct {
     void *p;
     size_t bytes;
 } ks_workspace;
+/* Every device allocation goes through these (cuda_backend.cu), which keep
+ * the bytes live by kind for /metrics (bk_mem); NULL on failure, the error
+ * cleared. */
+enum { KS_MEM_WEIGHTS, KS_MEM_BUFFERS, KS_MEM_WORKSPACE, KS_MEM_KINDS };
+extern "C" void *ks_cuda_malloc(size_t bytes, int kind);
+extern "C" void ks_cuda_free(void *p);
 extern "C" void *ks_cuda_workspace(ks_workspace *w, cudaStream_t s, size_t need, const char *what);
 
 /* Split attention (the decode and the prompt kernels) leaves partials per

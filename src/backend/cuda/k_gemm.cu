@@ -111,10 +111,7 @@ static int lt_open(void) {
         fprintf(stderr, "kestrel: cuBLASLt could not be initialised; prompt matmuls use the vector kernel\n");
         return 0;
     }
-    if (cudaMalloc(&lt.ws, GEMM_WS_BYTES) != cudaSuccess) {
-        cudaGetLastError();
-        return 0;
-    }
+    if (!(lt.ws = ks_cuda_malloc(GEMM_WS_BYTES, KS_MEM_WORKSPACE))) return 0;
     lt.ok = 1;
     return 1;
 }
