@@ -82,6 +82,12 @@ test('GET /metrics: Prometheus text with request counters and histograms', async
     assert.ok(buckets.length >= 2);
     for (let i = 1; i < buckets.length; i++) assert.ok(buckets[i] >= buckets[i - 1]);
   }
+  // device memory by kind, where the backend has a device (a GPU server): the three kinds, the weights loaded
+  const mem = Object.fromEntries([...m.matchAll(/^kestrel_device_memory_bytes\{kind="(\w+)"\} (\d+)$/gm)].map((x) => [x[1], Number(x[2])]));
+  if (Object.keys(mem).length) {
+    assert.deepEqual(Object.keys(mem).sort(), ['buffers', 'weights', 'workspace']);
+    assert.ok(mem.weights > 0 && mem.buffers > 0, 'weights and buffers are on the device');
+  }
   // an error counts under its status class
   await L.post('/v1/chat/completions', '{bad json');
   const m2 = (await L.get('/metrics')).text;
