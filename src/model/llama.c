@@ -144,12 +144,12 @@ static void free_graphs(model *m) {
 static void free_acts(model *m) {
     backend *be = m->be;
     free_graphs(m);
-    void *bufs[] = {m->x,      m->xn,     m->qkv,    m->attn,    m->gu,   m->act,    m->logits_dev, m->d_step,
+    void *bufs[] = {m->x,      m->xn,     m->qkv,    m->gu,   m->act,    m->logits_dev, m->d_step,
                     m->d_tables, m->hid,  m->mtp_hid, m->mtp_in, m->feat, m->d_iota, m->d_tiles,
                     m->d_ids,  m->d_mtp_ids};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) be->ops->buf_free(be, bufs[i]);
-    m->x = m->xn = m->qkv = m->attn = m->gu = m->act = m->logits_dev = NULL;
+    m->x = m->xn = m->qkv = m->gu = m->act = m->logits_dev = NULL;
     m->d_step = m->d_tokens = m->d_pos = m->d_seq = m->d_slots = m->d_rows = m->d_tables = NULL;
     m->d_hid_idx = m->d_mtp_pos = NULL;
     free(m->h_step);
@@ -204,9 +204,9 @@ static int ensure_acts(model *m, int n, int n_logits, int table_entries) {
         size_t qkv = ((size_t)c->n_heads + 2 * (size_t)c->n_kv_heads) * hd;
         size_t I = (size_t)c->intermediate_size;
         m->x = be->ops->buf_alloc(be, cap * H * 4);
-        m->xn = be->ops->buf_alloc(be, cap * H * 4);
+        size_t ad = (size_t)c->n_heads * hd;
+        m->xn = be->ops->buf_alloc(be, cap * (H > ad ? H : ad) * 4);
         m->qkv = be->ops->buf_alloc(be, cap * qkv * 4);
-        m->attn = be->ops->buf_alloc(be, cap * (size_t)c->n_heads * hd * 4);
         size_t mlp = cap < MODEL_MLP_ROWS ? cap : MODEL_MLP_ROWS; /* rows of the MLP's own buffers */
         m->gu = be->ops->buf_alloc(be, mlp * 2 * I * 4);
         m->act = be->ops->buf_alloc(be, mlp * I * 4);
@@ -237,7 +237,7 @@ static int ensure_acts(model *m, int n, int n_logits, int table_entries) {
             free(iota);
         }
         m->cap_tokens = cap;
-        if (!m->x || !m->xn || !m->qkv || !m->attn || !m->gu || !m->act || !m->d_step || !m->h_step || !m->d_tiles ||
+        if (!m->x || !m->xn || !m->qkv || !m->gu || !m->act || !m->d_step || !m->h_step || !m->d_tiles ||
             !m->h_tiles) {
             free_acts(m);
             return err_set(KS_ENOMEM, "model: out of memory for activations of %d tokens", n);
@@ -290,12 +290,13 @@ void model_layer_forward(model *m, const model_layer *L, void *k_cache, void *v_
                              bqkv, nd, BK_MM_PLAIN);
     op->qk_norm_rope(be, m->qkv, qkv_dim, n, nh, nkv, hd, c->qk_norm ? &L->q_norm : NULL,
                      c->qk_norm ? &L->k_norm : NULL, eps, rope_pos, m->inv_freq, k_cache, v_cache, ab);
-    op->attention(be, m->attn, m->qkv, qkv_dim, k_cache, v_cache, ab, nh, nkv, hd, 1.0f / sqrtf((float)hd));
+    /* the attention's rows in xn (its norm rows are spent), the prompt rows' o projection in qkv (spent too) */
+    op->attention(be, m->xn, m->qkv, qkv_dim, k_cache, v_cache, ab, nh, nkv, hd, 1.0f / sqrtf((float)hd));
     if (np) {
-        op->matmul_prompt(be, m->xn, m->attn, &L->wo, NULL, np);
-        op->add(be, m->x, m->xn, (size_t)np * H);
+        op->matmul_prompt(be, m->qkv, m->xn, &L->wo, NULL, np);
+        op->add(be, m->x, m->qkv, (size_t)np * H);
     }
-    if (nd) op->matmul_fused(be, m->x + (size_t)np * H, m->attn + (size_t)np * ad, NULL, 0, &L->wo, NULL, nd, BK_MM_ADD);
+    if (nd) op->matmul_fused(be, m->x + (size_t)np * H, m->xn + (size_t)np * ad, NULL, 0, &L->wo, NULL, nd, BK_MM_ADD);
     /* the MLP, MODEL_MLP_ROWS rows at a time (m->gu and m->act hold one tile) */
     for (int r0 = 0; r0 < n; r0 += MODEL_MLP_ROWS) {
         int rn = n - r0 < MODEL_MLP_ROWS ? n - r0 : MODEL_MLP_ROWS;

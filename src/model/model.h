@@ -85,9 +85,13 @@ typedef struct model {
     bk_weight final_norm; /* (hidden) */
     model_layer *layers;  /* (n_layers) */
     float *inv_freq;      /* backend buffer (head_dim/2) */
-    /* activation buffers (backend), sized for cap_tokens rows */
+    /* activation buffers (backend), sized for cap_tokens rows: x (hidden)
+     * the residual stream; xn (max(hidden, heads x head_dim)) the norms'
+     * outputs and the attention's (a layer never needs both at once); qkv
+     * (its q|k|v rows, then the prompt rows' o projection); gu / act the
+     * MLP's, for MODEL_MLP_ROWS rows */
     int cap_tokens;
-    float *x, *xn, *qkv, *attn, *gu, *act, *logits_dev;
+    float *x, *xn, *qkv, *gu, *act, *logits_dev;
     /* a forward's index arrays travel in one upload: d_step holds
      * MODEL_STEP_SEGS segments of n int32 each for a batch of n tokens
      * (model_prepare_batch stages them in h_step; model_upload_step sends the
