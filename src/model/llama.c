@@ -206,7 +206,7 @@ static int ensure_acts(model *m, int n, int n_logits, int table_entries) {
         m->x = be->ops->buf_alloc(be, cap * H * 4);
         size_t ad = (size_t)c->n_heads * hd;
         m->xn = be->ops->buf_alloc(be, cap * (H > ad ? H : ad) * 4);
-        m->qkv = be->ops->buf_alloc(be, cap * qkv * 4);
+        m->qkv = be->ops->buf_alloc(be, cap * (qkv > H ? qkv : H) * 4); /* also the prompt rows' o output */
         size_t mlp = cap < MODEL_MLP_ROWS ? cap : MODEL_MLP_ROWS; /* rows of the MLP's own buffers */
         m->gu = be->ops->buf_alloc(be, mlp * 2 * I * 4);
         m->act = be->ops->buf_alloc(be, mlp * I * 4);
