@@ -103,7 +103,6 @@ typedef struct {
     cudaStream_t stream;
     int device;
     weight_share shared;  /* device copies, shared by weights of the same source (a tied lm_head) */
-    size_t weight_bytes;
 } cuda_impl;
 
 static cuda_impl *impl_of(backend *be) { return (cuda_impl *)be->impl; }
@@ -174,7 +173,7 @@ static int cu_weight_init(backend *be, bk_weight *w, const st_tensor *const *par
     void *dev = ks_cuda_malloc(bytes, KS_MEM_WEIGHTS);
     if (!dev)
         return err_set(KS_ENOMEM, "GPU out of memory loading tensor \"%s\" (%zu bytes; %zu bytes of weights loaded so far)",
-                       parts[0]->name, bytes, im->weight_bytes);
+                       parts[0]->name, bytes, (size_t)mem_live[KS_MEM_WEIGHTS].load());
     size_t off = 0;
     for (int i = 0; i < n_parts; i++) {
         size_t pb = (size_t)w->part_rows[i] * (size_t)w->cols * es;
@@ -197,7 +196,6 @@ static int cu_weight_init(backend *be, bk_weight *w, const st_tensor *const *par
         return err_set(KS_EIO, "%s", fail_msg);
     }
     w->impl = dev;
-    im->weight_bytes += bytes;
     weight_share_add(&im->shared, w); /* keyed by the source dtype */
     if (one_d) w->dtype = DTYPE_F32;
     return KS_OK;
