@@ -30,7 +30,8 @@
 # them), whose files replace this tree's — variants measured against each other in one call,
 # interleaved (AB_MODELS, AB_ROUNDS); AB_LONG="new NAME.." adds decode after
 # ~16k / ~64k tokens; AB_FWD=1 model_forward of 1 / 4 / 16 sequences;
-# AB_MATVEC=1 cuda_ops_bench --matvec.
+# AB_MATVEC=1 cuda_ops_bench --matvec; AB_PREFILL=1 prefill of a ~4k-token
+# prompt on Qwen3-8B and 1.7B.
 # SPEC_FULL=1: the proposer matrix at --full size (5 prompts x 128 tokens).
 # CONC_MAX_TOKENS=N: the concurrency sweep's answers N tokens long (--quick:
 # 64, where the 16 prompts' prefill is much of the measured time).
@@ -233,6 +234,19 @@ if has ab; then # this tree ("new") against each overlay .devcarry/ab_NAME.tar.x
             done
         done
     done
+    if [ -n "${AB_PREFILL:-}" ]; then # prefill of a ~4k-token prompt, Qwen3-8B and 1.7B, interleaved
+        p4k=$(head -c 11030 /tmp/src.txt)
+        for M in /tmp/q8 /tmp/q17; do
+            [ -f "$M/config.json" ] || continue
+            for round in $(seq ${AB_ROUNDS:-2}); do
+                for b in "${trees[@]}"; do
+                    line=$($b/kestrel run "$M" -p "$p4k" -n 16 --temp 0 --ignore-eos --device cuda --no-pld 2>&1 >/dev/null |
+                        grep "kestrel: prompt" | sed 's/ (cuda.*//')
+                    echo "ab prefill $(basename $M) $(tname $b) $round: $line" | tee -a "$OUT/ab.txt"
+                done
+            done
+        done
+    fi
     for b in "${trees[@]}"; do # decode attention alone, a pool of 128k tokens
         $b/cuda_ops_bench --attention 131072 | grep attention | sed "s|^|ab $(tname $b) |" | tee -a "$OUT/ab.txt"
     done

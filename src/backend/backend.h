@@ -63,8 +63,9 @@ typedef struct {
 
 #define BK_PROMPT_TILE 64
 
-/* matmul_fused's modes */
-enum { BK_MM_PLAIN = 0, BK_MM_ADD = 1, BK_MM_SWIGLU = 2 };
+/* matmul_fused's modes (PLAIN, ADD, SWIGLU) and matmul_prompt's (PLAIN,
+ * ADD, SWIGLU_IN, ADD | SWIGLU_IN) */
+enum { BK_MM_PLAIN = 0, BK_MM_ADD = 1, BK_MM_SWIGLU = 2, BK_MM_SWIGLU_IN = 4 };
 
 /* Device memory a backend holds, bytes: weights; buffers (buf_alloc: the
  * KV caches, activations, logits); workspace (its ops' own scratch). The
@@ -101,9 +102,12 @@ typedef struct backend_ops {
      * GEMM with bf16 inputs and fp32 accumulation). A row's result does not
      * depend on n, but it may differ in the last bits from matmul's: the
      * model sends a token through one or the other by its role (prompt or
-     * generated), never by the size of the call. */
+     * generated), never by the size of the call. mode: BK_MM_PLAIN, or the
+     * flags BK_MM_ADD (out += the product: the residual add) and
+     * BK_MM_SWIGLU_IN (in is (n, 2 * w.cols) [gate | up]; the product's
+     * input is silu(gate) * up: the MLP's down projection). */
     void (*matmul_prompt)(backend *be, float *out, const float *in, const bk_weight *w,
-                          const bk_weight *bias, int n);
+                          const bk_weight *bias, int n, int mode);
     /* Rotary embedding (half-split pairs i, i+head_dim/2) in place on n_heads
      * heads at x + t*row_stride; angle = pos[t] * inv_freq[i]. */
     void (*rope)(backend *be, float *x, int row_stride, int n, int n_heads, int head_dim,

@@ -144,12 +144,12 @@ static void free_graphs(model *m) {
 static void free_acts(model *m) {
     backend *be = m->be;
     free_graphs(m);
-    void *bufs[] = {m->x,      m->xn,     m->qkv,    m->gu,   m->act,    m->logits_dev, m->d_step,
+    void *bufs[] = {m->x,      m->xn,     m->qkv,    m->gu,   m->logits_dev, m->d_step,
                     m->d_tables, m->hid,  m->mtp_hid, m->mtp_in, m->feat, m->d_iota, m->d_tiles,
                     m->d_ids,  m->d_mtp_ids};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) be->ops->buf_free(be, bufs[i]);
-    m->x = m->xn = m->qkv = m->gu = m->act = m->logits_dev = NULL;
+    m->x = m->xn = m->qkv = m->gu = m->logits_dev = NULL;
     m->d_step = m->d_tokens = m->d_pos = m->d_seq = m->d_slots = m->d_rows = m->d_tables = NULL;
     m->d_hid_idx = m->d_mtp_pos = NULL;
     free(m->h_step);
@@ -194,6 +194,13 @@ int model_kv_init(const model *m, kv_cache *kv, int n_ctx_tokens) {
                          blocks < 1 ? 1 : blocks);
 }
 
+int model_mlp_rows(const model *m) {
+    size_t row = (size_t)m->cfg.intermediate_size * 2 * sizeof(float);
+    int rows = MODEL_MLP_ROWS;
+    while (rows > 1 && (size_t)rows * row > MODEL_MLP_BYTES) rows /= 2;
+    return rows;
+}
+
 static int ensure_acts(model *m, int n, int n_logits, int table_entries) {
     backend *be = m->be;
     const model_config *c = &m->cfg;
@@ -206,10 +213,9 @@ static int ensure_acts(model *m, int n, int n_logits, int table_entries) {
         m->x = be->ops->buf_alloc(be, cap * H * 4);
         size_t ad = (size_t)c->n_heads * hd;
         m->xn = be->ops->buf_alloc(be, cap * (H > ad ? H : ad) * 4);
-        m->qkv = be->ops->buf_alloc(be, cap * (qkv > H ? qkv : H) * 4); /* also the prompt rows' o output */
-        size_t mlp = cap < MODEL_MLP_ROWS ? cap : MODEL_MLP_ROWS; /* rows of the MLP's own buffers */
+        m->qkv = be->ops->buf_alloc(be, cap * qkv * 4);
+        size_t mlp = cap < model_mlp_rows(m) ? cap : model_mlp_rows(m); /* rows of the MLP's own buffer */
         m->gu = be->ops->buf_alloc(be, mlp * 2 * I * 4);
-        m->act = be->ops->buf_alloc(be, mlp * I * 4);
         m->d_step = be->ops->buf_alloc(be, (size_t)cap * MODEL_STEP_SEGS * 4);
         m->h_step = malloc((size_t)cap * MODEL_STEP_SEGS * 4);
         m->d_tiles = be->ops->buf_alloc(be, cap * 8);
@@ -237,7 +243,7 @@ static int ensure_acts(model *m, int n, int n_logits, int table_entries) {
             free(iota);
         }
         m->cap_tokens = cap;
-        if (!m->x || !m->xn || !m->qkv || !m->gu || !m->act || !m->d_step || !m->h_step || !m->d_tiles ||
+        if (!m->x || !m->xn || !m->qkv || !m->gu || !m->d_step || !m->h_step || !m->d_tiles ||
             !m->h_tiles) {
             free_acts(m);
             return err_set(KS_ENOMEM, "model: out of memory for activations of %d tokens", n);
@@ -279,40 +285,38 @@ void model_layer_forward(model *m, const model_layer *L, void *k_cache, void *v_
     const backend_ops *op = be->ops;
     const model_config *c = &m->cfg;
     int H = c->hidden_size, hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
-    int qkv_dim = (nh + 2 * nkv) * hd, I = c->intermediate_size, ad = nh * hd, np = ab->n_prompt, nd = n - np;
+    int qkv_dim = (nh + 2 * nkv) * hd, ad = nh * hd, np = ab->n_prompt, nd = n - np;
     float eps = c->rms_norm_eps;
     const bk_weight *bqkv = c->attention_bias ? &L->bqkv : NULL;
     if (np) {
         op->rmsnorm(be, m->xn, H, m->x, H, &L->attn_norm, np, 1, H, eps);
-        op->matmul_prompt(be, m->qkv, m->xn, &L->wqkv, bqkv, np);
+        op->matmul_prompt(be, m->qkv, m->xn, &L->wqkv, bqkv, np, BK_MM_PLAIN);
     }
     if (nd) op->matmul_fused(be, m->qkv + (size_t)np * qkv_dim, m->x + (size_t)np * H, &L->attn_norm, eps, &L->wqkv,
                              bqkv, nd, BK_MM_PLAIN);
     op->qk_norm_rope(be, m->qkv, qkv_dim, n, nh, nkv, hd, c->qk_norm ? &L->q_norm : NULL,
                      c->qk_norm ? &L->k_norm : NULL, eps, rope_pos, m->inv_freq, k_cache, v_cache, ab);
-    /* the attention's rows in xn (its norm rows are spent), the prompt rows' o projection in qkv (spent too) */
+    /* the attention's rows in xn (its norm rows are spent) */
     op->attention(be, m->xn, m->qkv, qkv_dim, k_cache, v_cache, ab, nh, nkv, hd, 1.0f / sqrtf((float)hd));
-    if (np) {
-        op->matmul_prompt(be, m->qkv, m->xn, &L->wo, NULL, np);
-        op->add(be, m->x, m->qkv, (size_t)np * H);
-    }
+    if (np) op->matmul_prompt(be, m->x, m->xn, &L->wo, NULL, np, BK_MM_ADD);
     if (nd) op->matmul_fused(be, m->x + (size_t)np * H, m->xn + (size_t)np * ad, NULL, 0, &L->wo, NULL, nd, BK_MM_ADD);
-    /* the MLP, MODEL_MLP_ROWS rows at a time (m->gu and m->act hold one tile) */
-    for (int r0 = 0; r0 < n; r0 += MODEL_MLP_ROWS) {
-        int rn = n - r0 < MODEL_MLP_ROWS ? n - r0 : MODEL_MLP_ROWS;
+    /* the MLP, model_mlp_rows rows at a time: m->gu holds a tile's prompt
+     * rows' gate|up, which their down projection reads as silu(gate) * up,
+     * or its decode rows' silu(gate) * up */
+    int tile = model_mlp_rows(m);
+    for (int r0 = 0; r0 < n; r0 += tile) {
+        int rn = n - r0 < tile ? n - r0 : tile;
         int rp = np - r0 < 0 ? 0 : np - r0 < rn ? np - r0 : rn, rd = rn - rp; /* its prompt rows come first */
         float *x = m->x + (size_t)r0 * H, *xn = m->xn + (size_t)r0 * H;
         if (rp) {
             op->rmsnorm(be, xn, H, x, H, &L->ffn_norm, rp, 1, H, eps);
-            op->matmul_prompt(be, m->gu, xn, &L->w_gate_up, NULL, rp);
-            op->silu_mul(be, m->act, m->gu, rp, I);
-            op->matmul_prompt(be, xn, m->act, &L->w_down, NULL, rp);
-            op->add(be, x, xn, (size_t)rp * H);
+            op->matmul_prompt(be, m->gu, xn, &L->w_gate_up, NULL, rp, BK_MM_PLAIN);
+            op->matmul_prompt(be, x, m->gu, &L->w_down, NULL, rp, BK_MM_ADD | BK_MM_SWIGLU_IN);
         }
         if (rd) {
             x += (size_t)rp * H;
-            op->matmul_fused(be, m->act, x, &L->ffn_norm, eps, &L->w_gate_up, NULL, rd, BK_MM_SWIGLU);
-            op->matmul_fused(be, x, m->act, NULL, 0, &L->w_down, NULL, rd, BK_MM_ADD);
+            op->matmul_fused(be, m->gu, x, &L->ffn_norm, eps, &L->w_gate_up, NULL, rd, BK_MM_SWIGLU);
+            op->matmul_fused(be, x, m->gu, NULL, 0, &L->w_down, NULL, rd, BK_MM_ADD);
         }
     }
 }

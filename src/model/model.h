@@ -22,12 +22,17 @@
 
 #define MODEL_MAX_GRAPHS 64
 #define MODEL_GRAPH_MAX_TOKENS 16
-/* The MLP runs over at most this many rows at a time: its gate|up output
- * (2 x intermediate floats a row) is the largest activation, 805 MB at an
- * 8192-token chunk on Qwen3-8B; at 2048 rows the GEMMs keep their speed
- * (H200: gate|up 727 vs 763 TFLOP/s at 4096, down 703 vs 705). A row's
- * result does not depend on the tiling (every matmul path is row-invariant). */
+/* The MLP runs over row tiles (model_mlp_rows: the largest power of two up
+ * to MODEL_MLP_ROWS whose gate|up output, 2 x intermediate floats a row,
+ * fits MODEL_MLP_BYTES): that output is the largest activation, so a
+ * prompt chunk's memory does not grow with the MLP's width (Qwen3-8B: 1024
+ * rows, 101 MB; Qwen3-1.7B and smaller: 2048). H200 prefill of 3.7k
+ * tokens, 2048 against 1024 rows: Qwen3-1.7B 100.0k vs 89.8k tok/s (its
+ * down GEMM at 1024 rows fills half the SMs), Qwen3-8B 29.8k vs 29.4k. A
+ * row's result does not depend on the tiling (every matmul path is
+ * row-invariant). */
 #define MODEL_MLP_ROWS 2048
+#define MODEL_MLP_BYTES (128u << 20)
 #define MODEL_MTP_MAX_CHAIN 16 /* head passes whose ids one chain keeps on the device */
 /* segments of model.d_step, in upload order (a forward sends the first 5) */
 enum { MODEL_SEG_TOKENS, MODEL_SEG_POS, MODEL_SEG_SEQ, MODEL_SEG_SLOTS, MODEL_SEG_ROWS, MODEL_SEG_HID_IDX,
@@ -88,10 +93,10 @@ typedef struct model {
     /* activation buffers (backend), sized for cap_tokens rows: x (hidden)
      * the residual stream; xn (max(hidden, heads x head_dim)) the norms'
      * outputs and the attention's (a layer never needs both at once); qkv
-     * (its q|k|v rows, then the prompt rows' o projection); gu / act the
-     * MLP's, for MODEL_MLP_ROWS rows */
+     * its q|k|v rows; gu the MLP's, for MODEL_MLP_ROWS rows (gate|up of
+     * prompt rows, silu(gate) * up of decode rows) */
     int cap_tokens;
-    float *x, *xn, *qkv, *gu, *act, *logits_dev;
+    float *x, *xn, *qkv, *gu, *logits_dev;
     /* a forward's index arrays travel in one upload: d_step holds
      * MODEL_STEP_SEGS segments of n int32 each for a batch of n tokens
      * (model_prepare_batch stages them in h_step; model_upload_step sends the
@@ -174,6 +179,8 @@ int model_forward(model *m, kv_cache *kv, const model_batch *b, float *logits);
  * staging (fills ab; the block tables go up here, the index arrays wait in
  * h_step, where a caller may change or add segments, for
  * model_upload_step, which sends segments 0..k-1 in one copy). */
+/* rows of one MLP tile for this model's intermediate size */
+int model_mlp_rows(const model *m);
 void model_layer_forward(model *m, const model_layer *L, void *k_cache, void *v_cache, const bk_attn_batch *ab,
                          const int32_t *rope_pos, int n);
 /* m->logits_dev (n_logits, vocab) = lm_head(RMSNorm(src[m->d_rows]; g)),

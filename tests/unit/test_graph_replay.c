@@ -25,7 +25,7 @@
 
 typedef enum {
     R_EMBED, R_RMSNORM, R_MATMUL, R_ROPE, R_KV_STORE, R_ATTN, R_SILU, R_ADD, R_QK_NORM_ROPE, R_GATHER, R_MTP_INPUT,
-    R_ARGMAX, R_FUSED
+    R_ARGMAX, R_FUSED, R_PROMPT
 } rec_kind;
 
 typedef struct {
@@ -108,6 +108,19 @@ static void run_op(backend *be, const rec_op *o) {
     case R_MTP_INPUT: op->mtp_input(c, o->out, o->w, o->ids, o->in, o->iout, o->w2, o->w3, o->i[0], o->i[1], o->f); break;
     case R_ARGMAX: op->argmax(c, o->iout, o->in, o->i[0], o->i[1]); break;
     case R_FUSED: op->matmul_fused(c, o->out, o->in, o->w2, o->f, o->w, o->w3, o->i[0], o->i[1]); break;
+    case R_PROMPT: { /* matmul_prompt's modes as the CPU's separate ops */
+        int n = o->i[0], mode = o->i[1], k = (int)o->w->cols;
+        float *act = NULL;
+        const float *in = o->in;
+        if (mode & BK_MM_SWIGLU_IN) {
+            act = malloc((size_t)n * k * sizeof *act);
+            op->silu_mul(c, act, in, n, k);
+            in = act;
+        }
+        op->matmul_fused(c, o->out, in, NULL, 0.f, o->w, o->w2, n, mode & BK_MM_ADD);
+        free(act);
+        break;
+    }
     }
 }
 
@@ -128,10 +141,12 @@ static void r_matmul(backend *be, float *out, const float *in, const bk_weight *
     DO(.k = R_MATMUL, .out = out, .in = in, .w = w, .w2 = bias, .i = {n});
 }
 /* the prompt path is the CPU's matmul here: the model's prompt-row
- * sequences (norms and adds beside the bulk products, prompt attention
- * tiles) run on the CPU tests too */
-static void r_matmul_prompt(backend *be, float *out, const float *in, const bk_weight *w, const bk_weight *bias, int n) {
-    DO(.k = R_MATMUL, .out = out, .in = in, .w = w, .w2 = bias, .i = {n});
+ * sequences (norms beside the bulk products, the residual adds and the
+ * SwiGLU as matmul_prompt's modes, prompt attention tiles) run on the CPU
+ * tests too */
+static void r_matmul_prompt(backend *be, float *out, const float *in, const bk_weight *w, const bk_weight *bias, int n,
+                            int mode) {
+    DO(.k = R_PROMPT, .out = out, .in = in, .w = w, .w2 = bias, .i = {n, mode});
     st(be)->prompt_calls++;
 }
 static void r_rope(backend *be, float *x, int rs, int n, int nh, int hd, const int32_t *pos, const float *inv) {
@@ -333,7 +348,7 @@ TEST(test_graph_replay_matches_direct) {
     json_decref(rep);
 }
 
-/* The MLP's row tiles (MODEL_MLP_ROWS at a time) leave no trace: a prompt of
+/* The MLP's row tiles (model_mlp_rows at a time) leave no trace: a prompt of
  * more than one tile gives bitwise the last row's logits of chunks of at
  * most one tile — on the prompt path (the recording backend's, the rows
  * marked prompt rows) and on the decode path (the plain CPU), which also
@@ -353,6 +368,7 @@ TEST(test_mlp_row_tiles_leave_no_trace) {
         kv_cache kv = {0};
         if (be) CHECK(model_load(&m, dir, be) == 0);
         if (m) CHECK(model_kv_init(m, &kv, n + 16) == 0);
+        if (m) CHECK_MSG(model_mlp_rows(m) < n, "tinycoder's MLP tile: %d rows, not under %d", model_mlp_rows(m), n);
         if (m && kv.n_blocks) {
             got[v][0] = prefill_logits(m, &kv, ids, n, n, v == 1);
             got[v][1] = prefill_logits(m, &kv, ids, n, 1000, v == 1);

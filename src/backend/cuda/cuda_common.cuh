@@ -145,6 +145,9 @@ static inline void ks_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, si
     CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
 }
 
+/* silu(g) * u, silu(g) = g / (1 + exp(-g)): every SwiGLU kernel's one expression */
+__device__ __forceinline__ float silu_mul_f(float g, float u) { return g / (1.0f + expf(-g)) * u; }
+
 __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);

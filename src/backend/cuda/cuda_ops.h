@@ -21,7 +21,7 @@ void ks_cuda_matmul(ks_stream s, float *out, const float *x, const void *w, int 
  * += the product; KS_MM_SWIGLU: out (n, rows/2) = silu(gate) * up. On the
  * tensor cores the norm is the product of x * g times 1 / rms(x), its sums
  * in an order fixed by k: a row's bits do not depend on n. */
-enum { KS_MM_PLAIN = 0, KS_MM_ADD = 1, KS_MM_SWIGLU = 2 };
+enum { KS_MM_PLAIN = 0, KS_MM_ADD = 1, KS_MM_SWIGLU = 2, KS_MM_SWIGLU_IN = 4 };
 void ks_cuda_matmul_fused(ks_stream s, float *out, const float *x, const float *g, float eps, const void *w, int wtype,
                           const float *bias, int n, int k, int rows, int mode);
 void ks_cuda_rmsnorm(ks_stream s, float *out, int out_stride, const float *in, int in_stride, const float *w, int n,
@@ -51,11 +51,15 @@ void ks_cuda_attention(ks_stream s, float *out, const float *q, int q_stride, co
                        const int32_t *pos, const int32_t *seq, const int32_t *tables, int max_blocks, int block_size,
                        int n, int n_heads, int n_kv_heads, int head_dim, float scale, int max_pos);
 
-/* Prompt rows (k_gemm.cu, k_attention_prompt.cu): return -1 when the path
- * cannot serve the call (no cuBLASLt, f32 weights, an unsupported head_dim),
- * and the caller uses the kernels above. */
-int ks_cuda_gemm(ks_stream s, float *out, const float *x, const void *w, int wtype, const float *bias, int n, int k,
-                 int rows);
+/* Prompt rows (k_gemm.cu, k_attention_prompt.cu). ks_cuda_matmul_prompt:
+ * out (n, rows) = x (n, k) @ w^T on the tensor-core GEMM (modes KS_MM_ADD:
+ * out += it; KS_MM_SWIGLU_IN: x is (n, 2k) [gate | up], the input
+ * silu(gate) * up), or on the kernels above where cuBLASLt cannot serve it
+ * (no cuBLASLt, f32 weights) — the same choice for every call of a shape.
+ * ks_cuda_attention_prompt returns -1 for an unsupported head_dim and the
+ * caller uses flash-decoding. */
+void ks_cuda_matmul_prompt(ks_stream s, float *out, const float *x, const void *w, int wtype, const float *bias, int n,
+                           int k, int rows, int mode);
 int ks_cuda_attention_prompt(ks_stream s, float *out, const float *q, int q_stride, const void *kc, const void *vc,
                              const int32_t *tiles, int max_tiles, const int32_t *pos, const int32_t *seq,
                              const int32_t *tables, int max_blocks, int block_size, int n_heads, int n_kv_heads,

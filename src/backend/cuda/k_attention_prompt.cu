@@ -13,14 +13,19 @@
  * row (running max m and sum l in fp32, base-2 exponent), P rounded to bf16
  * straight from the accumulators into A fragments, O = O * 2^(m_old - m_new)
  * + P V (V fragments by ldmatrix.trans) with O in fp32 accumulators.
- * Keys are split in segments of PA_SEG (1024) from position 0, one block
- * per (tile, heads, segment): a block walks only its segment's chunks and
- * leaves the rows' partial (m, l, unnormalised O) in a workspace; a merge
- * kernel then combines a row's segments in order (M = max m, L = sum l
- * e^(m - M), out = sum O e^(m - M) / L). A few rows deep in a context (a
- * prompt's tail after a prefix-cache hit) so get one block per 1024 keys
- * instead of one block walking them all. Every tile takes the same
- * segments, so this changes no row's dependence on the tiling.
+ * Keys are split in segments, one block per (tile, heads, segment): a block
+ * walks only its segment's chunks and leaves the rows' partial (m, l,
+ * unnormalised O) in a workspace; a merge kernel then combines a row's
+ * segments in order (M = max m, L = sum l e^(m - M), out = sum O e^(m -
+ * M) / L). A few rows deep in a context (a prompt's tail after a
+ * prefix-cache hit) so get several blocks instead of one walking all the
+ * keys. The segments are one partition of the key axis for every row
+ * (pa_seg_lo): PA_SEG (1024) keys each below 4 PA_SEG, then four to an
+ * octave, [4 PA_SEG 2^k + i PA_SEG 2^k, + PA_SEG 2^k) — a row at 48k keys
+ * has 18 partials, not 48, whose writes and reads had outweighed its K/V
+ * reads many times over. Every tile takes the same segments, so this
+ * changes no row's dependence on the tiling. The deepest segments' blocks
+ * launch first (they are the longest).
  * Row invariance: the key chunks are fixed by absolute position, a row's
  * scores and sums are formed from its own row only (an mma's output element
  * depends on its own row of A), and chunks past a row's position change
@@ -36,8 +41,22 @@
 #define PA_ROWS 64
 #define PA_KEYS 64
 #define PA_PAD 8 /* bf16 row padding (16 bytes): ldmatrix rows fall in distinct banks */
-#define PA_SEG 1024 /* keys per segment (a multiple of PA_KEYS) */
-#define PA_WS_BYTES (256u << 20) /* partials workspace cap: tiles are sliced to fit */
+#define PA_SEG 1024 /* keys of the first segments (a multiple of PA_KEYS) */
+#define PA_WS_BYTES (64u << 20) /* partials workspace cap: tiles are sliced to fit */
+
+/* Segment z's first key (z < 4: z PA_SEG; then 4 to an octave) */
+__host__ __device__ __forceinline__ int pa_seg_lo(int z) {
+    if (z < 4) return z * PA_SEG;
+    int k = (z - 4) >> 2, i = (z - 4) & 3;
+    return (4 * PA_SEG + i * PA_SEG) << k;
+}
+/* the segment holding key p */
+__host__ __device__ __forceinline__ int pa_seg_of(int p) {
+    if (p < 4 * PA_SEG) return p / PA_SEG;
+    int k = 0;
+    while ((4 * PA_SEG << (k + 1)) <= p) k++;
+    return 4 + 4 * k + (p - (4 * PA_SEG << k)) / (PA_SEG << k);
+}
 
 /* Shared memory, in order: K in two stages, V in two stages (64 x LD bf16
  * each), then per warp its 16 Q rows (bf16, 16 x LD). */
@@ -82,14 +101,14 @@ k_attn_prompt(float *__restrict__ out, float *__restrict__ part_o, float *__rest
     extern __shared__ __align__(128) unsigned char smem[];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g8 = lane >> 2, t4 = lane & 3;
 
-    int tile = t_first + blockIdx.x, z = blockIdx.z;
+    int tile = t_first + blockIdx.x, z = nseg - 1 - blockIdx.z; /* the deepest segments first */
     int r0 = tiles[2 * tile], cnt = tiles[2 * tile + 1], base = tiles[2 * t_first];
     if (cnt <= 0) return;
     int h = blockIdx.y * HPB + warp / 4, rw = (warp % 4) * 16; /* this warp: head h, tile rows rw .. rw+15 */
     int g = (blockIdx.y * HPB) / (nh / nkv), kv_dim = nkv * HD; /* HPB divides the group: one KV head */
     const int32_t *table = tables + (size_t)seq[r0] * max_blocks;
     int p_last = pos[r0 + cnt - 1];
-    int j_begin = z * PA_SEG, j_end = min(j_begin + PA_SEG, p_last + 1);
+    int j_begin = pa_seg_lo(z), j_end = min(pa_seg_lo(z + 1), p_last + 1);
     if (j_begin > p_last) return; /* the whole block: no row of the tile reaches this segment */
     int wcnt = cnt - rw < 0 ? 0 : cnt - rw > 16 ? 16 : cnt - rw; /* valid rows of this warp */
     int warp_last = wcnt > 0 ? pos[r0 + rw + wcnt - 1] : -1;
@@ -249,7 +268,7 @@ k_attn_prompt(float *__restrict__ out, float *__restrict__ part_o, float *__rest
 }
 
 /* One block per (tile, head), a warp per row (rows w, w + PM_WARPS, ..):
- * the row's segments 0 .. pos / PA_SEG merged in order (merge_partials;
+ * the row's segments 0 .. pa_seg_of(pos) merged in order (merge_partials;
  * the lanes share the columns). Rows of one segment were written by the
  * attention kernel. */
 #define PM_WARPS 16
@@ -260,7 +279,7 @@ k_attn_prompt_merge(float *out, const float *part_o, const float *part_ml, const
     int tile = t_first + blockIdx.x, h = blockIdx.y, warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     int r0 = tiles[2 * tile], cnt = tiles[2 * tile + 1], base = tiles[2 * t_first];
     for (int r = r0 + warp; r < r0 + cnt; r += PM_WARPS) {
-        int used = pos[r] / PA_SEG + 1;
+        int used = pa_seg_of(pos[r]) + 1;
         if (used == 1) continue;
         size_t pi = ((size_t)(r - base) * nh + h) * nseg;
         merge_partials(out + ((size_t)r * nh + h) * hd, part_o + pi * hd, part_ml + pi * 2, used, hd, lane, 32);
@@ -282,7 +301,7 @@ static void launch(ks_stream s, float *out, const float *q, int q_stride, const 
     /* segments up to the step's deepest position (steps with prompt rows
      * are never replayed as graphs, so the shape may follow the step);
      * blocks past a tile's last position return at once */
-    int nseg = max_pos / PA_SEG + 1, slice;
+    int nseg = pa_seg_of(max_pos) + 1, slice;
     float *pa_ws = ks_partials_ws(&pa_ws_buf, s, max_tiles, (size_t)PA_ROWS * nh * nseg, HD, PA_WS_BYTES,
                                   "prompt attention workspace", &slice);
     if (!pa_ws) return;

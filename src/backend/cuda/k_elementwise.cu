@@ -30,7 +30,7 @@ __global__ void k_silu_mul(float *out, const float *gu, int n, int dim) {
     if (i >= (long long)n * dim) return;
     int t = (int)(i / dim), j = (int)(i % dim);
     float g = gu[(size_t)t * 2 * dim + j], u = gu[(size_t)t * 2 * dim + dim + j];
-    out[i] = g / (1.0f + expf(-g)) * u;
+    out[i] = silu_mul_f(g, u);
 }
 
 __global__ void k_add(float *x, const float *y, long long n) {

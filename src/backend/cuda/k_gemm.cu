@@ -1,9 +1,13 @@
 /* k_gemm.cu — matmuls of prompt rows on the tensor cores, through cuBLASLt:
  *   out (n, rows) f32 = x (n, k) @ W^T (+ bias f32 (rows))
+ * (modes: KS_MM_ADD: out += the product, in the GEMM's epilogue (beta 1);
+ * KS_MM_SWIGLU_IN: x is (n, 2k) [gate | up] and the product's input is
+ * silu(gate) * up, formed while staging — the MLP's down projection with
+ * no activation buffer and no separate pass.)
  * x is rounded to W's 16-bit type (bf16 or f16) into a staging buffer; the
  * product accumulates in fp32 (CUBLAS_COMPUTE_32F). In cuBLASLt's
  * column-major terms: D (rows x n, ld rows) = op_T(A: k x rows, ld k) *
- * B (k x n, ld k), which is out row-major.
+ * B (k x n, ld k) (+ C = D), which is out row-major.
  *
  * Row invariance (DESIGN.md principle 2): the algorithm is chosen once per
  * weight shape, by the heuristic for GEMM_REF_M rows, and used for every n
@@ -15,8 +19,8 @@
  *
  * cuBLASLt is opened at run time (dlopen): the binary links only the static
  * CUDA runtime and starts where no CUDA library is installed. Without it,
- * or for f32 weights, ks_cuda_gemm returns -1 and the caller uses the
- * vector kernel for those rows (the same choice for every call). */
+ * or for f32 weights, ks_cuda_matmul_prompt takes the vector kernels for
+ * those rows (the same choice for every call). */
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
 
@@ -46,6 +50,19 @@ __global__ void k_to_16(T *__restrict__ out, const float *in, long long n) { /* 
     for (long long i = (blockIdx.x * (long long)blockDim.x + threadIdx.x) * 2; i < n; i += step) {
         if (i + 1 < n) store2(out + i, *reinterpret_cast<const float2 *>(in + i));
         else store1(out + i, in[i]);
+    }
+}
+
+/* out (n, k) = silu(gu[:, :k]) * gu[:, k:] rounded to T; k even */
+template <typename T>
+__global__ void k_swiglu_to_16(T *__restrict__ out, const float *gu, int n, int k) { /* gu: the kernel before's output */
+    pdl_start();
+    long long cnt = (long long)n * k, step = (long long)gridDim.x * blockDim.x * 2;
+    for (long long i = (blockIdx.x * (long long)blockDim.x + threadIdx.x) * 2; i < cnt; i += step) {
+        long long r = i / k, c = i % k;
+        float2 g = *reinterpret_cast<const float2 *>(gu + r * 2 * k + c),
+               u = *reinterpret_cast<const float2 *>(gu + r * 2 * k + k + c);
+        store2(out + i, make_float2(silu_mul_f(g.x, u.x), silu_mul_f(g.y, u.y)));
     }
 }
 
@@ -169,9 +186,9 @@ static int shape_of(int rows, int k, int wtype, int bias) {
     return i;
 }
 
-extern "C" int ks_cuda_gemm(ks_stream s, float *out, const float *x, const void *w, int wtype, const float *bias, int n,
-                            int k, int rows) {
-    if (n <= 0) return 0;
+/* the GEMM, or -1 where cuBLASLt cannot serve the shape */
+static int gemm(ks_stream s, float *out, const float *x, const void *w, int wtype, const float *bias, int n, int k,
+                int rows, int mode) {
     if (wtype == 0 || k % 8 || rows % 4 || !lt_open()) return -1;
     int si = shape_of(rows, k, wtype, bias != NULL);
     if (si < 0) return -1;
@@ -181,7 +198,12 @@ extern "C" int ks_cuda_gemm(ks_stream s, float *out, const float *x, const void 
     long long cnt = (long long)n * k;
     int blocks = (int)((cnt / 2 + 255) / 256);
     if (blocks > 4096) blocks = 4096;
-    if (wtype == 2)
+    bool sw = mode & KS_MM_SWIGLU_IN;
+    if (wtype == 2 && sw)
+        ks_launch(k_swiglu_to_16<__nv_bfloat16>, blocks, 256, 0, s, (__nv_bfloat16 *)stage, x, n, k);
+    else if (sw)
+        ks_launch(k_swiglu_to_16<__half>, blocks, 256, 0, s, (__half *)stage, x, n, k);
+    else if (wtype == 2)
         ks_launch(k_to_16<__nv_bfloat16>, blocks, 256, 0, s, (__nv_bfloat16 *)stage, x, cnt);
     else
         ks_launch(k_to_16<__half>, blocks, 256, 0, s, (__half *)stage, x, cnt);
@@ -196,7 +218,7 @@ extern "C" int ks_cuda_gemm(ks_stream s, float *out, const float *x, const void 
     int ok = lt.layout_create(&la, dt, k, rows, k) == CUBLAS_STATUS_SUCCESS &&
              lt.layout_create(&lb, dt, k, n, k) == CUBLAS_STATUS_SUCCESS &&
              lt.layout_create(&lc, CUDA_R_32F, rows, n, rows) == CUBLAS_STATUS_SUCCESS;
-    float alpha = 1.f, beta = 0.f;
+    float alpha = 1.f, beta = mode & KS_MM_ADD ? 1.f : 0.f; /* C = D = out */
     cublasStatus_t st = CUBLAS_STATUS_NOT_INITIALIZED;
     if (ok)
         st = lt.matmul(lt.h, d, &alpha, w, la, stage, lb, &beta, out, lc, out, lc, &lt.shapes[si].algo, lt.ws,
@@ -214,10 +236,24 @@ extern "C" int ks_cuda_gemm(ks_stream s, float *out, const float *x, const void 
 
 #else /* no cublasLt.h at build time */
 
-extern "C" int ks_cuda_gemm(ks_stream s, float *out, const float *x, const void *w, int wtype, const float *bias, int n,
-                            int k, int rows) {
-    (void)s; (void)out; (void)x; (void)w; (void)wtype; (void)bias; (void)n; (void)k; (void)rows;
+static int gemm(ks_stream s, float *out, const float *x, const void *w, int wtype, const float *bias, int n, int k,
+                int rows, int mode) {
+    (void)s; (void)out; (void)x; (void)w; (void)wtype; (void)bias; (void)n; (void)k; (void)rows; (void)mode;
     return -1;
 }
 
 #endif
+
+static ks_workspace act_ws; /* the vector path's silu(gate) * up rows */
+
+extern "C" void ks_cuda_matmul_prompt(ks_stream s, float *out, const float *x, const void *w, int wtype,
+                                      const float *bias, int n, int k, int rows, int mode) {
+    if (n <= 0 || gemm(s, out, x, w, wtype, bias, n, k, rows, mode) == 0) return;
+    if (mode & KS_MM_SWIGLU_IN) {
+        float *act = (float *)ks_cuda_workspace(&act_ws, s, (size_t)n * k * 4, "prompt matmul input");
+        if (!act) return;
+        ks_cuda_silu_mul(s, act, x, n, k);
+        x = act;
+    }
+    ks_cuda_matmul_fused(s, out, x, NULL, 0.f, w, wtype, bias, n, k, rows, mode & KS_MM_ADD);
+}

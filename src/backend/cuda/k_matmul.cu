@@ -386,7 +386,7 @@ k_matvec_tc(float *__restrict__ out, const float *x, const __nv_bfloat16 *__rest
                         vg = __fmul_rn(vg, sc);
                         vu = __fmul_rn(vu, sc);
                     }
-                if (tok < n && r < half) out[(size_t)tok * half + r] = vg / (1.0f + expf(-vg)) * vu;
+                if (tok < n && r < half) out[(size_t)tok * half + r] = silu_mul_f(vg, vu);
             }
         } else {
             for (int e = threadIdx.x; e < G * MT * 128; e += TC_WARPS * 32) {
