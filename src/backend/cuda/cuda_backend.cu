@@ -80,6 +80,8 @@ extern "C" void ks_cuda_free(void *p) {
     cudaFree(p);
 }
 
+ks_workspace ks_prompt_ws;
+
 extern "C" void *ks_cuda_workspace(ks_workspace *w, cudaStream_t s, size_t need, const char *what) {
     if (need <= w->bytes) return w->p;
     cudaStreamCaptureStatus cs;

@@ -39,6 +39,13 @@ enum { KS_MEM_WEIGHTS, KS_MEM_BUFFERS, KS_MEM_WORKSPACE, KS_MEM_KINDS };
 extern "C" void *ks_cuda_malloc(size_t bytes, int kind);
 extern "C" void ks_cuda_free(void *p);
 extern "C" void *ks_cuda_workspace(ks_workspace *w, cudaStream_t s, size_t need, const char *what);
+/* The prompt rows' ops share one workspace (cuda_backend.cu): the GEMM's
+ * staging and cuBLASLt's scratch, the prompt attention's partials. One op
+ * runs at a time on the stream and every kernel writes only after its
+ * programmatic wait (the op before has finished), so the workspace is the
+ * largest of their needs, not their sum. Prompt steps are never replayed
+ * as graphs, so its growth never stales a recording of theirs. */
+extern ks_workspace ks_prompt_ws;
 
 /* Split attention (the decode and the prompt kernels) leaves partials per
  * item — (m, l) and an unnormalised o of hd floats for each of its splits

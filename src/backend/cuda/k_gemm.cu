@@ -86,8 +86,6 @@ static struct {
     decltype(&cublasLtMatmulAlgoGetHeuristic) heuristic;
     decltype(&cublasLtMatmul) matmul;
     cublasLtHandle_t h;
-    void *ws;          /* cuBLASLt workspace (GEMM_WS_BYTES) */
-    ks_workspace stage; /* x in 16-bit */
     struct {
         int rows, k, wtype, bias, ok;
         cublasLtMatmulDesc_t desc;
@@ -128,7 +126,6 @@ static int lt_open(void) {
         fprintf(stderr, "kestrel: cuBLASLt could not be initialised; prompt matmuls use the vector kernel\n");
         return 0;
     }
-    if (!(lt.ws = ks_cuda_malloc(GEMM_WS_BYTES, KS_MEM_WORKSPACE))) return 0;
     lt.ok = 1;
     return 1;
 }
@@ -192,8 +189,8 @@ static int gemm(ks_stream s, float *out, const float *x, const void *w, int wtyp
     if (wtype == 0 || k % 8 || rows % 4 || !lt_open()) return -1;
     int si = shape_of(rows, k, wtype, bias != NULL);
     if (si < 0) return -1;
-    size_t need = (size_t)n * k * 2;
-    void *stage = ks_cuda_workspace(&lt.stage, s, need, "gemm staging");
+    size_t need = ((size_t)n * k * 2 + 255) / 256 * 256; /* x in 16-bit, then cuBLASLt's scratch */
+    char *stage = (char *)ks_cuda_workspace(&ks_prompt_ws, s, need + GEMM_WS_BYTES, "gemm staging");
     if (!stage) return 0;
     long long cnt = (long long)n * k;
     int blocks = (int)((cnt / 2 + 255) / 256);
@@ -221,7 +218,7 @@ static int gemm(ks_stream s, float *out, const float *x, const void *w, int wtyp
     float alpha = 1.f, beta = mode & KS_MM_ADD ? 1.f : 0.f; /* C = D = out */
     cublasStatus_t st = CUBLAS_STATUS_NOT_INITIALIZED;
     if (ok)
-        st = lt.matmul(lt.h, d, &alpha, w, la, stage, lb, &beta, out, lc, out, lc, &lt.shapes[si].algo, lt.ws,
+        st = lt.matmul(lt.h, d, &alpha, w, la, stage, lb, &beta, out, lc, out, lc, &lt.shapes[si].algo, stage + need,
                        GEMM_WS_BYTES, s);
     if (la) lt.layout_destroy(la);
     if (lb) lt.layout_destroy(lb);
