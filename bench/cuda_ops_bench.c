@@ -121,7 +121,7 @@ static void *rotation(void *v) {
     for (int r = 0; r < R; r++)
         for (int si = 0; si < 4; si++) {
             double h = now();
-            a->be->ops->matmul_prompt(a->be, a->o, a->x, &a->w[si], NULL, r % 2 ? a->n : a->n - 333, BK_MM_PLAIN);
+            a->be->ops->matmul_prompt(a->be, a->o, a->x, NULL, 0.f, &a->w[si], NULL, r % 2 ? a->n : a->n - 333, BK_MM_PLAIN);
             host += now() - h;
         }
     sync(a->be);
@@ -143,7 +143,7 @@ static void time_gemm_rotation(backend *be) {
     uint32_t st = 777u;
     for (int si = 0; si < 4; si++) {
         if (random_bf16_weight(be, &w[si], shapes[si][0], shapes[si][1], &st) != 0) return;
-        be->ops->matmul_prompt(be, o, x, &w[si], NULL, n, BK_MM_PLAIN);
+        be->ops->matmul_prompt(be, o, x, NULL, 0.f, &w[si], NULL, n, BK_MM_PLAIN);
     }
     sync(be);
     rotation_arg a = {be, w, x, o, n, "this thread"};
@@ -302,10 +302,10 @@ int main(int argc, char **argv) {
             for (size_t i = 0; i < (size_t)n * k; i++) hx[i] = rnd(&rs, 1.0f);
             be->ops->buf_upload(be, x, hx, (size_t)n * k * 4);
             free(hx);
-            be->ops->matmul_prompt(be, o, x, &w, NULL, n, BK_MM_PLAIN);
+            be->ops->matmul_prompt(be, o, x, NULL, 0.f, &w, NULL, n, BK_MM_PLAIN);
             sync(be);
             double t0 = now();
-            for (int r = 0; r < 10; r++) be->ops->matmul_prompt(be, o, x, &w, NULL, n, BK_MM_PLAIN);
+            for (int r = 0; r < 10; r++) be->ops->matmul_prompt(be, o, x, NULL, 0.f, &w, NULL, n, BK_MM_PLAIN);
             sync(be);
             double dt = (now() - t0) / 10;
             printf("gemm   %-8s %6dx%-5d n=%-4d %9.1f us  %6.1f TFLOP/s\n", names[si], rows, k, n, dt * 1e6,

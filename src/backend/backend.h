@@ -102,12 +102,14 @@ typedef struct backend_ops {
      * GEMM with bf16 inputs and fp32 accumulation). A row's result does not
      * depend on n, but it may differ in the last bits from matmul's: the
      * model sends a token through one or the other by its role (prompt or
-     * generated), never by the size of the call. mode: BK_MM_PLAIN, or the
-     * flags BK_MM_ADD (out += the product: the residual add) and
-     * BK_MM_SWIGLU_IN (in is (n, 2 * w.cols) [gate | up]; the product's
-     * input is silu(gate) * up: the MLP's down projection). */
-    void (*matmul_prompt)(backend *be, float *out, const float *in, const bk_weight *w,
-                          const bk_weight *bias, int n, int mode);
+     * generated), never by the size of the call. norm != NULL: the input
+     * rows are RMSNorm(in) * norm (eps) first, as matmul_fused's; mode:
+     * BK_MM_PLAIN, or the flags BK_MM_ADD (out += the product: the
+     * residual add) and BK_MM_SWIGLU_IN (norm NULL; in is (n, 2 * w.cols)
+     * [gate | up]; the product's input is silu(gate) * up: the MLP's down
+     * projection). */
+    void (*matmul_prompt)(backend *be, float *out, const float *in, const bk_weight *norm, float eps,
+                          const bk_weight *w, const bk_weight *bias, int n, int mode);
     /* Rotary embedding (half-split pairs i, i+head_dim/2) in place on n_heads
      * heads at x + t*row_stride; angle = pos[t] * inv_freq[i]. */
     void (*rope)(backend *be, float *x, int row_stride, int n, int n_heads, int head_dim,

@@ -288,17 +288,14 @@ void model_layer_forward(model *m, const model_layer *L, void *k_cache, void *v_
     int qkv_dim = (nh + 2 * nkv) * hd, ad = nh * hd, np = ab->n_prompt, nd = n - np;
     float eps = c->rms_norm_eps;
     const bk_weight *bqkv = c->attention_bias ? &L->bqkv : NULL;
-    if (np) {
-        op->rmsnorm(be, m->xn, H, m->x, H, &L->attn_norm, np, 1, H, eps);
-        op->matmul_prompt(be, m->qkv, m->xn, &L->wqkv, bqkv, np, BK_MM_PLAIN);
-    }
+    if (np) op->matmul_prompt(be, m->qkv, m->x, &L->attn_norm, eps, &L->wqkv, bqkv, np, BK_MM_PLAIN);
     if (nd) op->matmul_fused(be, m->qkv + (size_t)np * qkv_dim, m->x + (size_t)np * H, &L->attn_norm, eps, &L->wqkv,
                              bqkv, nd, BK_MM_PLAIN);
     op->qk_norm_rope(be, m->qkv, qkv_dim, n, nh, nkv, hd, c->qk_norm ? &L->q_norm : NULL,
                      c->qk_norm ? &L->k_norm : NULL, eps, rope_pos, m->inv_freq, k_cache, v_cache, ab);
-    /* the attention's rows in xn (its norm rows are spent) */
+    /* the attention's rows in xn (the norms went into the matmuls) */
     op->attention(be, m->xn, m->qkv, qkv_dim, k_cache, v_cache, ab, nh, nkv, hd, 1.0f / sqrtf((float)hd));
-    if (np) op->matmul_prompt(be, m->x, m->xn, &L->wo, NULL, np, BK_MM_ADD);
+    if (np) op->matmul_prompt(be, m->x, m->xn, NULL, 0, &L->wo, NULL, np, BK_MM_ADD);
     if (nd) op->matmul_fused(be, m->x + (size_t)np * H, m->xn + (size_t)np * ad, NULL, 0, &L->wo, NULL, nd, BK_MM_ADD);
     /* the MLP, model_mlp_rows rows at a time: m->gu holds a tile's prompt
      * rows' gate|up, which their down projection reads as silu(gate) * up,
@@ -307,11 +304,10 @@ void model_layer_forward(model *m, const model_layer *L, void *k_cache, void *v_
     for (int r0 = 0; r0 < n; r0 += tile) {
         int rn = n - r0 < tile ? n - r0 : tile;
         int rp = np - r0 < 0 ? 0 : np - r0 < rn ? np - r0 : rn, rd = rn - rp; /* its prompt rows come first */
-        float *x = m->x + (size_t)r0 * H, *xn = m->xn + (size_t)r0 * H;
+        float *x = m->x + (size_t)r0 * H;
         if (rp) {
-            op->rmsnorm(be, xn, H, x, H, &L->ffn_norm, rp, 1, H, eps);
-            op->matmul_prompt(be, m->gu, xn, &L->w_gate_up, NULL, rp, BK_MM_PLAIN);
-            op->matmul_prompt(be, x, m->gu, &L->w_down, NULL, rp, BK_MM_ADD | BK_MM_SWIGLU_IN);
+            op->matmul_prompt(be, m->gu, x, &L->ffn_norm, eps, &L->w_gate_up, NULL, rp, BK_MM_PLAIN);
+            op->matmul_prompt(be, x, m->gu, NULL, 0, &L->w_down, NULL, rp, BK_MM_ADD | BK_MM_SWIGLU_IN);
         }
         if (rd) {
             x += (size_t)rp * H;

@@ -32,21 +32,24 @@ static void dev_read(backend *be, void *h, const void *d, size_t bytes) {
 }
 
 /* One case of the prompt matmul in one mode against the CPU: ADD starts
- * from a random out, SWIGLU_IN takes (n, 2k) [gate | up] rows; then the
- * first 1 / 7 / 64 / 300 rows alone, bitwise. */
+ * from a random out, SWIGLU_IN takes (n, 2k) [gate | up] rows, a norm (nc /
+ * ng, else NULL) normalises the input rows first; then the first 1 / 7 /
+ * 64 / 300 rows alone, bitwise. */
 static void check_prompt_matmul(backend *cpu, backend *gpu, const bk_weight *wc, const bk_weight *wg,
-                                const bk_weight *bc, const bk_weight *bg, const float *wf, int rows, int k, int mode) {
+                                const bk_weight *bc, const bk_weight *bg, const bk_weight *nc, const bk_weight *ng,
+                                const float *wf, int rows, int k, int mode) {
     int n = 512, kin = mode & BK_MM_SWIGLU_IN ? 2 * k : k;
     float *x = malloc((size_t)n * kin * 4), *act = malloc((size_t)n * k * 4), *base = malloc((size_t)n * rows * 4),
           *oc = malloc((size_t)n * rows * 4), *og = malloc((size_t)n * rows * 4), *os = malloc((size_t)n * rows * 4);
     for (size_t i = 0; i < (size_t)n * kin; i++) x[i] = frnd() * (mode & BK_MM_SWIGLU_IN ? 3.0f : 1.0f);
     for (size_t i = 0; i < (size_t)n * rows; i++) base[i] = mode & BK_MM_ADD ? frnd() * 4.0f : 0.0f;
     if (mode & BK_MM_SWIGLU_IN) cpu->ops->silu_mul(cpu, act, x, n, k);
+    else if (nc) cpu->ops->rmsnorm(cpu, act, k, x, k, nc, n, 1, k, 1e-6f);
     else memcpy(act, x, (size_t)n * k * 4);
     cpu->ops->matmul(cpu, oc, act, wc, bc, n);
     for (size_t i = 0; i < (size_t)n * rows; i++) oc[i] += base[i];
     float *dx = dev_copy(gpu, x, (size_t)n * kin * 4), *dout = dev_copy(gpu, base, (size_t)n * rows * 4);
-    gpu->ops->matmul_prompt(gpu, dout, dx, wg, bg, n, mode);
+    gpu->ops->matmul_prompt(gpu, dout, dx, ng, 1e-6f, wg, bg, n, mode);
     dev_read(gpu, og, dout, (size_t)n * rows * 4);
     double worst = 0;
     for (int t = 0; t < n; t++)
@@ -56,14 +59,16 @@ static void check_prompt_matmul(backend *cpu, backend *gpu, const bk_weight *wc,
             double e = fabs((double)og[(size_t)t * rows + r] - oc[(size_t)t * rows + r]) / sum;
             if (e > worst) worst = e;
         }
-    CHECK_MSG(worst < 8e-3, "prompt gemm %dx%d mode %d: max err %g of sum|wx|", rows, k, mode, worst);
+    CHECK_MSG(worst < 8e-3, "prompt gemm %dx%d mode %d%s: max err %g of sum|wx|", rows, k, mode, nc ? " normed" : "",
+              worst);
     int ns[4] = {1, 7, 64, 300};
     for (int i = 0; i < 4; i++) {
         gpu->ops->buf_upload(gpu, dout, base, (size_t)ns[i] * rows * 4);
-        gpu->ops->matmul_prompt(gpu, dout, dx, wg, bg, ns[i], mode);
+        gpu->ops->matmul_prompt(gpu, dout, dx, ng, 1e-6f, wg, bg, ns[i], mode);
         dev_read(gpu, os, dout, (size_t)ns[i] * rows * 4);
         CHECK_MSG(!memcmp(os, og, (size_t)ns[i] * rows * 4),
-                  "prompt gemm %dx%d mode %d: %d rows differ from the same rows of 512", rows, k, mode, ns[i]);
+                  "prompt gemm %dx%d mode %d%s: %d rows differ from the same rows of 512", rows, k, mode,
+                  nc ? " normed" : "", ns[i]);
     }
     gpu->ops->buf_free(gpu, dx);
     gpu->ops->buf_free(gpu, dout);
@@ -82,7 +87,7 @@ TEST(test_cuda_prompt_gemm_matches_cpu_and_is_row_invariant) {
     for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
         int rows = cases[ci].rows, k = cases[ci].k, wb = cases[ci].dt == DTYPE_F32 ? 4 : 2;
         void *wh = malloc((size_t)rows * k * wb);
-        float *bh = malloc((size_t)rows * 4), *wf = malloc((size_t)rows * k * 4);
+        float *bh = malloc((size_t)rows * 4), *wf = malloc((size_t)rows * k * 4), *gh = malloc((size_t)k * 4);
         for (size_t i = 0; i < (size_t)rows * k; i++) {
             float v = frnd() * 0.5f;
             if (cases[ci].dt == DTYPE_F32) wf[i] = ((float *)wh)[i] = v;
@@ -90,25 +95,36 @@ TEST(test_cuda_prompt_gemm_matches_cpu_and_is_row_invariant) {
             else wf[i] = f16_to_f32(((uint16_t *)wh)[i] = f32_to_f16(v));
         }
         for (int i = 0; i < rows; i++) bh[i] = frnd();
+        for (int i = 0; i < k; i++) gh[i] = 1.0f + 0.5f * frnd();
         st_tensor tw = {.name = (char *)"w", .dtype = cases[ci].dt, .n_dims = 2, .shape = {rows, k}, .data = wh,
                         .nbytes = (size_t)rows * k * wb};
         st_tensor tb = {.name = (char *)"b", .dtype = DTYPE_F32, .n_dims = 1, .shape = {rows}, .data = bh,
                         .nbytes = (size_t)rows * 4};
-        const st_tensor *pw[1] = {&tw}, *pb[1] = {&tb};
-        bk_weight wc, wg, bc, bg;
+        st_tensor tg = {.name = (char *)"g", .dtype = DTYPE_F32, .n_dims = 1, .shape = {k}, .data = gh,
+                        .nbytes = (size_t)k * 4};
+        const st_tensor *pw[1] = {&tw}, *pb[1] = {&tb}, *pg[1] = {&tg};
+        bk_weight wc, wg, bc, bg, gc, gg;
+        CHECK(cpu->ops->weight_init(cpu, &gc, pg, 1) == 0);
+        CHECK(gpu->ops->weight_init(gpu, &gg, pg, 1) == 0);
         CHECK(cpu->ops->weight_init(cpu, &wc, pw, 1) == 0);
         CHECK(gpu->ops->weight_init(gpu, &wg, pw, 1) == 0);
         CHECK(cpu->ops->weight_init(cpu, &bc, pb, 1) == 0);
         CHECK(gpu->ops->weight_init(gpu, &bg, pb, 1) == 0);
         const bk_weight *bcp = cases[ci].bias ? &bc : NULL, *bgp = cases[ci].bias ? &bg : NULL;
-        /* the model's uses: plain (qkv, gate|up), ADD (o), ADD | SWIGLU_IN (down); SWIGLU_IN alone too */
+        /* the model's uses: normed (qkv, gate|up), ADD (o), ADD | SWIGLU_IN
+         * (down); plain, SWIGLU_IN alone and a normed ADD too */
         int modes[4] = {BK_MM_PLAIN, BK_MM_ADD, BK_MM_SWIGLU_IN, BK_MM_ADD | BK_MM_SWIGLU_IN};
-        for (int mi = 0; mi < 4; mi++) check_prompt_matmul(cpu, gpu, &wc, &wg, bcp, bgp, wf, rows, k, modes[mi]);
+        for (int mi = 0; mi < 4; mi++)
+            check_prompt_matmul(cpu, gpu, &wc, &wg, bcp, bgp, NULL, NULL, wf, rows, k, modes[mi]);
+        for (int mi = 0; mi < 2; mi++)
+            check_prompt_matmul(cpu, gpu, &wc, &wg, bcp, bgp, &gc, &gg, wf, rows, k, modes[mi]);
+        gpu->ops->weight_release(gpu, &gg);
+        cpu->ops->weight_release(cpu, &gc);
         gpu->ops->weight_release(gpu, &wg);
         gpu->ops->weight_release(gpu, &bg);
         cpu->ops->weight_release(cpu, &wc);
         cpu->ops->weight_release(cpu, &bc);
-        free(wh); free(bh); free(wf);
+        free(wh); free(bh); free(wf); free(gh);
     }
     backend_free(cpu);
     backend_free(gpu);

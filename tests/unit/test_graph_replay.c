@@ -108,7 +108,7 @@ static void run_op(backend *be, const rec_op *o) {
     case R_MTP_INPUT: op->mtp_input(c, o->out, o->w, o->ids, o->in, o->iout, o->w2, o->w3, o->i[0], o->i[1], o->f); break;
     case R_ARGMAX: op->argmax(c, o->iout, o->in, o->i[0], o->i[1]); break;
     case R_FUSED: op->matmul_fused(c, o->out, o->in, o->w2, o->f, o->w, o->w3, o->i[0], o->i[1]); break;
-    case R_PROMPT: { /* matmul_prompt's modes as the CPU's separate ops */
+    case R_PROMPT: { /* matmul_prompt's norm and modes as the CPU's separate ops */
         int n = o->i[0], mode = o->i[1], k = (int)o->w->cols;
         float *act = NULL;
         const float *in = o->in;
@@ -117,7 +117,7 @@ static void run_op(backend *be, const rec_op *o) {
             op->silu_mul(c, act, in, n, k);
             in = act;
         }
-        op->matmul_fused(c, o->out, in, NULL, 0.f, o->w, o->w2, n, mode & BK_MM_ADD);
+        op->matmul_fused(c, o->out, in, o->w3, o->f, o->w, o->w2, n, mode & BK_MM_ADD);
         free(act);
         break;
     }
@@ -141,12 +141,11 @@ static void r_matmul(backend *be, float *out, const float *in, const bk_weight *
     DO(.k = R_MATMUL, .out = out, .in = in, .w = w, .w2 = bias, .i = {n});
 }
 /* the prompt path is the CPU's matmul here: the model's prompt-row
- * sequences (norms beside the bulk products, the residual adds and the
- * SwiGLU as matmul_prompt's modes, prompt attention tiles) run on the CPU
- * tests too */
-static void r_matmul_prompt(backend *be, float *out, const float *in, const bk_weight *w, const bk_weight *bias, int n,
-                            int mode) {
-    DO(.k = R_PROMPT, .out = out, .in = in, .w = w, .w2 = bias, .i = {n, mode});
+ * sequences (the norms, residual adds and SwiGLU in matmul_prompt, prompt
+ * attention tiles) run on the CPU tests too */
+static void r_matmul_prompt(backend *be, float *out, const float *in, const bk_weight *norm, float eps, const bk_weight *w,
+                            const bk_weight *bias, int n, int mode) {
+    DO(.k = R_PROMPT, .out = out, .in = in, .w = w, .w2 = bias, .w3 = norm, .f = eps, .i = {n, mode});
     st(be)->prompt_calls++;
 }
 static void r_rope(backend *be, float *x, int rs, int n, int nh, int hd, const int32_t *pos, const float *inv) {

@@ -299,13 +299,13 @@ static void cu_matmul(backend *be, float *out, const float *in, const bk_weight 
                         (int)w->cols, (int)w->rows));
 }
 /* prompt rows: tensor-core GEMM, or the vector kernel where it cannot */
-static void cu_matmul_prompt(backend *be, float *out, const float *in, const bk_weight *w, const bk_weight *bias,
-                             int n, int mode) {
+static void cu_matmul_prompt(backend *be, float *out, const float *in, const bk_weight *norm, float eps,
+                             const bk_weight *w, const bk_weight *bias, int n, int mode) {
     SKIP_IF_FAILED();
     static_assert((int)BK_MM_SWIGLU_IN == (int)KS_MM_SWIGLU_IN, "one set of modes");
     PROF(be, mode & BK_MM_SWIGLU_IN ? "gemm (prompt, swiglu in)" : mode & BK_MM_ADD ? "gemm (prompt, add)" : "gemm (prompt)",
-         ks_cuda_matmul_prompt(S, out, in, w->impl, wtype_of(w->dtype), bias ? (const float *)bias->impl : NULL, n,
-                               (int)w->cols, (int)w->rows, mode));
+         ks_cuda_matmul_prompt(S, out, in, norm ? (const float *)norm->impl : NULL, eps, w->impl, wtype_of(w->dtype),
+                               bias ? (const float *)bias->impl : NULL, n, (int)w->cols, (int)w->rows, mode));
 }
 static void cu_rope(backend *be, float *x, int stride, int n, int nh, int hd, const int32_t *pos, const float *inv) {
     SKIP_IF_FAILED();

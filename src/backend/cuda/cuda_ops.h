@@ -26,6 +26,9 @@ void ks_cuda_matmul_fused(ks_stream s, float *out, const float *x, const float *
                           const float *bias, int n, int k, int rows, int mode);
 void ks_cuda_rmsnorm(ks_stream s, float *out, int out_stride, const float *in, int in_stride, const float *w, int n,
                      int n_heads, int dim, float eps);
+/* the same rows (n x dim, contiguous, one head) written in 16 bits (wtype 2
+ * bf16, else f16), each the f32 result rounded to nearest even */
+void ks_cuda_rmsnorm_16(ks_stream s, void *out, int wtype, const float *in, const float *w, int n, int dim, float eps);
 /* ks_cuda_rmsnorm's rows (n x dim, contiguous) written as the tensor-core
  * matvec's split x (cuda_common.cuh split_pair: n x dim 32-bit words), the
  * same values split: false (nothing launched) where the block kernel does
@@ -52,14 +55,15 @@ void ks_cuda_attention(ks_stream s, float *out, const float *q, int q_stride, co
                        int n, int n_heads, int n_kv_heads, int head_dim, float scale, int max_pos);
 
 /* Prompt rows (k_gemm.cu, k_attention_prompt.cu). ks_cuda_matmul_prompt:
- * out (n, rows) = x (n, k) @ w^T on the tensor-core GEMM (modes KS_MM_ADD:
- * out += it; KS_MM_SWIGLU_IN: x is (n, 2k) [gate | up], the input
- * silu(gate) * up), or on the kernels above where cuBLASLt cannot serve it
- * (no cuBLASLt, f32 weights) — the same choice for every call of a shape.
+ * out (n, rows) = x (n, k) @ w^T on the tensor-core GEMM (g (k) != NULL:
+ * x's rows RMSNorm(x) * g first; modes KS_MM_ADD: out += it;
+ * KS_MM_SWIGLU_IN, g NULL: x is (n, 2k) [gate | up], the input silu(gate) *
+ * up), or on the kernels above where cuBLASLt cannot serve it (no
+ * cuBLASLt, f32 weights) — the same choice for every call of a shape.
  * ks_cuda_attention_prompt returns -1 for an unsupported head_dim and the
  * caller uses flash-decoding. */
-void ks_cuda_matmul_prompt(ks_stream s, float *out, const float *x, const void *w, int wtype, const float *bias, int n,
-                           int k, int rows, int mode);
+void ks_cuda_matmul_prompt(ks_stream s, float *out, const float *x, const float *g, float eps, const void *w, int wtype,
+                           const float *bias, int n, int k, int rows, int mode);
 int ks_cuda_attention_prompt(ks_stream s, float *out, const float *q, int q_stride, const void *kc, const void *vc,
                              const int32_t *tiles, int max_tiles, const int32_t *pos, const int32_t *seq,
                              const int32_t *tables, int max_blocks, int block_size, int n_heads, int n_kv_heads,

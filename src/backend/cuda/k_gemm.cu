@@ -1,9 +1,10 @@
 /* k_gemm.cu — matmuls of prompt rows on the tensor cores, through cuBLASLt:
  *   out (n, rows) f32 = x (n, k) @ W^T (+ bias f32 (rows))
- * (modes: KS_MM_ADD: out += the product, in the GEMM's epilogue (beta 1);
- * KS_MM_SWIGLU_IN: x is (n, 2k) [gate | up] and the product's input is
- * silu(gate) * up, formed while staging — the MLP's down projection with
- * no activation buffer and no separate pass.)
+ * (g != NULL: x's rows are RMSNorm(x) * g first, normalised straight into
+ * the staging; modes: KS_MM_ADD: out += the product, in the GEMM's epilogue
+ * (beta 1); KS_MM_SWIGLU_IN: x is (n, 2k) [gate | up] and the product's
+ * input is silu(gate) * up, formed while staging — the MLP's down
+ * projection with no activation buffer and no separate pass.)
  * x is rounded to W's 16-bit type (bf16 or f16) into a staging buffer; the
  * product accumulates in fp32 (CUBLAS_COMPUTE_32F). In cuBLASLt's
  * column-major terms: D (rows x n, ld rows) = op_T(A: k x rows, ld k) *
@@ -184,8 +185,8 @@ static int shape_of(int rows, int k, int wtype, int bias) {
 }
 
 /* the GEMM, or -1 where cuBLASLt cannot serve the shape */
-static int gemm(ks_stream s, float *out, const float *x, const void *w, int wtype, const float *bias, int n, int k,
-                int rows, int mode) {
+static int gemm(ks_stream s, float *out, const float *x, const float *g, float eps, const void *w, int wtype,
+                const float *bias, int n, int k, int rows, int mode) {
     if (wtype == 0 || k % 8 || rows % 4 || !lt_open()) return -1;
     int si = shape_of(rows, k, wtype, bias != NULL);
     if (si < 0) return -1;
@@ -196,7 +197,9 @@ static int gemm(ks_stream s, float *out, const float *x, const void *w, int wtyp
     int blocks = (int)((cnt / 2 + 255) / 256);
     if (blocks > 4096) blocks = 4096;
     bool sw = mode & KS_MM_SWIGLU_IN;
-    if (wtype == 2 && sw)
+    if (g)
+        ks_cuda_rmsnorm_16(s, stage, wtype, x, g, n, k, eps);
+    else if (wtype == 2 && sw)
         ks_launch(k_swiglu_to_16<__nv_bfloat16>, blocks, 256, 0, s, (__nv_bfloat16 *)stage, x, n, k);
     else if (sw)
         ks_launch(k_swiglu_to_16<__half>, blocks, 256, 0, s, (__half *)stage, x, n, k);
@@ -233,9 +236,10 @@ static int gemm(ks_stream s, float *out, const float *x, const void *w, int wtyp
 
 #else /* no cublasLt.h at build time */
 
-static int gemm(ks_stream s, float *out, const float *x, const void *w, int wtype, const float *bias, int n, int k,
-                int rows, int mode) {
-    (void)s; (void)out; (void)x; (void)w; (void)wtype; (void)bias; (void)n; (void)k; (void)rows; (void)mode;
+static int gemm(ks_stream s, float *out, const float *x, const float *g, float eps, const void *w, int wtype,
+                const float *bias, int n, int k, int rows, int mode) {
+    (void)s; (void)out; (void)x; (void)g; (void)eps; (void)w; (void)wtype; (void)bias; (void)n; (void)k; (void)rows;
+    (void)mode;
     return -1;
 }
 
@@ -243,14 +247,14 @@ static int gemm(ks_stream s, float *out, const float *x, const void *w, int wtyp
 
 static ks_workspace act_ws; /* the vector path's silu(gate) * up rows */
 
-extern "C" void ks_cuda_matmul_prompt(ks_stream s, float *out, const float *x, const void *w, int wtype,
-                                      const float *bias, int n, int k, int rows, int mode) {
-    if (n <= 0 || gemm(s, out, x, w, wtype, bias, n, k, rows, mode) == 0) return;
+extern "C" void ks_cuda_matmul_prompt(ks_stream s, float *out, const float *x, const float *g, float eps,
+                                      const void *w, int wtype, const float *bias, int n, int k, int rows, int mode) {
+    if (n <= 0 || gemm(s, out, x, g, eps, w, wtype, bias, n, k, rows, mode) == 0) return;
     if (mode & KS_MM_SWIGLU_IN) {
         float *act = (float *)ks_cuda_workspace(&act_ws, s, (size_t)n * k * 4, "prompt matmul input");
         if (!act) return;
         ks_cuda_silu_mul(s, act, x, n, k);
         x = act;
     }
-    ks_cuda_matmul_fused(s, out, x, NULL, 0.f, w, wtype, bias, n, k, rows, mode & KS_MM_ADD);
+    ks_cuda_matmul_fused(s, out, x, g, eps, w, wtype, bias, n, k, rows, mode & KS_MM_ADD);
 }

@@ -8,7 +8,9 @@
  * squares is strided per thread, reduced by a fixed butterfly, then (blocks)
  * warps in order — the arithmetic depends only on dim, never on the batch.
  * Also the MTP head's input (ks_cuda_mtp_input): two such norms per row, of
- * an embedding row and a gathered hidden row, in one launch. */
+ * an embedding row and a gathered hidden row, in one launch; and rows
+ * written in 16 bits (ks_cuda_rmsnorm_16: the prompt GEMM's staged input,
+ * the f32 values rounded to nearest even). */
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
 
@@ -33,18 +35,34 @@ __device__ __forceinline__ float elem(const float *p, int j) { return p[j]; }
 __device__ __forceinline__ float elem(const __nv_bfloat16 *p, int j) { return __bfloat162float(p[j]); }
 __device__ __forceinline__ float elem(const __half *p, int j) { return __half2float(p[j]); }
 
+/* an output element: f32, or rounded to 16 bits */
+__device__ __forceinline__ void put(float *y, int j, float v) { y[j] = v; }
+__device__ __forceinline__ void put(__nv_bfloat16 *y, int j, float v) { y[j] = __float2bfloat16_rn(v); }
+__device__ __forceinline__ void put(__half *y, int j, float v) { y[j] = __float2half_rn(v); }
+/* output chunk p (elements 4p .. 4p + 3) */
+__device__ __forceinline__ void put4(float *y, int p, float4 r) { reinterpret_cast<float4 *>(y)[p] = r; }
+__device__ __forceinline__ void put4(__nv_bfloat16 *y, int p, float4 r) {
+    __nv_bfloat162 a = __floats2bfloat162_rn(r.x, r.y), b = __floats2bfloat162_rn(r.z, r.w);
+    reinterpret_cast<uint2 *>(y)[p] = make_uint2(*reinterpret_cast<uint32_t *>(&a), *reinterpret_cast<uint32_t *>(&b));
+}
+__device__ __forceinline__ void put4(__half *y, int p, float4 r) {
+    __half2 a = __floats2half2_rn(r.x, r.y), b = __floats2half2_rn(r.z, r.w);
+    reinterpret_cast<uint2 *>(y)[p] = make_uint2(*reinterpret_cast<uint32_t *>(&a), *reinterpret_cast<uint32_t *>(&b));
+}
+
 /* One warp normalizes one row x into y (y may equal x) */
-template <typename T>
-__device__ __forceinline__ void norm_row_warp(float *y, const T *x, const float *w, int dim, float eps, int lane) {
+template <typename T, typename O>
+__device__ __forceinline__ void norm_row_warp(O *y, const T *x, const float *w, int dim, float eps, int lane) {
     float ss = 0.f;
     for (int j = lane; j < dim; j += 32) ss = fmaf(elem(x, j), elem(x, j), ss);
     ss = warp_sum(ss);
     float inv = 1.0f / sqrtf(ss / (float)dim + eps);
     __syncwarp();
-    for (int j = lane; j < dim; j += 32) y[j] = w[j] * (elem(x, j) * inv);
+    for (int j = lane; j < dim; j += 32) put(y, j, w[j] * (elem(x, j) * inv));
 }
 
-__global__ void k_rmsnorm_warp(float *out, int os, const float *in, int is, const float *w, int n, int nh, int dim,
+template <typename O>
+__global__ void k_rmsnorm_warp(O *out, int os, const float *in, int is, const float *w, int n, int nh, int dim,
                                float eps) {
     pdl_start();
     int row = blockIdx.x * (blockDim.x >> 5) + (threadIdx.x >> 5), lane = threadIdx.x & 31;
@@ -82,8 +100,8 @@ __device__ __forceinline__ void load_chunks(float4 *v, const T *p, int d4) {
  * words != NULL: the row goes there instead, split for the tensor-core
  * matvec (chunk p is half p % 2 of 8-value group p / 2: its 2 hi words at
  * word 8 (p / 2) + 2 (p % 2), its 2 lo words 4 further) */
-template <int NC>
-__device__ __forceinline__ void norm_chunks(float *dst, const float4 *v, const float4 *wv, int dim, float eps,
+template <int NC, typename O>
+__device__ __forceinline__ void norm_chunks(O *dst, const float4 *v, const float4 *wv, int dim, float eps,
                                             uint32_t *words = nullptr) {
     __shared__ float red[RN_THREADS / 32];
     int tid = threadIdx.x, d4 = dim / 4;
@@ -98,7 +116,6 @@ __device__ __forceinline__ void norm_chunks(float *dst, const float4 *v, const f
         }
     float tot = block_sum(ss, red);
     float inv = 1.0f / sqrtf(tot / (float)dim + eps);
-    float4 *y = reinterpret_cast<float4 *>(dst);
 #pragma unroll
     for (int c = 0; c < NC; c++) {
         int p = tid + c * RN_THREADS;
@@ -106,7 +123,7 @@ __device__ __forceinline__ void norm_chunks(float *dst, const float4 *v, const f
         float4 r = make_float4(wv[c].x * (v[c].x * inv), wv[c].y * (v[c].y * inv), wv[c].z * (v[c].z * inv),
                                wv[c].w * (v[c].w * inv));
         if (!words) {
-            y[p] = r;
+            put4(dst, p, r);
             continue;
         }
         uint2 h, l;
@@ -119,9 +136,9 @@ __device__ __forceinline__ void norm_chunks(float *dst, const float4 *v, const f
 }
 
 /* words != NULL (ks_cuda_rmsnorm_split; nh 1, rows of dim): the split rows instead of out */
-template <int NC>
+template <int NC, typename O>
 __global__ void __launch_bounds__(RN_THREADS)
-k_rmsnorm_block(float *out, int os, const float *in, int is, const float *w, int nh, int dim, float eps,
+k_rmsnorm_block(O *out, int os, const float *in, int is, const float *w, int nh, int dim, float eps,
                 uint32_t *words) {
     pdl_trigger();
     int row = blockIdx.x, t = row / nh, h = row % nh, d4 = dim / 4;
@@ -129,7 +146,8 @@ k_rmsnorm_block(float *out, int os, const float *in, int is, const float *w, int
     load_chunks<NC>(wv, w, d4);
     pdl_wait();
     load_chunks<NC>(v, in + (size_t)t * is + (size_t)h * dim, d4);
-    norm_chunks<NC>(out + (size_t)t * os + (size_t)h * dim, v, wv, dim, eps, words ? words + (size_t)row * dim : nullptr);
+    norm_chunks<NC>(out + (size_t)t * os + (size_t)h * dim, v, wv, dim, eps,
+                    words ? words + (size_t)row * dim : nullptr);
 }
 
 /* The MTP head's input: row t of out (row stride 2 dim) is
@@ -182,22 +200,35 @@ static void with_chunks(int nc, F f) {
     else f(std::integral_constant<int, 16>());
 }
 
-extern "C" void ks_cuda_rmsnorm(ks_stream s, float *out, int out_stride, const float *in, int in_stride,
-                                const float *w, int n, int n_heads, int dim, float eps) {
+/* rows of out (O: f32 or 16-bit) = rmsnorm of in's rows */
+template <typename O>
+static void rmsnorm_into(ks_stream s, O *out, int out_stride, const float *in, int in_stride, const float *w, int n,
+                         int n_heads, int dim, float eps) {
     int rows = n * n_heads;
     if (rows <= 0) return;
     int nc = block_chunks(dim, out, in, in_stride % 4 ? NULL : w, out_stride % 4 ? NULL : w);
     if (nc) {
         with_chunks(nc, [&](auto NC) {
-            ks_launch(k_rmsnorm_block<decltype(NC)::value>, rows, RN_THREADS, 0, s, out, out_stride, in, in_stride, w,
-                      n_heads, dim, eps, (uint32_t *)nullptr);
+            ks_launch(k_rmsnorm_block<decltype(NC)::value, O>, rows, RN_THREADS, 0, s, out, out_stride, in, in_stride,
+                      w, n_heads, dim, eps, (uint32_t *)nullptr);
         });
     } else {
         int wpb = 8;
-        ks_launch(k_rmsnorm_warp, (rows + wpb - 1) / wpb, wpb * 32, 0, s, out, out_stride, in, in_stride, w, n, n_heads, dim,
-                                                                  eps);
+        ks_launch(k_rmsnorm_warp<O>, (rows + wpb - 1) / wpb, wpb * 32, 0, s, out, out_stride, in, in_stride, w, n,
+                  n_heads, dim, eps);
     }
     CUDA_CHECK_LAUNCH();
+}
+
+extern "C" void ks_cuda_rmsnorm(ks_stream s, float *out, int out_stride, const float *in, int in_stride,
+                                const float *w, int n, int n_heads, int dim, float eps) {
+    rmsnorm_into(s, out, out_stride, in, in_stride, w, n, n_heads, dim, eps);
+}
+
+extern "C" void ks_cuda_rmsnorm_16(ks_stream s, void *out, int wtype, const float *in, const float *w, int n, int dim,
+                                   float eps) {
+    if (wtype == 2) rmsnorm_into(s, (__nv_bfloat16 *)out, dim, in, dim, w, n, 1, dim, eps);
+    else rmsnorm_into(s, (__half *)out, dim, in, dim, w, n, 1, dim, eps);
 }
 
 extern "C" bool ks_cuda_rmsnorm_split(ks_stream s, uint32_t *words, const float *in, const float *w, int n, int dim,
@@ -205,7 +236,7 @@ extern "C" bool ks_cuda_rmsnorm_split(ks_stream s, uint32_t *words, const float 
     int nc = block_chunks(dim, words, in, w, w);
     if (n <= 0 || !nc) return false;
     with_chunks(nc, [&](auto NC) {
-        ks_launch(k_rmsnorm_block<decltype(NC)::value>, n, RN_THREADS, 0, s, (float *)nullptr, dim, in, dim, w, 1, dim,
+        ks_launch(k_rmsnorm_block<decltype(NC)::value, float>, n, RN_THREADS, 0, s, (float *)nullptr, dim, in, dim, w, 1, dim,
                   eps, words);
     });
     CUDA_CHECK_LAUNCH();
