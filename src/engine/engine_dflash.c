@@ -33,9 +33,9 @@ static int scratch(engine *e, int n) {
 static int dflash_pass(engine *e, const probe_ctx *pc, void *arg) {
     kv_seq *fs = arg, *fseqs[1] = {fs};
     int32_t drafts[ENGINE_MAX_DRAFT], one = 1;
-    int rc = dflash_add_context(e->cfg.dflash, &e->fl_kv, 1, pc->seq_idx, pc->seq_idx, pc->seq_idx, pc->seq_idx, 1,
-                                fseqs);
-    return rc ? rc : dflash_draft(e->cfg.dflash, &e->fl_kv, 1, fseqs, pc->tok, &one, &one, e->fl_block, drafts);
+    dflash_ctx_rows cr = {1, pc->seq_idx, pc->seq_idx, pc->seq_idx, pc->seq_idx};
+    dflash_blocks bl = {1, pc->seq_idx, pc->tok, &one, &one, e->fl_block, drafts};
+    return dflash_step(e->cfg.dflash, &e->fl_kv, 1, fseqs, &cr, &bl);
 }
 
 static double measure_ratio(engine *e) {
@@ -197,7 +197,18 @@ int engine_dflash_update(engine *e, int na, const int *feed, const int *tstart, 
         s->fl_next = s->n_cached;
         draft[i] = decoding;
     }
-    if (n && dflash_add_context(d, &e->fl_kv, n, e->fl_idx, e->fl_pos, e->fl_seq, e->fl_row, na, seqs) != 0) {
+    for (int i = 0; i < na; i++)
+        if (draft[i]) {
+            seq_state *s = e->active[i];
+            e->fl_last[nb] = s->ctx[s->n_ctx - 1];
+            e->fl_rope0[nb] = s->n_cached;
+            e->fl_entry0[nb] = s->n_cached - s->fl_q0;
+            e->fl_of[nb++] = i;
+        }
+    /* the entries and the blocks in one pass */
+    dflash_ctx_rows cr = {n, e->fl_idx, e->fl_pos, e->fl_seq, e->fl_row};
+    dflash_blocks bl = {nb, e->fl_of, e->fl_last, e->fl_rope0, e->fl_entry0, B, e->fl_drafts};
+    if ((n || nb) && dflash_step(d, &e->fl_kv, na, seqs, &cr, &bl) != 0) {
         for (int i = 0; i < na; i++)
             if (draft[i] || (!done[i] && e->active[i]->use_dflash && feed[i])) {
                 e->active[i]->use_dflash = false;
@@ -205,24 +216,7 @@ int engine_dflash_update(engine *e, int na, const int *feed, const int *tstart, 
             }
         return 0;
     }
-    kv_seq *bseqs[na];
-    for (int i = 0; i < na; i++)
-        if (draft[i]) {
-            seq_state *s = e->active[i];
-            bseqs[nb] = &s->fkv;
-            e->fl_last[nb] = s->ctx[s->n_ctx - 1];
-            e->fl_rope0[nb] = s->n_cached;
-            e->fl_entry0[nb] = s->n_cached - s->fl_q0;
-            e->fl_of[nb++] = i;
-        }
     if (!nb) return 0;
-    if (dflash_draft(d, &e->fl_kv, nb, bseqs, e->fl_last, e->fl_rope0, e->fl_entry0, B, e->fl_drafts) != 0) {
-        for (int j = 0; j < nb; j++) {
-            e->active[e->fl_of[j]]->use_dflash = false;
-            engine_dflash_reset(e, e->active[e->fl_of[j]]);
-        }
-        return 0;
-    }
     for (int j = 0; j < nb; j++) {
         seq_state *s = e->active[e->fl_of[j]];
         memcpy(s->fl_draft, e->fl_drafts + (size_t)j * (B - 1), (size_t)(B - 1) * sizeof *s->fl_draft);

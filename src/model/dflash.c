@@ -12,37 +12,76 @@
 struct dflash {
     model *dm;          /* the drafter's layers; embed/lm_head are the target's (borrowed_io) */
     model *target;      /* borrowed */
-    bk_weight fc;       /* (hidden, n_feat * target hidden) */
+    /* fc (hidden, n_feat * target hidden) by its column blocks: fc_part[j]
+     * (hidden, target hidden) multiplies feature j; the target applies them
+     * in its forward (model_project_layers), from these host copies */
+    bk_weight fc_part[CONFIG_MAX_DFLASH_LAYERS];
+    void *fc_host[CONFIG_MAX_DFLASH_LAYERS];
     bk_weight hidden_norm; /* (hidden) */
-    bk_weight *wkv;     /* (n_layers) k|v fused (2 * kv_dim, hidden): context keys/values */
+    /* context keys/values: the k|v of group_layers consecutive layers fused,
+     * (group_layers * 2 * kv_dim, hidden) each, so one matmul serves them
+     * (its rows fit the qkv buffer; BK_MAX_PARTS parts at most) */
+    bk_weight *wkv;     /* (n_groups) */
+    int n_groups, group_layers;
     int block;          /* checkpoint block size */
     int mask_id;
     /* scratch */
-    int cap;            /* rows of feat_in / entries of d_fidx, d_apos */
-    float *feat_in;     /* backend (cap, n_feat * target hidden) */
-    int32_t *d_fidx;    /* backend (cap * n_feat) */
-    int32_t *d_apos;    /* backend (cap) attention extents of block rows */
+    int cap;            /* rows of feat_in */
+    float *feat_in;     /* backend (cap, hidden): context rows gathered from the target's features */
     int hcap;
-    int32_t *h_tok, *h_pos, *h_seq, *h_rope, *h_rows, *h_apos, *h_idx; /* host (hcap * n_feat for h_idx) */
+    int32_t *h_tok, *h_pos, *h_seq, *h_rope, *h_rows, *h_apos, *h_ids; /* host (hcap) */
 };
 
-static int load_vec(model *m, bk_weight *w, const char *name, int64_t d0, int64_t d1) {
-    const st_tensor *t = st_find(&m->st, name);
+/* the tensor name of shape [d0] (d1 0) or [d0, d1] */
+static int find_shaped(model *m, const st_tensor **out, const char *name, int64_t d0, int64_t d1) {
+    const st_tensor *t = *out = st_find(&m->st, name);
     if (!t) return err_set(KS_EFORMAT, "DFlash drafter: missing tensor \"%s\"", name);
     if (t->n_dims != (d1 ? 2 : 1) || t->shape[0] != d0 || (d1 && t->shape[1] != d1))
         return err_set(KS_EFORMAT, "%s: tensor \"%s\": unexpected shape (expected [%lld%s%lld])",
                        m->st.paths[t->file_index], name, (long long)d0, d1 ? ", " : "", (long long)d1);
-    const st_tensor *parts[1] = {t};
-    return m->be->ops->weight_init(m->be, w, parts, 1);
+    return KS_OK;
 }
 
-static int load_kv(model *m, bk_weight *w, int layer) {
-    char k[96], v[96];
-    snprintf(k, sizeof k, "layers.%d.self_attn.k_proj.weight", layer);
-    snprintf(v, sizeof v, "layers.%d.self_attn.v_proj.weight", layer);
-    const st_tensor *parts[2] = {st_find(&m->st, k), st_find(&m->st, v)};
-    if (!parts[0] || !parts[1]) return err_set(KS_EFORMAT, "DFlash drafter: missing tensor \"%s\"", parts[0] ? v : k);
-    return m->be->ops->weight_init(m->be, w, parts, 2); /* shapes were checked by model_load_layer */
+static int load_vec(model *m, bk_weight *w, const char *name, int64_t d0) {
+    const st_tensor *parts[1];
+    int rc = find_shaped(m, parts, name, d0, 0);
+    return rc ? rc : m->be->ops->weight_init(m->be, w, parts, 1);
+}
+
+/* the k|v projections of layers l0 .. l0 + n - 1 as one weight */
+static int load_kv(model *m, bk_weight *w, int l0, int n) {
+    const st_tensor *parts[BK_MAX_PARTS];
+    for (int i = 0; i < 2 * n; i++) {
+        char name[96];
+        snprintf(name, sizeof name, "layers.%d.self_attn.%s_proj.weight", l0 + i / 2, i % 2 ? "v" : "k");
+        if (!(parts[i] = st_find(&m->st, name)))
+            return err_set(KS_EFORMAT, "DFlash drafter: missing tensor \"%s\"", name);
+    }
+    return m->be->ops->weight_init(m->be, w, parts, 2 * n); /* shapes were checked by model_load_layer */
+}
+
+/* fc's column blocks (one per feature) as weights of their own, copied out
+ * of the mapping (the copies stay: a shared weight is known by its host
+ * address) */
+static int load_fc(dflash *d, int nf, int64_t H, int64_t Ht) {
+    model *m = d->dm;
+    const st_tensor *t;
+    int rc = find_shaped(m, &t, "fc.weight", H, nf * Ht);
+    if (rc) return rc;
+    size_t es = dtype_size(t->dtype), row = (size_t)Ht * es;
+    for (int j = 0; j < nf && !rc; j++) {
+        char *h = d->fc_host[j] = malloc((size_t)H * row);
+        if (!h) return err_set(KS_ENOMEM, "DFlash drafter: out of memory");
+        for (int64_t r = 0; r < H; r++) memcpy(h + r * row, (const char *)t->data + ((size_t)r * nf + j) * row, row);
+        st_tensor part = *t;
+        part.shape[1] = Ht;
+        part.n_elems = H * Ht;
+        part.data = h;
+        part.nbytes = (size_t)H * row;
+        const st_tensor *parts[1] = {&part};
+        rc = m->be->ops->weight_init(m->be, &d->fc_part[j], parts, 1);
+    }
+    return rc;
 }
 
 static int fits(const model *t, const model_config *c, const char *dir) {
@@ -83,22 +122,30 @@ int dflash_load(dflash **out, const char *dir, model *target) {
     if (!rc) rc = st_open_dir(&m->st, dir);
     if (rc) goto fail;
     const model_config *c = &m->cfg;
-    int64_t H = c->hidden_size, F = (int64_t)c->dflash_n_target_layers * target->cfg.hidden_size;
+    int64_t H = c->hidden_size, Ht = target->cfg.hidden_size;
+    int nf = c->dflash_n_target_layers, L = c->n_layers, kvd = c->n_kv_heads * c->head_dim;
+    int fit = (c->n_heads + 2 * c->n_kv_heads) * c->head_dim / (2 * kvd); /* layers whose k|v fit a qkv row */
+    d->group_layers = fit < BK_MAX_PARTS / 2 ? fit : BK_MAX_PARTS / 2;
+    d->n_groups = (L + d->group_layers - 1) / d->group_layers;
     m->embed = target->embed;
     m->lm_head = target->lm_head;
     m->layers = calloc((size_t)c->n_layers, sizeof *m->layers);
-    d->wkv = calloc((size_t)c->n_layers, sizeof *d->wkv);
+    d->wkv = calloc((size_t)d->n_groups, sizeof *d->wkv);
     if (!m->layers || !d->wkv) {
         rc = err_set(KS_ENOMEM, "DFlash drafter: out of memory");
         goto fail;
     }
-    if ((rc = load_vec(m, &d->fc, "fc.weight", H, F)) || (rc = load_vec(m, &d->hidden_norm, "hidden_norm.weight", H, 0)) ||
-        (rc = load_vec(m, &m->final_norm, "norm.weight", H, 0)))
+    if ((rc = load_fc(d, nf, H, Ht)) || (rc = load_vec(m, &d->hidden_norm, "hidden_norm.weight", H)) ||
+        (rc = load_vec(m, &m->final_norm, "norm.weight", H)))
         goto fail;
-    for (int l = 0; l < c->n_layers; l++) {
+    for (int l = 0; l < L; l++) {
         char prefix[32];
         snprintf(prefix, sizeof prefix, "layers.%d", l);
-        if ((rc = model_load_layer(m, &m->layers[l], prefix)) || (rc = load_kv(m, &d->wkv[l], l))) goto fail;
+        if ((rc = model_load_layer(m, &m->layers[l], prefix))) goto fail;
+    }
+    for (int g = 0; g < d->n_groups; g++) {
+        int l0 = g * d->group_layers, n = L - l0 < d->group_layers ? L - l0 : d->group_layers;
+        if ((rc = load_kv(m, &d->wkv[g], l0, n))) goto fail;
     }
     float *f = malloc((size_t)(c->head_dim / 2) * sizeof(float));
     m->inv_freq = m->be->ops->buf_alloc(m->be, (size_t)(c->head_dim / 2) * sizeof(float));
@@ -112,7 +159,7 @@ int dflash_load(dflash **out, const char *dir, model *target) {
     free(f);
     d->block = c->dflash_block_size;
     d->mask_id = c->dflash_mask_token_id;
-    if ((rc = model_capture_layers(target, c->dflash_target_layers, c->dflash_n_target_layers))) goto fail;
+    if ((rc = model_project_layers(target, c->dflash_target_layers, d->fc_part, nf, (int)H))) goto fail;
     st_drop_pages(&m->st); /* the backend has its copies */
     *out = d;
     return KS_OK;
@@ -125,23 +172,18 @@ fail:
 void dflash_free(dflash *d) {
     if (!d) return;
     backend *be = d->dm->be;
-    if (d->target && d->target->n_feat) model_capture_layers(d->target, NULL, 0);
-    bk_weight *ws[2] = {&d->fc, &d->hidden_norm};
-    for (int i = 0; i < 2; i++)
-        if (ws[i]->n_parts) be->ops->weight_release(be, ws[i]);
-    for (int l = 0; d->wkv && l < d->dm->cfg.n_layers; l++)
-        if (d->wkv[l].n_parts) be->ops->weight_release(be, &d->wkv[l]);
+    if (d->target && d->target->feat_proj == d->fc_part) model_project_layers(d->target, NULL, NULL, 0, 0);
+    if (d->hidden_norm.n_parts) be->ops->weight_release(be, &d->hidden_norm);
+    for (int j = 0; j < CONFIG_MAX_DFLASH_LAYERS; j++) {
+        if (d->fc_part[j].n_parts) be->ops->weight_release(be, &d->fc_part[j]);
+        free(d->fc_host[j]);
+    }
+    for (int g = 0; d->wkv && g < d->n_groups; g++)
+        if (d->wkv[g].n_parts) be->ops->weight_release(be, &d->wkv[g]);
     free(d->wkv);
-    void *bufs[3] = {d->feat_in, d->d_fidx, d->d_apos};
-    for (int i = 0; i < 3; i++)
-        if (bufs[i]) be->ops->buf_free(be, bufs[i]);
-    free(d->h_tok);
-    free(d->h_pos);
-    free(d->h_seq);
-    free(d->h_rope);
-    free(d->h_rows);
-    free(d->h_apos);
-    free(d->h_idx);
+    if (d->feat_in) be->ops->buf_free(be, d->feat_in);
+    int32_t *arrs[7] = {d->h_tok, d->h_pos, d->h_seq, d->h_rope, d->h_rows, d->h_apos, d->h_ids};
+    for (int i = 0; i < 7; i++) free(arrs[i]);
     model_free(d->dm);
     free(d);
 }
@@ -150,37 +192,25 @@ int dflash_block_size(const dflash *d) { return d->block; }
 
 int dflash_kv_init(const dflash *d, kv_cache *kv, int n_tokens) { return model_kv_init(d->dm, kv, n_tokens); }
 
-/* Host and backend scratch for n rows. */
-static int ensure(dflash *d, int n) {
+/* Host scratch for n rows, and the backend's gathered context rows when gather. */
+static int ensure(dflash *d, int n, bool gather) {
     backend *be = d->dm->be;
-    int nf = d->dm->cfg.dflash_n_target_layers, Ht = d->target->cfg.hidden_size;
-    if (n > d->cap) {
+    if (gather && n > d->cap) {
         int cap = n < 64 ? 64 : n * 2;
-        model_graphs_drop(d->dm); /* recorded passes read the old buffers */
-        void *bufs[3] = {d->feat_in, d->d_fidx, d->d_apos};
-        for (int i = 0; i < 3; i++)
-            if (bufs[i]) be->ops->buf_free(be, bufs[i]);
-        d->feat_in = be->ops->buf_alloc(be, (size_t)cap * nf * Ht * 4);
-        d->d_fidx = be->ops->buf_alloc(be, (size_t)cap * nf * 4);
-        d->d_apos = be->ops->buf_alloc(be, (size_t)cap * 4);
-        d->cap = d->feat_in && d->d_fidx && d->d_apos ? cap : 0;
-        if (!d->cap) {
-            d->feat_in = NULL;
-            d->d_fidx = d->d_apos = NULL;
-            return err_set(KS_ENOMEM, "DFlash drafter: out of memory for %d rows", n);
-        }
+        model_graphs_drop(d->dm); /* recorded passes read the old buffer */
+        if (d->feat_in) be->ops->buf_free(be, d->feat_in);
+        d->feat_in = be->ops->buf_alloc(be, (size_t)cap * d->dm->cfg.hidden_size * 4);
+        d->cap = d->feat_in ? cap : 0;
+        if (!d->cap) return err_set(KS_ENOMEM, "DFlash drafter: out of memory for %d rows", n);
     }
     if (n > d->hcap) {
         int cap = n < 64 ? 64 : n * 2;
-        int32_t **arrs[6] = {&d->h_tok, &d->h_pos, &d->h_seq, &d->h_rope, &d->h_rows, &d->h_apos};
-        for (int i = 0; i < 6; i++) {
+        int32_t **arrs[7] = {&d->h_tok, &d->h_pos, &d->h_seq, &d->h_rope, &d->h_rows, &d->h_apos, &d->h_ids};
+        for (int i = 0; i < 7; i++) {
             int32_t *p = realloc(*arrs[i], (size_t)cap * 4);
             if (!p) return err_set(KS_ENOMEM, "DFlash drafter: out of memory");
             *arrs[i] = p;
         }
-        int32_t *ix = realloc(d->h_idx, (size_t)cap * nf * 4);
-        if (!ix) return err_set(KS_ENOMEM, "DFlash drafter: out of memory");
-        d->h_idx = ix;
         d->hcap = cap;
     }
     return KS_OK;
@@ -189,113 +219,142 @@ static int ensure(dflash *d, int n) {
 typedef struct {
     const dflash *d;
     kv_cache *kv;
-    const bk_attn_batch *ab;
-    int n, nr;          /* rows; logits rows (block pass) */
+    const bk_attn_batch *ab_ctx, *ab_blk; /* views of one prepared batch: its context rows, its block rows */
+    int n_ctx, n_blk;   /* rows of each (the block rows follow the context rows) */
+    bool gather;        /* context rows: gathered (else rows 0..n_ctx-1 of the target's features) */
 } pass_ctx;
 
-/* ctx = hidden_norm(fc([h_l1 ; h_l2 ; ..])); per layer: k|v of ctx, then
- * k_norm, RoPE on k (positions in m->d_pos) and the store into the layer's
- * cache as one qk_norm_rope with no query heads (the results equal
- * rmsnorm, rope, kv_store) */
-static void context_ops(model *m, const void *ctx) {
-    const pass_ctx *x = ctx;
+/* ctx = hidden_norm(fc([h_l1 ; h_l2 ; ..])) (the fc product is the
+ * target's m->feat, rows in m->d_hid_idx); per group of layers: their k|v
+ * of ctx in one matmul with the norm folded in, then per layer k_norm,
+ * RoPE on k (positions in m->d_pos) and the store into its cache as one
+ * qk_norm_rope with no query heads (the results equal rmsnorm, rope,
+ * kv_store) */
+static void context_ops(model *m, const pass_ctx *x) {
     const dflash *d = x->d;
     backend *be = m->be;
     const backend_ops *op = be->ops;
     const model_config *c = &m->cfg;
-    int n = x->n, nf = c->dflash_n_target_layers, Ht = d->target->cfg.hidden_size, H = c->hidden_size;
-    int kvd = c->n_kv_heads * c->head_dim;
-    op->gather_rows(be, d->feat_in, d->target->feat, d->d_fidx, n * nf, Ht);
-    op->matmul(be, m->x, d->feat_in, &d->fc, NULL, n);
-    op->rmsnorm(be, m->xn, H, m->x, H, &d->hidden_norm, n, 1, H, c->rms_norm_eps); /* once for every layer */
-    for (int l = 0; l < c->n_layers; l++) {
-        const bk_weight *kn = c->qk_norm ? &m->layers[l].k_norm : NULL;
-        op->matmul(be, m->qkv, m->xn, &d->wkv[l], NULL, n);
-        op->qk_norm_rope(be, m->qkv, 2 * kvd, n, 0, c->n_kv_heads, c->head_dim, NULL, kn, c->rms_norm_eps, m->d_pos,
-                         m->inv_freq, x->kv->k[l], x->kv->v[l], x->ab);
+    int n = x->n_ctx, kvd = c->n_kv_heads * c->head_dim;
+    const float *src = d->target->feat;
+    if (x->gather) {
+        op->gather_rows(be, d->feat_in, src, m->d_hid_idx, n, c->hidden_size);
+        src = d->feat_in;
     }
+    for (int g = 0; g < d->n_groups; g++) {
+        int l0 = g * d->group_layers, nl = c->n_layers - l0 < d->group_layers ? c->n_layers - l0 : d->group_layers;
+        op->matmul_fused(be, m->qkv, src, &d->hidden_norm, c->rms_norm_eps, &d->wkv[g], NULL, n, BK_MM_PLAIN);
+        for (int l = l0; l < l0 + nl; l++) {
+            const bk_weight *kn = c->qk_norm ? &m->layers[l].k_norm : NULL;
+            op->qk_norm_rope(be, m->qkv + (size_t)(l - l0) * 2 * kvd, nl * 2 * kvd, n, 0, c->n_kv_heads, c->head_dim,
+                             NULL, kn, c->rms_norm_eps, m->d_pos, m->inv_freq, x->kv->k[l], x->kv->v[l], x->ab_ctx);
+        }
+    }
+}
+
+/* the blocks (rows n_ctx.. of the batch, from row 0 of the activations):
+ * embed, the layers (attention extents in ab_blk), norm, lm_head on every
+ * row (the first row's id is not a draft; a row more costs less than
+ * gathering the others), argmax: the drafts leave as ids */
+static void block_ops(model *m, const pass_ctx *x) {
+    backend *be = m->be;
+    const backend_ops *op = be->ops;
+    const model_config *c = &m->cfg;
+    int n = x->n_blk;
+    op->embed(be, m->x, &m->embed, m->d_tokens + x->n_ctx, n);
+    for (int l = 0; l < c->n_layers; l++)
+        model_layer_forward(m, &m->layers[l], x->kv->k[l], x->kv->v[l], x->ab_blk, m->d_pos + x->n_ctx, n);
+    op->matmul_fused(be, m->logits_dev, m->x, &m->final_norm, c->rms_norm_eps, &m->lm_head, NULL, n, BK_MM_PLAIN);
+    op->argmax(be, m->d_ids, m->logits_dev, n, c->vocab_size);
+}
+
+static void step_ops(model *m, const void *ctx) {
+    const pass_ctx *x = ctx;
+    if (x->n_ctx) context_ops(m, x);
+    if (x->n_blk) block_ops(m, x);
+}
+
+int dflash_step(dflash *d, kv_cache *kv, int n_seqs, kv_seq *const *seqs, const dflash_ctx_rows *cr,
+                const dflash_blocks *bl) {
+    int nc = cr ? cr->n : 0, nb = bl ? bl->n : 0, B = nb > 0 ? bl->block : 0;
+    if (nc < 0 || nb < 0) return err_set(KS_EINVAL, "DFlash: negative row count");
+    if (nc + nb == 0) return KS_OK;
+    if (nb && (B < 2 || B > d->block)) return err_set(KS_EINVAL, "DFlash: block %d outside 2..%d", B, d->block);
+    model *m = d->dm, *t = d->target;
+    if (nc && !t->feat) return err_set(KS_EINVAL, "DFlash: the model kept no features");
+    int n = nc + nb * B;
+    bool gather = false; /* a single sequence's step reads its rows where the forward left them */
+    for (int i = 0; i < nc; i++) {
+        if (cr->row[i] < 0 || cr->row[i] >= t->cap_tokens) return err_set(KS_EINVAL, "DFlash: feature row out of range");
+        gather |= cr->row[i] != i;
+    }
+    int rc = ensure(d, n, gather);
+    if (rc) return rc;
+    /* rows: the context entries (no token: the batch needs a valid id),
+     * then each block [last, MASK x (B - 1)]; pos = entry indexes (the
+     * slots), RoPE positions apart */
+    for (int i = 0; i < nc; i++) {
+        d->h_tok[i] = d->mask_id;
+        d->h_pos[i] = cr->idx[i];
+        d->h_seq[i] = cr->seq[i];
+    }
+    for (int s = 0, i = nc; s < nb; s++)
+        for (int j = 0; j < B; j++, i++) {
+            d->h_tok[i] = j ? d->mask_id : bl->last[s];
+            d->h_pos[i] = bl->entry0[s] + j;
+            d->h_seq[i] = bl->seq[s];
+            d->h_rows[i - nc] = i;
+        }
+    model_batch b = {n, d->h_tok, d->h_pos, d->h_seq, n_seqs, seqs, nb * B, d->h_rows, 0, NULL, false};
+    bk_attn_batch ab;
+    /* replayed while both parts are bounded like a verify step */
+    bool graph = model_graphs_on(m, nc > nb ? nc : nb);
+    if ((rc = model_prepare_batch(m, kv, &b, graph, &ab))) return rc;
+    int32_t *rope = model_step_seg(m, MODEL_SEG_POS), *hid = model_step_seg(m, MODEL_SEG_HID_IDX);
+    int32_t *apos = model_step_seg(m, MODEL_SEG_POS2);
+    for (int i = 0; i < nc; i++) {
+        rope[i] = cr->rope_pos[i];
+        hid[i] = cr->row[i];
+        apos[i] = 0;
+    }
+    for (int s = 0, i = nc; s < nb; s++)
+        for (int j = 0; j < B; j++, i++) {
+            rope[i] = bl->rope0[s] + j;
+            hid[i] = 0;
+            apos[i] = bl->entry0[s] + B - 1; /* every block row sees the whole context and the whole block */
+        }
+    if ((rc = model_upload_step(m, MODEL_SEG_POS2 + 1))) return rc;
+    bk_attn_batch ab_ctx = ab, ab_blk = ab;
+    ab_ctx.n_tokens = nc;
+    ab_blk.n_tokens = nb * B;
+    ab_blk.pos = m->d_pos2 + nc;
+    ab_blk.seq = m->d_seq + nc;
+    ab_blk.slots = m->d_slots + nc;
+    pass_ctx x = {d, kv, &ab_ctx, &ab_blk, nc, nb * B, gather};
+    /* the target's features are a buffer of its own: in the key */
+    model_graph_key k = {.tag = MODEL_GRAPH_DFLASH, .n = n, .n_logits = nb * B, .aux = 2 * nc + gather,
+                         .n_seqs = n_seqs, .kv = kv->k[0], .kv_blocks = kv->n_blocks, .dep = nc ? t->feat : NULL};
+    if ((rc = model_graph_run(m, &k, graph, step_ops, &x)) || !nb) return rc;
+    if ((rc = m->be->ops->buf_download(m->be, d->h_ids, m->d_ids, (size_t)nb * B * 4))) return rc;
+    for (int s = 0; s < nb; s++) /* row 0 of each block is its last token's */
+        memcpy(bl->drafts + (size_t)s * (B - 1), d->h_ids + (size_t)s * B + 1, (size_t)(B - 1) * 4);
+    return KS_OK;
 }
 
 int dflash_add_context(dflash *d, kv_cache *kv, int n, const int32_t *idx, const int32_t *rope_pos,
                        const int32_t *seq, const int32_t *row, int n_seqs, kv_seq *const *seqs) {
-    if (n <= 0) return KS_OK;
-    model *m = d->dm, *t = d->target;
-    backend *be = m->be;
-    const backend_ops *op = be->ops;
-    int nf = m->cfg.dflash_n_target_layers;
-    if (!t->feat) return err_set(KS_EINVAL, "DFlash: the model kept no features");
-    int rc = ensure(d, n);
-    if (rc) return rc;
-    for (int i = 0; i < n; i++) {
-        if (row[i] < 0 || row[i] >= t->cap_tokens) return err_set(KS_EINVAL, "DFlash: feature row out of range");
-        for (int j = 0; j < nf; j++) d->h_idx[i * nf + j] = j * t->cap_tokens + row[i];
-        d->h_tok[i] = d->mask_id; /* context entries have no token; the batch needs a valid id */
-    }
-    model_batch b = {n, d->h_tok, idx, seq, n_seqs, seqs, 0, NULL, 0, NULL, false};
-    bk_attn_batch ab;
-    bool graph = model_graphs_on(m, n);
-    if ((rc = model_prepare_batch(m, kv, &b, graph, &ab))) return rc;
-    op->buf_upload(be, d->d_fidx, d->h_idx, (size_t)n * nf * 4);
-    /* kv_store writes by slot: pos is free for RoPE */
-    memcpy(model_step_seg(m, MODEL_SEG_POS), rope_pos, (size_t)n * 4);
-    if ((rc = model_upload_step(m, MODEL_SEG_ROWS + 1))) return rc;
-    pass_ctx x = {d, kv, &ab, n, 0};
-    /* the features' rows are indexed by the target's capacity: a key of their own */
-    model_graph_key k = {.tag = MODEL_GRAPH_DFLASH_CTX, .n = n, .n_logits = t->cap_tokens, .n_seqs = n_seqs,
-                         .kv = kv->k[0], .kv_blocks = kv->n_blocks, .dep = t->feat};
-    if ((rc = model_graph_run(m, &k, graph, context_ops, &x))) return rc;
-    return KS_OK;
-}
-
-/* the block: embed, the layers (attention extents in ab), norm, lm_head rows */
-static void block_ops(model *m, const void *ctx) {
-    const pass_ctx *x = ctx;
-    backend *be = m->be;
-    const backend_ops *op = be->ops;
-    const model_config *c = &m->cfg;
-    op->embed(be, m->x, &m->embed, m->d_tokens, x->n);
-    for (int l = 0; l < c->n_layers; l++)
-        model_layer_forward(m, &m->layers[l], x->kv->k[l], x->kv->v[l], x->ab, m->d_pos, x->n);
-    model_head_logits(m, m->x, &m->final_norm, x->nr);
-    op->argmax(be, m->d_ids, m->logits_dev, x->nr, c->vocab_size); /* the drafts leave as ids */
+    dflash_ctx_rows cr = {n, idx, rope_pos, seq, row};
+    return dflash_step(d, kv, n_seqs, seqs, &cr, NULL);
 }
 
 int dflash_draft(dflash *d, kv_cache *kv, int n_seqs, kv_seq *const *seqs, const int32_t *last,
                  const int32_t *rope0, const int32_t *entry0, int block, int32_t *drafts) {
     if (n_seqs <= 0) return KS_OK;
-    if (block < 2 || block > d->block) return err_set(KS_EINVAL, "DFlash: block %d outside 2..%d", block, d->block);
-    model *m = d->dm;
-    backend *be = m->be;
-    const backend_ops *op = be->ops;
-    int n = n_seqs * block, nr = n_seqs * (block - 1);
-    int rc = ensure(d, n);
-    if (rc) return rc;
-    int32_t *apos = d->h_apos;
-    for (int s = 0, i = 0; s < n_seqs; s++)
-        for (int j = 0; j < block; j++, i++) {
-            d->h_tok[i] = j ? d->mask_id : last[s];
-            d->h_pos[i] = entry0[s] + j;
-            d->h_seq[i] = s;
-            if (j) d->h_rows[s * (block - 1) + j - 1] = i;
-        }
-    model_batch b = {n, d->h_tok, d->h_pos, d->h_seq, n_seqs, seqs, nr, d->h_rows, 0, NULL, false};
-    bk_attn_batch ab;
-    bool graph = model_graphs_on(m, n_seqs); /* one block per sequence: bounded like a verify step */
-    if ((rc = model_prepare_batch(m, kv, &b, graph, &ab))) return rc;
-    /* every block row sees the whole context and the whole block */
-    for (int s = 0, i = 0; s < n_seqs; s++)
-        for (int j = 0; j < block; j++, i++) {
-            apos[i] = entry0[s] + block - 1;
-            d->h_rope[i] = rope0[s] + j;
-        }
-    op->buf_upload(be, d->d_apos, apos, (size_t)n * 4);
-    /* RoPE positions (kv_store writes by slot) */
-    memcpy(model_step_seg(m, MODEL_SEG_POS), d->h_rope, (size_t)n * 4);
-    if ((rc = model_upload_step(m, MODEL_SEG_ROWS + 1))) return rc;
-    ab.pos = d->d_apos;
-    pass_ctx x = {d, kv, &ab, n, nr};
-    model_graph_key k = {.tag = MODEL_GRAPH_DFLASH_BLOCK, .n = n, .n_logits = nr, .n_seqs = n_seqs, .kv = kv->k[0],
-                         .kv_blocks = kv->n_blocks};
-    if ((rc = model_graph_run(m, &k, graph, block_ops, &x))) return rc;
-    return op->buf_download(be, drafts, m->d_ids, (size_t)nr * 4);
+    int32_t *of = malloc((size_t)n_seqs * sizeof *of);
+    if (!of) return err_set(KS_ENOMEM, "DFlash: out of memory");
+    for (int s = 0; s < n_seqs; s++) of[s] = s;
+    dflash_blocks bl = {n_seqs, of, last, rope0, entry0, block, drafts};
+    int rc = dflash_step(d, kv, n_seqs, seqs, NULL, &bl);
+    free(of);
+    return rc;
 }

@@ -41,19 +41,33 @@ int dflash_block_size(const dflash *d);
 /* A KV cache for the drafter's layers, n_tokens entries over all sequences. */
 int dflash_kv_init(const dflash *d, kv_cache *kv, int n_tokens);
 
-/* Context entries: entry i is target position rope_pos[i] of sequence
- * seq[i] (index into seqs), stored at entry index idx[i]; its features are
- * row row[i] of the target's last forward. seqs must be reserved. Nothing
- * waits for the device: an error of this pass shows at the next wait (the
- * block's drafts, the next forward; a backend failure is sticky). */
+/* One drafter step, one pass on the backend: n context entries, entry i
+ * being target position rope_pos[i] of sequence seq[i] (index into the
+ * step's seqs), stored at entry index idx[i], its features row row[i] of
+ * the target's last forward; then (n > 0) a block for each of n sequences:
+ * sequence seq[s]'s block starts with last[s] at position rope0[s], entries
+ * from entry0[s] (its context: entries 0..entry0[s]-1, including this
+ * step's). */
+typedef struct {
+    int n;
+    const int32_t *idx, *rope_pos, *seq, *row;
+} dflash_ctx_rows;
+typedef struct {
+    int n;
+    const int32_t *seq, *last, *rope0, *entry0;
+    int block;         /* <= the checkpoint's block size */
+    int32_t *drafts;   /* out (n, block - 1) */
+} dflash_blocks;
+
+/* The step (either part may be NULL or empty); seqs reserved for every
+ * entry written (a block's: entry0 + block). Without blocks nothing waits
+ * for the device: an error shows at the next wait (a backend failure is
+ * sticky). */
+int dflash_step(dflash *d, kv_cache *kv, int n_seqs, kv_seq *const *seqs, const dflash_ctx_rows *ctx,
+                const dflash_blocks *blocks);
+/* The step's parts alone: context entries; blocks for sequences 0..n_seqs-1. */
 int dflash_add_context(dflash *d, kv_cache *kv, int n, const int32_t *idx, const int32_t *rope_pos,
                        const int32_t *seq, const int32_t *row, int n_seqs, kv_seq *const *seqs);
-
-/* One block forward for n_seqs sequences: sequence s's block starts with
- * last[s] at position rope0[s], entries from entry0[s] (its context is
- * entries 0..entry0[s]-1; seqs[s] reserved for entry0[s] + block entries).
- * block <= the checkpoint's block size. Writes block - 1 drafts per
- * sequence into drafts (n_seqs, block - 1). */
 int dflash_draft(dflash *d, kv_cache *kv, int n_seqs, kv_seq *const *seqs, const int32_t *last,
                  const int32_t *rope0, const int32_t *entry0, int block, int32_t *drafts);
 

@@ -145,17 +145,17 @@ static void free_acts(model *m) {
     backend *be = m->be;
     free_graphs(m);
     void *bufs[] = {m->x,      m->xn,     m->qkv,    m->gu,   m->logits_dev, m->d_step,
-                    m->d_tables, m->hid,  m->mtp_hid, m->mtp_in, m->feat, m->d_iota, m->d_tiles,
+                    m->d_tables, m->hid,  m->mtp_hid, m->mtp_in, m->feat, m->d_tiles,
                     m->d_ids,  m->d_mtp_ids};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) be->ops->buf_free(be, bufs[i]);
     m->x = m->xn = m->qkv = m->gu = m->logits_dev = NULL;
     m->d_step = m->d_tokens = m->d_pos = m->d_seq = m->d_slots = m->d_rows = m->d_tables = NULL;
-    m->d_hid_idx = m->d_mtp_pos = NULL;
+    m->d_hid_idx = m->d_pos2 = NULL;
     free(m->h_step);
     m->h_step = NULL;
     m->hid = m->mtp_hid = m->mtp_in = m->feat = NULL;
-    m->d_iota = m->d_tiles = m->d_ids = m->d_mtp_ids = NULL;
+    m->d_tiles = m->d_ids = m->d_mtp_ids = NULL;
     m->mtp_chain = m->mtp_last = 0;
     free(m->h_tiles);
     m->h_tiles = NULL;
@@ -229,18 +229,9 @@ static int ensure_acts(model *m, int n, int n_logits, int table_entries) {
                 return err_set(KS_ENOMEM, "model: out of memory for MTP activations of %d tokens", n);
             }
         }
-        if (m->n_feat) {
-            m->feat = be->ops->buf_alloc(be, cap * (size_t)m->n_feat * H * 4);
-            m->d_iota = be->ops->buf_alloc(be, cap * 4);
-            int32_t *iota = malloc(cap * 4);
-            if (!m->feat || !m->d_iota || !iota) {
-                free(iota);
-                free_acts(m);
-                return err_set(KS_ENOMEM, "model: out of memory for drafter features of %d tokens", n);
-            }
-            for (int i = 0; i < cap; i++) iota[i] = i;
-            be->ops->buf_upload(be, m->d_iota, iota, cap * 4);
-            free(iota);
+        if (m->n_feat && !(m->feat = be->ops->buf_alloc(be, cap * (size_t)m->feat_width * 4))) {
+            free_acts(m);
+            return err_set(KS_ENOMEM, "model: out of memory for drafter features of %d tokens", n);
         }
         m->cap_tokens = cap;
         if (!m->x || !m->xn || !m->qkv || !m->gu || !m->d_step || !m->h_step || !m->d_tiles ||
@@ -321,8 +312,11 @@ void model_layer_forward(model *m, const model_layer *L, void *k_cache, void *v_
  * m->d_rows; g)): the target without an MTP head and the DFlash drafter */
 void model_head_logits(model *m, const float *src, const bk_weight *g, int n_logits) {
     backend *be = m->be;
-    be->ops->gather_rows(be, m->xn, src, m->d_rows, n_logits, m->cfg.hidden_size);
-    be->ops->matmul_fused(be, m->logits_dev, m->xn, g, m->cfg.rms_norm_eps, &m->lm_head, NULL, n_logits, BK_MM_PLAIN);
+    if (!m->rows_dense) { /* (decode and verify steps want every row: read them in place) */
+        be->ops->gather_rows(be, m->xn, src, m->d_rows, n_logits, m->cfg.hidden_size);
+        src = m->xn;
+    }
+    be->ops->matmul_fused(be, m->logits_dev, src, g, m->cfg.rms_norm_eps, &m->lm_head, NULL, n_logits, BK_MM_PLAIN);
 }
 
 /* The op sequence of one forward (everything after the uploads). With an MTP
@@ -333,11 +327,14 @@ static void run_layers(model *m, kv_cache *kv, const bk_attn_batch *ab, int n, i
     const model_config *c = &m->cfg;
     int H = c->hidden_size;
     op->embed(be, m->x, &m->embed, m->d_tokens, n);
+    bool first = true; /* the first feature's product is written, the others added */
     for (int l = 0; l < c->n_layers; l++) {
         model_layer_forward(m, &m->layers[l], kv->k[l], kv->v[l], ab, m->d_pos, n);
         for (int j = 0; features && j < m->n_feat; j++)
-            if (m->feat_layer[j] == l)
-                op->gather_rows(be, m->feat + (size_t)j * m->cap_tokens * H, m->x, m->d_iota, n, H);
+            if (m->feat_layer[j] == l) {
+                op->matmul_fused(be, m->feat, m->x, NULL, 0, &m->feat_proj[j], NULL, n, first ? BK_MM_PLAIN : BK_MM_ADD);
+                first = false;
+            }
     }
     if (m->mtp) {
         op->rmsnorm(be, m->hid, H, m->x, H, &m->final_norm, n, 1, H, c->rms_norm_eps);
@@ -347,14 +344,20 @@ static void run_layers(model *m, kv_cache *kv, const bk_attn_batch *ab, int n, i
     }
 }
 
-int model_capture_layers(model *m, const int *layers, int n) {
+int model_project_layers(model *m, const int *layers, const bk_weight *proj, int n, int width) {
     if (n < 0 || n > CONFIG_MAX_DFLASH_LAYERS) return err_set(KS_EINVAL, "model: %d feature layers", n);
-    for (int j = 0; j < n; j++)
+    for (int j = 0; j < n; j++) {
         if (layers[j] < 0 || layers[j] >= m->cfg.n_layers)
             return err_set(KS_EINVAL, "model: feature layer %d outside the model's %d layers", layers[j],
                            m->cfg.n_layers);
+        if (proj[j].rows != width || proj[j].cols != m->cfg.hidden_size)
+            return err_set(KS_EINVAL, "model: feature projection %d is %lld x %lld, not %d x %d", j,
+                           (long long)proj[j].rows, (long long)proj[j].cols, width, m->cfg.hidden_size);
+    }
     free_acts(m); /* the next forward allocates the feature buffers (and records new graphs) */
     m->n_feat = n;
+    m->feat_proj = n ? proj : NULL;
+    m->feat_width = n ? width : 0;
     if (n) memcpy(m->feat_layer, layers, (size_t)n * sizeof *layers);
     return KS_OK;
 }
@@ -405,6 +408,8 @@ int model_graph_run(model *m, const model_graph_key *key, bool graph, void (*ops
     k.dep = key->dep;
     k.chain_in = key->chain_in;
     k.chain_out = key->chain_out;
+    k.aux = key->aux;
+    k.dense_rows = m->rows_dense; /* the head's ops follow it (model_head_logits) */
     int slot = graph && op->graph_begin && graphs_enabled() ? find_graph(m, &k) : -1;
     int rc;
     if (slot >= 0 && m->graphs[slot].exec) {
@@ -522,7 +527,7 @@ int model_prepare_batch(model *m, kv_cache *kv, const model_batch *b, bool graph
     if (b->n_logits > n) return err_set(KS_EINVAL, "forward: %d logit rows of %d tokens", b->n_logits, n);
     m->step_n = n;
     int32_t **views[MODEL_STEP_SEGS] = {&m->d_tokens, &m->d_pos,  &m->d_seq,     &m->d_slots,
-                                         &m->d_rows,   &m->d_hid_idx, &m->d_mtp_pos};
+                                         &m->d_rows,   &m->d_hid_idx, &m->d_pos2};
     for (int i = 0; i < MODEL_STEP_SEGS; i++) *views[i] = m->d_step + (size_t)i * n;
     int32_t *slots = model_step_seg(m, MODEL_SEG_SLOTS);
     for (int i = 0; i < n; i++) {
@@ -535,10 +540,13 @@ int model_prepare_batch(model *m, kv_cache *kv, const model_batch *b, bool graph
         slots[i] = b->seqs[s]->blocks[p / kv->block_size] * kv->block_size + p % kv->block_size;
         if (p > max_pos) max_pos = p;
     }
-    for (int r = 0; r < b->n_logits; r++)
+    m->rows_dense = b->n_logits == n;
+    for (int r = 0; r < b->n_logits; r++) {
         if (b->logit_rows[r] < 0 || b->logit_rows[r] >= n) {
             return err_set(KS_EINVAL, "forward: logit row %d out of range", b->logit_rows[r]);
         }
+        m->rows_dense &= b->logit_rows[r] == r;
+    }
     if ((rc = upload_tables(m, kv, b, max_blocks))) return rc;
     if (b->tokens) memcpy(model_step_seg(m, MODEL_SEG_TOKENS), b->tokens, (size_t)n * 4);
     memcpy(model_step_seg(m, MODEL_SEG_POS), b->pos, (size_t)n * 4);

@@ -35,8 +35,11 @@
 #define MODEL_MLP_BYTES (128u << 20)
 #define MODEL_MTP_MAX_CHAIN 16 /* head passes whose ids one chain keeps on the device */
 /* segments of model.d_step, in upload order (a forward sends the first 5) */
+/* (HID_IDX: an input row index per token, the MTP head's hidden rows or a
+ * DFlash context entry's feature row; POS2: a second position per token,
+ * the MTP head's RoPE positions or a DFlash block row's attention extent) */
 enum { MODEL_SEG_TOKENS, MODEL_SEG_POS, MODEL_SEG_SEQ, MODEL_SEG_SLOTS, MODEL_SEG_ROWS, MODEL_SEG_HID_IDX,
-       MODEL_SEG_MTP_POS, MODEL_STEP_SEGS };
+       MODEL_SEG_POS2, MODEL_STEP_SEGS };
 
 /* What a recorded op sequence depends on besides the model's own buffers:
  * which sequence (tag), its shape, the KV cache it writes (and its size),
@@ -52,10 +55,12 @@ typedef struct {
     const void *dep;
     int n_prompt;         /* leading prompt rows (their kernels differ) */
     int chain_out;        /* MTP: ids to d_mtp_ids + chain_out */
+    int aux;              /* a caller's own shape parameter (DFlash: context rows of a pass) */
+    bool dense_rows;      /* set by model_graph_run: the logits rows were 0..n-1 (no gather) */
 } model_graph_key;
 
-enum { MODEL_GRAPH_FORWARD = 0, MODEL_GRAPH_MTP_TARGET, MODEL_GRAPH_MTP_SELF, MODEL_GRAPH_DFLASH_CTX,
-       MODEL_GRAPH_DFLASH_BLOCK, MODEL_GRAPH_FORWARD_NO_FEATURES };
+enum { MODEL_GRAPH_FORWARD = 0, MODEL_GRAPH_MTP_TARGET, MODEL_GRAPH_MTP_SELF, MODEL_GRAPH_DFLASH,
+       MODEL_GRAPH_FORWARD_NO_FEATURES };
 
 typedef struct {
     bk_weight attn_norm;  /* (hidden) */
@@ -104,7 +109,8 @@ typedef struct model {
      * finds them where it was captured. */
     int32_t *d_step, *h_step; /* (MODEL_STEP_SEGS * cap) device / host staging (owned) */
     int step_n;               /* n of the batch staged last */
-    int32_t *d_tokens, *d_pos, *d_seq, *d_slots, *d_rows, *d_hid_idx, *d_mtp_pos; /* views of d_step */
+    int32_t *d_tokens, *d_pos, *d_seq, *d_slots, *d_rows, *d_hid_idx, *d_pos2; /* views of d_step */
+    bool rows_dense;          /* the batch prepared last has logits rows 0..n-1: the head reads x as it is */
     int32_t *d_tables;
     int32_t *d_tiles;     /* (cap, 2) prompt-row tiles (bk_attn_batch.tiles) */
     int32_t *d_ids;       /* (cap_logits) argmax of each logits row (drafts) */
@@ -126,12 +132,14 @@ typedef struct model {
     float *hid;           /* (cap, hidden) target's final-normed hidden states of the last forward */
     float *mtp_hid;       /* (cap, hidden) the head's output (after its norm) of its last forward */
     float *mtp_in;        /* (cap, 2*hidden) [norm_e(embed) ; norm_h(h)] */
-    /* features for a DFlash drafter (model_capture_layers): the residual
-     * stream after each listed layer, for every row of the last forward */
+    /* features for a DFlash drafter (model_project_layers): for every row
+     * of the last forward, sum over j of feat_proj[j] (the drafter's, borrowed)
+     * times the residual stream after layer feat_layer[j] */
     int n_feat;
     int feat_layer[CONFIG_MAX_DFLASH_LAYERS];
-    float *feat;          /* (n_feat, cap, hidden): feature j of row t at (j*cap + t)*hidden */
-    int32_t *d_iota;      /* (cap) 0..cap-1 (row copies through gather_rows) */
+    const bk_weight *feat_proj; /* (n_feat) each (feat_width, hidden) */
+    int feat_width;
+    float *feat;          /* (cap, feat_width) */
     bool borrowed_io;     /* embed and lm_head are views of another model's (DFlash drafters) */
     /* replayable forward graphs of small batches (backends with graph_begin),
      * keyed by batch shape; dropped when the activation buffers move */
@@ -227,9 +235,12 @@ typedef enum { MTP_SRC_TARGET = 0, MTP_SRC_MTP } mtp_src;
 int model_mtp_forward(model *m, kv_cache *mkv, const model_batch *b, const int32_t *rope_pos, const int32_t *hid_idx,
                       mtp_src src, float *logits, int32_t *ids);
 
-/* Makes every later forward keep the residual stream after the listed
- * layers (m->feat), for a DFlash drafter. */
-int model_capture_layers(model *m, const int *layers, int n);
+/* Makes every later forward keep, for each row, sum_j proj[j] (h_j) in
+ * m->feat, h_j the residual stream after layer layers[j] (a DFlash
+ * drafter's fc applied to the concatenated features, split by its column
+ * blocks: the same product, summed per block); proj (n) is borrowed, each
+ * (width, hidden). n = 0 stops it. */
+int model_project_layers(model *m, const int *layers, const bk_weight *proj, int n, int width);
 
 /* inv_freq (head_dim/2) for the config's rope (theta, llama3 scaling). */
 void rope_inv_freq(const model_config *c, float *inv_freq);

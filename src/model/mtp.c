@@ -66,7 +66,7 @@ static void mtp_ops(model *m, const void *ctx) {
     op->mtp_input(be, m->mtp_in, &m->embed, x->tokens, x->src == MTP_SRC_MTP ? m->mtp_hid : m->hid, m->d_hid_idx,
                   &m->mtp->pre_e, &m->mtp->pre_h, n, H, c->rms_norm_eps);
     op->matmul(be, m->x, m->mtp_in, &m->mtp->fc, NULL, n);
-    model_layer_forward(m, &m->mtp->layer, x->mkv->k[0], x->mkv->v[0], x->ab, m->d_mtp_pos, n);
+    model_layer_forward(m, &m->mtp->layer, x->mkv->k[0], x->mkv->v[0], x->ab, m->d_pos2, n);
     op->rmsnorm(be, m->mtp_hid, H, m->x, H, &m->mtp->norm, n, 1, H, c->rms_norm_eps); /* the next pass's input */
     if (x->n_logits <= 0) return;
     model_head_logits(m, m->mtp_hid, NULL, x->n_logits);
@@ -96,7 +96,7 @@ int model_mtp_forward(model *m, kv_cache *mkv, const model_batch *b, const int32
     if (m->mtp_chain + b->n_logits > MODEL_MTP_MAX_CHAIN * m->cap_logits)
         return err_set(KS_EINVAL, "MTP: more than %d passes in a chain", MODEL_MTP_MAX_CHAIN);
     memcpy(model_step_seg(m, MODEL_SEG_HID_IDX), hid_idx, (size_t)n * 4);
-    memcpy(model_step_seg(m, MODEL_SEG_MTP_POS), rope_pos, (size_t)n * 4);
+    memcpy(model_step_seg(m, MODEL_SEG_POS2), rope_pos, (size_t)n * 4);
     if ((rc = model_upload_step(m, MODEL_STEP_SEGS))) return rc;
     /* the chain lives in d_mtp_ids: a chained pass reads the last pass's ids
      * there and every pass writes its own after them */
