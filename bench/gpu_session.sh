@@ -30,8 +30,9 @@
 # them), whose files replace this tree's — variants measured against each other in one call,
 # interleaved (AB_MODELS, AB_ROUNDS); AB_LONG="new NAME.." adds decode after
 # ~16k / ~64k tokens; AB_FWD=1 model_forward of 1 / 4 / 16 sequences;
-# AB_MATVEC=1 cuda_ops_bench --matvec; AB_PREFILL=1 prefill of a ~4k-token
+# AB_MATVEC=1 cuda_ops_bench --matvec; AB_SPEC="CONFIGS" the proposer bench; AB_PREFILL=1 prefill of a ~4k-token
 # prompt on Qwen3-8B and 1.7B.
+# steplog = KESTREL_STEP_LOG of one tinycoder completion with MTP, with DFlash.
 # SPEC_FULL=1: the proposer matrix at --full size (5 prompts x 128 tokens).
 # CONC_MAX_TOKENS=N: the concurrency sweep's answers N tokens long (--quick:
 # 64, where the 16 prompts' prefill is much of the measured time).
@@ -70,7 +71,8 @@ has() { case " $STAGES " in *" $1 "*) return 0 ;; esac; return 1; }
 QTOK=/tmp/qwen3tok
 [ -f .devcarry/qwen3tok.tar.xz ] && tar -xJf .devcarry/qwen3tok.tar.xz -C /tmp
 [ -f "$QTOK/tokenizer.json" ] || QTOK=$TC
-if has real || has ops || has batch || has long || has profile || has kprof || has gprof || has mem || has cadence || has ab; then # written while the tests run
+# (NOCKPT=1: no random checkpoints, for stages run on tinycoder alone)
+if [ -z "${NOCKPT:-}" ] && { has real || has ops || has batch || has long || has profile || has kprof || has gprof || has mem || has cadence || has ab; }; then # written while the tests run
     ( python3 tools/make_random_checkpoint.py qwen3-8b /tmp/q8 --tokenizer-from "$QTOK" &&
       { has real || has profile || has cadence || has ab; } &&
       python3 tools/make_random_checkpoint.py qwen3-1.7b /tmp/q17 --tokenizer-from "$QTOK" ) > /tmp/checkpoints.log 2>&1 &
@@ -250,6 +252,12 @@ if has ab; then # this tree ("new") against each overlay .devcarry/ab_NAME.tar.x
     for b in "${trees[@]}"; do # decode attention alone, a pool of 128k tokens
         $b/cuda_ops_bench --attention 131072 | grep attention | sed "s|^|ab $(tname $b) |" | tee -a "$OUT/ab.txt"
     done
+    if [ -n "${AB_SPEC:-}" ]; then # the proposer matrix on tinycoder (AB_SPEC: its CONFIGS), each tree in turn
+        for b in "${trees[@]}"; do
+            KESTREL=$b/kestrel CONFIGS="$AB_SPEC" timeout 200 bash bench/proposer_bench.sh "$TC" -- --device cuda 2>/dev/null |
+                grep "^|" | sed "s|^|ab $(tname $b) |" | tee -a "$OUT/ab.txt"
+        done
+    fi
     if [ -n "${AB_MATVEC:-}" ]; then # the decode matvecs alone at Qwen3-8B / 1.7B shapes, 1 / 4 / 16 tokens
         for b in "${trees[@]}"; do
             $b/cuda_ops_bench --matvec | grep matvec | sed "s|^|ab $(tname $b) |" | tee -a "$OUT/ab.txt"
@@ -277,6 +285,14 @@ if has cadence; then # forward time vs step period, plain decode, one to 16 stre
         [ -f "$M/config.json" ] || continue
         KESTREL=build/kestrel PROMPTS=/tmp/sh/shared/models/tinycoder/prompts timeout 150 bash bench/step_cadence.sh "$M" -- \
             --device cuda --no-pld --no-mtp --no-drafter --max-concurrent 16 2>&1 | sed "s|^|$(basename $M) |" | tee -a "$OUT/cadence.txt"
+    done
+fi
+if has steplog; then # every forward and proposer pass of one code completion, timed (KESTREL_STEP_LOG), MTP and DFlash
+    pc=$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["prompt"])' "$TC/prompts/completion.jsonl")
+    for f in "mtp --mtp --no-pld --no-drafter" "dflash --drafter $TC/dflash --no-pld --no-mtp"; do
+        KESTREL_STEP_LOG=1 build/kestrel run "$TC" -p "$pc" -n 128 --temp 0 --device cuda ${f#* } 2>&1 >/dev/null |
+            grep "kestrel:" > "$OUT/steplog_${f%% *}.txt"
+        tail -3 "$OUT/steplog_${f%% *}.txt"
     done
 fi
 if has spec; then

@@ -388,16 +388,23 @@ int engine_step(engine *e) {
      * from decode steps only: a step with prompt rows also enters the
      * whole prompt chunk into the head / drafter context, which is prefill
      * work, not the per-step cost a draft pays */
+    double t_pass[2] = {0, 0};
+    int n_pass[2] = {0, 0};
     if (e->mtp_kv.n_blocks) {
         double t0 = now_s();
-        int passes = engine_mtp_update(e, na, feed, tstart, pstart, done);
-        if (!n_prompt) engine_track_cost(e, &e->mtp_ratio, now_s() - t0, passes);
+        n_pass[0] = engine_mtp_update(e, na, feed, tstart, pstart, done);
+        t_pass[0] = now_s() - t0;
+        if (!n_prompt) engine_track_cost(e, &e->mtp_ratio, t_pass[0], n_pass[0]);
     }
     if (e->fl_kv.n_blocks) {
         double t0 = now_s();
-        int passes = engine_dflash_update(e, na, feed, tstart, pstart, done);
-        if (!n_prompt) engine_track_cost(e, &e->fl_ratio, now_s() - t0, passes);
+        n_pass[1] = engine_dflash_update(e, na, feed, tstart, pstart, done);
+        t_pass[1] = now_s() - t0;
+        if (!n_prompt) engine_track_cost(e, &e->fl_ratio, t_pass[1], n_pass[1]);
     }
+    if (e->cfg.log_steps && (n_pass[0] || n_pass[1])) /* the proposers' passes after that forward */
+        fprintf(stderr, "kestrel: passes: MTP %d in %.3f ms (cost now %.3f decode steps), DFlash %d in %.3f ms (%.3f)\n",
+                n_pass[0], t_pass[0] * 1e3, e->mtp_ratio, n_pass[1], t_pass[1] * 1e3, e->fl_ratio);
     for (int i = na - 1; i >= 0; i--)
         if (done[i]) {
             seq_state *s = e->active[i];
