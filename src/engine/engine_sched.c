@@ -256,8 +256,10 @@ int engine_step(engine *e) {
                  * had closed the gate for every later request) */
                 int behind = s->n_ctx - s->dseq.n_cached;
                 double t0 = now_s();
+                unsigned long g0 = model_graph_recordings(); /* (see the passes' timing below) */
                 s->n_draft = drafter_propose(e->dr, &s->dseq, s->ctx, s->n_ctx, kd, s->draft);
-                if (behind <= e->cfg.drafter_len + 1) engine_track_cost(e, &e->dr_ratio, now_s() - t0, s->n_draft);
+                if (behind <= e->cfg.drafter_len + 1 && model_graph_recordings() == g0)
+                    engine_track_cost(e, &e->dr_ratio, now_s() - t0, s->n_draft);
                 s->draft_src = DRAFT_SRC_DRAFTER;
                 if (s->n_draft < 0) { /* the drafter failed: keep prompt lookup only */
                     s->n_draft = 0;
@@ -390,17 +392,23 @@ int engine_step(engine *e) {
      * work, not the per-step cost a draft pays */
     double t_pass[2] = {0, 0};
     int n_pass[2] = {0, 0};
+    /* (and not from passes that recorded a CUDA graph: a once-per-shape
+     * cost many times the pass's, which the average would carry for
+     * dozens of steps, and which can close a gate for good: a proposer
+     * switched off runs no more passes to correct it) */
     if (e->mtp_kv.n_blocks) {
         double t0 = now_s();
+        unsigned long g0 = model_graph_recordings();
         n_pass[0] = engine_mtp_update(e, na, feed, tstart, pstart, done);
         t_pass[0] = now_s() - t0;
-        if (!n_prompt) engine_track_cost(e, &e->mtp_ratio, t_pass[0], n_pass[0]);
+        if (!n_prompt && model_graph_recordings() == g0) engine_track_cost(e, &e->mtp_ratio, t_pass[0], n_pass[0]);
     }
     if (e->fl_kv.n_blocks) {
         double t0 = now_s();
+        unsigned long g0 = model_graph_recordings();
         n_pass[1] = engine_dflash_update(e, na, feed, tstart, pstart, done);
         t_pass[1] = now_s() - t0;
-        if (!n_prompt) engine_track_cost(e, &e->fl_ratio, t_pass[1], n_pass[1]);
+        if (!n_prompt && model_graph_recordings() == g0) engine_track_cost(e, &e->fl_ratio, t_pass[1], n_pass[1]);
     }
     if (e->cfg.log_steps && (n_pass[0] || n_pass[1])) /* the proposers' passes after that forward */
         fprintf(stderr, "kestrel: passes: MTP %d in %.3f ms (cost now %.3f decode steps), DFlash %d in %.3f ms (%.3f)\n",

@@ -392,6 +392,10 @@ static int find_graph(model *m, const model_graph_key *k) {
     return i;
 }
 
+static unsigned long recordings;
+
+unsigned long model_graph_recordings(void) { return recordings; }
+
 int model_graph_run(model *m, const model_graph_key *key, bool graph, void (*ops)(model *m, const void *ctx),
                     const void *ctx) {
     backend *be = m->be;
@@ -419,6 +423,7 @@ int model_graph_run(model *m, const model_graph_key *key, bool graph, void (*ops
     }
     if (slot >= 0 && m->graphs[slot].seen++ > 0 && op->graph_begin(be) == KS_OK) {
         /* second sight of this key: buffers are sized, record it */
+        recordings++;
         ops(m, ctx);
         m->graphs[slot].exec = op->graph_end(be);
         if (m->graphs[slot].exec && (rc = op->graph_launch(be, m->graphs[slot].exec)) != 1) return rc;

@@ -211,6 +211,9 @@ bool model_graphs_on(const model *m, int n);
 int model_graph_run(model *m, const model_graph_key *key, bool graph, void (*ops)(model *m, const void *ctx),
                     const void *ctx);
 void model_graphs_drop(model *m);
+/* Graphs recorded so far, all models (a caller timing its passes leaves out
+ * those that recorded one: a recording costs far more than the pass). */
+unsigned long model_graph_recordings(void);
 
 /* MTP head (model/mtp.c). Loaded by model_load when config.json has
  * mtp_num_hidden_layers and the checkpoint has mtp.* tensors. */

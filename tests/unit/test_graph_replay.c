@@ -15,6 +15,7 @@
  * refused as stale and the model must record them again. */
 #include <jansson.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "backend/backend.h"
 #include "engine/engine.h"
@@ -55,6 +56,7 @@ typedef struct {
     int recorded, launched;
     long prompt_calls; /* matmul_prompt calls (prompt rows took the bulk path) */
     int eager, epoch, refused; /* forwards run eagerly; the epoch; launches refused as stale */
+    int end_delay_us;          /* graph_end sleeps this long (a CUDA graph's instantiation) */
 } rec_state;
 
 static rec_state *st(backend *be) { return be->impl; }
@@ -196,6 +198,7 @@ static void *r_graph_end(backend *be) {
     st(be)->cur = NULL;
     g->epoch = st(be)->epoch;
     st(be)->recorded++;
+    if (st(be)->end_delay_us) usleep((useconds_t)st(be)->end_delay_us);
     return g;
 }
 static int r_graph_launch(backend *be, void *graph) {
@@ -345,6 +348,60 @@ TEST(test_graph_replay_matches_direct) {
         backend_free(rb);
     }
     json_decref(rep);
+}
+
+/* A pass that records a graph is not a pass's cost: with recordings that
+ * take 40 ms (far more than a tinycoder decode step on a CPU, as a CUDA
+ * graph's instantiation is next to a 0.14 ms step on the H200), the MTP
+ * head's cost the engine follows stays near its probed value. Each of a
+ * run's recordings would otherwise have added several decode steps to the
+ * average. */
+TEST(test_graph_recordings_leave_pass_costs_alone) {
+    const char *dir = test_shared_path("models/tinycoder");
+    if (!dir) SKIP("../shared/models/tinycoder not found");
+    backend *rb = rec_backend_new();
+    CHECK(rb != NULL);
+    if (!rb) return;
+    st(rb)->end_delay_us = 40000;
+    model *m = NULL;
+    tokenizer *tk = NULL;
+    engine *e = NULL;
+    CHECK(model_load(&m, dir, rb) == 0);
+    CHECK(tok_load(&tk, dir) == 0);
+    engine_config ec = {.max_concurrent = 1, .prefill_chunk = 512, .ctx_size = 512, .spec_min_repetition = 0.0,
+                        .no_runtime_gates = true, .mtp = true, .mtp_depth = 3};
+    if (m && tk) CHECK(engine_start(&e, m, tk, &ec) == 0);
+    if (e) {
+        engine_stats s0, s1;
+        engine_get_stats(e, &s0);
+        int32_t ids[64];
+        for (int i = 0; i < 64; i++) ids[i] = 100 + (i * 37) % 500;
+        engine_params p;
+        memset(&p, 0, sizeof p);
+        p.max_tokens = 48;
+        sample_params_default(&p.sp);
+        p.sp.temperature = 0;
+        p.spec = -1;
+        p.mtp = -1;
+        engine_req *r = engine_submit(e, ids, 64, &p);
+        for (engine_event ev; r;) {
+            engine_next_event(r, &ev, -1);
+            CHECK(ev.type != ENGINE_EV_ERROR);
+            int end = ev.type != ENGINE_EV_TOKEN;
+            engine_event_clear(&ev);
+            if (end) break;
+        }
+        if (r) engine_req_release(r);
+        engine_get_stats(e, &s1);
+        printf("    MTP pass cost %.3f decode steps probed, %.3f after 48 tokens; %d graphs recorded\n",
+               s0.mtp_cost_ratio, s1.mtp_cost_ratio, st(rb)->recorded);
+        CHECK(st(rb)->recorded > 2 && s1.mtp_drafted > 0);
+        CHECK(s0.mtp_cost_ratio > 0 && s1.mtp_cost_ratio < 2 * s0.mtp_cost_ratio + 0.5);
+        engine_stop(e);
+    }
+    tok_free(tk);
+    model_free(m);
+    backend_free(rb);
 }
 
 /* The MLP's row tiles (model_mlp_rows at a time) leave no trace: a prompt of
