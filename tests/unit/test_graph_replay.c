@@ -78,11 +78,12 @@ static int rec(backend *be, const rec_op *op) {
 }
 
 /* The CPU attention sizes its scratch from ab->max_pos; CUDA's split depends
- * on the pool's capacity only. A replay carries the capture's max_pos, so
- * size for the capacity, as CUDA does. */
+ * on the bound on the contexts (ctx_bound, in the graph's key) only. A
+ * replay carries the capture's max_pos, so size for the bound, as CUDA does
+ * (a replay past its recording's bound would overrun the scratch here). */
 static bk_attn_batch cap_ab(const bk_attn_batch *ab) {
     bk_attn_batch a = *ab;
-    a.max_pos = a.kv_capacity - 1;
+    a.max_pos = a.ctx_bound - 1;
     return a;
 }
 
@@ -443,4 +444,40 @@ TEST(test_mlp_row_tiles_leave_no_trace) {
     }
     for (int v = 0; v < 2; v++) free(got[v][0]), free(got[v][1]);
     free(ids);
+}
+
+static void no_ops(model *m, const void *ctx) {
+    (void)m;
+    (void)ctx;
+}
+
+/* More shapes than the graph table holds (a server meets new batch sizes,
+ * draft lengths and context bounds for as long as it runs): each new key
+ * still gets its graph, in the slot used longest ago, and keys in use keep
+ * theirs. */
+TEST(test_graph_table_replaces_the_least_recently_used) {
+    backend *rb = rec_backend_new();
+    CHECK(rb != NULL);
+    if (!rb) return;
+    model m;
+    memset(&m, 0, sizeof m);
+    m.be = rb;
+    rec_state *s = st(rb);
+    int keys = MODEL_MAX_GRAPHS + 8;
+    for (int i = 0; i < keys; i++) {
+        model_graph_key k = {.tag = MODEL_GRAPH_FORWARD, .n = 1, .aux = i};
+        model_graph_key k0 = {.tag = MODEL_GRAPH_FORWARD, .n = 1, .aux = 0};
+        for (int rep = 0; rep < 3; rep++) CHECK(model_graph_run(&m, &k, true, no_ops, NULL) == 0);
+        CHECK(model_graph_run(&m, &k0, true, no_ops, NULL) == 0); /* key 0 stays in use */
+    }
+    /* each key seen three times: run, recorded, replayed */
+    CHECK_EQ_INT(s->recorded, keys);
+    CHECK_EQ_INT(m.n_graphs, MODEL_MAX_GRAPHS);
+    CHECK(s->launched >= 2 * keys); /* key 0's replays and each key's third sight */
+    int before = s->recorded;
+    model_graph_key k0 = {.tag = MODEL_GRAPH_FORWARD, .n = 1, .aux = 0};
+    CHECK(model_graph_run(&m, &k0, true, no_ops, NULL) == 0);
+    CHECK_EQ_INT(s->recorded, before); /* key 0 was never the one replaced */
+    model_graphs_drop(&m);
+    backend_free(rb);
 }
