@@ -49,12 +49,7 @@ typedef struct {
     int max_blocks;
     int block_size;
     int max_pos;                 /* max over pos[] (host-side hint for scratch sizing) */
-    /* a bound on every token's context (pos + 1), at most the tokens the KV
-     * pool holds: it fixes the attention's work split (CUDA: the key chunks
-     * per block), and a token's result is the same under any bound that
-     * holds (model_prepare_batch: the batch's deepest context rounded up to
-     * a power of two, so short contexts launch fewer blocks) */
-    int ctx_bound;
+    int kv_capacity;             /* tokens the KV pool holds (fixes the attention work split) */
     /* Prompt rows (backends with matmul_prompt): rows [0, n_prompt) are
      * prompt tokens, cut in tiles of consecutive positions of one sequence,
      * at most BK_PROMPT_TILE rows each: tiles (max_tiles, 2) = first row,

@@ -429,7 +429,6 @@ int model_graph_run(model *m, const model_graph_key *key, bool graph, void (*ops
     k.chain_out = key->chain_out;
     k.aux = key->aux;
     k.dense_rows = m->rows_dense; /* the head's ops follow it (model_head_logits) */
-    k.ctx_bound = m->step_bound;  /* the attention's launch shape follows it */
     int slot = graph && op->graph_begin && graphs_enabled() ? find_graph(m, &k) : -1;
     int rc;
     if (slot >= 0 && m->graphs[slot].exec) {
@@ -574,15 +573,8 @@ int model_prepare_batch(model *m, kv_cache *kv, const model_batch *b, bool graph
     memcpy(model_step_seg(m, MODEL_SEG_SEQ), b->seq, (size_t)n * 4);
     memcpy(model_step_seg(m, MODEL_SEG_ROWS), b->logit_rows, (size_t)b->n_logits * 4);
 
-    /* the attention's bound: the deepest context rounded up to a power of
-     * two (at least MODEL_CTX_BOUND_MIN), at most the pool — a few graphs
-     * per shape as a context grows, each launching only the blocks its
-     * contexts can use */
-    int bound = MODEL_CTX_BOUND_MIN, pool = kv->n_blocks * kv->block_size;
-    while (bound <= max_pos && bound < pool) bound *= 2;
-    m->step_bound = bound < pool ? bound : pool;
     bk_attn_batch a = {n, m->d_pos, m->d_seq, m->d_slots, m->d_tables, max_blocks, kv->block_size, max_pos,
-                       m->step_bound, 0, NULL, 0};
+                       kv->n_blocks * kv->block_size, 0, NULL, 0};
     if ((rc = prompt_tiles(m, b, &a))) return rc;
     *ab = a;
     return KS_OK;

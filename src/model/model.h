@@ -22,7 +22,6 @@
 
 #define MODEL_MAX_GRAPHS 64
 #define MODEL_GRAPH_MAX_TOKENS 16
-#define MODEL_CTX_BOUND_MIN 256 /* the least attention bound (model_prepare_batch) */
 /* The MLP runs over row tiles (model_mlp_rows: the largest power of two up
  * to MODEL_MLP_ROWS whose gate|up output, 2 x intermediate floats a row,
  * fits MODEL_MLP_BYTES): that output is the largest activation, so a
@@ -58,7 +57,6 @@ typedef struct {
     int chain_out;        /* MTP: ids to d_mtp_ids + chain_out */
     int aux;              /* a caller's own shape parameter (DFlash: context rows of a pass) */
     bool dense_rows;      /* set by model_graph_run: the logits rows were 0..n-1 (no gather) */
-    int ctx_bound;        /* set by model_graph_run: the attention's bound (bk_attn_batch.ctx_bound) */
 } model_graph_key;
 
 enum { MODEL_GRAPH_FORWARD = 0, MODEL_GRAPH_MTP_TARGET, MODEL_GRAPH_MTP_SELF, MODEL_GRAPH_DFLASH,
@@ -113,7 +111,6 @@ typedef struct model {
     int step_n;               /* n of the batch staged last */
     int32_t *d_tokens, *d_pos, *d_seq, *d_slots, *d_rows, *d_hid_idx, *d_pos2; /* views of d_step */
     bool rows_dense;          /* the batch prepared last has logits rows 0..n-1: the head reads x as it is */
-    int step_bound;           /* the batch prepared last: its attention's ctx_bound */
     int32_t *d_tables;
     int32_t *d_tiles;     /* (cap, 2) prompt-row tiles (bk_attn_batch.tiles) */
     int32_t *d_ids;       /* (cap_logits) argmax of each logits row (drafts) */

@@ -53,7 +53,7 @@ TEST(test_cpu_bf16_kv_is_f32_attention_on_rounded_values_and_batch_invariant) {
         slots[t] = table[t / BS] * BS + t % BS;
     }
     bk_attn_batch ab = {.n_tokens = L, .pos = pos, .seq = seq, .slots = slots, .block_tables = table,
-                        .max_blocks = NB, .block_size = BS, .max_pos = L - 1, .ctx_bound = NB * BS};
+                        .max_blocks = NB, .block_size = BS, .max_pos = L - 1, .kv_capacity = NB * BS};
     /* the bf16 cache from the unrounded rows, the f32 one from the rounded */
     b16->ops->kv_store(b16, kc16, vc16, rows + NH * HD, rows + (NH + NKV) * HD, qs, &ab, kv_dim);
     b32->ops->kv_store(b32, kc32, vc32, rounded + NH * HD, rounded + (NH + NKV) * HD, qs, &ab, kv_dim);

@@ -6,7 +6,6 @@
 #include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "backend/backend.h"
 #include "kv_upload.h"
@@ -273,16 +272,12 @@ TEST(test_cuda_paged_attention_matches_cpu) {
 /* contexts of more chunks than a head group has blocks, so each block
  * pipelines several chunks through its stages (the second shape, 8 KV heads
  * of 128 at 15k keys: ~10 chunks a block on an H200, past the stages'
- * prefetched slots) and the last block merges the group's partials; and
- * short ones in a large pool. Each also under tighter context bounds (the
- * deepest context, and it rounded up to a power of two, as
- * model_prepare_batch sets it): bitwise the result under the pool's. */
+ * prefetched slots) and the last block merges the group's partials */
 TEST(test_cuda_long_context_attention_matches_cpu) {
     pair p = {0};
     if (!open_pair(&p)) SKIP("no CUDA GPU");
-    struct { int nh, nkv, hd, nblocks, pos0, pos1; } cf[4] = {
-        {4, 1, 64, 400, 5000, 4095}, {32, 8, 128, 1000, 15000, 9001}, {4, 1, 64, 400, 300, 40}, {32, 8, 128, 1000, 700, 2}};
-    for (int ci = 0; ci < 4; ci++) {
+    struct { int nh, nkv, hd, nblocks, pos0, pos1; } cf[2] = {{4, 1, 64, 400, 5000, 4095}, {32, 8, 128, 1000, 15000, 9001}};
+    for (int ci = 0; ci < 2; ci++) {
         int nh = cf[ci].nh, nkv = cf[ci].nkv, hd = cf[ci].hd, kv_dim = nkv * hd, bs = 16, nblocks = cf[ci].nblocks, n = 2;
         int32_t pos[2] = {cf[ci].pos0, cf[ci].pos1}, seq[2] = {0, 0}, slots[2];
         int32_t *tables = malloc((size_t)nblocks * 4);
@@ -307,18 +302,6 @@ TEST(test_cuda_long_context_attention_matches_cpu) {
         down(p.gpu, ob, dout, (size_t)n * nh * hd * 4);
         double e = max_rel(ob, oa, (size_t)n * nh * hd, NULL);
         CHECK_MSG(e < 1e-5, "long-context attention (%d heads of %d, %d keys): max err %g", nh, hd, max_pos + 1, e);
-        int pow2 = 1;
-        while (pow2 <= max_pos) pow2 *= 2;
-        int bounds[2] = {max_pos + 1, pow2 < nblocks * bs ? pow2 : nblocks * bs};
-        float *obb = malloc((size_t)n * nh * hd * 4);
-        for (int bi = 0; bi < 2; bi++) {
-            abg.ctx_bound = bounds[bi];
-            p.gpu->ops->attention(p.gpu, dout, dq, qs, dkc, dvc, &abg, nh, nkv, hd, 0.125f);
-            down(p.gpu, obb, dout, (size_t)n * nh * hd * 4);
-            CHECK_MSG(!memcmp(obb, ob, (size_t)n * nh * hd * 4), "attention (%d heads of %d, %d keys): bound %d of %d "
-                      "changed the result", nh, hd, max_pos + 1, bounds[bi], nblocks * bs);
-        }
-        free(obb);
         void *bufs[] = {dkc, dvc, dq, dpos, dseq, dtab, dslots, dout};
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) p.gpu->ops->buf_free(p.gpu, bufs[i]);
         free(kc); free(vc); free(q); free(oa); free(ob); free(tables);

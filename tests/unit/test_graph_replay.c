@@ -78,12 +78,11 @@ static int rec(backend *be, const rec_op *op) {
 }
 
 /* The CPU attention sizes its scratch from ab->max_pos; CUDA's split depends
- * on the bound on the contexts (ctx_bound, in the graph's key) only. A
- * replay carries the capture's max_pos, so size for the bound, as CUDA does
- * (a replay past its recording's bound would overrun the scratch here). */
+ * on the pool's capacity only. A replay carries the capture's max_pos, so
+ * size for the capacity, as CUDA does. */
 static bk_attn_batch cap_ab(const bk_attn_batch *ab) {
     bk_attn_batch a = *ab;
-    a.max_pos = a.ctx_bound - 1;
+    a.max_pos = a.kv_capacity - 1;
     return a;
 }
 
@@ -451,8 +450,8 @@ static void no_ops(model *m, const void *ctx) {
     (void)ctx;
 }
 
-/* More shapes than the graph table holds (a server meets new batch sizes,
- * draft lengths and context bounds for as long as it runs): each new key
+/* More shapes than the graph table holds (a server meets new batch sizes
+ * and draft lengths for as long as it runs): each new key
  * still gets its graph, in the slot used longest ago, and keys in use keep
  * theirs. */
 TEST(test_graph_table_replaces_the_least_recently_used) {

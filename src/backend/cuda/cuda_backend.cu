@@ -330,7 +330,7 @@ static void cu_attention(backend *be, float *out, const float *q, int qs, const 
         PROF(be, "attention",
              ks_cuda_attention(S, out + (size_t)np * nh * hd, q + (size_t)np * qs, qs, kc, vc, ab->pos + np,
                                ab->seq + np, ab->block_tables, ab->max_blocks, ab->block_size, ab->n_tokens - np, nh,
-                               nkv, hd, scale, ab->ctx_bound));
+                               nkv, hd, scale, ab->kv_capacity));
 }
 static void cu_matmul_fused(backend *be, float *out, const float *in, const bk_weight *norm, float eps,
                             const bk_weight *w, const bk_weight *bias, int n, int mode) {

@@ -5,14 +5,9 @@
  * (bf16 rows of nkv * hd; hd a multiple of 8, at most 256).
  * Keys are cut in chunks of ATT_CHUNK; Z blocks per (token, group of up to
  * ATT_HB query heads of one KV head) take chunks z, z+Z, z+2Z, ...; each
- * K/V row is read once for the group's heads. Z = min(ctx_bound /
- * ATT_CHUNK, the blocks one wave of the GPU holds / groups, ATT_MAX_Z):
- * fixed by the bound on the launch's contexts, the model and the device.
- * A token's arithmetic is the same under every Z the bounds can give: while
- * Z is below the cap, Z >= its chunks, so block z takes chunk z alone and
- * the merge reads its `used` partials in z order whatever Z is; at the cap,
- * Z is the cap. A tight bound only saves the blocks that would find no keys
- * (at 512 keys of a 4096-token pool: 16 blocks a group, not 128).
+ * K/V row is read once for the group's heads. Z = min(KV capacity /
+ * ATT_CHUNK, the blocks one wave of the GPU holds / groups, ATT_MAX_Z): fixed
+ * by the pool, the model and the device, never by the batch.
  * Per block, its chunks in an ATT_STAGES-stage pipeline: the next
  * ATT_STAGES - 1 chunks' K and V rows are being copied to shared memory with
  * cp.async (K's 16-byte pieces xor-swizzled by row) and the block-table
@@ -331,10 +326,10 @@ static int wave_blocks() {
 template <int HD>
 static void launch_decode(ks_stream s, float *out, const float *q, int q_stride, const __nv_bfloat16 *kc,
                           const __nv_bfloat16 *vc, const int32_t *pos, const int32_t *seq, const int32_t *tables,
-                          int max_blocks, int bs, int n, int nh, int nkv, int hd, float scale, int ctx_bound) {
+                          int max_blocks, int bs, int n, int nh, int nkv, int hd, float scale, int kv_capacity) {
     int nsub = (nh / nkv + ATT_HB - 1) / ATT_HB, groups = nkv * nsub;
-    /* Z: chunks under the bound, at most one wave of blocks for a token */
-    int Z = (ctx_bound + ATT_CHUNK - 1) / ATT_CHUNK, wave = wave_blocks<HD>() / groups;
+    /* Z: chunks of the pool, at most one wave of blocks for a token */
+    int Z = (kv_capacity + ATT_CHUNK - 1) / ATT_CHUNK, wave = wave_blocks<HD>() / groups;
     if (Z > wave) Z = wave;
     Z = Z < 1 ? 1 : Z > ATT_MAX_Z ? ATT_MAX_Z : Z;
     int slice;
@@ -358,7 +353,7 @@ static void launch_decode(ks_stream s, float *out, const float *q, int q_stride,
 extern "C" void ks_cuda_attention(ks_stream s, float *out, const float *q, int q_stride, const void *kcv,
                                   const void *vcv, const int32_t *pos, const int32_t *seq, const int32_t *tables,
                                   int max_blocks, int block_size, int n, int n_heads, int n_kv_heads, int head_dim,
-                                  float scale, int ctx_bound) {
+                                  float scale, int kv_capacity) {
     if (n <= 0) return;
     const __nv_bfloat16 *kc = (const __nv_bfloat16 *)kcv, *vc = (const __nv_bfloat16 *)vcv;
     if (head_dim > ATT_MAX_HD || head_dim % 8) {
@@ -368,5 +363,5 @@ extern "C" void ks_cuda_attention(ks_stream s, float *out, const float *q, int q
     }
     auto launch = head_dim <= 64 ? launch_decode<64> : head_dim <= 128 ? launch_decode<128> : launch_decode<256>;
     launch(s, out, q, q_stride, kc, vc, pos, seq, tables, max_blocks, block_size, n, n_heads, n_kv_heads, head_dim,
-           scale, ctx_bound);
+           scale, kv_capacity);
 }
