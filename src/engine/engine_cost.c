@@ -102,16 +102,16 @@ void engine_fit_step(const double t[5], int k1, int L1, int L2, double out[4]) {
     out[3] = d;
 }
 
-static double step_time(const engine *e, double n, int L) {
+double engine_step_time(const engine *e, double n, int L) {
     return e->st_a + n * e->st_b + L * (e->st_c + n * e->st_d);
 }
 
 double engine_verify_cost(const engine *e, double k, int L) {
-    return step_time(e, k + 1, L) / step_time(e, 1, L);
+    return engine_step_time(e, k + 1, L) / engine_step_time(e, 1, L);
 }
 
 double engine_pass_cost(const engine *e, double ratio, int L) {
-    return ratio * step_time(e, 1, 0) / step_time(e, 1, L);
+    return ratio * engine_step_time(e, 1, 0) / engine_step_time(e, 1, L);
 }
 
 void engine_track_cost(engine *e, double *ratio, double dt, int passes) {

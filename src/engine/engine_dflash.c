@@ -21,9 +21,6 @@ static int scratch(engine *e, int n) {
         if (!p) return -1;
         *arrs[i] = p;
     }
-    int32_t *d = realloc(e->fl_drafts, (size_t)cap * ENGINE_MAX_DRAFT * sizeof *d);
-    if (!d) return -1;
-    e->fl_drafts = d;
     e->fl_cap = cap;
     return 0;
 }
@@ -96,9 +93,8 @@ int engine_dflash_start(engine *e) {
 
 void engine_dflash_stop(engine *e) {
     if (e->fl_kv.n_blocks) kv_cache_free(&e->fl_kv);
-    int32_t *arrs[9] = {e->fl_idx, e->fl_pos, e->fl_seq, e->fl_row, e->fl_last, e->fl_rope0, e->fl_entry0, e->fl_of,
-                        e->fl_drafts};
-    for (int i = 0; i < 9; i++) free(arrs[i]);
+    int32_t *arrs[8] = {e->fl_idx, e->fl_pos, e->fl_seq, e->fl_row, e->fl_last, e->fl_rope0, e->fl_entry0, e->fl_of};
+    for (int i = 0; i < 8; i++) free(arrs[i]);
 }
 
 /* Without these entries a prompt served from the prefix cache drafted from
@@ -125,6 +121,22 @@ void engine_dflash_reset(engine *e, seq_state *s) {
     s->fl_q0 = -1;
     s->fl_next = 0;
     s->n_fl_draft = 0;
+    s->fl_slot = -1;
+}
+
+/* After a forward that fetched the pending pass's blocks (ids: (fl_pend,
+ * fl_block) as dflash_block_ids holds them): each sequence's drafts into
+ * fl_draft, and into draft where this step verified them. */
+void engine_dflash_fetched(engine *e, const int32_t *ids) {
+    int B = e->fl_block;
+    for (int i = 0; i < e->n_active; i++) {
+        seq_state *s = e->active[i];
+        if (s->fl_slot < 0) continue;
+        if (s->fl_slot < e->fl_pend) memcpy(s->fl_draft, ids + (size_t)s->fl_slot * B + 1, (size_t)(B - 1) * 4);
+        if (s->draft_dev) memcpy(s->draft, s->fl_draft, (size_t)s->n_draft * 4);
+        s->fl_slot = -1;
+    }
+    e->fl_pend = 0;
 }
 
 /* Does a block pass pay for this sequence? The best number j of its B - 1
@@ -205,9 +217,9 @@ int engine_dflash_update(engine *e, int na, const int *feed, const int *tstart, 
             e->fl_entry0[nb] = s->n_cached - s->fl_q0;
             e->fl_of[nb++] = i;
         }
-    /* the entries and the blocks in one pass */
+    /* the entries and the blocks in one pass; the drafts stay on the device */
     dflash_ctx_rows cr = {n, e->fl_idx, e->fl_pos, e->fl_seq, e->fl_row};
-    dflash_blocks bl = {nb, e->fl_of, e->fl_last, e->fl_rope0, e->fl_entry0, B, e->fl_drafts};
+    dflash_blocks bl = {nb, e->fl_of, e->fl_last, e->fl_rope0, e->fl_entry0, B, NULL};
     if ((n || nb) && dflash_step(d, &e->fl_kv, na, seqs, &cr, &bl) != 0) {
         for (int i = 0; i < na; i++)
             if (draft[i] || (!done[i] && e->active[i]->use_dflash && feed[i])) {
@@ -219,8 +231,10 @@ int engine_dflash_update(engine *e, int na, const int *feed, const int *tstart, 
     if (!nb) return 0;
     for (int j = 0; j < nb; j++) {
         seq_state *s = e->active[e->fl_of[j]];
-        memcpy(s->fl_draft, e->fl_drafts + (size_t)j * (B - 1), (size_t)(B - 1) * sizeof *s->fl_draft);
+        memset(s->fl_draft, 0, (size_t)(B - 1) * sizeof *s->fl_draft); /* valid ids until they come back */
         s->n_fl_draft = B - 1;
+        s->fl_slot = j;
     }
+    e->fl_pend = nb;
     return 1;
 }

@@ -63,6 +63,8 @@ typedef struct {
     bool pld;               /* prompt lookup among the draft sources */
     int32_t draft[ENGINE_MAX_DRAFT];
     int n_draft;            /* drafts fed in the current step */
+    bool draft_dev;         /* those drafts are DFlash's, still on the device (draft[] holds 0s until the
+                             * forward that verifies them brings them back) */
     int n_drafted, n_accepted, n_verify;
     int n_prompt_cached;    /* prompt tokens served by the prefix cache at admission */
     const char *spec_off_by; /* NULL, or which gate / failure turned drafting off */
@@ -98,6 +100,8 @@ typedef struct {
     int fl_q0, fl_next;
     int32_t fl_draft[ENGINE_MAX_DRAFT];
     int n_fl_draft, fl_lost;
+    int fl_slot;            /* its block in the pass whose drafts are still on the device (-1: none;
+                             * fl_draft then holds 0s) */
     int fl_idle;            /* consecutive steps whose block was skipped for prompt lookup's drafts */
     /* per source (DRAFT_SRC_*): its verify steps, drafts and accepted drafts
      * (the runtime gates) */
@@ -152,7 +156,14 @@ struct engine {
                              * target's (NULL: no prefix cache) */
     int fl_block;           /* block size drafted */
     double fl_ratio;        /* a DFlash pass / target decode step */
-    int32_t *fl_idx, *fl_pos, *fl_seq, *fl_row, *fl_last, *fl_rope0, *fl_entry0, *fl_of, *fl_drafts; /* scratch */
+    /* the last pass's blocks, left on the device for the next forward (which
+     * reads the drafts it verifies there and fetches them all with its own
+     * ids: no wait between the pass and that forward); fl_pend_t: the host
+     * time the pass took (its launch), to which that forward adds what it
+     * waited beyond the step model's time (the pass's cost, tracked) */
+    int fl_pend;
+    double fl_pend_t;
+    int32_t *fl_idx, *fl_pos, *fl_seq, *fl_row, *fl_last, *fl_rope0, *fl_entry0, *fl_of; /* scratch */
     int fl_cap;
     atomic_int stat_active;
     atomic_int stat_kv_free;
@@ -229,6 +240,8 @@ void engine_fit_step(const double t[5], int k1, int L1, int L2, double out[4]);
 double engine_measure_mtp(engine *e);
 double engine_measure_drafter(engine *e);
 double engine_verify_cost(const engine *e, double k, int L);
+/* the step model's time (seconds) of n tokens of one sequence at context L */
+double engine_step_time(const engine *e, double n, int L);
 double engine_pass_cost(const engine *e, double ratio, int L);
 void engine_track_cost(engine *e, double *ratio, double dt, int passes);
 /* (1 + r + .. + r^n) / (verify of n drafts + the pass): expected tokens per
@@ -250,5 +263,6 @@ int engine_dflash_start(engine *e);
 void engine_dflash_stop(engine *e);
 int engine_dflash_update(engine *e, int na, const int *feed, const int *tstart, const int *pstart, const int *done);
 void engine_dflash_reset(engine *e, seq_state *s);
+void engine_dflash_fetched(engine *e, const int32_t *ids);
 
 #endif

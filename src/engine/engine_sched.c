@@ -191,6 +191,7 @@ static void choose_drafts(engine *e, seq_state *s, int k) {
     if (src) {
         memcpy(s->draft, src, (size_t)best_j * sizeof *s->draft);
         s->n_draft = best_j;
+        s->draft_dev = src == s->fl_draft && s->fl_slot >= 0; /* (0s until the forward brings them) */
     }
     /* precomputed sources that keep losing stop costing passes */
     if (n_mtp && (s->mtp_lost = s->draft_src == DRAFT_SRC_MTP ? 0 : s->mtp_lost + 1) >= 16 && !e->cfg.no_runtime_gates)
@@ -232,6 +233,7 @@ int engine_step(engine *e) {
         seq_state *s = e->active[i];
         int want = s->n_ctx - s->n_cached;
         s->n_draft = 0;
+        s->draft_dev = false;
         engine_src_next(s);
         bool prompt = prompt_of[i] = s->n_cached < s->r->n_prompt;
         if (want > 1) {
@@ -294,10 +296,13 @@ int engine_step(engine *e) {
             return 1;
         }
     }
-    int n = 0, n_rows = 0, n_prompt = 0;
+    int n = 0, n_rows = 0, n_prompt = 0, n_runs = 0;
     for (int i = 0; i < na; i++) n += feed[i];
     if (n == 0) return 1;
-    if (ensure_batch(e, n) != 0) return 1;
+    /* the DFlash blocks still on the device come back with this forward's ids */
+    int n_fetch = e->fl_pend * e->fl_block;
+    if (ensure_batch(e, n + n_fetch) != 0) return 1;
+    model_dev_run runs[na];
     kv_seq *seqs[na];
     int first_row[na], rows_of[na], tstart[na], pstart[na], order[na], n_order = 0;
     /* sequences feeding prompt tokens first: the batch's leading rows are
@@ -317,6 +322,8 @@ int engine_step(engine *e) {
         rows_of[i] = 0;
         tstart[i] = t;
         pstart[i] = s->n_cached;
+        if (s->draft_dev && s->n_draft) /* its drafts (the last rows) are read on the device */
+            runs[n_runs++] = (model_dev_run){t + feed[i] - s->n_draft, s->fl_slot * e->fl_block + 1, s->n_draft};
         for (int j = 0; j < feed[i]; j++, t++) {
             int p = s->n_cached + j;
             e->b_tok[t] = p < s->n_ctx ? s->ctx[p] : s->draft[p - s->n_ctx];
@@ -341,8 +348,20 @@ int engine_step(engine *e) {
     bool features = false;
     for (int i = 0; i < na; i++) features |= feed[i] && e->active[i]->use_dflash;
     model_batch b = {n, e->b_tok, e->b_pos, e->b_seq, na, seqs, n_rows, e->b_rows, n_prompt, e->b_ids, !features};
-    double t_fwd = e->cfg.log_steps ? now_s() : 0.0;
-    int fwd_rc = model_forward(e->m, &e->kv, &b, need_rows ? e->logits : NULL);
+    model_dev_ids dev = {n_fetch ? dflash_block_ids(e->cfg.dflash) : NULL, n_runs, runs, n_fetch};
+    double t_fwd = now_s();
+    unsigned long g_fwd = model_graph_recordings();
+    int fwd_rc = model_forward_dev(e->m, &e->kv, &b, need_rows ? e->logits : NULL, &dev);
+    if (!fwd_rc && n_fetch) {
+        engine_dflash_fetched(e, e->b_ids + n_rows);
+        /* the pass's cost: its launch and what this forward waited beyond
+         * the step model's time (one sequence: the model is per sequence) */
+        if (!n_prompt && na == 1 && model_graph_recordings() == g_fwd && e->fl_pend_t > 0) {
+            double extra = now_s() - t_fwd - engine_step_time(e, n, e->active[0]->n_cached);
+            double t = e->fl_pend_t + extra;
+            engine_track_cost(e, &e->fl_ratio, t > 0 ? t : 0, 1);
+        }
+    }
     if (e->cfg.log_steps) { /* one line per forward, timed to its end (diagnostics) */
         if (!fwd_rc) model_sync(e->m);
         int ctx_max = 0;
@@ -351,6 +370,7 @@ int engine_step(engine *e) {
                 n, n_prompt, na, ctx_max, (now_s() - t_fwd) * 1e3, t_fwd);
     }
     if (fwd_rc != 0) {
+        e->fl_pend = 0;
         const char *msg = err_msg();
         for (int i = na - 1; i >= 0; i--) {
             engine_push_error(e->active[i]->r, msg);
@@ -408,7 +428,8 @@ int engine_step(engine *e) {
         unsigned long g0 = model_graph_recordings();
         n_pass[1] = engine_dflash_update(e, na, feed, tstart, pstart, done);
         t_pass[1] = now_s() - t0;
-        if (!n_prompt && model_graph_recordings() == g0) engine_track_cost(e, &e->fl_ratio, t_pass[1], n_pass[1]);
+        /* its drafts stay on the device: the next forward completes its cost */
+        e->fl_pend_t = n_pass[1] && !n_prompt && model_graph_recordings() == g0 ? t_pass[1] : 0.0;
     }
     if (e->cfg.log_steps && (n_pass[0] || n_pass[1])) /* the proposers' passes after that forward */
         fprintf(stderr, "kestrel: passes: MTP %d in %.3f ms (cost now %.3f decode steps), DFlash %d in %.3f ms (%.3f)\n",

@@ -74,6 +74,7 @@ seq_state *engine_seq_new(engine *e, engine_req *r) {
     s->mtp_q0 = -1;
     s->mtp_depth = e->cfg.mtp_depth;
     s->fl_q0 = -1;
+    s->fl_slot = -1;
     s->spec = s->pld || can_drafter || can_mtp || can_dflash || (r->p.spec != 0 && r->p.n_prediction > 0);
     engine_src_next(s);
     if (s->spec && !r->p.n_prediction && r->n_prompt >= ENGINE_GATE_MIN_PROMPT &&

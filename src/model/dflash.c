@@ -190,6 +190,8 @@ void dflash_free(dflash *d) {
 
 int dflash_block_size(const dflash *d) { return d->block; }
 
+const int32_t *dflash_block_ids(const dflash *d) { return d->dm->d_ids; }
+
 int dflash_kv_init(const dflash *d, kv_cache *kv, int n_tokens) { return model_kv_init(d->dm, kv, n_tokens); }
 
 /* Host scratch for n rows, and the backend's gathered context rows when gather. */
@@ -334,7 +336,7 @@ int dflash_step(dflash *d, kv_cache *kv, int n_seqs, kv_seq *const *seqs, const 
     /* the target's features are a buffer of its own: in the key */
     model_graph_key k = {.tag = MODEL_GRAPH_DFLASH, .n = n, .n_logits = nb * B, .aux = 2 * nc + gather,
                          .n_seqs = n_seqs, .kv = kv->k[0], .kv_blocks = kv->n_blocks, .dep = nc ? t->feat : NULL};
-    if ((rc = model_graph_run(m, &k, graph, step_ops, &x)) || !nb) return rc;
+    if ((rc = model_graph_run(m, &k, graph, step_ops, &x)) || !nb || !bl->drafts) return rc;
     if ((rc = m->be->ops->buf_download(m->be, d->h_ids, m->d_ids, (size_t)nb * B * 4))) return rc;
     for (int s = 0; s < nb; s++) /* row 0 of each block is its last token's */
         memcpy(bl->drafts + (size_t)s * (B - 1), d->h_ids + (size_t)s * B + 1, (size_t)(B - 1) * 4);

@@ -38,6 +38,11 @@ int dflash_load(dflash **out, const char *dir, model *target);
 void dflash_free(dflash *d);
 /* The checkpoint's block size (drafts per block: block size - 1). */
 int dflash_block_size(const dflash *d);
+/* The last step's blocks on the backend, (n, block) ids: row 0 of block s
+ * at s * block is its last token's (no draft), then its block - 1 drafts.
+ * Valid until the next step (the forward that verifies them reads them
+ * there: model_forward_dev). */
+const int32_t *dflash_block_ids(const dflash *d);
 /* A KV cache for the drafter's layers, n_tokens entries over all sequences. */
 int dflash_kv_init(const dflash *d, kv_cache *kv, int n_tokens);
 
@@ -56,13 +61,13 @@ typedef struct {
     int n;
     const int32_t *seq, *last, *rope0, *entry0;
     int block;         /* <= the checkpoint's block size */
-    int32_t *drafts;   /* out (n, block - 1) */
+    int32_t *drafts;   /* out (n, block - 1); NULL: the drafts stay on the device (dflash_block_ids) */
 } dflash_blocks;
 
 /* The step (either part may be NULL or empty); seqs reserved for every
- * entry written (a block's: entry0 + block). Without blocks nothing waits
- * for the device: an error shows at the next wait (a backend failure is
- * sticky). */
+ * entry written (a block's: entry0 + block). Without blocks, or with the
+ * drafts left on the device, nothing waits for the device: an error shows
+ * at the next wait (a backend failure is sticky). */
 int dflash_step(dflash *d, kv_cache *kv, int n_seqs, kv_seq *const *seqs, const dflash_ctx_rows *ctx,
                 const dflash_blocks *blocks);
 /* The step's parts alone: context entries; blocks for sequences 0..n_seqs-1. */

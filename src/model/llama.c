@@ -162,7 +162,7 @@ static void free_acts(model *m) {
     m->tab_kv = NULL; /* d_tables gone: its mirror too */
     m->cap_tokens = 0;
     m->cap_tables = 0;
-    m->cap_logits = 0;
+    m->cap_logits = m->cap_ids = 0;
 }
 
 void model_free(model *m) {
@@ -201,7 +201,7 @@ int model_mlp_rows(const model *m) {
     return rows;
 }
 
-static int ensure_acts(model *m, int n, int n_logits, int table_entries) {
+static int ensure_acts(model *m, int n, int n_logits, int n_ids, int table_entries) {
     backend *be = m->be;
     const model_config *c = &m->cfg;
     if (n > m->cap_tokens) {
@@ -244,14 +244,20 @@ static int ensure_acts(model *m, int n, int n_logits, int table_entries) {
         free_graphs(m);
         if (m->logits_dev) be->ops->buf_free(be, m->logits_dev);
         int cap = n_logits < 16 ? 16 : n_logits;
-        if (m->d_ids) be->ops->buf_free(be, m->d_ids);
         if (m->d_mtp_ids) be->ops->buf_free(be, m->d_mtp_ids);
         m->logits_dev = be->ops->buf_alloc(be, (size_t)cap * c->vocab_size * 4);
-        m->d_ids = be->ops->buf_alloc(be, (size_t)cap * 4);
         m->d_mtp_ids = m->mtp ? be->ops->buf_alloc(be, (size_t)cap * MODEL_MTP_MAX_CHAIN * 4) : NULL;
         m->mtp_chain = m->mtp_last = 0;
-        m->cap_logits = m->logits_dev && m->d_ids && (m->d_mtp_ids || !m->mtp) ? cap : 0;
+        m->cap_logits = m->logits_dev && (m->d_mtp_ids || !m->mtp) ? cap : 0;
         if (!m->cap_logits) return err_set(KS_ENOMEM, "model: out of memory for %d rows of logits", n_logits);
+    }
+    if (n_ids > m->cap_ids) { /* the logits rows' argmax ids, and ids fetched beside them (model_batch.n_fetch) */
+        free_graphs(m);
+        if (m->d_ids) be->ops->buf_free(be, m->d_ids);
+        int cap = n_ids < 16 ? 16 : n_ids * 2;
+        m->d_ids = be->ops->buf_alloc(be, (size_t)cap * 4);
+        m->cap_ids = m->d_ids ? cap : 0;
+        if (!m->cap_ids) return err_set(KS_ENOMEM, "model: out of memory for %d ids", n_ids);
     }
     if (table_entries > m->cap_tables) {
         free_graphs(m);
@@ -524,7 +530,7 @@ int model_upload_step(model *m, int k) {
     return m->be->ops->buf_upload(m->be, m->d_step, m->h_step, (size_t)k * m->step_n * 4);
 }
 
-int model_prepare_batch(model *m, kv_cache *kv, const model_batch *b, bool graph, bk_attn_batch *ab) {
+static int prepare_batch(model *m, kv_cache *kv, const model_batch *b, int n_fetch, bool graph, bk_attn_batch *ab) {
     const model_config *c = &m->cfg;
     int n = b->n_tokens;
     if (n <= 0) return err_set(KS_EINVAL, "forward: empty batch");
@@ -533,7 +539,7 @@ int model_prepare_batch(model *m, kv_cache *kv, const model_batch *b, bool graph
     for (int s = 0; s < b->n_seqs; s++)
         if (b->seqs[s]->n_blocks > max_blocks) max_blocks = b->seqs[s]->n_blocks;
     if (graph) max_blocks = kv->n_blocks;
-    int rc = ensure_acts(m, n, b->n_logits, b->n_seqs * max_blocks);
+    int rc = ensure_acts(m, n, b->n_logits, b->n_logits + n_fetch, b->n_seqs * max_blocks);
     if (rc) return rc;
     /* host staging of the tables, kept between calls (no allocation per
      * decode step); table entries past a sequence's blocks are never read */
@@ -580,6 +586,10 @@ int model_prepare_batch(model *m, kv_cache *kv, const model_batch *b, bool graph
     return KS_OK;
 }
 
+int model_prepare_batch(model *m, kv_cache *kv, const model_batch *b, bool graph, bk_attn_batch *ab) {
+    return prepare_batch(m, kv, b, 0, graph, ab);
+}
+
 typedef struct {
     kv_cache *kv;
     const bk_attn_batch *ab;
@@ -598,6 +608,10 @@ int model_sync(model *m) {
 }
 
 int model_forward(model *m, kv_cache *kv, const model_batch *b, float *logits) {
+    return model_forward_dev(m, kv, b, logits, NULL);
+}
+
+int model_forward_dev(model *m, kv_cache *kv, const model_batch *b, float *logits, const model_dev_ids *dev) {
     const model_config *c = &m->cfg;
     int n = b->n_tokens;
     bk_attn_batch ab;
@@ -605,18 +619,35 @@ int model_forward(model *m, kv_cache *kv, const model_batch *b, float *logits) {
      * shape follows the step's deepest position (they are one per prompt
      * chunk; a decode step is the one that repeats) */
     bool graph = model_graphs_on(m, n) && b->n_prompt == 0;
-    int rc = model_prepare_batch(m, kv, b, graph, &ab);
+    model_dev_ids none = {0};
+    if (!dev) dev = &none;
+    if (dev->n_fetch < 0 || ((dev->n_fetch || dev->n_runs) && !dev->ids) || (dev->n_fetch && !b->argmax))
+        return err_set(KS_EINVAL, "forward: %d device ids to fetch without a source or a host buffer", dev->n_fetch);
+    int rc = prepare_batch(m, kv, b, dev->n_fetch, graph, &ab);
     if (rc || (rc = model_upload_step(m, MODEL_SEG_ROWS + 1))) return rc;
+    for (int i = 0; i < dev->n_runs; i++) { /* token rows whose ids are on the device (after the upload) */
+        const model_dev_run *r = &dev->runs[i];
+        if (r->row < 0 || r->n < 0 || r->row + r->n > n || r->src < 0)
+            return err_set(KS_EINVAL, "forward: device token run %d (rows %d + %d of %d) out of range", i, r->row,
+                           r->n, n);
+        if ((rc = m->be->ops->buf_upload(m->be, m->d_tokens + r->row, dev->ids + r->src, (size_t)r->n * 4)))
+            return rc;
+    }
     bool features = m->n_feat && !b->no_features;
     forward_ctx f = {kv, &ab, n, b->n_logits, features};
     model_graph_key k = {.tag = features || !m->n_feat ? MODEL_GRAPH_FORWARD : MODEL_GRAPH_FORWARD_NO_FEATURES,
                          .n = n, .n_logits = b->n_logits, .n_seqs = b->n_seqs, .kv = kv->k[0],
                          .kv_blocks = kv->n_blocks, .n_prompt = ab.n_prompt};
     if ((rc = model_graph_run(m, &k, graph, forward_ops, &f))) return rc;
-    if (b->n_logits > 0 && b->argmax) {
-        m->be->ops->argmax(m->be, m->d_ids, m->logits_dev, b->n_logits, c->vocab_size);
-        if ((rc = m->be->ops->buf_download(m->be, b->argmax, m->d_ids, (size_t)b->n_logits * 4))) return rc;
-    }
+    /* the argmax ids and the fetched ones leave in one copy (one wait) */
+    int n_am = b->argmax ? b->n_logits : 0, lo = n_am ? 0 : b->n_logits;
+    if (n_am) m->be->ops->argmax(m->be, m->d_ids, m->logits_dev, n_am, c->vocab_size);
+    if (dev->n_fetch &&
+        (rc = m->be->ops->buf_upload(m->be, m->d_ids + b->n_logits, dev->ids, (size_t)dev->n_fetch * 4)))
+        return rc;
+    if (n_am + dev->n_fetch &&
+        (rc = m->be->ops->buf_download(m->be, b->argmax + lo, m->d_ids + lo, (size_t)(n_am + dev->n_fetch) * 4)))
+        return rc;
     if (b->n_logits > 0 && logits)
         return m->be->ops->buf_download(m->be, logits, m->logits_dev, (size_t)b->n_logits * c->vocab_size * 4);
     return KS_OK;

@@ -113,12 +113,13 @@ typedef struct model {
     bool rows_dense;          /* the batch prepared last has logits rows 0..n-1: the head reads x as it is */
     int32_t *d_tables;
     int32_t *d_tiles;     /* (cap, 2) prompt-row tiles (bk_attn_batch.tiles) */
-    int32_t *d_ids;       /* (cap_logits) argmax of each logits row (drafts) */
+    int32_t *d_ids;       /* (cap_ids) argmax of each logits row (drafts), then model_batch.n_fetch ids */
     int32_t *d_mtp_ids;   /* (cap_logits * MODEL_MTP_MAX_CHAIN) the argmax ids of a chain of MTP passes */
     int mtp_chain, mtp_last; /* ids in d_mtp_ids so far; of them, the last pass's */
     int32_t *h_tiles;     /* (cap, 2) host staging of the same (owned) */
     int cap_tables;       /* int32 entries in d_tables */
     int cap_logits;       /* rows of logits_dev (sized by logit rows, not tokens) */
+    int cap_ids;          /* entries of d_ids: argmax ids and the ids fetched beside them */
     int32_t *h_tables;    /* host staging of d_tables (owned) */
     size_t h_cap_tables;
     /* h_tables as a mirror of d_tables: row s holds h_tab_len[s] block ids
@@ -185,6 +186,25 @@ int model_kv_init(const model *m, kv_cache *kv, int n_ctx_tokens);
 int model_sync(model *m);
 /* logits: (n_logits, vocab) host, or NULL when only b->argmax is wanted. */
 int model_forward(model *m, kv_cache *kv, const model_batch *b, float *logits);
+
+/* Ids already on the device (a drafter's drafts, left there so that no wait
+ * comes between its pass and the forward that verifies them): ids is
+ * another of the backend's buffers (borrowed, read in stream order). Token
+ * rows [runs[i].row, + runs[i].n) take ids[runs[i].src ..] (their host
+ * tokens are ignored: any valid id); and ids[0 .. n_fetch) come back beside
+ * the argmax ids, into b->argmax[n_logits ..] (which then holds n_logits +
+ * n_fetch), in the same copy. */
+typedef struct {
+    int row, src, n;
+} model_dev_run;
+typedef struct {
+    const int32_t *ids;
+    int n_runs;
+    const model_dev_run *runs;
+    int n_fetch;
+} model_dev_ids;
+/* model_forward with rows from, and ids fetched out of, dev (NULL: none) */
+int model_forward_dev(model *m, kv_cache *kv, const model_batch *b, float *logits, const model_dev_ids *dev);
 
 /* Internal to model/: one decoder layer over m->x; batch validation and
  * staging (fills ab; the block tables go up here, the index arrays wait in
