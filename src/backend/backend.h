@@ -16,6 +16,7 @@
 #ifndef KS_BACKEND_H
 #define KS_BACKEND_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -137,6 +138,15 @@ typedef struct backend_ops {
      * Prompt rows take matmul_prompt with the norm and add apart. */
     void (*matmul_fused)(backend *be, float *out, const float *in, const bk_weight *norm, float eps,
                          const bk_weight *w, const bk_weight *bias, int n, int mode);
+    /* Optional (NULL: the two calls): matmul_fused's PLAIN product, norm
+     * folded as there, and beside it a product of the same input rows
+     * without the norm — out2 (n, w2.rows) = in @ w2^T, or += it with add2
+     * — in one launch where the backend can (a DFlash drafter's feature
+     * projection beside the next layer's qkv); each result bitwise what
+     * its own matmul_fused call gives. */
+    void (*matmul_fused_side)(backend *be, float *out, const float *in, const bk_weight *norm, float eps,
+                              const bk_weight *w, const bk_weight *bias, int n, float *out2, const bk_weight *w2,
+                              bool add2);
     /* x += y, n floats */
     void (*add)(backend *be, float *x, const float *y, size_t n);
     /* The attention input path of a qkv row in one pass: per-head RMSNorm

@@ -265,7 +265,7 @@ static void block_ops(model *m, const pass_ctx *x) {
     int n = x->n_blk;
     op->embed(be, m->x, &m->embed, m->d_tokens + x->n_ctx, n);
     for (int l = 0; l < c->n_layers; l++)
-        model_layer_forward(m, &m->layers[l], x->kv->k[l], x->kv->v[l], x->ab_blk, m->d_pos + x->n_ctx, n);
+        model_layer_forward(m, &m->layers[l], x->kv->k[l], x->kv->v[l], x->ab_blk, m->d_pos + x->n_ctx, n, NULL);
     op->matmul_fused(be, m->logits_dev, m->x, &m->final_norm, c->rms_norm_eps, &m->lm_head, NULL, n, BK_MM_PLAIN);
     op->argmax(be, m->d_ids, m->logits_dev, n, c->vocab_size);
 }

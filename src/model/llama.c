@@ -277,7 +277,7 @@ static int ensure_acts(model *m, int n, int n_logits, int n_ids, int table_entri
  * residual adds with the products); prompt rows [0, np) the bulk path with
  * the norm and the add apart (m->xn their scratch). */
 void model_layer_forward(model *m, const model_layer *L, void *k_cache, void *v_cache, const bk_attn_batch *ab,
-                         const int32_t *rope_pos, int n) {
+                         const int32_t *rope_pos, int n, const model_side *side) {
     backend *be = m->be;
     const backend_ops *op = be->ops;
     const model_config *c = &m->cfg;
@@ -286,8 +286,15 @@ void model_layer_forward(model *m, const model_layer *L, void *k_cache, void *v_
     float eps = c->rms_norm_eps;
     const bk_weight *bqkv = c->attention_bias ? &L->bqkv : NULL;
     if (np) op->matmul_prompt(be, m->qkv, m->x, &L->attn_norm, eps, &L->wqkv, bqkv, np, BK_MM_PLAIN);
-    if (nd) op->matmul_fused(be, m->qkv + (size_t)np * qkv_dim, m->x + (size_t)np * H, &L->attn_norm, eps, &L->wqkv,
-                             bqkv, nd, BK_MM_PLAIN);
+    if (side && !np && op->matmul_fused_side) { /* the side product in the same launch */
+        op->matmul_fused_side(be, m->qkv, m->x, &L->attn_norm, eps, &L->wqkv, bqkv, nd, side->out, side->w,
+                              side->add);
+    } else {
+        if (nd)
+            op->matmul_fused(be, m->qkv + (size_t)np * qkv_dim, m->x + (size_t)np * H, &L->attn_norm, eps,
+                             &L->wqkv, bqkv, nd, BK_MM_PLAIN);
+        if (side) op->matmul_fused(be, side->out, m->x, NULL, 0, side->w, NULL, n, side->add ? BK_MM_ADD : BK_MM_PLAIN);
+    }
     op->qk_norm_rope(be, m->qkv, qkv_dim, n, nh, nkv, hd, c->qk_norm ? &L->q_norm : NULL,
                      c->qk_norm ? &L->k_norm : NULL, eps, rope_pos, m->inv_freq, k_cache, v_cache, ab);
     /* the attention's rows in xn (the norms went into the matmuls) */
@@ -333,11 +340,25 @@ static void run_layers(model *m, kv_cache *kv, const bk_attn_batch *ab, int n, i
     const model_config *c = &m->cfg;
     int H = c->hidden_size;
     op->embed(be, m->x, &m->embed, m->d_tokens, n);
-    bool first = true; /* the first feature's product is written, the others added */
+    /* the features: the first product is written, the others added, in
+     * feature order; a feature layer's own product goes with the next
+     * layer's qkv (model_side: one launch, where the backend can), the
+     * others (the last layer's, several of one layer) after the layer */
+    bool first = true;
+    int pend = -1; /* the feature whose product the next layer takes */
     for (int l = 0; l < c->n_layers; l++) {
-        model_layer_forward(m, &m->layers[l], kv->k[l], kv->v[l], ab, m->d_pos, n);
+        model_side sd;
+        if (pend >= 0) sd = (model_side){m->feat, &m->feat_proj[pend], !first}, first = false;
+        model_layer_forward(m, &m->layers[l], kv->k[l], kv->v[l], ab, m->d_pos, n, pend >= 0 ? &sd : NULL);
+        pend = -1;
+        int here = 0;
+        for (int j = 0; features && j < m->n_feat; j++) here += m->feat_layer[j] == l;
         for (int j = 0; features && j < m->n_feat; j++)
             if (m->feat_layer[j] == l) {
+                if (here == 1 && l + 1 < c->n_layers) {
+                    pend = j;
+                    continue;
+                }
                 op->matmul_fused(be, m->feat, m->x, NULL, 0, &m->feat_proj[j], NULL, n, first ? BK_MM_PLAIN : BK_MM_ADD);
                 first = false;
             }

@@ -212,8 +212,16 @@ int model_forward_dev(model *m, kv_cache *kv, const model_batch *b, float *logit
  * model_upload_step, which sends segments 0..k-1 in one copy). */
 /* rows of one MLP tile for this model's intermediate size */
 int model_mlp_rows(const model *m);
+/* a product of the layer's input rows (all n, without its norm) taken with
+ * its qkv product: out (n, w.rows) (+)= x @ w^T (a DFlash feature
+ * projection of the layer before's output) */
+typedef struct {
+    float *out;
+    const bk_weight *w;
+    bool add;
+} model_side;
 void model_layer_forward(model *m, const model_layer *L, void *k_cache, void *v_cache, const bk_attn_batch *ab,
-                         const int32_t *rope_pos, int n);
+                         const int32_t *rope_pos, int n, const model_side *side);
 /* m->logits_dev (n_logits, vocab) = lm_head(RMSNorm(src[m->d_rows]; g)),
  * no norm when g is NULL (src already normed) */
 void model_head_logits(model *m, const float *src, const bk_weight *g, int n_logits);

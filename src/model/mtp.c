@@ -66,7 +66,7 @@ static void mtp_ops(model *m, const void *ctx) {
     op->mtp_input(be, m->mtp_in, &m->embed, x->tokens, x->src == MTP_SRC_MTP ? m->mtp_hid : m->hid, m->d_hid_idx,
                   &m->mtp->pre_e, &m->mtp->pre_h, n, H, c->rms_norm_eps);
     op->matmul(be, m->x, m->mtp_in, &m->mtp->fc, NULL, n);
-    model_layer_forward(m, &m->mtp->layer, x->mkv->k[0], x->mkv->v[0], x->ab, m->d_pos2, n);
+    model_layer_forward(m, &m->mtp->layer, x->mkv->k[0], x->mkv->v[0], x->ab, m->d_pos2, n, NULL);
     op->rmsnorm(be, m->mtp_hid, H, m->x, H, &m->mtp->norm, n, 1, H, c->rms_norm_eps); /* the next pass's input */
     if (x->n_logits <= 0) return;
     model_head_logits(m, m->mtp_hid, NULL, x->n_logits);

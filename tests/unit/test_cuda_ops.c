@@ -646,3 +646,57 @@ TEST(test_cuda_matmul_fused_matches_the_separate_ops) {
     }
     close_pair(&p);
 }
+
+/* matmul_fused_side: the qkv product with its norm folded and a side
+ * product of the same rows without it (a DFlash feature projection), in one
+ * launch up to 8 tokens, else the two calls — both results bitwise the two
+ * matmul_fused calls', written and added, with and without a bias on the
+ * first; shapes of tinycoder (k 512: qkv 768 rows, side 512), a side wider
+ * than the product, and k 1024 (the largest k whose norm folds). */
+TEST(test_cuda_matmul_fused_side_equals_the_two_calls) {
+    pair p = {0};
+    if (!open_pair(&p)) SKIP("no CUDA GPU");
+    if (!p.gpu->ops->matmul_fused_side) SKIP("no matmul_fused_side");
+    struct { int rows, rows2, k; } cf[3] = {{768, 512, 512}, {256, 1040, 512}, {3072, 1024, 1024}};
+    int ns[4] = {1, 6, 8, 12};
+    const float eps = 1e-6f;
+    for (int ci = 0; ci < 3; ci++) {
+        int rows = cf[ci].rows, rows2 = cf[ci].rows2, k = cf[ci].k, nmax = 12;
+        void *hw, *hw2, *hg, *hb;
+        st_tensor tw = make_tensor(DTYPE_BF16, rows, k, &hw), tw2 = make_tensor(DTYPE_BF16, rows2, k, &hw2),
+                  tg = make_tensor(DTYPE_F32, k, 0, &hg), tb = make_tensor(DTYPE_F32, rows, 0, &hb);
+        const st_tensor *pw[1] = {&tw}, *pw2[1] = {&tw2}, *pg[1] = {&tg}, *pb[1] = {&tb};
+        bk_weight w, w2, g, b;
+        CHECK(p.gpu->ops->weight_init(p.gpu, &w, pw, 1) == 0 && p.gpu->ops->weight_init(p.gpu, &w2, pw2, 1) == 0);
+        CHECK(p.gpu->ops->weight_init(p.gpu, &g, pg, 1) == 0 && p.gpu->ops->weight_init(p.gpu, &b, pb, 1) == 0);
+        size_t xb = (size_t)nmax * k * 4, ob = (size_t)nmax * rows * 4, ob2 = (size_t)nmax * rows2 * 4;
+        float *x = malloc(xb), *s0 = malloc(ob2), *a1 = malloc(ob), *a2 = malloc(ob2), *b1 = malloc(ob), *b2 = malloc(ob2);
+        for (int i = 0; i < nmax * k; i++) x[i] = frand() * 2;
+        for (int i = 0; i < nmax * rows2; i++) s0[i] = frand();
+        float *dx = up(p.gpu, x, xb), *d1 = p.gpu->ops->buf_alloc(p.gpu, ob), *d2 = p.gpu->ops->buf_alloc(p.gpu, ob2);
+        for (int ni = 0; ni < 4; ni++)
+            for (int v = 0; v < 4; v++) {
+                int n = ns[ni];
+                bool add = v & 1;
+                const bk_weight *bias = v & 2 ? &b : NULL;
+                p.gpu->ops->buf_upload(p.gpu, d2, s0, ob2);
+                p.gpu->ops->matmul_fused(p.gpu, d1, dx, &g, eps, &w, bias, n, BK_MM_PLAIN);
+                p.gpu->ops->matmul_fused(p.gpu, d2, dx, NULL, 0, &w2, NULL, n, add ? BK_MM_ADD : BK_MM_PLAIN);
+                down(p.gpu, a1, d1, (size_t)n * rows * 4);
+                down(p.gpu, a2, d2, (size_t)n * rows2 * 4);
+                p.gpu->ops->buf_upload(p.gpu, d2, s0, ob2);
+                p.gpu->ops->matmul_fused_side(p.gpu, d1, dx, &g, eps, &w, bias, n, d2, &w2, add);
+                down(p.gpu, b1, d1, (size_t)n * rows * 4);
+                down(p.gpu, b2, d2, (size_t)n * rows2 * 4);
+                CHECK_MSG(!memcmp(a1, b1, (size_t)n * rows * 4) && !memcmp(a2, b2, (size_t)n * rows2 * 4),
+                          "matmul_fused_side (rows %d, side %d, k %d, %d tokens, add %d, bias %d) differs from the "
+                          "two calls", rows, rows2, k, n, add, bias != NULL);
+            }
+        void *bufs[] = {dx, d1, d2};
+        for (int i = 0; i < 3; i++) p.gpu->ops->buf_free(p.gpu, bufs[i]);
+        bk_weight *ws[] = {&w, &w2, &g, &b};
+        for (int i = 0; i < 4; i++) p.gpu->ops->weight_release(p.gpu, ws[i]);
+        free(x); free(s0); free(a1); free(a2); free(b1); free(b2); free(hw); free(hw2); free(hg); free(hb);
+    }
+    close_pair(&p);
+}

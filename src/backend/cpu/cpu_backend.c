@@ -463,6 +463,14 @@ static void cpu_matmul_fused(backend *be, float *out, const float *in, const bk_
     else cpu_silu_mul(be, out, y, n, rows / 2);
 }
 
+/* the two calls (one model path on every backend) */
+static void cpu_matmul_fused_side(backend *be, float *out, const float *in, const bk_weight *norm, float eps,
+                                  const bk_weight *w, const bk_weight *bias, int n, float *out2, const bk_weight *w2,
+                                  bool add2) {
+    cpu_matmul_fused(be, out, in, norm, eps, w, bias, n, BK_MM_PLAIN);
+    cpu_matmul_fused(be, out2, in, NULL, 0.f, w2, NULL, n, add2 ? BK_MM_ADD : BK_MM_PLAIN);
+}
+
 static void cpu_mtp_input(backend *be, float *out, const bk_weight *table, const int32_t *ids, const float *hid,
                           const int32_t *idx, const bk_weight *w_e, const bk_weight *w_h, int n, int dim, float eps) {
     for (int t = 0; t < n; t++) {
@@ -523,6 +531,7 @@ static const backend_ops cpu_ops = {
     .attention = cpu_attention,
     .silu_mul = cpu_silu_mul,
     .matmul_fused = cpu_matmul_fused,
+    .matmul_fused_side = cpu_matmul_fused_side,
     .add = cpu_add,
     .qk_norm_rope = cpu_qk_norm_rope,
     .gather_rows = cpu_gather_rows,

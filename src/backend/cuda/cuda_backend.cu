@@ -340,6 +340,20 @@ static void cu_matmul_fused(backend *be, float *out, const float *in, const bk_w
          ks_cuda_matmul_fused(S, out, in, norm ? (const float *)norm->impl : NULL, eps, w->impl, wtype_of(w->dtype),
                               bias ? (const float *)bias->impl : NULL, n, (int)w->cols, (int)w->rows, mode));
 }
+static void cu_matmul_fused_side(backend *be, float *out, const float *in, const bk_weight *norm, float eps,
+                                 const bk_weight *w, const bk_weight *bias, int n, float *out2, const bk_weight *w2,
+                                 bool add2) {
+    SKIP_IF_FAILED();
+    if (w2->cols != w->cols) { /* not the same input rows: the two calls */
+        cu_matmul_fused(be, out, in, norm, eps, w, bias, n, BK_MM_PLAIN);
+        cu_matmul_fused(be, out2, in, NULL, 0.f, w2, NULL, n, add2 ? BK_MM_ADD : BK_MM_PLAIN);
+        return;
+    }
+    PROF(be, "matmul_fused side",
+         ks_cuda_matmul_fused_side(S, out, in, norm ? (const float *)norm->impl : NULL, eps, w->impl,
+                                   wtype_of(w->dtype), bias ? (const float *)bias->impl : NULL, n, (int)w->cols,
+                                   (int)w->rows, out2, w2->impl, wtype_of(w2->dtype), (int)w2->rows, add2));
+}
 static void cu_silu_mul(backend *be, float *out, const float *gu, int n, int dim) {
     SKIP_IF_FAILED();
     PROF(be, "silu_mul", ks_cuda_silu_mul(S, out, gu, n, dim));
@@ -439,7 +453,7 @@ static void cu_backend_free(backend *be) {
 static const backend_ops cuda_ops = {
     "cuda",       cu_alloc,       cu_free,      cu_upload,       cu_download,   cu_weight_init, cu_weight_release,
     cu_embed,     cu_rmsnorm,     cu_matmul,    cu_matmul_prompt, cu_rope,         cu_kv_store,   cu_attention,   cu_silu_mul,
-    cu_matmul_fused, cu_add,       cu_qk_norm_rope, cu_gather,  cu_mtp_input, cu_argmax,    cu_graph_begin, cu_graph_end,  cu_graph_launch, cu_graph_free, cu_mem_usage, cu_backend_free,
+    cu_matmul_fused, cu_matmul_fused_side, cu_add,       cu_qk_norm_rope, cu_gather,  cu_mtp_input, cu_argmax,    cu_graph_begin, cu_graph_end,  cu_graph_launch, cu_graph_free, cu_mem_usage, cu_backend_free,
 };
 
 static int pdl_state = -1; /* -1: not yet decided */

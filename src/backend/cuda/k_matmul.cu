@@ -148,6 +148,12 @@ struct mm_epi {
     float eps;
     int add;
     const uint32_t *xs; /* above 8 tokens: x already split (ks_cuda_rmsnorm_split), else NULL */
+    /* a side product in the same launch (NORM, up to 8 tokens): blocks from
+     * blocks1 on compute out2 (n, rows2) (+)= x @ w2^T, x without the norm
+     * (ks_cuda_matmul_fused_side) */
+    const __nv_bfloat16 *w2;
+    float *out2;
+    int rows2, blocks1, add2;
 };
 
 /* a lane's value summed over its quad (lanes 4i .. 4i+3): one fixed order */
@@ -229,9 +235,22 @@ k_matvec_tc(float *__restrict__ out, const float *x, const __nv_bfloat16 *__rest
     __shared__ float red[TC_WARPS][G][MT][4][32];
     __shared__ float red_ss[NORM && !PRE ? TC_WARPS : 1][8], inv_rms[NORM && !PRE ? 8 : 1];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
+    /* the side product's blocks (NORM, no PRE): their own weights, output
+     * and mode, x as it is (the norm's multiply and scale skipped: each
+     * value is then what the plain kernel computes) */
+    int bx = blockIdx.x, add = ep.add;
+    bool side = NORM && !PRE && ep.w2 && bx >= ep.blocks1;
+    if (side) {
+        bx -= ep.blocks1;
+        w = ep.w2;
+        out = ep.out2;
+        rows = ep.rows2;
+        bias = nullptr;
+        add = ep.add2;
+    }
     /* SW (SwiGLU, MT even): tiles pair up, 2p the gate rows and 2p + 1 the
      * up rows of the same 16 outputs (W = [gate; up], half = rows / 2) */
-    int half = rows >> 1, r0 = blockIdx.x * 16 * (SW ? MT / 2 : MT);
+    int half = rows >> 1, r0 = bx * 16 * (SW ? MT / 2 : MT);
     const __nv_bfloat16 *wa[MT], *wb[MT];
 #pragma unroll
     for (int m = 0; m < MT; m++) {
@@ -319,7 +338,7 @@ k_matvec_tc(float *__restrict__ out, const float *x, const __nv_bfloat16 *__rest
 #pragma unroll
                         for (int i = 0; i < 8; i++) {
                             ss = fmaf(xf[u][i], xf[u][i], ss);
-                            xf[u][i] = __fmul_rn(xf[u][i], gw[u][i]);
+                            if (!side) xf[u][i] = __fmul_rn(xf[u][i], gw[u][i]);
                         }
                     }
                 }
@@ -396,10 +415,11 @@ k_matvec_tc(float *__restrict__ out, const float *x, const __nv_bfloat16 *__rest
 #pragma unroll
                 for (int wi = 1; wi < TC_WARPS; wi++) v += red[wi][j][m][c][l];
                 if (tok < n && r < rows) {
-                    if constexpr (NORM) v = __fmul_rn(v, scale_of(tok, tok - t0 - j * 8));
+                    if constexpr (NORM)
+                        if (!side) v = __fmul_rn(v, scale_of(tok, tok - t0 - j * 8));
                     if (bias) v += bias[r];
                     size_t o = (size_t)tok * rows + r;
-                    out[o] = ep.add ? out[o] + v : v;
+                    out[o] = add ? out[o] + v : v;
                 }
             }
         }
@@ -416,9 +436,15 @@ static void launch_tc_v(ks_stream s, float *out, const float *x, const __nv_bflo
     int outs = SW ? rows / 2 : rows; /* output rows, 16 per tile (a SwiGLU pair of tiles gives 16) */
     constexpr int per = SW ? 16 * MT / 2 : 16 * MT, per4 = SW ? 16 * MT4 / 2 : 16 * MT4;
     dim3 block(TC_WARPS * 32), grid((outs + per - 1) / per), grid4((outs + per4 - 1) / per4);
-    /* x is split by the blocks up to 8 tokens, before the call above (PRE) */
-    if constexpr (!PRE)
+    /* x is split by the blocks up to 8 tokens, before the call above (PRE);
+     * a side product's blocks follow the product's */
+    if constexpr (!PRE) {
+        if (e.w2) {
+            e.blocks1 = grid.x;
+            grid.x += (e.rows2 + per - 1) / per;
+        }
         ks_launch(k_matvec_tc<1, U, MT, SW, false, PIPE, NORM>, grid, block, 0, s, out, x, w, bias, n, k, rows, e);
+    }
     else if (n <= 16)
         ks_launch(k_matvec_tc<2, U, MT, SW, true, PIPE, NORM>, grid, block, 0, s, out, x, w, bias, n, k, rows, e);
     else
@@ -599,6 +625,26 @@ extern "C" void ks_cuda_matmul(ks_stream s, float *out, const float *x, const vo
  * gate|up on the pipelined SwiGLU tile). Short rows are launch-bound and
  * gain the kernel; long rows pay the block's extra x and weight loads. */
 static bool fold_norm(int k, int rows, bool sw) { return k <= 1024 || (sw && rows >= 768 * 32); }
+
+/* The qkv product (norm folded) and a side product of the same rows
+ * without it in one launch: the side's tiles are the plain kernel's (the
+ * same k blocks per warp in the same order, the same reduction), so both
+ * results are bitwise the two calls'. Where the kernel cannot (the norm not
+ * folded, x split above 8 tokens, other weight types, SwiGLU), the two
+ * calls. */
+extern "C" void ks_cuda_matmul_fused_side(ks_stream s, float *out, const float *x, const float *g, float eps,
+                                          const void *w, int wtype, const float *bias, int n, int k, int rows,
+                                          float *out2, const void *w2, int wtype2, int rows2, int add2) {
+    if (n <= 0 || rows <= 0) return;
+    if (g && wtype == 2 && wtype2 == 2 && k % 32 == 0 && n <= 8 && rows2 > 0 && fold_norm(k, rows, false)) {
+        mm_epi e = {g, NULL, eps, 0, NULL, (const __nv_bfloat16 *)w2, out2, rows2, 0, add2};
+        launch_tc<false, true>(s, out, x, (const __nv_bfloat16 *)w, bias, n, k, rows, e);
+        CUDA_CHECK_LAUNCH();
+        return;
+    }
+    ks_cuda_matmul_fused(s, out, x, g, eps, w, wtype, bias, n, k, rows, KS_MM_PLAIN);
+    ks_cuda_matmul_fused(s, out2, x, NULL, 0.f, w2, wtype2, NULL, n, k, rows2, add2 ? KS_MM_ADD : KS_MM_PLAIN);
+}
 
 /* The other paths (weights not bf16 with k % 32 == 0, an unfolded norm):
  * the separate ops through two workspaces */
