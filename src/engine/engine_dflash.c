@@ -4,6 +4,7 @@
  * block forward drafts the next step for every decoding sequence at once.
  * Errors turn DFlash off for the step's sequences; output never depends on
  * it (the verifier decides every token). */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -126,8 +127,14 @@ void engine_dflash_reset(engine *e, seq_state *s) {
 
 /* After a forward that fetched the pending pass's blocks (ids: (fl_pend,
  * fl_block) as dflash_block_ids holds them): each sequence's drafts into
- * fl_draft, and into draft where this step verified them. */
-void engine_dflash_fetched(engine *e, const int32_t *ids) {
+ * fl_draft, and into draft where this step verified them. The pass's cost
+ * is its launch and what that forward waited beyond the step model's time
+ * (waited; NaN: not a measure of it, e.g. a recording or prompt rows). */
+void engine_dflash_fetched(engine *e, const int32_t *ids, double waited) {
+    if (e->fl_pend_t > 0 && !isnan(waited)) {
+        double t = e->fl_pend_t + waited;
+        engine_track_cost(e, &e->fl_ratio, t > 0 ? t : 0, 1);
+    }
     int B = e->fl_block;
     for (int i = 0; i < e->n_active; i++) {
         seq_state *s = e->active[i];

@@ -263,6 +263,6 @@ int engine_dflash_start(engine *e);
 void engine_dflash_stop(engine *e);
 int engine_dflash_update(engine *e, int na, const int *feed, const int *tstart, const int *pstart, const int *done);
 void engine_dflash_reset(engine *e, seq_state *s);
-void engine_dflash_fetched(engine *e, const int32_t *ids);
+void engine_dflash_fetched(engine *e, const int32_t *ids, double waited);
 
 #endif

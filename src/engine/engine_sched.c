@@ -352,16 +352,11 @@ int engine_step(engine *e) {
     double t_fwd = now_s();
     unsigned long g_fwd = model_graph_recordings();
     int fwd_rc = model_forward_dev(e->m, &e->kv, &b, need_rows ? e->logits : NULL, &dev);
-    if (!fwd_rc && n_fetch) {
-        engine_dflash_fetched(e, e->b_ids + n_rows);
-        /* the pass's cost: its launch and what this forward waited beyond
-         * the step model's time (one sequence: the model is per sequence) */
-        if (!n_prompt && na == 1 && model_graph_recordings() == g_fwd && e->fl_pend_t > 0) {
-            double extra = now_s() - t_fwd - engine_step_time(e, n, e->active[0]->n_cached);
-            double t = e->fl_pend_t + extra;
-            engine_track_cost(e, &e->fl_ratio, t > 0 ? t : 0, 1);
-        }
-    }
+    if (!fwd_rc && n_fetch) /* (what it waited beyond the step model: one sequence, the model is per sequence) */
+        engine_dflash_fetched(e, e->b_ids + n_rows,
+                              !n_prompt && na == 1 && model_graph_recordings() == g_fwd
+                                  ? now_s() - t_fwd - engine_step_time(e, n, e->active[0]->n_cached)
+                                  : NAN);
     if (e->cfg.log_steps) { /* one line per forward, timed to its end (diagnostics) */
         if (!fwd_rc) model_sync(e->m);
         int ctx_max = 0;

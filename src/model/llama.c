@@ -251,7 +251,7 @@ static int ensure_acts(model *m, int n, int n_logits, int n_ids, int table_entri
         m->cap_logits = m->logits_dev && (m->d_mtp_ids || !m->mtp) ? cap : 0;
         if (!m->cap_logits) return err_set(KS_ENOMEM, "model: out of memory for %d rows of logits", n_logits);
     }
-    if (n_ids > m->cap_ids) { /* the logits rows' argmax ids, and ids fetched beside them (model_batch.n_fetch) */
+    if (n_ids > m->cap_ids) { /* the logits rows' argmax ids, and ids fetched beside them (model_dev_ids) */
         free_graphs(m);
         if (m->d_ids) be->ops->buf_free(be, m->d_ids);
         int cap = n_ids < 16 ? 16 : n_ids * 2;
@@ -347,9 +347,9 @@ static void run_layers(model *m, kv_cache *kv, const bk_attn_batch *ab, int n, i
     bool first = true;
     int pend = -1; /* the feature whose product the next layer takes */
     for (int l = 0; l < c->n_layers; l++) {
-        model_side sd;
-        if (pend >= 0) sd = (model_side){m->feat, &m->feat_proj[pend], !first}, first = false;
+        model_side sd = {m->feat, pend >= 0 ? &m->feat_proj[pend] : NULL, !first};
         model_layer_forward(m, &m->layers[l], kv->k[l], kv->v[l], ab, m->d_pos, n, pend >= 0 ? &sd : NULL);
+        if (pend >= 0) first = false;
         pend = -1;
         int here = 0;
         for (int j = 0; features && j < m->n_feat; j++) here += m->feat_layer[j] == l;
@@ -409,8 +409,8 @@ bool model_graphs_on(const model *m, int n) {
 void model_graphs_drop(model *m) { free_graphs(m); }
 
 /* The slot of key k: its own, else a free one, else the one used longest
- * ago (a server meets new shapes for as long as it runs: batch sizes, draft
- * lengths, context bounds; the table must not fill with old ones for good) */
+ * ago (a server meets new shapes for as long as it runs: batch sizes and
+ * draft lengths; the table must not fill with old ones for good) */
 static int find_graph(model *m, const model_graph_key *k) {
     m->graph_clock++;
     for (int i = 0; i < m->n_graphs; i++)

@@ -113,7 +113,7 @@ typedef struct model {
     bool rows_dense;          /* the batch prepared last has logits rows 0..n-1: the head reads x as it is */
     int32_t *d_tables;
     int32_t *d_tiles;     /* (cap, 2) prompt-row tiles (bk_attn_batch.tiles) */
-    int32_t *d_ids;       /* (cap_ids) argmax of each logits row (drafts), then model_batch.n_fetch ids */
+    int32_t *d_ids;       /* (cap_ids) argmax of each logits row (drafts), then model_dev_ids.n_fetch ids */
     int32_t *d_mtp_ids;   /* (cap_logits * MODEL_MTP_MAX_CHAIN) the argmax ids of a chain of MTP passes */
     int mtp_chain, mtp_last; /* ids in d_mtp_ids so far; of them, the last pass's */
     int32_t *h_tiles;     /* (cap, 2) host staging of the same (owned) */
@@ -189,7 +189,8 @@ int model_forward(model *m, kv_cache *kv, const model_batch *b, float *logits);
 
 /* Ids already on the device (a drafter's drafts, left there so that no wait
  * comes between its pass and the forward that verifies them): ids is
- * another of the backend's buffers (borrowed, read in stream order). Token
+ * another of the backend's buffers (borrowed, read in stream order; it
+ * holds every src + n of the runs and n_fetch ids, the caller's bound). Token
  * rows [runs[i].row, + runs[i].n) take ids[runs[i].src ..] (their host
  * tokens are ignored: any valid id); and ids[0 .. n_fetch) come back beside
  * the argmax ids, into b->argmax[n_logits ..] (which then holds n_logits +

@@ -344,15 +344,10 @@ static void cu_matmul_fused_side(backend *be, float *out, const float *in, const
                                  const bk_weight *w, const bk_weight *bias, int n, float *out2, const bk_weight *w2,
                                  bool add2) {
     SKIP_IF_FAILED();
-    if (w2->cols != w->cols) { /* not the same input rows: the two calls */
-        cu_matmul_fused(be, out, in, norm, eps, w, bias, n, BK_MM_PLAIN);
-        cu_matmul_fused(be, out2, in, NULL, 0.f, w2, NULL, n, add2 ? BK_MM_ADD : BK_MM_PLAIN);
-        return;
-    }
     PROF(be, "matmul_fused side",
          ks_cuda_matmul_fused_side(S, out, in, norm ? (const float *)norm->impl : NULL, eps, w->impl,
                                    wtype_of(w->dtype), bias ? (const float *)bias->impl : NULL, n, (int)w->cols,
-                                   (int)w->rows, out2, w2->impl, wtype_of(w2->dtype), (int)w2->rows, add2));
+                                   (int)w->rows, out2, w2->impl, wtype_of(w2->dtype), (int)w2->cols, (int)w2->rows, add2));
 }
 static void cu_silu_mul(backend *be, float *out, const float *gu, int n, int dim) {
     SKIP_IF_FAILED();

@@ -25,10 +25,11 @@ enum { KS_MM_PLAIN = 0, KS_MM_ADD = 1, KS_MM_SWIGLU = 2, KS_MM_SWIGLU_IN = 4 };
 void ks_cuda_matmul_fused(ks_stream s, float *out, const float *x, const float *g, float eps, const void *w, int wtype,
                           const float *bias, int n, int k, int rows, int mode);
 /* the PLAIN product above (norm g folded) and out2 (n, rows2) (+)= x @ w2^T
- * (no norm; add2: +=) in one launch where the kernel can, else the two */
+ * (w2 (rows2, k2), no norm; add2: +=) in one launch where the kernel can,
+ * else the two */
 void ks_cuda_matmul_fused_side(ks_stream s, float *out, const float *x, const float *g, float eps, const void *w,
                                int wtype, const float *bias, int n, int k, int rows, float *out2, const void *w2,
-                               int wtype2, int rows2, int add2);
+                               int wtype2, int k2, int rows2, int add2);
 void ks_cuda_rmsnorm(ks_stream s, float *out, int out_stride, const float *in, int in_stride, const float *w, int n,
                      int n_heads, int dim, float eps);
 /* the same rows (n x dim, contiguous, one head) written in 16 bits (wtype 2

@@ -634,16 +634,16 @@ static bool fold_norm(int k, int rows, bool sw) { return k <= 1024 || (sw && row
  * calls. */
 extern "C" void ks_cuda_matmul_fused_side(ks_stream s, float *out, const float *x, const float *g, float eps,
                                           const void *w, int wtype, const float *bias, int n, int k, int rows,
-                                          float *out2, const void *w2, int wtype2, int rows2, int add2) {
+                                          float *out2, const void *w2, int wtype2, int k2, int rows2, int add2) {
     if (n <= 0 || rows <= 0) return;
-    if (g && wtype == 2 && wtype2 == 2 && k % 32 == 0 && n <= 8 && rows2 > 0 && fold_norm(k, rows, false)) {
+    if (g && wtype == 2 && wtype2 == 2 && k2 == k && k % 32 == 0 && n <= 8 && rows2 > 0 && fold_norm(k, rows, false)) {
         mm_epi e = {g, NULL, eps, 0, NULL, (const __nv_bfloat16 *)w2, out2, rows2, 0, add2};
         launch_tc<false, true>(s, out, x, (const __nv_bfloat16 *)w, bias, n, k, rows, e);
         CUDA_CHECK_LAUNCH();
         return;
     }
     ks_cuda_matmul_fused(s, out, x, g, eps, w, wtype, bias, n, k, rows, KS_MM_PLAIN);
-    ks_cuda_matmul_fused(s, out2, x, NULL, 0.f, w2, wtype2, NULL, n, k, rows2, add2 ? KS_MM_ADD : KS_MM_PLAIN);
+    ks_cuda_matmul_fused(s, out2, x, NULL, 0.f, w2, wtype2, NULL, n, k2, rows2, add2 ? KS_MM_ADD : KS_MM_PLAIN);
 }
 
 /* The other paths (weights not bf16 with k % 32 == 0, an unfolded norm):
