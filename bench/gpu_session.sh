@@ -30,7 +30,7 @@
 # them), whose files replace this tree's — variants measured against each other in one call,
 # interleaved (AB_MODELS, AB_ROUNDS); AB_LONG="new NAME.." adds decode after
 # ~16k / ~64k tokens; AB_FWD=1 model_forward of 1 / 4 / 16 sequences;
-# AB_MATVEC=1 cuda_ops_bench --matvec; AB_SPEC="CONFIGS" the proposer bench; AB_PREFILL=1 prefill of a ~4k-token
+# AB_MATVEC=1 cuda_ops_bench --matvec; AB_SPEC="CONFIGS" the proposer bench (AB_SPEC_ROUNDS rounds, the trees interleaved; SPEC_FULL=1 at --full); AB_PREFILL=1 prefill of a ~4k-token
 # prompt on Qwen3-8B and 1.7B.
 # steplog = KESTREL_STEP_LOG of one tinycoder completion with MTP, with DFlash.
 # SPEC_FULL=1: the proposer matrix at --full size (5 prompts x 128 tokens).
@@ -252,10 +252,12 @@ if has ab; then # this tree ("new") against each overlay .devcarry/ab_NAME.tar.x
     for b in "${trees[@]}"; do # decode attention alone, a pool of 128k tokens
         $b/cuda_ops_bench --attention 131072 | grep attention | sed "s|^|ab $(tname $b) |" | tee -a "$OUT/ab.txt"
     done
-    if [ -n "${AB_SPEC:-}" ]; then # the proposer matrix on tinycoder (AB_SPEC: its CONFIGS), each tree in turn
-        for b in "${trees[@]}"; do
-            KESTREL=$b/kestrel CONFIGS="$AB_SPEC" timeout 200 bash bench/proposer_bench.sh "$TC" -- --device cuda 2>/dev/null |
-                grep "^|" | sed "s|^|ab $(tname $b) |" | tee -a "$OUT/ab.txt"
+    if [ -n "${AB_SPEC:-}" ]; then # the proposer matrix on tinycoder (AB_SPEC: its CONFIGS), the trees interleaved
+        for round in $(seq ${AB_SPEC_ROUNDS:-1}); do # (SPEC_FULL=1: --full; WORKLOADS narrows)
+            for b in "${trees[@]}"; do
+                KESTREL=$b/kestrel CONFIGS="$AB_SPEC" timeout 200 bash bench/proposer_bench.sh "$TC" ${SPEC_FULL:+--full} \
+                    -- --device cuda 2>/dev/null | grep "^|" | sed "s|^|ab $(tname $b) $round |" | tee -a "$OUT/ab.txt"
+            done
         done
     fi
     if [ -n "${AB_MATVEC:-}" ]; then # the decode matvecs alone at Qwen3-8B / 1.7B shapes, 1 / 4 / 16 tokens

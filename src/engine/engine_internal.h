@@ -42,6 +42,7 @@ struct engine_req {
     engine_event *evs;
     int ev_head, ev_n, ev_cap;
     bool ended;             /* DONE/ERROR queued */
+    bool unwoken;           /* token events queued since the last wake */
     struct engine_req *next;/* waiting list link (engine mutex) */
 };
 
@@ -177,6 +178,7 @@ static inline double now_s(void) {
 
 /* engine.c */
 void engine_push_event(engine_req *r, engine_event *ev); /* takes ev->text */
+void engine_wake(engine_req *r);
 void engine_push_error(engine_req *r, const char *msg);
 /* engine_seq.c */
 seq_state *engine_seq_new(engine *e, engine_req *r);

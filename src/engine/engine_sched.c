@@ -426,6 +426,9 @@ int engine_step(engine *e) {
         /* its drafts stay on the device: the next forward completes its cost */
         e->fl_pend_t = n_pass[1] && !n_prompt && model_graph_recordings() == g0 ? t_pass[1] : 0.0;
     }
+    /* the step's tokens reach their streams once its passes are on their way */
+    for (int i = 0; i < na; i++)
+        if (!done[i]) engine_wake(e->active[i]->r);
     if (e->cfg.log_steps && (n_pass[0] || n_pass[1])) /* the proposers' passes after that forward */
         fprintf(stderr, "kestrel: passes: MTP %d in %.3f ms (cost now %.3f decode steps), DFlash %d in %.3f ms (%.3f)\n",
                 n_pass[0], t_pass[0] * 1e3, e->mtp_ratio, n_pass[1], t_pass[1] * 1e3, e->fl_ratio);
