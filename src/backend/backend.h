@@ -170,6 +170,25 @@ typedef struct backend_ops {
      * value, the lowest such index on ties (sample_argmax's rule): greedy
      * drafts leave the device as ids, not as rows of logits */
     void (*argmax)(backend *be, int32_t *out, const float *in, int n, int cols);
+    /* A greedy verify's outcome for rows launched right behind it, before
+     * the host has seen its ids (a DFlash block drafted after its verify):
+     * a = the count of leading i < k[0] with ids[i] == drafts[i] (the
+     * drafts accepted; k is a one-int buffer); then tok[0] = ids[a] (the
+     * verify's own next token) and for each row j < n: pos[j] += a,
+     * pos2[j] += a, slots[j] = the slot of entry entry[j] + a in table
+     * (block_size entries a block). Work enqueued after it sees the
+     * shifted rows. */
+    void (*spec_shift)(backend *be, const int32_t *ids, const int32_t *drafts, const int32_t *k, int32_t *tok,
+                       int32_t *pos, int32_t *pos2, const int32_t *entry, int32_t *slots, const int32_t *table,
+                       int block_size, int n);
+    /* Optional (NULL: buf_download, after the work launched behind it): a
+     * download the host collects with download_wait while the work
+     * enqueued after it runs on; dst from host_alloc (pinned host memory
+     * on CUDA, where a copy into pageable memory would wait for it). */
+    void *(*host_alloc)(backend *be, size_t bytes);
+    void (*host_free)(backend *be, void *p);
+    int (*buf_download_start)(backend *be, void *dst, const void *src, size_t bytes);
+    int (*download_wait)(backend *be);
     /* Optional (NULL on the CPU): record the ops issued between graph_begin
      * and graph_end into a replayable graph (CUDA graphs). Replays read the
      * same buffers, so only their contents may change between launches.

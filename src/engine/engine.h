@@ -141,6 +141,7 @@ typedef struct {
     double drafter_cost_ratio;                   /* drafter forward / target decode step */
     long long dflash_drafted, dflash_accepted;   /* the DFlash drafter's share */
     double dflash_cost_ratio;                    /* DFlash pass (context entry + block) / target decode step */
+    long long dflash_behind_steps;               /* DFlash blocks launched behind their verify (engine_dflash_behind) */
     long long gate_prompt_off, gate_runtime_off; /* requests the gates turned speculation off for */
     double verify_cost_ratio;                    /* measured cost of a k+1-token step / 1-token step */
     long long prefix_lookup_tokens, prefix_hit_tokens; /* prompt tokens looked up / served from the cache */

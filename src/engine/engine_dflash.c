@@ -32,7 +32,7 @@ static int dflash_pass(engine *e, const probe_ctx *pc, void *arg) {
     kv_seq *fs = arg, *fseqs[1] = {fs};
     int32_t drafts[ENGINE_MAX_DRAFT], one = 1;
     dflash_ctx_rows cr = {1, pc->seq_idx, pc->seq_idx, pc->seq_idx, pc->seq_idx};
-    dflash_blocks bl = {1, pc->seq_idx, pc->tok, &one, &one, e->fl_block, drafts};
+    dflash_blocks bl = {1, pc->seq_idx, pc->tok, &one, &one, e->fl_block, drafts, 0};
     return dflash_step(e->cfg.dflash, &e->fl_kv, 1, fseqs, &cr, &bl);
 }
 
@@ -123,6 +123,7 @@ void engine_dflash_reset(engine *e, seq_state *s) {
     s->fl_next = 0;
     s->n_fl_draft = 0;
     s->fl_slot = -1;
+    s->fl_behind = false;
 }
 
 /* After a forward that fetched the pending pass's blocks (ids: (fl_pend,
@@ -163,6 +164,45 @@ static bool dflash_pays(const engine *e, const seq_state *s, double bar) {
     return false;
 }
 
+bool engine_dflash_plan_behind(engine *e, seq_state *s) {
+    int k = s->n_draft;
+    if (!s->draft_dev || !k || s->draft_src != DRAFT_SRC_DFLASH || !s->use_dflash || !s->spec || s->use_mtp ||
+        engine_seq_needs_logits(s) || s->fl_q0 < 0 || s->fl_next != s->n_cached || !dflash_pays(e, s, SPEC_PAY_BAR))
+        return false;
+    /* entries: the verify's k + 1 positions from n_cached, then the block
+     * from one past the last accepted (at most k further) */
+    kv_seq_truncate(&e->fl_kv, &s->fkv, s->fl_next - s->fl_q0); /* drop the last block's entries */
+    if (kv_seq_reserve(&e->fl_kv, &s->fkv, s->n_cached + k + 1 + e->fl_block - s->fl_q0) != 0 || scratch(e, k + 1))
+        return false;
+    s->fl_behind = true;
+    return true;
+}
+
+/* The block behind the verify of the step's one sequence (planned above):
+ * context entries for all k + 1 verified positions — those past the last
+ * accepted one hold the rejected drafts' features, and the block, which
+ * starts one past the last accepted, overwrites them before any read — and
+ * the block with none accepted, moved up on the device (dflash_blocks.behind). */
+void engine_dflash_behind(void *arg) {
+    engine *e = arg;
+    seq_state *s = e->active[0];
+    int k = s->n_draft, p0 = s->n_cached;
+    for (int i = 0; i <= k; i++) {
+        e->fl_idx[i] = p0 + i - s->fl_q0;
+        e->fl_pos[i] = p0 + i;
+        e->fl_seq[i] = 0;
+        e->fl_row[i] = i;
+    }
+    int32_t of = 0, last = 0 /* (the verify's next token, on the device) */, rope0 = p0 + 1, entry0 = rope0 - s->fl_q0;
+    kv_seq *seqs[1] = {&s->fkv};
+    dflash_ctx_rows cr = {k + 1, e->fl_idx, e->fl_pos, e->fl_seq, e->fl_row};
+    dflash_blocks bl = {1, &of, &last, &rope0, &entry0, e->fl_block, NULL, k};
+    double t0 = now_s();
+    unsigned long g0 = model_graph_recordings();
+    e->fl_behind_rc = dflash_step(e->cfg.dflash, &e->fl_kv, 1, seqs, &cr, &bl);
+    e->fl_behind_t = model_graph_recordings() == g0 ? now_s() - t0 : 0.0;
+}
+
 /* After a target forward (and its sampling/verification): positions
  * pstart[i] .. n_cached-1 of sequence i are settled and their features are
  * rows tstart[i].. of that forward. Sequences whose entries fall behind
@@ -184,6 +224,22 @@ int engine_dflash_update(engine *e, int na, const int *feed, const int *tstart, 
             if (s->spec) atomic_fetch_add(&e->gate_runtime_off, 1);
             engine_src_off(e, s, DRAFT_SRC_DFLASH);
             continue;
+        }
+        if (s->fl_behind) { /* its entries and block went behind the verify (the only sequence) */
+            s->fl_behind = false;
+            if (e->fl_behind_rc) {
+                s->use_dflash = false;
+                engine_dflash_reset(e, s);
+                return 0;
+            }
+            s->fl_next = s->n_cached;
+            s->fl_idle = 0;
+            memset(s->fl_draft, 0, (size_t)(B - 1) * sizeof *s->fl_draft); /* valid ids until they come back */
+            s->n_fl_draft = B - 1;
+            s->fl_slot = 0;
+            e->fl_pend = 1;
+            atomic_fetch_add(&e->fl_behind_steps, 1);
+            return 1;
         }
         int p0 = pstart[i];
         if (s->fl_q0 < 0 || s->fl_next < p0) {
@@ -226,7 +282,7 @@ int engine_dflash_update(engine *e, int na, const int *feed, const int *tstart, 
         }
     /* the entries and the blocks in one pass; the drafts stay on the device */
     dflash_ctx_rows cr = {n, e->fl_idx, e->fl_pos, e->fl_seq, e->fl_row};
-    dflash_blocks bl = {nb, e->fl_of, e->fl_last, e->fl_rope0, e->fl_entry0, B, NULL};
+    dflash_blocks bl = {nb, e->fl_of, e->fl_last, e->fl_rope0, e->fl_entry0, B, NULL, 0};
     if ((n || nb) && dflash_step(d, &e->fl_kv, na, seqs, &cr, &bl) != 0) {
         for (int i = 0; i < na; i++)
             if (draft[i] || (!done[i] && e->active[i]->use_dflash && feed[i])) {

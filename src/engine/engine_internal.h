@@ -104,6 +104,7 @@ typedef struct {
     int fl_slot;            /* its block in the pass whose drafts are still on the device (-1: none;
                              * fl_draft then holds 0s) */
     int fl_idle;            /* consecutive steps whose block was skipped for prompt lookup's drafts */
+    bool fl_behind;         /* this step's block goes right behind its verify (engine_dflash_behind) */
     /* per source (DRAFT_SRC_*): its verify steps, drafts and accepted drafts
      * (the runtime gates) */
     int src_steps[4], src_drafted[4], src_accepted[4];
@@ -138,6 +139,7 @@ struct engine {
     atomic_llong done, prompt_tokens, gen_tokens, preemptions;
     atomic_llong spec_drafted, spec_accepted, spec_verify, gate_prompt_off, gate_runtime_off;
     atomic_llong prefix_lookup, prefix_hit;
+    atomic_llong fl_behind_steps;
     atomic_int stat_cached_blocks;
     prefix_cache *pc;       /* NULL when disabled */
     drafter *dr;            /* NULL without a draft model */
@@ -164,6 +166,10 @@ struct engine {
      * waited beyond the step model's time (the pass's cost, tracked) */
     int fl_pend;
     double fl_pend_t;
+    /* a block launched behind its verify (engine_dflash_behind): the
+     * launch's result and host time (0: it recorded a graph) */
+    int fl_behind_rc;
+    double fl_behind_t;
     int32_t *fl_idx, *fl_pos, *fl_seq, *fl_row, *fl_last, *fl_rope0, *fl_entry0, *fl_of; /* scratch */
     int fl_cap;
     atomic_int stat_active;
@@ -266,5 +272,14 @@ void engine_dflash_stop(engine *e);
 int engine_dflash_update(engine *e, int na, const int *feed, const int *tstart, const int *pstart, const int *done);
 void engine_dflash_reset(engine *e, seq_state *s);
 void engine_dflash_fetched(engine *e, const int32_t *ids, double waited);
+/* A step that verifies its one sequence's DFlash drafts greedily drafts the
+ * next block right behind the verify, before the host has the verify's ids
+ * (model_dev_ids.behind; the device moves the block up by the drafts it
+ * finds accepted): no host turn between the verify and the pass, the GPU's
+ * idle ~15 us a step. engine_dflash_plan_behind says whether this step
+ * does (and reserves its entries), engine_dflash_behind (arg: the engine)
+ * launches it, engine_dflash_update keeps the books after the verify. */
+bool engine_dflash_plan_behind(engine *e, seq_state *s);
+void engine_dflash_behind(void *arg);
 
 #endif

@@ -348,7 +348,10 @@ int engine_step(engine *e) {
     bool features = false;
     for (int i = 0; i < na; i++) features |= feed[i] && e->active[i]->use_dflash;
     model_batch b = {n, e->b_tok, e->b_pos, e->b_seq, na, seqs, n_rows, e->b_rows, n_prompt, e->b_ids, !features};
-    model_dev_ids dev = {n_fetch ? dflash_block_ids(e->cfg.dflash) : NULL, n_runs, runs, n_fetch};
+    /* one sequence verifying DFlash drafts: its next block goes right behind the verify */
+    bool behind = na == 1 && !n_prompt && e->fl_kv.n_blocks && engine_dflash_plan_behind(e, e->active[0]);
+    model_dev_ids dev = {n_fetch ? dflash_block_ids(e->cfg.dflash) : NULL, n_runs, runs, n_fetch,
+                         behind ? engine_dflash_behind : NULL, e};
     double t_fwd = now_s();
     unsigned long g_fwd = model_graph_recordings();
     int fwd_rc = model_forward_dev(e->m, &e->kv, &b, need_rows ? e->logits : NULL, &dev);
@@ -424,7 +427,9 @@ int engine_step(engine *e) {
         n_pass[1] = engine_dflash_update(e, na, feed, tstart, pstart, done);
         t_pass[1] = now_s() - t0;
         /* its drafts stay on the device: the next forward completes its cost */
-        e->fl_pend_t = n_pass[1] && !n_prompt && model_graph_recordings() == g0 ? t_pass[1] : 0.0;
+        e->fl_pend_t = behind                                                        ? (n_pass[1] ? e->fl_behind_t : 0.0)
+                       : n_pass[1] && !n_prompt && model_graph_recordings() == g0 ? t_pass[1]
+                                                                                  : 0.0;
     }
     /* the step's tokens reach their streams once its passes are on their way */
     for (int i = 0; i < na; i++)

@@ -30,6 +30,7 @@ struct dflash {
     float *feat_in;     /* backend (cap, hidden): context rows gathered from the target's features */
     int hcap;
     int32_t *h_tok, *h_pos, *h_seq, *h_rope, *h_rows, *h_apos, *h_ids; /* host (hcap) */
+    int32_t *d_behind;  /* backend, 1 int: the drafts of the verify a block follows (dflash_blocks.behind) */
 };
 
 /* the tensor name of shape [d0] (d1 0) or [d0, d1] */
@@ -182,6 +183,7 @@ void dflash_free(dflash *d) {
         if (d->wkv[g].n_parts) be->ops->weight_release(be, &d->wkv[g]);
     free(d->wkv);
     if (d->feat_in) be->ops->buf_free(be, d->feat_in);
+    if (d->d_behind) be->ops->buf_free(be, d->d_behind);
     int32_t *arrs[7] = {d->h_tok, d->h_pos, d->h_seq, d->h_rope, d->h_rows, d->h_apos, d->h_ids};
     for (int i = 0; i < 7; i++) free(arrs[i]);
     model_free(d->dm);
@@ -224,6 +226,8 @@ typedef struct {
     const bk_attn_batch *ab_ctx, *ab_blk; /* views of one prepared batch: its context rows, its block rows */
     int n_ctx, n_blk;   /* rows of each (the block rows follow the context rows) */
     bool gather;        /* context rows: gathered (else rows 0..n_ctx-1 of the target's features) */
+    bool behind;        /* the block follows its verify on the device (dflash_blocks.behind) */
+    const int32_t *table; /* then its sequence's row of the block tables */
 } pass_ctx;
 
 /* ctx = hidden_norm(fc([h_l1 ; h_l2 ; ..])) (the fc product is the
@@ -270,8 +274,19 @@ static void block_ops(model *m, const pass_ctx *x) {
     op->argmax(be, m->d_ids, m->logits_dev, n, c->vocab_size);
 }
 
+/* a block behind its verify: the drafts the verify accepted (the target's
+ * ids against its draft rows 1..) move the block's rows up; the entries
+ * (HID_IDX, unused by block rows) hold those with none accepted */
+static void shift_ops(model *m, const pass_ctx *x) {
+    const model *t = x->d->target;
+    int c = x->n_ctx;
+    m->be->ops->spec_shift(m->be, t->d_ids, t->d_tokens + 1, x->d->d_behind, m->d_tokens + c, m->d_pos + c,
+                           m->d_pos2 + c, m->d_hid_idx + c, m->d_slots + c, x->table, x->kv->block_size, x->n_blk);
+}
+
 static void step_ops(model *m, const void *ctx) {
     const pass_ctx *x = ctx;
+    if (x->behind) shift_ops(m, x);
     if (x->n_ctx) context_ops(m, x);
     if (x->n_blk) block_ops(m, x);
 }
@@ -284,7 +299,9 @@ int dflash_step(dflash *d, kv_cache *kv, int n_seqs, kv_seq *const *seqs, const 
     if (nb && (B < 2 || B > d->block)) return err_set(KS_EINVAL, "DFlash: block %d outside 2..%d", B, d->block);
     model *m = d->dm, *t = d->target;
     if (nc && !t->feat) return err_set(KS_EINVAL, "DFlash: the model kept no features");
-    int n = nc + nb * B;
+    int n = nc + nb * B, behind = nb ? bl->behind : 0;
+    if (behind && (nb != 1 || behind >= B || !t->d_ids || behind + 1 > t->cap_ids))
+        return err_set(KS_EINVAL, "DFlash: a block behind a verify of %d drafts (%d blocks of %d)", behind, nb, B);
     bool gather = false; /* a single sequence's step reads its rows where the forward left them */
     for (int i = 0; i < nc; i++) {
         if (cr->row[i] < 0 || cr->row[i] >= t->cap_tokens) return err_set(KS_EINVAL, "DFlash: feature row out of range");
@@ -303,7 +320,7 @@ int dflash_step(dflash *d, kv_cache *kv, int n_seqs, kv_seq *const *seqs, const 
     for (int s = 0, i = nc; s < nb; s++)
         for (int j = 0; j < B; j++, i++) {
             d->h_tok[i] = j ? d->mask_id : bl->last[s];
-            d->h_pos[i] = bl->entry0[s] + j;
+            d->h_pos[i] = bl->entry0[s] + behind + j; /* (behind: checked for the most it can move) */
             d->h_seq[i] = bl->seq[s];
             d->h_rows[i - nc] = i;
         }
@@ -322,20 +339,29 @@ int dflash_step(dflash *d, kv_cache *kv, int n_seqs, kv_seq *const *seqs, const 
     for (int s = 0, i = nc; s < nb; s++)
         for (int j = 0; j < B; j++, i++) {
             rope[i] = bl->rope0[s] + j;
-            hid[i] = 0;
+            hid[i] = bl->entry0[s] + j; /* (read only behind a verify: the entries with none accepted) */
             apos[i] = bl->entry0[s] + B - 1; /* every block row sees the whole context and the whole block */
         }
     if ((rc = model_upload_step(m, MODEL_SEG_POS2 + 1))) return rc;
+    if (behind) {
+        if (!d->d_behind && !(d->d_behind = m->be->ops->buf_alloc(m->be, sizeof(int32_t))))
+            return err_set(KS_ENOMEM, "DFlash: out of memory");
+        if ((rc = m->be->ops->buf_upload(m->be, d->d_behind, &behind, sizeof behind))) return rc;
+    }
     bk_attn_batch ab_ctx = ab, ab_blk = ab;
     ab_ctx.n_tokens = nc;
     ab_blk.n_tokens = nb * B;
     ab_blk.pos = m->d_pos2 + nc;
     ab_blk.seq = m->d_seq + nc;
     ab_blk.slots = m->d_slots + nc;
-    pass_ctx x = {d, kv, &ab_ctx, &ab_blk, nc, nb * B, gather};
-    /* the target's features are a buffer of its own: in the key */
-    model_graph_key k = {.tag = MODEL_GRAPH_DFLASH, .n = n, .n_logits = nb * B, .aux = 2 * nc + gather,
-                         .n_seqs = n_seqs, .kv = kv->k[0], .kv_blocks = kv->n_blocks, .dep = nc ? t->feat : NULL};
+    pass_ctx x = {d, kv, &ab_ctx, &ab_blk, nc, nb * B, gather, behind > 0,
+                  behind ? m->d_tables + (size_t)bl->seq[0] * ab.max_blocks : NULL};
+    /* the target's features (and behind a verify its ids and tokens: its
+     * d_step, allocated with the features) are buffers of its own: in the key */
+    model_graph_key k = {.tag = MODEL_GRAPH_DFLASH, .n = n, .n_logits = nb * B,
+                         .aux = 4 * nc + 2 * (behind > 0) + gather, .n_seqs = n_seqs, .kv = kv->k[0],
+                         .kv_blocks = kv->n_blocks, .dep = nc || behind ? t->feat : NULL,
+                         .dep2 = behind ? t->d_ids : NULL};
     if ((rc = model_graph_run(m, &k, graph, step_ops, &x)) || !nb || !bl->drafts) return rc;
     if ((rc = m->be->ops->buf_download(m->be, d->h_ids, m->d_ids, (size_t)nb * B * 4))) return rc;
     for (int s = 0; s < nb; s++) /* row 0 of each block is its last token's */
@@ -355,7 +381,7 @@ int dflash_draft(dflash *d, kv_cache *kv, int n_seqs, kv_seq *const *seqs, const
     int32_t *of = malloc((size_t)n_seqs * sizeof *of);
     if (!of) return err_set(KS_ENOMEM, "DFlash: out of memory");
     for (int s = 0; s < n_seqs; s++) of[s] = s;
-    dflash_blocks bl = {n_seqs, of, last, rope0, entry0, block, drafts};
+    dflash_blocks bl = {n_seqs, of, last, rope0, entry0, block, drafts, 0};
     int rc = dflash_step(d, kv, n_seqs, seqs, NULL, &bl);
     free(of);
     return rc;

@@ -62,6 +62,14 @@ typedef struct {
     const int32_t *seq, *last, *rope0, *entry0;
     int block;         /* <= the checkpoint's block size */
     int32_t *drafts;   /* out (n, block - 1); NULL: the drafts stay on the device (dflash_block_ids) */
+    /* > 0: the one block (n == 1) follows a greedy verify of `behind`
+     * drafts — one sequence's, rows 0..behind of the target's last forward,
+     * their argmax ids in its d_ids — launched before the host has those
+     * ids (model_dev_ids.behind). last, rope0 and entry0 are the block's
+     * values with no draft accepted; on the device it moves up by the
+     * drafts accepted and starts with the verify's next token (backend op
+     * spec_shift). Its sequence is reserved for entry0 + behind + block. */
+    int behind;
 } dflash_blocks;
 
 /* The step (either part may be NULL or empty); seqs reserved for every

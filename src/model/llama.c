@@ -147,6 +147,8 @@ static void free_acts(model *m) {
     void *bufs[] = {m->x,      m->xn,     m->qkv,    m->gu,   m->logits_dev, m->d_step,
                     m->d_tables, m->hid,  m->mtp_hid, m->mtp_in, m->feat, m->d_tiles,
                     m->d_ids,  m->d_mtp_ids};
+    if (m->h_ids) be->ops->host_free(be, m->h_ids);
+    m->h_ids = NULL;
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
         if (bufs[i]) be->ops->buf_free(be, bufs[i]);
     m->x = m->xn = m->qkv = m->gu = m->logits_dev = NULL;
@@ -256,7 +258,9 @@ static int ensure_acts(model *m, int n, int n_logits, int n_ids, int table_entri
         if (m->d_ids) be->ops->buf_free(be, m->d_ids);
         int cap = n_ids < 16 ? 16 : n_ids * 2;
         m->d_ids = be->ops->buf_alloc(be, (size_t)cap * 4);
-        m->cap_ids = m->d_ids ? cap : 0;
+        if (m->h_ids) be->ops->host_free(be, m->h_ids);
+        m->h_ids = be->ops->host_alloc ? be->ops->host_alloc(be, (size_t)cap * 4) : NULL;
+        m->cap_ids = m->d_ids && (m->h_ids || !be->ops->host_alloc) ? cap : 0;
         if (!m->cap_ids) return err_set(KS_ENOMEM, "model: out of memory for %d ids", n_ids);
     }
     if (table_entries > m->cap_tables) {
@@ -660,15 +664,22 @@ int model_forward_dev(model *m, kv_cache *kv, const model_batch *b, float *logit
                          .n = n, .n_logits = b->n_logits, .n_seqs = b->n_seqs, .kv = kv->k[0],
                          .kv_blocks = kv->n_blocks, .n_prompt = ab.n_prompt};
     if ((rc = model_graph_run(m, &k, graph, forward_ops, &f))) return rc;
-    /* the argmax ids and the fetched ones leave in one copy (one wait) */
-    int n_am = b->argmax ? b->n_logits : 0, lo = n_am ? 0 : b->n_logits;
-    if (n_am) m->be->ops->argmax(m->be, m->d_ids, m->logits_dev, n_am, c->vocab_size);
-    if (dev->n_fetch &&
-        (rc = m->be->ops->buf_upload(m->be, m->d_ids + b->n_logits, dev->ids, (size_t)dev->n_fetch * 4)))
+    /* the argmax ids and the fetched ones leave in one copy (one wait);
+     * what dev->behind launches goes between the copy and the wait */
+    const backend_ops *op = m->be->ops;
+    int n_am = b->argmax ? b->n_logits : 0, lo = n_am ? 0 : b->n_logits, n_out = n_am + dev->n_fetch;
+    if (n_am) op->argmax(m->be, m->d_ids, m->logits_dev, n_am, c->vocab_size);
+    if (dev->n_fetch && (rc = op->buf_upload(m->be, m->d_ids + b->n_logits, dev->ids, (size_t)dev->n_fetch * 4)))
         return rc;
-    if (n_am + dev->n_fetch &&
-        (rc = m->be->ops->buf_download(m->be, b->argmax + lo, m->d_ids + lo, (size_t)(n_am + dev->n_fetch) * 4)))
-        return rc;
+    if (n_out && m->h_ids) {
+        if ((rc = op->buf_download_start(m->be, m->h_ids, m->d_ids + lo, (size_t)n_out * 4))) return rc;
+        if (dev->behind) dev->behind(dev->behind_arg);
+        if ((rc = op->download_wait(m->be))) return rc;
+        memcpy(b->argmax + lo, m->h_ids, (size_t)n_out * 4);
+    } else {
+        if (dev->behind) dev->behind(dev->behind_arg);
+        if (n_out && (rc = op->buf_download(m->be, b->argmax + lo, m->d_ids + lo, (size_t)n_out * 4))) return rc;
+    }
     if (b->n_logits > 0 && logits)
         return m->be->ops->buf_download(m->be, logits, m->logits_dev, (size_t)b->n_logits * c->vocab_size * 4);
     return KS_OK;

@@ -53,6 +53,7 @@ typedef struct {
     int kv_blocks;
     int chain_in;         /* MTP: tokens at d_mtp_ids + chain_in (-1: uploaded) */
     const void *dep;
+    const void *dep2;     /* a second (DFlash behind a verify: the target's ids) */
     int n_prompt;         /* leading prompt rows (their kernels differ) */
     int chain_out;        /* MTP: ids to d_mtp_ids + chain_out */
     int aux;              /* a caller's own shape parameter (DFlash: context rows of a pass) */
@@ -114,6 +115,7 @@ typedef struct model {
     int32_t *d_tables;
     int32_t *d_tiles;     /* (cap, 2) prompt-row tiles (bk_attn_batch.tiles) */
     int32_t *d_ids;       /* (cap_ids) argmax of each logits row (drafts), then model_dev_ids.n_fetch ids */
+    int32_t *h_ids;       /* (cap_ids) host staging of d_ids from the backend's host_alloc (NULL: none) */
     int32_t *d_mtp_ids;   /* (cap_logits * MODEL_MTP_MAX_CHAIN) the argmax ids of a chain of MTP passes */
     int mtp_chain, mtp_last; /* ids in d_mtp_ids so far; of them, the last pass's */
     int32_t *h_tiles;     /* (cap, 2) host staging of the same (owned) */
@@ -203,6 +205,12 @@ typedef struct {
     int n_runs;
     const model_dev_run *runs;
     int n_fetch;
+    /* Optional: called once the forward's work and the copy of its ids are
+     * enqueued, before the host waits for them — what it launches (a DFlash
+     * block behind its verify) runs while the host takes the ids, on
+     * backends with buf_download_start (elsewhere it runs first) */
+    void (*behind)(void *arg);
+    void *behind_arg;
 } model_dev_ids;
 /* model_forward with rows from, and ids fetched out of, dev (NULL: none) */
 int model_forward_dev(model *m, kv_cache *kv, const model_batch *b, float *logits, const model_dev_ids *dev);

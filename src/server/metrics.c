@@ -115,6 +115,9 @@ char *metrics_render(metrics *m, engine *e) {
                 "(0: not loaded).\n# TYPE kestrel_spec_proposer_cost_ratio gauge\n");
     for (int i = 0; i < 3; i++)
         sb_printf(&b, "kestrel_spec_proposer_cost_ratio{proposer=\"%s\"} %.3f\n", prop[i], pr[i]);
+    sb_printf(&b, "# HELP kestrel_spec_dflash_behind_steps_total DFlash blocks drafted right behind their verify, "
+                  "before the host had its outcome.\n# TYPE kestrel_spec_dflash_behind_steps_total counter\n"
+                  "kestrel_spec_dflash_behind_steps_total %lld\n", st.dflash_behind_steps);
     sb_puts(&b, "# HELP kestrel_spec_mtp_depth_steps_total Verify steps of MTP drafts, by the depth the controller "
                 "chose.\n# TYPE kestrel_spec_mtp_depth_steps_total counter\n");
     for (int d = 1; d <= ENGINE_MAX_DRAFT; d++)

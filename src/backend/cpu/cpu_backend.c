@@ -515,6 +515,21 @@ static void cpu_free(backend *be) {
     free(be);
 }
 
+static void cpu_spec_shift(backend *be, const int32_t *ids, const int32_t *drafts, const int32_t *k, int32_t *tok,
+                           int32_t *pos, int32_t *pos2, const int32_t *entry, int32_t *slots, const int32_t *table,
+                           int block_size, int n) {
+    (void)be;
+    int a = 0;
+    while (a < *k && ids[a] == drafts[a]) a++;
+    for (int j = 0; j < n; j++) {
+        pos[j] += a;
+        pos2[j] += a;
+        int e = entry[j] + a;
+        slots[j] = table[e / block_size] * block_size + e % block_size;
+    }
+    tok[0] = ids[a];
+}
+
 static const backend_ops cpu_ops = {
     .name = "cpu",
     .buf_alloc = cpu_buf_alloc,
@@ -537,6 +552,7 @@ static const backend_ops cpu_ops = {
     .gather_rows = cpu_gather_rows,
     .mtp_input = cpu_mtp_input,
     .argmax = cpu_argmax,
+    .spec_shift = cpu_spec_shift,
     .graph_begin = NULL,
     .free = cpu_free,
 };

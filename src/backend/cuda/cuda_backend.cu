@@ -103,6 +103,7 @@ extern "C" void *ks_cuda_workspace(ks_workspace *w, cudaStream_t s, size_t need,
 
 typedef struct {
     cudaStream_t stream;
+    cudaEvent_t downloaded; /* recorded after buf_download_start's copy */
     int device;
     weight_share shared;  /* device copies, shared by weights of the same source (a tied lm_head) */
 } cuda_impl;
@@ -136,6 +137,29 @@ static int cu_download(backend *be, void *dst, const void *src, size_t bytes) {
     cuda_impl *im = impl_of(be);
     if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, im->stream));
     CUDA_CHECK(cudaStreamSynchronize(im->stream));
+    return failed ? err_set(KS_EIO, "%s", fail_msg) : KS_OK;
+}
+
+static void *cu_host_alloc(backend *be, size_t bytes) {
+    (void)be;
+    void *p = NULL;
+    return cudaHostAlloc(&p, bytes ? bytes : 1, cudaHostAllocDefault) == cudaSuccess ? p : NULL;
+}
+
+static void cu_host_free(backend *be, void *p) {
+    (void)be;
+    if (p) cudaFreeHost(p);
+}
+
+static int cu_download_start(backend *be, void *dst, const void *src, size_t bytes) {
+    cuda_impl *im = impl_of(be);
+    if (bytes) CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, im->stream));
+    CUDA_CHECK(cudaEventRecord(im->downloaded, im->stream));
+    return failed ? err_set(KS_EIO, "%s", fail_msg) : KS_OK;
+}
+
+static int cu_download_wait(backend *be) {
+    CUDA_CHECK(cudaEventSynchronize(impl_of(be)->downloaded));
     return failed ? err_set(KS_EIO, "%s", fail_msg) : KS_OK;
 }
 
@@ -383,6 +407,13 @@ static void cu_argmax(backend *be, int32_t *out, const float *in, int n, int col
     PROF(be, "argmax", ks_cuda_argmax(S, out, in, n, cols));
 }
 
+static void cu_spec_shift(backend *be, const int32_t *ids, const int32_t *drafts, const int32_t *k, int32_t *tok,
+                          int32_t *pos, int32_t *pos2, const int32_t *entry, int32_t *slots, const int32_t *table,
+                          int block_size, int n) {
+    SKIP_IF_FAILED();
+    PROF(be, "spec_shift", ks_cuda_spec_shift(S, ids, drafts, k, tok, pos, pos2, entry, slots, table, block_size, n));
+}
+
 static int cu_graph_begin(backend *be) {
     SKIP_IF_FAILED() err_set(KS_EIO, "%s", fail_msg);
     CUDA_CHECK(cudaStreamBeginCapture(S, cudaStreamCaptureModeThreadLocal));
@@ -439,6 +470,7 @@ static void cu_backend_free(backend *be) {
     if (im) {
         for (int i = 0; i < im->shared.n; i++) ks_cuda_free(im->shared.e[i].impl); /* weights never released */
         weight_share_free(&im->shared);
+        cudaEventDestroy(im->downloaded);
         cudaStreamDestroy(im->stream);
         free(im);
     }
@@ -448,7 +480,8 @@ static void cu_backend_free(backend *be) {
 static const backend_ops cuda_ops = {
     "cuda",       cu_alloc,       cu_free,      cu_upload,       cu_download,   cu_weight_init, cu_weight_release,
     cu_embed,     cu_rmsnorm,     cu_matmul,    cu_matmul_prompt, cu_rope,         cu_kv_store,   cu_attention,   cu_silu_mul,
-    cu_matmul_fused, cu_matmul_fused_side, cu_add,       cu_qk_norm_rope, cu_gather,  cu_mtp_input, cu_argmax,    cu_graph_begin, cu_graph_end,  cu_graph_launch, cu_graph_free, cu_mem_usage, cu_backend_free,
+    cu_matmul_fused, cu_matmul_fused_side, cu_add,       cu_qk_norm_rope, cu_gather,  cu_mtp_input, cu_argmax, cu_spec_shift,
+    cu_host_alloc, cu_host_free, cu_download_start, cu_download_wait, cu_graph_begin, cu_graph_end,  cu_graph_launch, cu_graph_free, cu_mem_usage, cu_backend_free,
 };
 
 static int pdl_state = -1; /* -1: not yet decided */
@@ -493,7 +526,8 @@ extern "C" int backend_cuda_new(backend **out, int device) {
         return err_set(KS_ENOMEM, "out of memory");
     }
     failed = 0;
-    if (cudaSetDevice(device) != cudaSuccess || cudaStreamCreateWithFlags(&im->stream, cudaStreamNonBlocking) != cudaSuccess) {
+    if (cudaSetDevice(device) != cudaSuccess || cudaStreamCreateWithFlags(&im->stream, cudaStreamNonBlocking) != cudaSuccess ||
+        cudaEventCreateWithFlags(&im->downloaded, cudaEventDisableTiming) != cudaSuccess) {
         free(be);
         free(im);
         return err_set(KS_EIO, "--device cuda: cannot initialise GPU %d", device);

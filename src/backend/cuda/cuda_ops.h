@@ -53,6 +53,10 @@ void ks_cuda_gather_rows(ks_stream s, float *out, const float *in, const int32_t
 void ks_cuda_mtp_input(ks_stream s, float *out, const void *table, int wtype, const int32_t *ids, const float *hid,
                        const int32_t *idx, const float *we, const float *wh, int n, int dim, float eps);
 void ks_cuda_argmax(ks_stream s, int32_t *out, const float *in, int n, int cols);
+/* backend op spec_shift (k_spec.cu) */
+void ks_cuda_spec_shift(ks_stream s, const int32_t *ids, const int32_t *drafts, const int32_t *k, int32_t *tok,
+                        int32_t *pos, int32_t *pos2, const int32_t *entry, int32_t *slots, const int32_t *table,
+                        int block_size, int n);
 /* KV caches hold bf16 (backend.kv_elem_bytes = 2) */
 void ks_cuda_kv_store(ks_stream s, void *kc, void *vc, const float *k, const float *v, int src_stride,
                       const int32_t *slots, int n, int kv_dim);
