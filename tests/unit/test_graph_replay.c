@@ -26,7 +26,7 @@
 
 typedef enum {
     R_EMBED, R_RMSNORM, R_MATMUL, R_ROPE, R_KV_STORE, R_ATTN, R_SILU, R_ADD, R_QK_NORM_ROPE, R_GATHER, R_MTP_INPUT,
-    R_ARGMAX, R_FUSED, R_PROMPT
+    R_ARGMAX, R_FUSED, R_PROMPT, R_SPEC_SHIFT
 } rec_kind;
 
 typedef struct {
@@ -42,6 +42,7 @@ typedef struct {
     float f;
     size_t z;
     bk_attn_batch ab; /* by value, as a kernel's parameters are */
+    int32_t *p[9];    /* spec_shift's buffers */
 } rec_op;
 
 typedef struct {
@@ -110,6 +111,10 @@ static void run_op(backend *be, const rec_op *o) {
     case R_MTP_INPUT: op->mtp_input(c, o->out, o->w, o->ids, o->in, o->iout, o->w2, o->w3, o->i[0], o->i[1], o->f); break;
     case R_ARGMAX: op->argmax(c, o->iout, o->in, o->i[0], o->i[1]); break;
     case R_FUSED: op->matmul_fused(c, o->out, o->in, o->w2, o->f, o->w, o->w3, o->i[0], o->i[1]); break;
+    case R_SPEC_SHIFT:
+        op->spec_shift(c, o->p[0], o->p[1], o->p[2], o->p[3], o->p[4], o->p[5], o->p[6], o->p[7], o->p[8], o->i[0],
+                       o->i[1]);
+        break;
     case R_PROMPT: { /* matmul_prompt's norm and modes as the CPU's separate ops */
         int n = o->i[0], mode = o->i[1], k = (int)o->w->cols;
         float *act = NULL;
@@ -169,6 +174,13 @@ static void r_fused(backend *be, float *out, const float *in, const bk_weight *n
     DO(.k = R_FUSED, .out = out, .in = in, .w = w, .w2 = norm, .w3 = bias, .i = {n, mode}, .f = eps);
 }
 static void r_add(backend *be, float *x, const float *y, size_t n) { DO(.k = R_ADD, .out = x, .in = y, .z = n); }
+static void r_spec_shift(backend *be, const int32_t *ids, const int32_t *drafts, const int32_t *k, int32_t *tok,
+                         int32_t *pos, int32_t *pos2, const int32_t *entry, int32_t *slots, const int32_t *table, int bs,
+                         int n) {
+    DO(.k = R_SPEC_SHIFT, .p = {(int32_t *)ids, (int32_t *)drafts, (int32_t *)k, tok, pos, pos2, (int32_t *)entry, slots,
+                                (int32_t *)table},
+       .i = {bs, n});
+}
 static void r_qk_norm_rope(backend *be, float *qkv, int stride, int n, int nh, int nkv, int hd, const bk_weight *qn,
                            const bk_weight *kn, float eps, const int32_t *pos, const float *inv, void *kc, void *vc,
                            const bk_attn_batch *ab) {
@@ -239,7 +251,7 @@ static const backend_ops rec_ops = {
     .rope = r_rope, .kv_store = r_kv_store, .attention = r_attention, .silu_mul = r_silu,
     .matmul_fused = r_fused, .add = r_add,
     .qk_norm_rope = r_qk_norm_rope,
-    .gather_rows = r_gather, .mtp_input = r_mtp_input, .argmax = r_argmax, .graph_begin = r_graph_begin, .graph_end = r_graph_end, .graph_launch = r_graph_launch,
+    .gather_rows = r_gather, .mtp_input = r_mtp_input, .argmax = r_argmax, .spec_shift = r_spec_shift, .graph_begin = r_graph_begin, .graph_end = r_graph_end, .graph_launch = r_graph_launch,
     .graph_free = r_graph_free, .free = r_free};
 
 static backend *rec_backend_new(void) {
