@@ -7,6 +7,8 @@
 #   drafter  MODEL/drafter only
 #   dflash   MODEL/dflash only (block: the checkpoint's)
 #   dflash8  MODEL/dflash with --draft-block-size 8
+#   dflash16 MODEL/dflash with --draft-block-size 16 (not in the default
+#            CONFIGS: the checkpoint's block, for comparison)
 #   auto     the defaults (prompt lookup beside the model proposers the model
 #            has, which take turns: MTP head, DFlash, draft model)
 # each measured by the harness probe (`kestrel bench --quick --workloads
@@ -41,6 +43,7 @@ declare -A FLAGS=(
   [drafter]="--no-pld --no-mtp --drafter $MODEL/drafter"
   [dflash]="--no-pld --no-mtp --drafter $MODEL/dflash"
   [dflash8]="--no-pld --no-mtp --drafter $MODEL/dflash --draft-block-size 8"
+  [dflash16]="--no-pld --no-mtp --drafter $MODEL/dflash --draft-block-size 16"
   [auto]=""
 )
 CONFIGS=${CONFIGS:-plain pld mtp drafter dflash dflash8 auto}
