@@ -167,7 +167,8 @@ struct engine {
     int fl_pend;
     double fl_pend_t;
     /* a block launched behind its verify (engine_dflash_behind): the
-     * launch's result and host time (0: it recorded a graph) */
+     * launch's result and host time (inside the forward's: not part of
+     * what that forward waited) */
     int fl_behind_rc;
     double fl_behind_t;
     int32_t *fl_idx, *fl_pos, *fl_seq, *fl_row, *fl_last, *fl_rope0, *fl_entry0, *fl_of; /* scratch */

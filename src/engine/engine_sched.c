@@ -355,11 +355,15 @@ int engine_step(engine *e) {
     double t_fwd = now_s();
     unsigned long g_fwd = model_graph_recordings();
     int fwd_rc = model_forward_dev(e->m, &e->kv, &b, need_rows ? e->logits : NULL, &dev);
-    if (!fwd_rc && n_fetch) /* (what it waited beyond the step model: one sequence, the model is per sequence) */
+    /* (what it waited beyond the step model — one sequence, the model is
+     * per sequence — less a block launched behind it, timed on its own) */
+    bool recorded = model_graph_recordings() != g_fwd;
+    if (!fwd_rc && n_fetch)
         engine_dflash_fetched(e, e->b_ids + n_rows,
-                              !n_prompt && na == 1 && model_graph_recordings() == g_fwd
-                                  ? now_s() - t_fwd - engine_step_time(e, n, e->active[0]->n_cached)
-                                  : NAN);
+                              !n_prompt && na == 1 && !recorded ? now_s() - t_fwd -
+                                                                      engine_step_time(e, n, e->active[0]->n_cached) -
+                                                                      (behind ? e->fl_behind_t : 0.0)
+                                                                : NAN);
     if (e->cfg.log_steps) { /* one line per forward, timed to its end (diagnostics) */
         if (!fwd_rc) model_sync(e->m);
         int ctx_max = 0;
@@ -427,7 +431,7 @@ int engine_step(engine *e) {
         n_pass[1] = engine_dflash_update(e, na, feed, tstart, pstart, done);
         t_pass[1] = now_s() - t0;
         /* its drafts stay on the device: the next forward completes its cost */
-        e->fl_pend_t = behind                                                        ? (n_pass[1] ? e->fl_behind_t : 0.0)
+        e->fl_pend_t = behind ? (n_pass[1] && !recorded ? e->fl_behind_t : 0.0)
                        : n_pass[1] && !n_prompt && model_graph_recordings() == g0 ? t_pass[1]
                                                                                   : 0.0;
     }
