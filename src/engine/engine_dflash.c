@@ -45,63 +45,22 @@ static double measure_ratio(engine *e) {
 }
 
 /* Tokens per unit of cost of the best step with blocks of b at a pass cost
- * of ratio: the best number j of its b - 1 drafts to verify, the expected
- * tokens 1 + sum over i <= j of the chance that drafts 1..i are all
- * accepted, context 0. */
-static double block_value(const engine *e, int b, double ratio, const double *rate) {
-    double best = 0, tok = 1.0, all = 1.0;
+ * of ratio (the best number of its b - 1 drafts to verify, at the prior
+ * acceptance, context 0). */
+static double block_value(const engine *e, int b, double ratio) {
+    double best = 0;
     for (int j = 1; j < b; j++) {
-        tok += (all *= rate ? rate[j] : SPEC_MODEL_PRIOR);
-        double v = tok / (engine_verify_cost(e, j, 0) + engine_pass_cost(e, ratio, 0));
+        double v = chain_value(e, SPEC_MODEL_PRIOR, j, ratio, 0);
         best = v > best ? v : best;
     }
     return best;
 }
 
-int engine_dflash_pick_block(const engine *e, const int *blocks, const double *ratios, int n, const double *rate) {
+int engine_dflash_pick_block(const engine *e, const int *blocks, const double *ratios, int n) {
     int best = 0;
     for (int i = 1; i < n; i++)
-        if (block_value(e, blocks[i], ratios[i], rate) > block_value(e, blocks[best], ratios[best], rate)) best = i;
+        if (block_value(e, blocks[i], ratios[i]) > block_value(e, blocks[best], ratios[best])) best = i;
     return best;
-}
-
-void engine_dflash_learn(engine *e, int k, int accepted) {
-    for (int i = 1; i <= k && i <= ENGINE_MAX_DRAFT; i++) {
-        e->fl_dn[i] += 1;
-        if (i > accepted) break;
-        e->fl_dacc[i] += 1;
-    }
-    if (e->fl_dn[1] >= 512) /* the recent steps weigh most */
-        for (int i = 1; i <= ENGINE_MAX_DRAFT; i++) {
-            e->fl_dacc[i] /= 2;
-            e->fl_dn[i] /= 2;
-        }
-}
-
-void engine_dflash_depth_rates(const engine *e, double *rate) {
-    for (int i = 1; i <= ENGINE_MAX_DRAFT; i++)
-        rate[i] = (e->fl_dacc[i] + 4.0 * SPEC_MODEL_PRIOR) / (e->fl_dn[i] + 4.0);
-}
-
-/* Before a pass: the block for it, from the acceptance by depth seen so far
- * (engine_dflash_depth_rates) and the candidates' probed costs scaled to
- * the tracked one. A drafter whose deep drafts are rarely accepted drafts shorter
- * blocks: the pass has fewer rows and its steps verify fewer drafts (on the
- * H200 tinycoder's drafter at block 4 ran 3% ahead of block 8 on code and
- * chat; BENCHMARKS.md); one whose deep drafts land keeps the long ones. */
-static void choose_block(engine *e) {
-    if (e->n_fl_cands < 2) return;
-    double rate[ENGINE_MAX_DRAFT + 1], ratios[4];
-    engine_dflash_depth_rates(e, rate);
-    int cur = 0;
-    for (int c = 0; c < e->n_fl_cands; c++) cur = e->fl_cands[c] == e->fl_block ? c : cur;
-    double scale = e->fl_cand_ratio[cur] > 0 ? e->fl_ratio / e->fl_cand_ratio[cur] : 1.0;
-    for (int c = 0; c < e->n_fl_cands; c++) ratios[c] = e->fl_cand_ratio[c] * scale;
-    int best = engine_dflash_pick_block(e, e->fl_cands, ratios, e->n_fl_cands, rate);
-    if (best == cur) return;
-    e->fl_block = e->fl_cands[best];
-    e->fl_ratio = ratios[best];
-    atomic_store(&e->stat_fl_block, e->fl_block);
 }
 
 /* Without --draft-block-size: the checkpoint's block and its halves down to
@@ -127,13 +86,9 @@ int engine_dflash_start(engine *e) {
         e->fl_block = blocks[i];
         ratios[i] = measure_ratio(e);
     }
-    int i = engine_dflash_pick_block(e, blocks, ratios, n, NULL);
+    int i = engine_dflash_pick_block(e, blocks, ratios, n);
     e->fl_block = blocks[i];
     e->fl_ratio = ratios[i];
-    atomic_store(&e->stat_fl_block, e->fl_block);
-    memcpy(e->fl_cands, blocks, sizeof blocks);
-    memcpy(e->fl_cand_ratio, ratios, sizeof ratios);
-    e->n_fl_cands = n;
     return KS_OK;
 }
 
@@ -181,7 +136,7 @@ void engine_dflash_fetched(engine *e, const int32_t *ids, double waited) {
         double t = e->fl_pend_t + waited;
         engine_track_cost(e, &e->fl_ratio, t > 0 ? t : 0, 1);
     }
-    int B = e->fl_pend_block;
+    int B = e->fl_block;
     for (int i = 0; i < e->n_active; i++) {
         seq_state *s = e->active[i];
         if (s->fl_slot < 0) continue;
@@ -214,7 +169,6 @@ bool engine_dflash_plan_behind(engine *e, seq_state *s) {
     if (!s->draft_dev || !k || s->draft_src != DRAFT_SRC_DFLASH || !s->use_dflash || !s->spec || s->use_mtp ||
         engine_seq_needs_logits(s) || s->fl_q0 < 0 || s->fl_next != s->n_cached || !dflash_pays(e, s, SPEC_PAY_BAR))
         return false;
-    choose_block(e);
     /* entries: the verify's k + 1 positions from n_cached, then the block
      * from one past the last accepted (at most k further) */
     kv_seq_truncate(&e->fl_kv, &s->fkv, s->fl_next - s->fl_q0); /* drop the last block's entries */
@@ -256,7 +210,6 @@ void engine_dflash_behind(void *arg) {
  * 1 when a block pass ran (0: context entries at most). */
 int engine_dflash_update(engine *e, int na, const int *feed, const int *tstart, const int *pstart, const int *done) {
     dflash *d = e->cfg.dflash;
-    if (!(na == 1 && e->active[0]->fl_behind)) choose_block(e); /* (a block behind its verify has its size) */
     int B = e->fl_block, n = 0, nb = 0;
     kv_seq *seqs[na];
     bool draft[na];
@@ -284,7 +237,6 @@ int engine_dflash_update(engine *e, int na, const int *feed, const int *tstart, 
             s->n_fl_draft = B - 1;
             s->fl_slot = 0;
             e->fl_pend = 1;
-            e->fl_pend_block = B;
             atomic_fetch_add(&e->fl_behind_steps, 1);
             return 1;
         }
@@ -346,6 +298,5 @@ int engine_dflash_update(engine *e, int na, const int *feed, const int *tstart, 
         s->fl_slot = j;
     }
     e->fl_pend = nb;
-    e->fl_pend_block = B;
     return 1;
 }

@@ -140,7 +140,6 @@ struct engine {
     atomic_llong spec_drafted, spec_accepted, spec_verify, gate_prompt_off, gate_runtime_off;
     atomic_llong prefix_lookup, prefix_hit;
     atomic_llong fl_behind_steps;
-    atomic_int stat_fl_block; /* fl_block, for /metrics */
     atomic_int stat_cached_blocks;
     prefix_cache *pc;       /* NULL when disabled */
     drafter *dr;            /* NULL without a draft model */
@@ -158,17 +157,7 @@ struct engine {
     kv_cache fl_kv;         /* the DFlash drafter's entries (n_blocks 0: none in use) */
     prefix_cache *fl_pc;    /* full blocks of its context entries from position 0, keyed like the
                              * target's (NULL: no prefix cache) */
-    int fl_block;           /* block size drafted by the next pass */
-    /* without --draft-block-size: the candidate blocks (the checkpoint's
-     * and its halves down to 4, largest first) and their probed pass
-     * costs; the acceptance by depth of every verify of DFlash drafts
-     * (fl_dacc[i] / fl_dn[i]: the i-th draft accepted after the one before
-     * was, counts halved past 512 steps) — engine_dflash_pick_block chooses
-     * the block from them before each pass */
-    int fl_cands[4], n_fl_cands;
-    double fl_cand_ratio[4];
-    double fl_dacc[ENGINE_MAX_DRAFT + 1], fl_dn[ENGINE_MAX_DRAFT + 1];
-    int fl_pend_block;      /* block size of the pass whose blocks are pending (fl_pend) */
+    int fl_block;           /* block size drafted */
     double fl_ratio;        /* a DFlash pass / target decode step */
     /* the last pass's blocks, left on the device for the next forward (which
      * reads the drafts it verifies there and fetches them all with its own
@@ -253,16 +242,9 @@ int engine_mtp_attach(engine *e, seq_state *s, int n_found);
 void engine_mtp_cache(engine *e, seq_state *s);
 /* engine_dflash.c: of n DFlash block sizes whose passes cost ratios[i]
  * decode steps, the index of the one whose best step (the best number of
- * its drafts to verify, context 0) gives the most tokens per unit of cost,
- * at the acceptance by depth rate[1..] (the chance that the d-th draft is
- * accepted when the one before was; NULL: SPEC_MODEL_PRIOR at every
- * depth); ties: the first. engine_dflash_learn adds a verify of k DFlash
- * drafts, `accepted` of them accepted, to the engine's acceptance by depth. */
-int engine_dflash_pick_block(const engine *e, const int *blocks, const double *ratios, int n, const double *rate);
-void engine_dflash_learn(engine *e, int k, int accepted);
-/* rate[1..ENGINE_MAX_DRAFT]: that acceptance by depth, each depth weighing
- * 4 steps of SPEC_MODEL_PRIOR (an unseen depth counts as the prior) */
-void engine_dflash_depth_rates(const engine *e, double *rate);
+ * its drafts to verify at the prior acceptance, context 0) gives the most
+ * tokens per unit of cost; ties: the first. */
+int engine_dflash_pick_block(const engine *e, const int *blocks, const double *ratios, int n);
 void engine_fit_step(const double t[5], int k1, int L1, int L2, double out[4]);
 double engine_measure_mtp(engine *e);
 double engine_measure_drafter(engine *e);

@@ -65,30 +65,8 @@ TEST(test_engine_dflash_block_choice_follows_the_costs) {
     engine gpu = {.st_a = 208.6e-6, .st_b = 4.54e-6}, cpu = {.st_a = 600e-6, .st_b = 204e-6};
     int blocks[3] = {16, 8, 4};
     double measured[3] = {0.64, 0.59, 0.57}, same[3] = {0.6, 0.6, 0.6}, cpu_passes[3] = {2.6, 1.4, 0.7};
-    CHECK_EQ_INT(blocks[engine_dflash_pick_block(&gpu, blocks, measured, 3, NULL)], 8);
-    CHECK_EQ_INT(blocks[engine_dflash_pick_block(&gpu, blocks, same, 3, NULL)], 16);
-    CHECK_EQ_INT(blocks[engine_dflash_pick_block(&cpu, blocks, cpu_passes, 3, NULL)], 4);
-    CHECK_EQ_INT(blocks[engine_dflash_pick_block(&gpu, blocks, measured, 1, NULL)], 16); /* one candidate: a given size */
-}
-
-/* The block follows the acceptance by depth seen in verify steps: a drafter
- * whose first drafts land and deeper ones never do (0, 1, 2 or 3 of 7
- * accepted, equally often) drafts blocks of 4 at the H200's costs; one
- * whose drafts all land keeps 16; before any step, the prior's choice. */
-TEST(test_engine_dflash_block_follows_acceptance_by_depth) {
-    engine shallow = {.st_a = 208.6e-6, .st_b = 4.54e-6}, deep = shallow, none = shallow;
-    int blocks[3] = {16, 8, 4};
-    double measured[3] = {0.64, 0.59, 0.57}, rate[ENGINE_MAX_DRAFT + 1];
-    for (int s = 0; s < 200; s++) {
-        engine_dflash_learn(&shallow, 7, s % 4);
-        engine_dflash_learn(&deep, 7, 7);
-    }
-    engine_dflash_depth_rates(&shallow, rate);
-    printf("    shallow: acceptance at depths 1..5 %.2f %.2f %.2f %.2f %.2f\n", rate[1], rate[2], rate[3], rate[4], rate[5]);
-    CHECK(rate[1] > 0.7 && rate[4] < 0.1);
-    CHECK_EQ_INT(blocks[engine_dflash_pick_block(&shallow, blocks, measured, 3, rate)], 4);
-    engine_dflash_depth_rates(&deep, rate);
-    CHECK_EQ_INT(blocks[engine_dflash_pick_block(&deep, blocks, measured, 3, rate)], 16);
-    engine_dflash_depth_rates(&none, rate);
-    CHECK_EQ_INT(blocks[engine_dflash_pick_block(&none, blocks, measured, 3, rate)], 8);
+    CHECK_EQ_INT(blocks[engine_dflash_pick_block(&gpu, blocks, measured, 3)], 8);
+    CHECK_EQ_INT(blocks[engine_dflash_pick_block(&gpu, blocks, same, 3)], 16);
+    CHECK_EQ_INT(blocks[engine_dflash_pick_block(&cpu, blocks, cpu_passes, 3)], 4);
+    CHECK_EQ_INT(blocks[engine_dflash_pick_block(&gpu, blocks, measured, 1)], 16); /* one candidate: a given size */
 }
