@@ -88,8 +88,7 @@ for c in configs.split():
     res["configs"][c] = {"decode_tok_s": dec, "drafted": metric(mt, "kestrel_spec_draft_tokens_total"), "accepted": acc,
                          "verify_steps": steps, "tokens_per_verify_step": 1 + acc / steps if steps else None,
                          "mtp_depth_steps": depths, "pass_cost_at_end": costs,
-                         "runtime_gates_off": metric(mt, 'kestrel_spec_gate_off_total{gate="runtime"}'),
-                         "dflash_block_at_end": int(metric(mt, "kestrel_spec_dflash_block"))}
+                         "runtime_gates_off": metric(mt, 'kestrel_spec_gate_off_total{gate="runtime"}')}
 out = f"bench/results/{res['date']}-{host}-proposers{'-nogates' if nogates == '1' else ''}.json"
 json.dump(res, open(out, "w"), indent=2)
 plain = res["configs"].get("plain", {}).get("decode_tok_s", {})
@@ -104,6 +103,5 @@ for c, v in res["configs"].items():
           (f"; {tps:.2f} tokens per verify step ({int(v['accepted'])} of {int(v['drafted'])} drafts accepted)" if tps else "") +
           ("; MTP depths verified " + ", ".join(f"{d}: {n} steps" for d, n in sorted(v['mtp_depth_steps'].items())) if v['mtp_depth_steps'] else "") +
           ("; pass costs at the end " + ", ".join(f"{p} {x:.2f}" for p, x in v['pass_cost_at_end'].items()) if v['pass_cost_at_end'] else "") +
-          (f"; runtime gates off {int(v['runtime_gates_off'])}" if v['runtime_gates_off'] else "") +
-          (f"; DFlash block at the end {v['dflash_block_at_end']}" if v['dflash_block_at_end'] else "") + " |")
+          (f"; runtime gates off {int(v['runtime_gates_off'])}" if v['runtime_gates_off'] else "") + " |")
 PY

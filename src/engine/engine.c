@@ -357,7 +357,6 @@ void engine_get_stats(engine *e, engine_stats *s) {
     s->dflash_accepted = atomic_load(&e->src_accepted_n[DRAFT_SRC_DFLASH]);
     s->dflash_cost_ratio = e->fl_ratio;
     s->dflash_behind_steps = atomic_load(&e->fl_behind_steps);
-    s->dflash_block = atomic_load(&e->stat_fl_block);
     backend *be = e->m->be;
     s->has_mem = be->ops->mem_usage != NULL;
     if (s->has_mem) be->ops->mem_usage(be, &s->mem);

@@ -142,7 +142,6 @@ typedef struct {
     long long dflash_drafted, dflash_accepted;   /* the DFlash drafter's share */
     double dflash_cost_ratio;                    /* DFlash pass (context entry + block) / target decode step */
     long long dflash_behind_steps;               /* DFlash blocks launched behind their verify (engine_dflash_behind) */
-    int dflash_block;                            /* the block size DFlash drafts now (0: no DFlash drafter) */
     long long gate_prompt_off, gate_runtime_off; /* requests the gates turned speculation off for */
     double verify_cost_ratio;                    /* measured cost of a k+1-token step / 1-token step */
     long long prefix_lookup_tokens, prefix_hit_tokens; /* prompt tokens looked up / served from the cache */

@@ -63,59 +63,6 @@ int engine_dflash_pick_block(const engine *e, const int *blocks, const double *r
     return best;
 }
 
-int engine_dflash_next_block(const engine *e, const double *steps, const double *tokens, const double *drafts,
-                             const double *ratios, int n) {
-    int best = 0;
-    double best_v = -1;
-    for (int c = 0; c < n; c++) {
-        if (steps[c] < ENGINE_FL_TRY) return c;
-        double v = tokens[c] / steps[c] /
-                   (engine_verify_cost(e, drafts[c] / steps[c], 0) + engine_pass_cost(e, ratios[c], 0));
-        if (v > best_v) {
-            best_v = v;
-            best = c;
-        }
-    }
-    return best;
-}
-
-void engine_dflash_learn(engine *e, int block, int k, int accepted) {
-    for (int c = 0; c < e->n_fl_cands; c++)
-        if (e->fl_cands[c] == block) {
-            e->fl_c_steps[c] += 1;
-            e->fl_c_tokens[c] += 1 + accepted;
-            e->fl_c_drafts[c] += k;
-            if (e->fl_c_steps[c] >= 256) { /* the recent steps weigh most */
-                e->fl_c_steps[c] /= 2;
-                e->fl_c_tokens[c] /= 2;
-                e->fl_c_drafts[c] /= 2;
-            }
-            e->fl_c_since++;
-        }
-}
-
-/* Before a pass: its block (engine_dflash_next_block), the candidates'
- * probed costs scaled to the tracked one. On the H200 tinycoder's drafter
- * ran ~3% faster at block 4 than at 8 on code and chat, though the probes
- * at the prior acceptance pick 8 (BENCHMARKS.md, eighteenth session). */
-static void choose_block(engine *e) {
-    if (e->n_fl_cands < 2) return;
-    int cur = 0;
-    for (int c = 0; c < e->n_fl_cands; c++) cur = e->fl_cands[c] == e->fl_block ? c : cur;
-    if (e->fl_c_since >= 2048) { /* the others again: a workload's drafts change */
-        for (int c = 0; c < e->n_fl_cands; c++)
-            if (c != cur) e->fl_c_steps[c] = e->fl_c_tokens[c] = e->fl_c_drafts[c] = 0;
-        e->fl_c_since = 0;
-    }
-    double ratios[4], scale = e->fl_cand_ratio[cur] > 0 ? e->fl_ratio / e->fl_cand_ratio[cur] : 1.0;
-    for (int c = 0; c < e->n_fl_cands; c++) ratios[c] = e->fl_cand_ratio[c] * scale;
-    int best = engine_dflash_next_block(e, e->fl_c_steps, e->fl_c_tokens, e->fl_c_drafts, ratios, e->n_fl_cands);
-    if (best == cur) return;
-    e->fl_block = e->fl_cands[best];
-    e->fl_ratio = ratios[best];
-    atomic_store(&e->stat_fl_block, e->fl_block);
-}
-
 /* Without --draft-block-size: the checkpoint's block and its halves down to
  * 4, each pass measured, engine_dflash_pick_block choosing. A longer block
  * drafts further ahead, but its pass costs more where rows cost (a
@@ -142,10 +89,6 @@ int engine_dflash_start(engine *e) {
     int i = engine_dflash_pick_block(e, blocks, ratios, n);
     e->fl_block = blocks[i];
     e->fl_ratio = ratios[i];
-    atomic_store(&e->stat_fl_block, e->fl_block);
-    memcpy(e->fl_cands, blocks, sizeof blocks);
-    memcpy(e->fl_cand_ratio, ratios, sizeof ratios);
-    e->n_fl_cands = n;
     return KS_OK;
 }
 
@@ -193,14 +136,11 @@ void engine_dflash_fetched(engine *e, const int32_t *ids, double waited) {
         double t = e->fl_pend_t + waited;
         engine_track_cost(e, &e->fl_ratio, t > 0 ? t : 0, 1);
     }
-    int B = e->fl_pend_block;
+    int B = e->fl_block;
     for (int i = 0; i < e->n_active; i++) {
         seq_state *s = e->active[i];
         if (s->fl_slot < 0) continue;
-        if (s->fl_slot < e->fl_pend) {
-            memcpy(s->fl_draft, ids + (size_t)s->fl_slot * B + 1, (size_t)(B - 1) * 4);
-            s->fl_draft_block = B;
-        }
+        if (s->fl_slot < e->fl_pend) memcpy(s->fl_draft, ids + (size_t)s->fl_slot * B + 1, (size_t)(B - 1) * 4);
         if (s->draft_dev) memcpy(s->draft, s->fl_draft, (size_t)s->n_draft * 4);
         s->fl_slot = -1;
     }
@@ -229,7 +169,6 @@ bool engine_dflash_plan_behind(engine *e, seq_state *s) {
     if (!s->draft_dev || !k || s->draft_src != DRAFT_SRC_DFLASH || !s->use_dflash || !s->spec || s->use_mtp ||
         engine_seq_needs_logits(s) || s->fl_q0 < 0 || s->fl_next != s->n_cached || !dflash_pays(e, s, SPEC_PAY_BAR))
         return false;
-    choose_block(e);
     /* entries: the verify's k + 1 positions from n_cached, then the block
      * from one past the last accepted (at most k further) */
     kv_seq_truncate(&e->fl_kv, &s->fkv, s->fl_next - s->fl_q0); /* drop the last block's entries */
@@ -271,7 +210,6 @@ void engine_dflash_behind(void *arg) {
  * 1 when a block pass ran (0: context entries at most). */
 int engine_dflash_update(engine *e, int na, const int *feed, const int *tstart, const int *pstart, const int *done) {
     dflash *d = e->cfg.dflash;
-    if (!(na == 1 && e->active[0]->fl_behind)) choose_block(e); /* (a block behind its verify has its size) */
     int B = e->fl_block, n = 0, nb = 0;
     kv_seq *seqs[na];
     bool draft[na];
@@ -299,7 +237,6 @@ int engine_dflash_update(engine *e, int na, const int *feed, const int *tstart, 
             s->n_fl_draft = B - 1;
             s->fl_slot = 0;
             e->fl_pend = 1;
-            e->fl_pend_block = B;
             atomic_fetch_add(&e->fl_behind_steps, 1);
             return 1;
         }
@@ -361,6 +298,5 @@ int engine_dflash_update(engine *e, int na, const int *feed, const int *tstart, 
         s->fl_slot = j;
     }
     e->fl_pend = nb;
-    e->fl_pend_block = B;
     return 1;
 }

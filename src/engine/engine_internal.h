@@ -105,7 +105,6 @@ typedef struct {
                              * fl_draft then holds 0s) */
     int fl_idle;            /* consecutive steps whose block was skipped for prompt lookup's drafts */
     bool fl_behind;         /* this step's block goes right behind its verify (engine_dflash_behind) */
-    int fl_draft_block;     /* the block size fl_draft came from */
     /* per source (DRAFT_SRC_*): its verify steps, drafts and accepted drafts
      * (the runtime gates) */
     int src_steps[4], src_drafted[4], src_accepted[4];
@@ -141,7 +140,6 @@ struct engine {
     atomic_llong spec_drafted, spec_accepted, spec_verify, gate_prompt_off, gate_runtime_off;
     atomic_llong prefix_lookup, prefix_hit;
     atomic_llong fl_behind_steps;
-    atomic_int stat_fl_block; /* fl_block, for /metrics */
     atomic_int stat_cached_blocks;
     prefix_cache *pc;       /* NULL when disabled */
     drafter *dr;            /* NULL without a draft model */
@@ -159,19 +157,7 @@ struct engine {
     kv_cache fl_kv;         /* the DFlash drafter's entries (n_blocks 0: none in use) */
     prefix_cache *fl_pc;    /* full blocks of its context entries from position 0, keyed like the
                              * target's (NULL: no prefix cache) */
-    int fl_block;           /* block size drafted by the next pass */
-    /* without --draft-block-size: the candidate blocks (the checkpoint's
-     * and its halves down to 4, largest first), their probed pass costs,
-     * and what the verify steps of each one's drafts gave (steps, tokens =
-     * 1 + accepted, drafts verified; halved past 256 steps); before each
-     * pass engine_dflash_next_block picks the block from them, every
-     * candidate tried first and the others tried again every 2048 steps
-     * (fl_c_since: DFlash verify steps since) */
-    int fl_cands[4], n_fl_cands;
-    double fl_cand_ratio[4];
-    double fl_c_steps[4], fl_c_tokens[4], fl_c_drafts[4];
-    long fl_c_since;
-    int fl_pend_block;      /* block size of the pass whose blocks are pending (fl_pend) */
+    int fl_block;           /* block size drafted */
     double fl_ratio;        /* a DFlash pass / target decode step */
     /* the last pass's blocks, left on the device for the next forward (which
      * reads the drafts it verifies there and fetches them all with its own
@@ -257,20 +243,8 @@ void engine_mtp_cache(engine *e, seq_state *s);
 /* engine_dflash.c: of n DFlash block sizes whose passes cost ratios[i]
  * decode steps, the index of the one whose best step (the best number of
  * its drafts to verify at the prior acceptance, context 0) gives the most
- * tokens per unit of cost; ties: the first (the start-up choice). */
+ * tokens per unit of cost; ties: the first. */
 int engine_dflash_pick_block(const engine *e, const int *blocks, const double *ratios, int n);
-/* Then, from what each of n candidates' drafts gave (steps[c] verify steps,
- * tokens[c] = sum of 1 + accepted, drafts[c] verified): the first with
- * fewer than ENGINE_FL_TRY steps (it is being tried), else the one with
- * the most tokens a step per cost (a verify of its mean drafts plus a pass
- * at ratios[c], context 0). The block changes the drafts themselves (the
- * drafter sees B - 1 masks), so each is judged by its own steps.
- * engine_dflash_learn adds a verify of k drafts of a block, `accepted` of
- * them accepted. */
-#define ENGINE_FL_TRY 32
-int engine_dflash_next_block(const engine *e, const double *steps, const double *tokens, const double *drafts,
-                             const double *ratios, int n);
-void engine_dflash_learn(engine *e, int block, int k, int accepted);
 void engine_fit_step(const double t[5], int k1, int L1, int L2, double out[4]);
 double engine_measure_mtp(engine *e);
 double engine_measure_drafter(engine *e);

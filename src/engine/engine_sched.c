@@ -300,7 +300,7 @@ int engine_step(engine *e) {
     for (int i = 0; i < na; i++) n += feed[i];
     if (n == 0) return 1;
     /* the DFlash blocks still on the device come back with this forward's ids */
-    int n_fetch = e->fl_pend * e->fl_pend_block;
+    int n_fetch = e->fl_pend * e->fl_block;
     if (ensure_batch(e, n + n_fetch) != 0) return 1;
     model_dev_run runs[na];
     kv_seq *seqs[na];
@@ -323,7 +323,7 @@ int engine_step(engine *e) {
         tstart[i] = t;
         pstart[i] = s->n_cached;
         if (s->draft_dev && s->n_draft) /* its drafts (the last rows) are read on the device */
-            runs[n_runs++] = (model_dev_run){t + feed[i] - s->n_draft, s->fl_slot * e->fl_pend_block + 1, s->n_draft};
+            runs[n_runs++] = (model_dev_run){t + feed[i] - s->n_draft, s->fl_slot * e->fl_block + 1, s->n_draft};
         for (int j = 0; j < feed[i]; j++, t++) {
             int p = s->n_cached + j;
             e->b_tok[t] = p < s->n_ctx ? s->ctx[p] : s->draft[p - s->n_ctx];

@@ -411,7 +411,6 @@ int engine_seq_verify(engine *e, seq_state *s, float *rows, const int32_t *ids, 
     s->src_drafted[src] += k;
     s->src_accepted[src] += accepted;
     if (src == DRAFT_SRC_MTP) atomic_fetch_add(&e->mtp_depth_steps[k], 1);
-    if (src == DRAFT_SRC_DFLASH) engine_dflash_learn(e, s->fl_draft_block, k, accepted);
     if (src == DRAFT_SRC_DRAFTER) /* it saw ctx before the step plus d1..d(k-1): keep what matched */
         drafter_rewind(e->dr, &s->dseq, n_cached_before + 1 + (accepted < k - 1 ? accepted : k - 1));
     /* a model proposer's own gate: its steps cost a verify plus its passes */

@@ -117,10 +117,7 @@ char *metrics_render(metrics *m, engine *e) {
         sb_printf(&b, "kestrel_spec_proposer_cost_ratio{proposer=\"%s\"} %.3f\n", prop[i], pr[i]);
     sb_printf(&b, "# HELP kestrel_spec_dflash_behind_steps_total DFlash blocks drafted right behind their verify, "
                   "before the host had its outcome.\n# TYPE kestrel_spec_dflash_behind_steps_total counter\n"
-                  "kestrel_spec_dflash_behind_steps_total %lld\n"
-                  "# HELP kestrel_spec_dflash_block The block size the DFlash drafter drafts now (0: none loaded).\n"
-                  "# TYPE kestrel_spec_dflash_block gauge\nkestrel_spec_dflash_block %d\n",
-              st.dflash_behind_steps, st.dflash_block);
+                  "kestrel_spec_dflash_behind_steps_total %lld\n", st.dflash_behind_steps);
     sb_puts(&b, "# HELP kestrel_spec_mtp_depth_steps_total Verify steps of MTP drafts, by the depth the controller "
                 "chose.\n# TYPE kestrel_spec_mtp_depth_steps_total counter\n");
     for (int d = 1; d <= ENGINE_MAX_DRAFT; d++)

@@ -70,27 +70,3 @@ TEST(test_engine_dflash_block_choice_follows_the_costs) {
     CHECK_EQ_INT(blocks[engine_dflash_pick_block(&cpu, blocks, cpu_passes, 3)], 4);
     CHECK_EQ_INT(blocks[engine_dflash_pick_block(&gpu, blocks, measured, 1)], 16); /* one candidate: a given size */
 }
-
-/* After start-up the block follows what each candidate's drafts gave: a
- * candidate not yet tried for ENGINE_FL_TRY steps goes first; then, at the
- * H200's costs, tinycoder's drafter as measured at each block (tokens per
- * verify step 2.48 at 4, 2.51 at 8 with 5 drafts verified a step, 2.48 at
- * 16 with 6.4) drafts blocks of 4 — the deeper drafts of 8 and 16 do not
- * pay for their rows; a drafter whose long blocks land (6 tokens a step at
- * 16) keeps 16. */
-TEST(test_engine_dflash_block_follows_what_each_block_gave) {
-    engine gpu = {.st_a = 208.6e-6, .st_b = 4.54e-6};
-    double ratios[3] = {0.64, 0.59, 0.57}; /* blocks 16, 8, 4 */
-    double steps[3] = {64, 64, 10}, tokens[3] = {64 * 2.48, 64 * 2.51, 10 * 2.48}, drafts[3] = {64 * 6.4, 64 * 5, 30};
-    CHECK_EQ_INT(engine_dflash_next_block(&gpu, steps, tokens, drafts, ratios, 3), 2); /* 4 not yet tried */
-    steps[2] = 64, tokens[2] = 64 * 2.48, drafts[2] = 64 * 3;
-    CHECK_EQ_INT(engine_dflash_next_block(&gpu, steps, tokens, drafts, ratios, 3), 2);
-    tokens[0] = 64 * 6.0;
-    CHECK_EQ_INT(engine_dflash_next_block(&gpu, steps, tokens, drafts, ratios, 3), 0);
-    /* what the steps add up to (engine_dflash_learn), per block */
-    engine e = {.fl_cands = {16, 8, 4}, .n_fl_cands = 3};
-    for (int i = 0; i < 40; i++) engine_dflash_learn(&e, 8, 5, i % 3);
-    engine_dflash_learn(&e, 4, 3, 3);
-    CHECK(e.fl_c_steps[1] == 40 && e.fl_c_tokens[1] == 40 + 39 && e.fl_c_drafts[1] == 200);
-    CHECK(e.fl_c_steps[2] == 1 && e.fl_c_tokens[2] == 4 && e.fl_c_steps[0] == 0);
-}
