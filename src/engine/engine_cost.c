@@ -119,16 +119,16 @@ void engine_track_cost(engine *e, double *ratio, double dt, int passes) {
     *ratio += (dt / passes / e->t_decode - *ratio) / 8.0;
 }
 
-double chain_value(const engine *e, double r, int n, double pass_ratio, int L) {
+double chain_value(const engine *e, const double *rate, int n, double pass_ratio, int L) {
     double tok = 1.0, pr = 1.0;
-    for (int j = 1; j <= n; j++) tok += (pr *= r);
+    for (int j = 0; j < n; j++) tok += (pr *= rate[j]);
     return tok / (engine_verify_cost(e, n, L) + engine_pass_cost(e, pass_ratio, L));
 }
 
-int engine_best_chain(const engine *e, double r, int n_max, double pass_ratio, double bar, int L) {
+int engine_best_chain(const engine *e, const double *rate, int n_max, double pass_ratio, double bar, int L) {
     int best_n = 0;
     for (int n = 1; n <= n_max; n++) {
-        double v = chain_value(e, r, n, n * pass_ratio, L);
+        double v = chain_value(e, rate, n, n * pass_ratio, L);
         if (v > bar) {
             bar = v;
             best_n = n;
@@ -137,11 +137,11 @@ int engine_best_chain(const engine *e, double r, int n_max, double pass_ratio, d
     return best_n;
 }
 
-double engine_best_drafts(const engine *e, double r, int n, int L, int *best_j) {
+double engine_best_drafts(const engine *e, const double *rate, int n, int L, int *best_j) {
     double tok = 1.0, pr = 1.0, best = 1.0;
     *best_j = 0;
     for (int j = 1; j <= n; j++) {
-        tok += (pr *= r);
+        tok += (pr *= rate[j - 1]);
         double v = tok / engine_verify_cost(e, j, L);
         if (v > best || (e->cfg.no_runtime_gates && j == n)) {
             best = v;

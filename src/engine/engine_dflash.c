@@ -48,9 +48,10 @@ static double measure_ratio(engine *e) {
  * of ratio (the best number of its b - 1 drafts to verify, at the prior
  * acceptance, context 0). */
 static double block_value(const engine *e, int b, double ratio) {
-    double best = 0;
+    double best = 0, prior[ENGINE_MAX_DRAFT];
+    for (int d = 0; d < ENGINE_MAX_DRAFT; d++) prior[d] = SPEC_MODEL_PRIOR;
     for (int j = 1; j < b; j++) {
-        double v = chain_value(e, SPEC_MODEL_PRIOR, j, ratio, 0);
+        double v = chain_value(e, prior, j, ratio, 0);
         best = v > best ? v : best;
     }
     return best;
@@ -151,16 +152,17 @@ void engine_dflash_fetched(engine *e, const int32_t *ids, double waited) {
  * drafts to verify gives (1 + r + .. + r^j) tokens for a verify of j drafts
  * plus the pass itself (measured costs, in decode steps), with r the chance
  * that the next draft is accepted after the previous one was, learned per
- * request (prior 0.7). When no j beats plain decoding (bar SPEC_PAY_BAR) the drafter
+ * request and depth (engine_src_rates). When no j beats plain decoding (bar SPEC_PAY_BAR) the drafter
  * is turned off for the request (on a CPU a block pass costs more than a
  * decode step, so it rarely pays there; on a GPU it does); when none beats
  * what prompt lookup offers next step (bar: its value) only this step's
  * block is skipped. */
 static bool dflash_pays(const engine *e, const seq_state *s, double bar) {
     if (e->cfg.no_runtime_gates) return true;
-    double r = engine_src_accept_rate(s, DRAFT_SRC_DFLASH);
+    double rate[ENGINE_MAX_DRAFT];
+    engine_src_rates(s, DRAFT_SRC_DFLASH, rate);
     for (int j = 1; j < e->fl_block; j++)
-        if (chain_value(e, r, j, e->fl_ratio, s->n_cached) > bar) return true;
+        if (chain_value(e, rate, j, e->fl_ratio, s->n_cached) > bar) return true;
     return false;
 }
 

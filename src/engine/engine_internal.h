@@ -24,8 +24,9 @@
 #define SPEC_PAY_BAR 1.05
 /* The chance that a model proposer's next draft is accepted after the
  * previous one was, before a request has shown its own (weight 10 drafts;
- * engine_src_accept_rate); prompt lookup's prior is 0.5. */
+ * engine_src_rates); prompt lookup's prior is 0.5. */
 #define SPEC_MODEL_PRIOR 0.7
+#define SPEC_DEPTH_WEIGHT 8.0
 
 struct engine_req {
     atomic_int refs;
@@ -83,11 +84,12 @@ typedef struct {
     int n_mtp_draft, mtp_depth;
     int mtp_lost;
     int lookup_run;         /* consecutive steps that verified prompt-lookup drafts (engine_mtp_update) */
-    /* per source (DRAFT_SRC_*): accepted drafts and rejections seen, from
-     * its own verify steps and from comparing the drafts it had ready but
-     * lost the choice with what was committed (so a source never chosen
-     * still learns); engine_src_accept_rate() */
-    int est_acc[4], est_rej[4];
+    /* per source (DRAFT_SRC_*) and depth d (the d+1-th draft): how often a
+     * draft there was judged with the ones before it accepted (est_try)
+     * and was accepted itself (est_hit), from its own verify steps and from
+     * comparing the drafts it had ready but lost the choice with what was
+     * committed (so a source never chosen still learns); engine_src_rates() */
+    int est_try[4][ENGINE_MAX_DRAFT], est_hit[4][ENGINE_MAX_DRAFT];
     int32_t lookup_shadow[ENGINE_MAX_DRAFT]; /* lookup's drafts when another source was chosen */
     int n_shadow[4];        /* drafts each unchosen source had ready this step */
     double lookup_value;    /* expected tokens per verify cost of next step's lookup drafts (0: none) */
@@ -201,7 +203,19 @@ int engine_seq_verify(engine *e, seq_state *s, float *rows, const int32_t *ids, 
 int engine_step(engine *e);
 /* engine_seq.c: the chance that src's next draft is accepted after the
  * previous one was (priors: lookup 0.5, model proposers 0.7, weight 10) */
-double engine_src_accept_rate(const seq_state *s, int src);
+/* rate[d] (d < ENGINE_MAX_DRAFT): the chance that source src's d+1-th
+ * draft is accepted after the ones before it were, for this request — its
+ * drafts at every depth pooled (prior SPEC_MODEL_PRIOR, lookup 0.5, weight
+ * 10 drafts); for the DFlash drafter each depth from its own (that pooled
+ * rate weighing SPEC_DEPTH_WEIGHT drafts): a block drafter's later drafts
+ * are accepted less often than its first (tinycoder's, past the third
+ * draft rarely), which one pooled rate cannot say, and its block comes in
+ * one pass, so the rates decide only how many of it to verify. Prompt
+ * lookup and the chains (MTP head, draft model) keep the pooled rate: with
+ * rates by depth for every source, MTP verified one draft on 2-3x as many
+ * steps and ran 5-11% slower on code on the H200 (BENCHMARKS.md,
+ * nineteenth session). */
+void engine_src_rates(const seq_state *s, int src, double *rate);
 void engine_src_next(seq_state *s);
 /* Stops drafting with src (a model proposer) for the rest of the request. */
 void engine_src_off(engine *e, seq_state *s, int src);
@@ -253,17 +267,18 @@ double engine_verify_cost(const engine *e, double k, int L);
 double engine_step_time(const engine *e, double n, int L);
 double engine_pass_cost(const engine *e, double ratio, int L);
 void engine_track_cost(engine *e, double *ratio, double dt, int passes);
-/* (1 + r + .. + r^n) / (verify of n drafts + the pass): expected tokens per
- * unit of cost of a chain of n drafts, each accepted with probability r
- * after the previous one was */
-double chain_value(const engine *e, double r, int n, double pass_ratio, int L);
+/* (1 + r0 + r0 r1 + .. + r0..r(n-1)) / (verify of n drafts + the pass):
+ * expected tokens per unit of cost of a chain of n drafts, the d+1-th
+ * accepted with probability rate[d] after the ones before were
+ * (engine_src_rates) */
+double chain_value(const engine *e, const double *rate, int n, double pass_ratio, int L);
 /* The chain length n in 1..n_max whose drafts are made by n sequential
  * passes (pass_ratio decode steps each) with the best chain_value; 0 when
  * none beats bar */
-int engine_best_chain(const engine *e, double r, int n_max, double pass_ratio, double bar, int L);
+int engine_best_chain(const engine *e, const double *rate, int n_max, double pass_ratio, double bar, int L);
 /* The best number *best_j of the first n drafts to verify (0: none) and its
  * value (1: plain decoding); with the runtime gates off (tests) always n. */
-double engine_best_drafts(const engine *e, double r, int n, int L, int *best_j);
+double engine_best_drafts(const engine *e, const double *rate, int n, int L, int *best_j);
 /* engine_mtp.c */
 int engine_mtp_update(engine *e, int na, const int *feed, const int *tstart, const int *pstart, const int *done);
 void engine_mtp_reset(engine *e, seq_state *s);

@@ -55,8 +55,9 @@ void engine_mtp_reset(engine *e, seq_state *s) {
  * passes. 0 when no depth beats `bar` (plain decoding: 1). */
 static int mtp_best_depth(const engine *e, const seq_state *s, double bar) {
     if (e->cfg.no_runtime_gates) return e->cfg.mtp_depth;
-    return engine_best_chain(e, engine_src_accept_rate(s, DRAFT_SRC_MTP), e->cfg.mtp_depth, e->mtp_ratio, bar,
-                             s->n_cached);
+    double rate[ENGINE_MAX_DRAFT];
+    engine_src_rates(s, DRAFT_SRC_MTP, rate);
+    return engine_best_chain(e, rate, e->cfg.mtp_depth, e->mtp_ratio, bar, s->n_cached);
 }
 
 /* After a target forward: enter the positions whose hidden states it just
@@ -95,8 +96,9 @@ int engine_mtp_update(engine *e, int na, const int *feed, const int *tstart, con
          * often has a weak draft ready. */
         s->lookup_run = s->n_draft > 0 && s->draft_src == DRAFT_SRC_LOOKUP ? s->lookup_run + 1 : 0;
         if (s->lookup_value > 1.0 && !mtp_best_depth(e, s, s->lookup_value)) {
-            if (s->lookup_run >= 2 && !engine_best_chain(e, engine_src_accept_rate(s, DRAFT_SRC_MTP), e->cfg.mtp_depth,
-                                                         0.0, s->lookup_value, s->n_cached))
+            double rate[ENGINE_MAX_DRAFT];
+            engine_src_rates(s, DRAFT_SRC_MTP, rate);
+            if (s->lookup_run >= 2 && !engine_best_chain(e, rate, e->cfg.mtp_depth, 0.0, s->lookup_value, s->n_cached))
                 continue;
             s->mtp_depth = 1;
         }

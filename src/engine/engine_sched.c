@@ -143,7 +143,9 @@ static int lookup_drafts(const engine *e, const seq_state *s, int k, int32_t *ou
 static int drafter_chain(engine *e, seq_state *s, int k) {
     int kmax = e->cfg.drafter_len < k ? e->cfg.drafter_len : k;
     if (e->cfg.no_runtime_gates) return kmax;
-    int n = engine_best_chain(e, engine_src_accept_rate(s, DRAFT_SRC_DRAFTER), kmax, e->dr_ratio, SPEC_PAY_BAR, s->n_cached);
+    double rate[ENGINE_MAX_DRAFT];
+    engine_src_rates(s, DRAFT_SRC_DRAFTER, rate);
+    int n = engine_best_chain(e, rate, kmax, e->dr_ratio, SPEC_PAY_BAR, s->n_cached);
     if (n) return n;
     engine_src_off(e, s, DRAFT_SRC_DRAFTER);
     atomic_fetch_add(&e->gate_runtime_off, 1);
@@ -155,18 +157,20 @@ static int drafter_chain(engine *e, seq_state *s, int k) {
  * so their cost is already paid) — takes the source, and how many of its
  * drafts, with the most expected tokens per unit of verify cost. Each
  * source's chance that the next draft is accepted given the previous one was
- * is learned per request (engine_src_accept_rate). A precomputed source that loses 16 steps in a
+ * is learned per request and depth (engine_src_rates). A precomputed source that loses 16 steps in a
  * row stops being computed for the request. */
 static void choose_drafts(engine *e, seq_state *s, int k) {
     int j, best_j = s->n_draft;
     int L = s->n_cached;
-    double best = s->n_draft ? engine_best_drafts(e, engine_src_accept_rate(s, DRAFT_SRC_LOOKUP), s->n_draft, L, &j)
-                             : 0.0;
+    double rate[ENGINE_MAX_DRAFT];
+    engine_src_rates(s, DRAFT_SRC_LOOKUP, rate);
+    double best = s->n_draft ? engine_best_drafts(e, rate, s->n_draft, L, &j) : 0.0;
     const int32_t *src = NULL;
     int n_mtp = s->use_mtp && s->n_mtp_draft > 0 ? (s->n_mtp_draft < k ? s->n_mtp_draft : k) : 0;
     int n_fl = s->use_dflash && s->n_fl_draft > 0 ? (s->n_fl_draft < k ? s->n_fl_draft : k) : 0;
     if (n_mtp) {
-        double v = engine_best_drafts(e, engine_src_accept_rate(s, DRAFT_SRC_MTP), n_mtp, L, &j);
+        engine_src_rates(s, DRAFT_SRC_MTP, rate);
+        double v = engine_best_drafts(e, rate, n_mtp, L, &j);
         if (v > best && j > 0) {
             best = v;
             best_j = n_mtp; /* the depth controller already chose the head's length */
@@ -175,7 +179,8 @@ static void choose_drafts(engine *e, seq_state *s, int k) {
         }
     }
     if (n_fl) {
-        double v = engine_best_drafts(e, engine_src_accept_rate(s, DRAFT_SRC_DFLASH), n_fl, L, &j);
+        engine_src_rates(s, DRAFT_SRC_DFLASH, rate);
+        double v = engine_best_drafts(e, rate, n_fl, L, &j);
         if (v > best && j > 0) {
             best = v;
             best_j = j;
@@ -404,8 +409,11 @@ int engine_step(engine *e) {
         int k = draft_room(e, s);
         s->n_lookup = k > 0 ? lookup_drafts(e, s, k, s->draft) : 0; /* the next step's plan takes these */
         s->lookup_at = s->n_ctx;
-        if (s->n_lookup > 0)
-            s->lookup_value = chain_value(e, engine_src_accept_rate(s, DRAFT_SRC_LOOKUP), s->n_lookup, 0.0, s->n_cached);
+        if (s->n_lookup > 0) {
+            double rate[ENGINE_MAX_DRAFT];
+            engine_src_rates(s, DRAFT_SRC_LOOKUP, rate);
+            s->lookup_value = chain_value(e, rate, s->n_lookup, 0.0, s->n_cached);
+        }
     }
     /* the proposers' passes, timed: their cost per pass (in decode steps)
      * follows what they really take here, not only the start-up probe —

@@ -293,9 +293,26 @@ static int seq_choose(engine *e, seq_state *s, float *row, int d, int id) {
     return sample_draw(ids, probs, n, -1, &s->rng);
 }
 
-double engine_src_accept_rate(const seq_state *s, int src) {
-    double prior = src == DRAFT_SRC_LOOKUP ? 0.5 : SPEC_MODEL_PRIOR;
-    return (s->est_acc[src] + 10.0 * prior) / (s->est_acc[src] + s->est_rej[src] + 10.0);
+void engine_src_rates(const seq_state *s, int src, double *rate) {
+    double prior = src == DRAFT_SRC_LOOKUP ? 0.5 : SPEC_MODEL_PRIOR, hit = 0, tried = 0;
+    for (int d = 0; d < ENGINE_MAX_DRAFT; d++) {
+        hit += s->est_hit[src][d];
+        tried += s->est_try[src][d];
+    }
+    double pooled = (hit + 10.0 * prior) / (tried + 10.0);
+    for (int d = 0; d < ENGINE_MAX_DRAFT; d++)
+        rate[d] = src != DRAFT_SRC_DFLASH ? pooled
+                                          : (s->est_hit[src][d] + SPEC_DEPTH_WEIGHT * pooled) /
+                                                (s->est_try[src][d] + SPEC_DEPTH_WEIGHT);
+}
+
+/* n drafts of source src judged, the first `accepted` of them accepted */
+static void learn_depths(seq_state *s, int src, int n, int accepted) {
+    for (int d = 0; d < accepted; d++) {
+        s->est_try[src][d]++;
+        s->est_hit[src][d]++;
+    }
+    if (accepted < n) s->est_try[src][accepted]++;
 }
 
 /* After a verify step whose committed tokens start at ctx[base]: the chosen
@@ -304,16 +321,14 @@ double engine_src_accept_rate(const seq_state *s, int src) {
  * committed token is the one plain decoding chose) — up to the committed
  * tokens, past which nothing is known. */
 static void learn_sources(seq_state *s, int k, int accepted, int base) {
-    s->est_acc[s->draft_src] += accepted;
-    s->est_rej[s->draft_src] += accepted < k;
+    learn_depths(s, s->draft_src, k, accepted);
     int committed = s->n_ctx - base;
     for (int src = 0; src < 4; src++) {
         int n = s->n_shadow[src], m = 0;
         const int32_t *d = src == DRAFT_SRC_LOOKUP ? s->lookup_shadow : src == DRAFT_SRC_MTP ? s->mtp_draft : s->fl_draft;
         if (n <= 0) continue;
         while (m < n && m < committed && d[m] == s->ctx[base + m]) m++;
-        s->est_acc[src] += m;
-        s->est_rej[src] += m < n && m < committed;
+        learn_depths(s, src, m < committed ? n : m, m);
         s->n_shadow[src] = 0;
     }
 }

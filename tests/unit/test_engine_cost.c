@@ -6,6 +6,7 @@
  * probes the fit uses the steps at context 0. The DFlash block size chosen
  * from those costs (engine_dflash_pick_block). */
 #include <math.h>
+#include <string.h>
 
 #include "engine/engine_internal.h"
 #include "test.h"
@@ -69,4 +70,42 @@ TEST(test_engine_dflash_block_choice_follows_the_costs) {
     CHECK_EQ_INT(blocks[engine_dflash_pick_block(&gpu, blocks, same, 3)], 16);
     CHECK_EQ_INT(blocks[engine_dflash_pick_block(&cpu, blocks, cpu_passes, 3)], 4);
     CHECK_EQ_INT(blocks[engine_dflash_pick_block(&gpu, blocks, measured, 1)], 16); /* one candidate: a given size */
+}
+
+/* How many drafts to verify, from the acceptance by depth
+ * (engine_src_rates): a request whose first three drafts were accepted ~80%
+ * of the time after the ones before and its fourth 5 times in 51 (a block
+ * drafter's later drafts, as tinycoder's DFlash drafter shows) verifies 4 of
+ * 7 on an H200-like step, where one rate pooled over the depths (0.67)
+ * would verify all 7 — each costing ~2% of a step for what the pooled rate
+ * overstates. Without any outcome every depth is the prior; sources other
+ * than DFlash keep the pooled rate at every depth. */
+TEST(test_engine_drafts_follow_acceptance_by_depth) {
+    engine gpu = {.st_a = 208.6e-6, .st_b = 4.54e-6};
+    static seq_state s;
+    double rate[ENGINE_MAX_DRAFT], pooled[ENGINE_MAX_DRAFT];
+    engine_src_rates(&s, DRAFT_SRC_DFLASH, rate);
+    for (int d = 0; d < ENGINE_MAX_DRAFT; d++) CHECK(fabs(rate[d] - SPEC_MODEL_PRIOR) < 1e-12);
+    engine_src_rates(&s, DRAFT_SRC_LOOKUP, rate);
+    CHECK(fabs(rate[3] - 0.5) < 1e-12);
+    const int tries[5] = {100, 80, 64, 51, 5}, hits[5] = {80, 64, 51, 5, 0};
+    for (int d = 0; d < 5; d++) {
+        s.est_try[DRAFT_SRC_DFLASH][d] = tries[d];
+        s.est_hit[DRAFT_SRC_DFLASH][d] = hits[d];
+    }
+    engine_src_rates(&s, DRAFT_SRC_DFLASH, rate);
+    double p = (200.0 + 10 * SPEC_MODEL_PRIOR) / (300.0 + 10);
+    CHECK(fabs(rate[3] - (5 + SPEC_DEPTH_WEIGHT * p) / (51 + SPEC_DEPTH_WEIGHT)) < 1e-12);
+    CHECK(fabs(rate[6] - p) < 1e-12); /* a depth never judged: the pooled rate */
+    for (int d = 0; d < ENGINE_MAX_DRAFT; d++) pooled[d] = p;
+    int j_depth, j_pooled;
+    engine_best_drafts(&gpu, rate, 7, 0, &j_depth);
+    engine_best_drafts(&gpu, pooled, 7, 0, &j_pooled);
+    CHECK_EQ_INT(j_depth, 4);
+    CHECK_EQ_INT(j_pooled, 7);
+    /* other sources keep one rate for all depths: the pooled one */
+    memcpy(s.est_try[DRAFT_SRC_MTP], s.est_try[DRAFT_SRC_DFLASH], sizeof s.est_try[0]);
+    memcpy(s.est_hit[DRAFT_SRC_MTP], s.est_hit[DRAFT_SRC_DFLASH], sizeof s.est_hit[0]);
+    engine_src_rates(&s, DRAFT_SRC_MTP, rate);
+    for (int d = 0; d < ENGINE_MAX_DRAFT; d++) CHECK(fabs(rate[d] - p) < 1e-12);
 }
