@@ -85,9 +85,14 @@ for c in configs.split():
               re.finditer(r'^kestrel_spec_mtp_depth_steps_total\{depth="(\d+)"\} ([0-9.e+]+)$', mt, re.M)}
     costs = {m.group(1): float(m.group(2)) for m in
              re.finditer(r'^kestrel_spec_proposer_cost_ratio\{proposer="(\w+)"\} ([0-9.e+-]+)$', mt, re.M) if float(m.group(2))}
+    src_steps = {m.group(1): int(float(m.group(2))) for m in
+                 re.finditer(r'^kestrel_spec_source_verify_steps_total\{source="(\w+)"\} ([0-9.e+]+)$', mt, re.M) if float(m.group(2))}
+    passes = {m.group(1): int(float(m.group(2))) for m in
+              re.finditer(r'^kestrel_spec_proposer_passes_total\{proposer="(\w+)"\} ([0-9.e+]+)$', mt, re.M) if float(m.group(2))}
     res["configs"][c] = {"decode_tok_s": dec, "drafted": metric(mt, "kestrel_spec_draft_tokens_total"), "accepted": acc,
                          "verify_steps": steps, "tokens_per_verify_step": 1 + acc / steps if steps else None,
-                         "mtp_depth_steps": depths, "pass_cost_at_end": costs,
+                         "mtp_depth_steps": depths, "pass_cost_at_end": costs, "verify_steps_by_source": src_steps,
+                         "proposer_passes": passes,
                          "runtime_gates_off": metric(mt, 'kestrel_spec_gate_off_total{gate="runtime"}')}
 out = f"bench/results/{res['date']}-{host}-proposers{'-nogates' if nogates == '1' else ''}.json"
 json.dump(res, open(out, "w"), indent=2)
@@ -102,6 +107,8 @@ for c, v in res["configs"].items():
     print(f"| {res['date']} | {commit} | {host} | {c} {extra} | " + ", ".join(cells) +
           (f"; {tps:.2f} tokens per verify step ({int(v['accepted'])} of {int(v['drafted'])} drafts accepted)" if tps else "") +
           ("; MTP depths verified " + ", ".join(f"{d}: {n} steps" for d, n in sorted(v['mtp_depth_steps'].items())) if v['mtp_depth_steps'] else "") +
+          ("; verify steps by source " + ", ".join(f"{s} {n}" for s, n in v['verify_steps_by_source'].items()) if v['verify_steps_by_source'] else "") +
+          ("; passes " + ", ".join(f"{s} {n}" for s, n in v['proposer_passes'].items()) if v['proposer_passes'] else "") +
           ("; pass costs at the end " + ", ".join(f"{p} {x:.2f}" for p, x in v['pass_cost_at_end'].items()) if v['pass_cost_at_end'] else "") +
           (f"; runtime gates off {int(v['runtime_gates_off'])}" if v['runtime_gates_off'] else "") + " |")
 PY

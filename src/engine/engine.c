@@ -357,6 +357,10 @@ void engine_get_stats(engine *e, engine_stats *s) {
     s->dflash_accepted = atomic_load(&e->src_accepted_n[DRAFT_SRC_DFLASH]);
     s->dflash_cost_ratio = e->fl_ratio;
     s->dflash_behind_steps = atomic_load(&e->fl_behind_steps);
+    for (int i = 0; i < 4; i++) {
+        s->source_verify_steps[i] = atomic_load(&e->src_verify_n[i]);
+        s->proposer_passes[i] = atomic_load(&e->src_passes_n[i]);
+    }
     backend *be = e->m->be;
     s->has_mem = be->ops->mem_usage != NULL;
     if (s->has_mem) be->ops->mem_usage(be, &s->mem);

@@ -142,6 +142,8 @@ typedef struct {
     long long dflash_drafted, dflash_accepted;   /* the DFlash drafter's share */
     double dflash_cost_ratio;                    /* DFlash pass (context entry + block) / target decode step */
     long long dflash_behind_steps;               /* DFlash blocks launched behind their verify (engine_dflash_behind) */
+    long long source_verify_steps[4];            /* verify steps by draft source: lookup, drafter, MTP, DFlash */
+    long long proposer_passes[4];                /* passes run by the drafter, MTP head, DFlash ([0] unused) */
     long long gate_prompt_off, gate_runtime_off; /* requests the gates turned speculation off for */
     double verify_cost_ratio;                    /* measured cost of a k+1-token step / 1-token step */
     long long prefix_lookup_tokens, prefix_hit_tokens; /* prompt tokens looked up / served from the cache */

@@ -201,6 +201,7 @@ void engine_dflash_behind(void *arg) {
     dflash_blocks bl = {1, &of, &last, &rope0, &entry0, e->fl_block, NULL, k};
     double t0 = now_s();
     e->fl_behind_rc = dflash_step(e->cfg.dflash, &e->fl_kv, 1, seqs, &cr, &bl);
+    atomic_fetch_add(&e->src_passes_n[DRAFT_SRC_DFLASH], 1);
     e->fl_behind_t = now_s() - t0;
 }
 
@@ -292,6 +293,7 @@ int engine_dflash_update(engine *e, int na, const int *feed, const int *tstart, 
             }
         return 0;
     }
+    if (n || nb) atomic_fetch_add(&e->src_passes_n[DRAFT_SRC_DFLASH], 1);
     if (!nb) return 0;
     for (int j = 0; j < nb; j++) {
         seq_state *s = e->active[e->fl_of[j]];

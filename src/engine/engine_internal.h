@@ -149,6 +149,9 @@ struct engine {
     prefix_cache *mtp_pc;   /* full blocks of its entries from position 1 (lag 1; NULL: no prefix cache) */
     double mtp_ratio;
     atomic_llong src_drafted_n[4], src_accepted_n[4]; /* per source (DRAFT_SRC_*), for /metrics */
+    atomic_llong src_verify_n[4]; /* verify steps, by the source of their drafts */
+    atomic_llong src_passes_n[4]; /* proposer passes run (MTP head passes, DFlash passes with or without a
+                                   * block, draft-model forwards), whether their drafts were used or not */
     atomic_llong mtp_depth_steps[ENGINE_MAX_DRAFT + 1]; /* verify steps of MTP drafts, by how many were verified */
     int32_t *mtp_tok, *mtp_idx, *mtp_pos, *mtp_hid, *mtp_seq, *mtp_rows; /* scratch, (cap) */
     int mtp_cap;

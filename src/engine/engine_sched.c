@@ -268,6 +268,7 @@ int engine_step(engine *e) {
                 if (behind <= e->cfg.drafter_len + 1 && model_graph_recordings() == g0)
                     engine_track_cost(e, &e->dr_ratio, now_s() - t0, s->n_draft);
                 s->draft_src = DRAFT_SRC_DRAFTER;
+                if (s->n_draft > 0) atomic_fetch_add(&e->src_passes_n[DRAFT_SRC_DRAFTER], s->n_draft);
                 if (s->n_draft < 0) { /* the drafter failed: keep prompt lookup only */
                     s->n_draft = 0;
                     s->use_drafter = false;
@@ -430,6 +431,7 @@ int engine_step(engine *e) {
         double t0 = now_s();
         unsigned long g0 = model_graph_recordings();
         n_pass[0] = engine_mtp_update(e, na, feed, tstart, pstart, done);
+        atomic_fetch_add(&e->src_passes_n[DRAFT_SRC_MTP], n_pass[0]);
         t_pass[0] = now_s() - t0;
         if (!n_prompt && model_graph_recordings() == g0) engine_track_cost(e, &e->mtp_ratio, t_pass[0], n_pass[0]);
     }

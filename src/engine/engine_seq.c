@@ -401,6 +401,7 @@ int engine_seq_verify(engine *e, seq_state *s, float *rows, const int32_t *ids, 
     atomic_fetch_add(&e->spec_verify, 1);
     int src = s->draft_src;
     atomic_fetch_add(&e->src_drafted_n[src], k);
+    atomic_fetch_add(&e->src_verify_n[src], 1);
     int finished = 0, base = s->n_ctx;
     for (int i = 0; i <= k && !finished; i++) {
         float *row = rows ? rows + (size_t)i * V : NULL;

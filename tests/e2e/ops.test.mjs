@@ -82,6 +82,12 @@ test('GET /metrics: Prometheus text with request counters and histograms', async
     assert.ok(buckets.length >= 2);
     for (let i = 1; i < buckets.length; i++) assert.ok(buckets[i] >= buckets[i - 1]);
   }
+  // verify steps by the source of their drafts add up to all verify steps; passes by model proposer
+  const bySource = [...m.matchAll(/^kestrel_spec_source_verify_steps_total\{source="(\w+)"\} (\d+)$/gm)];
+  assert.deepEqual(bySource.map((x) => x[1]), ['lookup', 'drafter', 'mtp', 'dflash']);
+  assert.equal(bySource.reduce((sum, x) => sum + Number(x[2]), 0), metricValue(m, 'kestrel_spec_verify_steps_total'));
+  for (const p of ['drafter', 'mtp', 'dflash'])
+    assert.ok(metricValue(m, 'kestrel_spec_proposer_passes_total', `proposer="${p}"`) >= 0, `passes of ${p}`);
   // device memory by kind, where the backend has a device (a GPU server): the three kinds, the weights loaded
   const mem = Object.fromEntries([...m.matchAll(/^kestrel_device_memory_bytes\{kind="(\w+)"\} (\d+)$/gm)].map((x) => [x[1], Number(x[2])]));
   if (Object.keys(mem).length) {
