@@ -23,9 +23,15 @@
  * 0.93x on prose with the bar at 1). */
 #define SPEC_PAY_BAR 1.05
 /* The chance that a model proposer's next draft is accepted after the
- * previous one was, before a request has shown its own (weight 10 drafts;
- * engine_src_rates); prompt lookup's prior is 0.5. */
+ * previous one was, before the server has seen any request (prompt lookup's:
+ * 0.5). A request starts from the server's estimate (engine.src_prior:
+ * what the requests before showed, engine_learn_prior) and weighs it as 10
+ * drafts of its own (engine_src_rates). */
 #define SPEC_MODEL_PRIOR 0.7
+/* how many drafts a finished request's rate counts as against the server's
+ * estimate, at most: a request with n judged drafts of a source moves the
+ * estimate by n / (n + SPEC_PRIOR_WEIGHT) of the difference */
+#define SPEC_PRIOR_WEIGHT 64.0
 #define SPEC_DEPTH_WEIGHT 8.0
 
 struct engine_req {
@@ -90,6 +96,7 @@ typedef struct {
      * comparing the drafts it had ready but lost the choice with what was
      * committed (so a source never chosen still learns); engine_src_rates() */
     int est_try[4][ENGINE_MAX_DRAFT], est_hit[4][ENGINE_MAX_DRAFT];
+    double prior[4];        /* each source's rate before this request's own drafts: the server's at its start */
     int32_t lookup_shadow[ENGINE_MAX_DRAFT]; /* lookup's drafts when another source was chosen */
     int n_shadow[4];        /* drafts each unchosen source had ready this step */
     double lookup_value;    /* expected tokens per verify cost of next step's lookup drafts (0: none) */
@@ -164,6 +171,7 @@ struct engine {
                              * target's (NULL: no prefix cache) */
     int fl_block;           /* block size drafted */
     double fl_ratio;        /* a DFlash pass / target decode step */
+    double src_prior[4];    /* per source (DRAFT_SRC_*): the acceptance the finished requests showed (engine_learn_prior) */
     /* the last pass's blocks, left on the device for the next forward (which
      * reads the drafts it verifies there and fetches them all with its own
      * ids: no wait between the pass and that forward); fl_pend_t: the host
@@ -208,8 +216,8 @@ int engine_step(engine *e);
  * previous one was (priors: lookup 0.5, model proposers 0.7, weight 10) */
 /* rate[d] (d < ENGINE_MAX_DRAFT): the chance that source src's d+1-th
  * draft is accepted after the ones before it were, for this request — its
- * drafts at every depth pooled (prior SPEC_MODEL_PRIOR, lookup 0.5, weight
- * 10 drafts); for the DFlash drafter each depth from its own (that pooled
+ * drafts at every depth pooled (prior: s->prior[src], the server's
+ * estimate when the request started, weight 10 drafts); for the DFlash drafter each depth from its own (that pooled
  * rate weighing SPEC_DEPTH_WEIGHT drafts): a block drafter's later drafts
  * are accepted less often than its first (tinycoder's, past the third
  * draft rarely), which one pooled rate cannot say, and its block comes in
@@ -219,6 +227,14 @@ int engine_step(engine *e);
  * steps and ran 5-11% slower on code on the H200 (BENCHMARKS.md,
  * nineteenth session). */
 void engine_src_rates(const seq_state *s, int src, double *rate);
+/* A finished (or cancelled) request's acceptance per source, folded into
+ * the server's estimate that the next requests start from: a request of n
+ * judged drafts of a source moves it by n / (n + SPEC_PRIOR_WEIGHT) of the
+ * way to that request's rate. Not the DFlash drafter's: its pooled rate is
+ * each depth's prior, and pooled over a block (0.29 on tinycoder's code,
+ * where its first draft is accepted ~70% of the time) it would close the
+ * drafter's gate before a request had shown its first drafts. */
+void engine_learn_prior(engine *e, const seq_state *s);
 void engine_src_next(seq_state *s);
 /* Stops drafting with src (a model proposer) for the rest of the request. */
 void engine_src_off(engine *e, seq_state *s, int src);

@@ -24,6 +24,7 @@ void engine_cache_blocks(engine *e, seq_state *s) {
 }
 
 void engine_seq_free(engine *e, seq_state *s) {
+    engine_learn_prior(e, s);
     engine_cache_blocks(e, s);
     kv_seq_release(&e->kv, &s->kv);
     if (e->dr) drafter_seq_release(e->dr, &s->dseq);
@@ -60,6 +61,7 @@ seq_state *engine_seq_new(engine *e, engine_req *r) {
     /* drafting: prompt lookup when on (server default or per request), and
      * any request's own prediction (a draft source of its own) */
     s->pld = r->p.spec < 0 ? e->cfg.pld : r->p.spec > 0;
+    memcpy(s->prior, e->src_prior, sizeof s->prior);
     /* the model proposers take turns (engine_src_next): the MTP head, then
      * a DFlash drafter, then a draft model — each running one costs its
      * passes every step while only one set of drafts is verified (all
@@ -294,7 +296,7 @@ static int seq_choose(engine *e, seq_state *s, float *row, int d, int id) {
 }
 
 void engine_src_rates(const seq_state *s, int src, double *rate) {
-    double prior = src == DRAFT_SRC_LOOKUP ? 0.5 : SPEC_MODEL_PRIOR, hit = 0, tried = 0;
+    double prior = s->prior[src], hit = 0, tried = 0;
     for (int d = 0; d < ENGINE_MAX_DRAFT; d++) {
         hit += s->est_hit[src][d];
         tried += s->est_try[src][d];
@@ -304,6 +306,18 @@ void engine_src_rates(const seq_state *s, int src, double *rate) {
         rate[d] = src != DRAFT_SRC_DFLASH ? pooled
                                           : (s->est_hit[src][d] + SPEC_DEPTH_WEIGHT * pooled) /
                                                 (s->est_try[src][d] + SPEC_DEPTH_WEIGHT);
+}
+
+void engine_learn_prior(engine *e, const seq_state *s) {
+    for (int src = 0; src < 4; src++) {
+        if (src == DRAFT_SRC_DFLASH) continue; /* its prior is each depth's: a pooled one would sink its first drafts' */
+        double hit = 0, tried = 0;
+        for (int d = 0; d < ENGINE_MAX_DRAFT; d++) {
+            hit += s->est_hit[src][d];
+            tried += s->est_try[src][d];
+        }
+        if (tried > 0) e->src_prior[src] += tried / (tried + SPEC_PRIOR_WEIGHT) * (hit / tried - e->src_prior[src]);
+    }
 }
 
 /* n drafts of source src judged, the first `accepted` of them accepted */

@@ -84,6 +84,7 @@ TEST(test_engine_drafts_follow_acceptance_by_depth) {
     engine gpu = {.st_a = 208.6e-6, .st_b = 4.54e-6};
     static seq_state s;
     double rate[ENGINE_MAX_DRAFT], pooled[ENGINE_MAX_DRAFT];
+    for (int src = 0; src < 4; src++) s.prior[src] = src == DRAFT_SRC_LOOKUP ? 0.5 : SPEC_MODEL_PRIOR;
     engine_src_rates(&s, DRAFT_SRC_DFLASH, rate);
     for (int d = 0; d < ENGINE_MAX_DRAFT; d++) CHECK(fabs(rate[d] - SPEC_MODEL_PRIOR) < 1e-12);
     engine_src_rates(&s, DRAFT_SRC_LOOKUP, rate);
@@ -108,4 +109,31 @@ TEST(test_engine_drafts_follow_acceptance_by_depth) {
     memcpy(s.est_hit[DRAFT_SRC_MTP], s.est_hit[DRAFT_SRC_DFLASH], sizeof s.est_hit[0]);
     engine_src_rates(&s, DRAFT_SRC_MTP, rate);
     for (int d = 0; d < ENGINE_MAX_DRAFT; d++) CHECK(fabs(rate[d] - p) < 1e-12);
+}
+
+/* The server's estimate a request starts from (engine_learn_prior): a
+ * finished request with 64 judged MTP drafts, 16 accepted (an edit, where
+ * the head's drafts at the edit points are mostly wrong), moves the MTP
+ * prior from 0.7 halfway to its 0.25; a source it never judged keeps its
+ * prior, and so does DFlash (by depth); the next request's rates start
+ * there. */
+TEST(test_engine_prior_follows_finished_requests) {
+    static engine e;
+    static seq_state s, next;
+    for (int src = 0; src < 4; src++) e.src_prior[src] = src == DRAFT_SRC_LOOKUP ? 0.5 : SPEC_MODEL_PRIOR;
+    s.est_try[DRAFT_SRC_DFLASH][0] = 30; /* (DFlash keeps its prior) */
+    s.est_try[DRAFT_SRC_MTP][0] = 40;
+    s.est_hit[DRAFT_SRC_MTP][0] = 12;
+    s.est_try[DRAFT_SRC_MTP][1] = 24;
+    s.est_hit[DRAFT_SRC_MTP][1] = 4;
+    engine_learn_prior(&e, &s);
+    CHECK(fabs(e.src_prior[DRAFT_SRC_MTP] - (0.7 + 0.5 * (0.25 - 0.7))) < 1e-12);
+    CHECK(fabs(e.src_prior[DRAFT_SRC_DFLASH] - SPEC_MODEL_PRIOR) < 1e-12);
+    CHECK(fabs(e.src_prior[DRAFT_SRC_LOOKUP] - 0.5) < 1e-12);
+    memcpy(next.prior, e.src_prior, sizeof next.prior);
+    double rate[ENGINE_MAX_DRAFT];
+    engine_src_rates(&next, DRAFT_SRC_MTP, rate);
+    CHECK(fabs(rate[0] - 0.475) < 1e-12);
+    engine_learn_prior(&e, &next); /* a request that judged nothing changes nothing */
+    CHECK(fabs(e.src_prior[DRAFT_SRC_MTP] - 0.475) < 1e-12);
 }
