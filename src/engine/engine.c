@@ -227,7 +227,7 @@ int engine_start(engine **out, model *m, const tokenizer *tok, const engine_conf
     e->m = m;
     e->tok = tok;
     e->cfg = *cfg;
-    for (int src = 0; src < 4; src++) e->src_prior[src] = src == DRAFT_SRC_LOOKUP ? 0.5 : SPEC_MODEL_PRIOR;
+    for (int src = 0; src < 4; src++) e->src_prior[src] = engine_default_prior(src);
     if (e->cfg.max_concurrent < 1) e->cfg.max_concurrent = 1;
     if (e->cfg.prefill_chunk < 16) e->cfg.prefill_chunk = 16;
     if (e->cfg.ctx_size < 16) e->cfg.ctx_size = 16;

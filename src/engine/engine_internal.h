@@ -32,6 +32,12 @@
  * estimate, at most: a request with n judged drafts of a source moves the
  * estimate by n / (n + SPEC_PRIOR_WEIGHT) of the difference */
 #define SPEC_PRIOR_WEIGHT 64.0
+/* a speculating request that judged none of a source's drafts (its gate
+ * closed at once, or it had none) moves that source's estimate this share
+ * of the way back to the default: a source the early requests showed
+ * useless is tried again once the traffic may have changed, instead of
+ * being closed at the start of every request for good */
+#define SPEC_PRIOR_FORGET 0.125
 #define SPEC_DEPTH_WEIGHT 8.0
 
 struct engine_req {
@@ -230,11 +236,15 @@ void engine_src_rates(const seq_state *s, int src, double *rate);
 /* A finished (or cancelled) request's acceptance per source, folded into
  * the server's estimate that the next requests start from: a request of n
  * judged drafts of a source moves it by n / (n + SPEC_PRIOR_WEIGHT) of the
- * way to that request's rate. Not the DFlash drafter's: its pooled rate is
+ * way to that request's rate (one that judged none: SPEC_PRIOR_FORGET of
+ * the way back to the default). Not the DFlash drafter's: its pooled rate is
  * each depth's prior, and pooled over a block (0.29 on tinycoder's code,
  * where its first draft is accepted ~70% of the time) it would close the
  * drafter's gate before a request had shown its first drafts. */
 void engine_learn_prior(engine *e, const seq_state *s);
+/* a source's prior before the server has seen a request: 0.5 for prompt
+ * lookup, SPEC_MODEL_PRIOR for the model proposers */
+double engine_default_prior(int src);
 void engine_src_next(seq_state *s);
 /* Stops drafting with src (a model proposer) for the rest of the request. */
 void engine_src_off(engine *e, seq_state *s, int src);

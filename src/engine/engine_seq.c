@@ -295,12 +295,18 @@ static int seq_choose(engine *e, seq_state *s, float *row, int d, int id) {
     return sample_draw(ids, probs, n, -1, &s->rng);
 }
 
-void engine_src_rates(const seq_state *s, int src, double *rate) {
-    double prior = s->prior[src], hit = 0, tried = 0;
+/* source src's judged drafts at every depth, and how many were accepted */
+static void src_counts(const seq_state *s, int src, double *hit, double *tried) {
+    *hit = *tried = 0;
     for (int d = 0; d < ENGINE_MAX_DRAFT; d++) {
-        hit += s->est_hit[src][d];
-        tried += s->est_try[src][d];
+        *hit += s->est_hit[src][d];
+        *tried += s->est_try[src][d];
     }
+}
+
+void engine_src_rates(const seq_state *s, int src, double *rate) {
+    double prior = s->prior[src], hit, tried;
+    src_counts(s, src, &hit, &tried);
     double pooled = (hit + 10.0 * prior) / (tried + 10.0);
     for (int d = 0; d < ENGINE_MAX_DRAFT; d++)
         rate[d] = src != DRAFT_SRC_DFLASH ? pooled
@@ -308,15 +314,15 @@ void engine_src_rates(const seq_state *s, int src, double *rate) {
                                                 (s->est_try[src][d] + SPEC_DEPTH_WEIGHT);
 }
 
+double engine_default_prior(int src) { return src == DRAFT_SRC_LOOKUP ? 0.5 : SPEC_MODEL_PRIOR; }
+
 void engine_learn_prior(engine *e, const seq_state *s) {
     for (int src = 0; src < 4; src++) {
         if (src == DRAFT_SRC_DFLASH) continue; /* its prior is each depth's: a pooled one would sink its first drafts' */
-        double hit = 0, tried = 0;
-        for (int d = 0; d < ENGINE_MAX_DRAFT; d++) {
-            hit += s->est_hit[src][d];
-            tried += s->est_try[src][d];
-        }
-        if (tried > 0) e->src_prior[src] += tried / (tried + SPEC_PRIOR_WEIGHT) * (hit / tried - e->src_prior[src]);
+        double hit, tried, *p = &e->src_prior[src];
+        src_counts(s, src, &hit, &tried);
+        if (tried > 0) *p += tried / (tried + SPEC_PRIOR_WEIGHT) * (hit / tried - *p);
+        else if (s->spec) *p += SPEC_PRIOR_FORGET * (engine_default_prior(src) - *p);
     }
 }
 

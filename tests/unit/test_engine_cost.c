@@ -84,7 +84,7 @@ TEST(test_engine_drafts_follow_acceptance_by_depth) {
     engine gpu = {.st_a = 208.6e-6, .st_b = 4.54e-6};
     static seq_state s;
     double rate[ENGINE_MAX_DRAFT], pooled[ENGINE_MAX_DRAFT];
-    for (int src = 0; src < 4; src++) s.prior[src] = src == DRAFT_SRC_LOOKUP ? 0.5 : SPEC_MODEL_PRIOR;
+    for (int src = 0; src < 4; src++) s.prior[src] = engine_default_prior(src);
     engine_src_rates(&s, DRAFT_SRC_DFLASH, rate);
     for (int d = 0; d < ENGINE_MAX_DRAFT; d++) CHECK(fabs(rate[d] - SPEC_MODEL_PRIOR) < 1e-12);
     engine_src_rates(&s, DRAFT_SRC_LOOKUP, rate);
@@ -116,11 +116,12 @@ TEST(test_engine_drafts_follow_acceptance_by_depth) {
  * the head's drafts at the edit points are mostly wrong), moves the MTP
  * prior from 0.7 halfway to its 0.25; a source it never judged keeps its
  * prior, and so does DFlash (by depth); the next request's rates start
- * there. */
+ * there; a speculating request that judged none of a source's drafts moves
+ * its estimate back toward the default. */
 TEST(test_engine_prior_follows_finished_requests) {
     static engine e;
     static seq_state s, next;
-    for (int src = 0; src < 4; src++) e.src_prior[src] = src == DRAFT_SRC_LOOKUP ? 0.5 : SPEC_MODEL_PRIOR;
+    for (int src = 0; src < 4; src++) e.src_prior[src] = engine_default_prior(src);
     s.est_try[DRAFT_SRC_DFLASH][0] = 30; /* (DFlash keeps its prior) */
     s.est_try[DRAFT_SRC_MTP][0] = 40;
     s.est_hit[DRAFT_SRC_MTP][0] = 12;
@@ -134,6 +135,10 @@ TEST(test_engine_prior_follows_finished_requests) {
     double rate[ENGINE_MAX_DRAFT];
     engine_src_rates(&next, DRAFT_SRC_MTP, rate);
     CHECK(fabs(rate[0] - 0.475) < 1e-12);
-    engine_learn_prior(&e, &next); /* a request that judged nothing changes nothing */
+    engine_learn_prior(&e, &next); /* a request without speculation changes nothing */
     CHECK(fabs(e.src_prior[DRAFT_SRC_MTP] - 0.475) < 1e-12);
+    next.spec = true; /* one that speculated but judged no MTP draft: back toward the default */
+    engine_learn_prior(&e, &next);
+    CHECK(fabs(e.src_prior[DRAFT_SRC_MTP] - (0.475 + SPEC_PRIOR_FORGET * (0.7 - 0.475))) < 1e-12);
+    CHECK(fabs(e.src_prior[DRAFT_SRC_LOOKUP] - 0.5) < 1e-12);
 }
