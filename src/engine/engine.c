@@ -248,13 +248,13 @@ int engine_start(engine **out, model *m, const tokenizer *tok, const engine_conf
         if (e->cfg.mtp_depth > ENGINE_MAX_DRAFT) e->cfg.mtp_depth = ENGINE_MAX_DRAFT;
         e->mtp_ids = malloc((size_t)e->cfg.max_concurrent * e->cfg.mtp_depth * sizeof(int32_t));
         if (e->mtp_ids && model_mtp_kv_init(m, &e->mtp_kv, e->cfg.kv_tokens) == KS_OK)
-            e->mtp_ratio = engine_measure_mtp(e);
+            e->mtp_ratio = e->probe_ratio[DRAFT_SRC_MTP] = engine_measure_mtp(e);
     }
     if (e->cfg.drafter) {
         if (e->cfg.drafter_len < 1) e->cfg.drafter_len = 4;
         if (e->cfg.drafter_len > ENGINE_MAX_DRAFT) e->cfg.drafter_len = ENGINE_MAX_DRAFT;
         if (drafter_new(&e->dr, e->cfg.drafter, e->cfg.kv_tokens) == KS_OK)
-            e->dr_ratio = engine_measure_drafter(e);
+            e->dr_ratio = e->probe_ratio[DRAFT_SRC_DRAFTER] = engine_measure_drafter(e);
     }
     if (e->cfg.dflash && (rc = engine_dflash_start(e))) {
         engine_release(e);

@@ -89,7 +89,7 @@ int engine_dflash_start(engine *e) {
     }
     int i = engine_dflash_pick_block(e, blocks, ratios, n);
     e->fl_block = blocks[i];
-    e->fl_ratio = ratios[i];
+    e->fl_ratio = e->probe_ratio[DRAFT_SRC_DFLASH] = ratios[i];
     return KS_OK;
 }
 

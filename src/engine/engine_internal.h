@@ -178,6 +178,7 @@ struct engine {
     int fl_block;           /* block size drafted */
     double fl_ratio;        /* a DFlash pass / target decode step */
     double src_prior[4];    /* per source (DRAFT_SRC_*): the acceptance the finished requests showed (engine_learn_prior) */
+    double probe_ratio[4];  /* per model proposer: its pass cost as probed at start (0: not loaded) */
     /* the last pass's blocks, left on the device for the next forward (which
      * reads the drafts it verifies there and fetches them all with its own
      * ids: no wait between the pass and that forward); fl_pend_t: the host
@@ -237,10 +238,15 @@ void engine_src_rates(const seq_state *s, int src, double *rate);
  * the server's estimate that the next requests start from: a request of n
  * judged drafts of a source moves it by n / (n + SPEC_PRIOR_WEIGHT) of the
  * way to that request's rate (one that judged none: SPEC_PRIOR_FORGET of
- * the way back to the default). Not the DFlash drafter's: its pooled rate is
+ * the way back to the default, and the proposer's tracked pass cost as far
+ * back to its start-up probe — a cost read high once, by a host stall,
+ * closes the gate of every later request, and a closed gate runs no passes
+ * to correct it: on the H200 the MTP head's read 0.87 decode steps against
+ * 0.33 and stayed off for the rest of the run). Not the DFlash drafter's: its pooled rate is
  * each depth's prior, and pooled over a block (0.29 on tinycoder's code,
  * where its first draft is accepted ~70% of the time) it would close the
- * drafter's gate before a request had shown its first drafts. */
+ * drafter's gate before a request had shown its first drafts (its cost is
+ * still eased back). */
 void engine_learn_prior(engine *e, const seq_state *s);
 /* a source's prior before the server has seen a request: 0.5 for prompt
  * lookup, SPEC_MODEL_PRIOR for the model proposers */

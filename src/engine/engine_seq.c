@@ -317,12 +317,17 @@ void engine_src_rates(const seq_state *s, int src, double *rate) {
 double engine_default_prior(int src) { return src == DRAFT_SRC_LOOKUP ? 0.5 : SPEC_MODEL_PRIOR; }
 
 void engine_learn_prior(engine *e, const seq_state *s) {
+    double *cost[4] = {NULL, &e->dr_ratio, &e->mtp_ratio, &e->fl_ratio};
     for (int src = 0; src < 4; src++) {
-        if (src == DRAFT_SRC_DFLASH) continue; /* its prior is each depth's: a pooled one would sink its first drafts' */
         double hit, tried, *p = &e->src_prior[src];
+        bool pooled = src != DRAFT_SRC_DFLASH; /* DFlash's prior is each depth's: a pooled one would sink its first drafts' */
         src_counts(s, src, &hit, &tried);
-        if (tried > 0) *p += tried / (tried + SPEC_PRIOR_WEIGHT) * (hit / tried - *p);
-        else if (s->spec) *p += SPEC_PRIOR_FORGET * (engine_default_prior(src) - *p);
+        if (tried > 0) {
+            if (pooled) *p += tried / (tried + SPEC_PRIOR_WEIGHT) * (hit / tried - *p);
+        } else if (s->spec) {
+            if (pooled) *p += SPEC_PRIOR_FORGET * (engine_default_prior(src) - *p);
+            if (cost[src] && e->probe_ratio[src] > 0) *cost[src] += SPEC_PRIOR_FORGET * (e->probe_ratio[src] - *cost[src]);
+        }
     }
 }
 

@@ -117,7 +117,7 @@ TEST(test_engine_drafts_follow_acceptance_by_depth) {
  * prior from 0.7 halfway to its 0.25; a source it never judged keeps its
  * prior, and so does DFlash (by depth); the next request's rates start
  * there; a speculating request that judged none of a source's drafts moves
- * its estimate back toward the default. */
+ * its estimate back toward the default and its pass cost toward the probe. */
 TEST(test_engine_prior_follows_finished_requests) {
     static engine e;
     static seq_state s, next;
@@ -137,8 +137,18 @@ TEST(test_engine_prior_follows_finished_requests) {
     CHECK(fabs(rate[0] - 0.475) < 1e-12);
     engine_learn_prior(&e, &next); /* a request without speculation changes nothing */
     CHECK(fabs(e.src_prior[DRAFT_SRC_MTP] - 0.475) < 1e-12);
-    next.spec = true; /* one that speculated but judged no MTP draft: back toward the default */
+    /* one that speculated but judged no MTP draft: back toward the default, and the head's pass cost,
+     * read high once (a stall) and so closing every gate since, back toward its start-up probe */
+    next.spec = true;
+    e.mtp_ratio = 0.87;
+    e.probe_ratio[DRAFT_SRC_MTP] = 0.33;
+    e.fl_ratio = 0.3; /* DFlash not loaded (no probe): left alone */
     engine_learn_prior(&e, &next);
     CHECK(fabs(e.src_prior[DRAFT_SRC_MTP] - (0.475 + SPEC_PRIOR_FORGET * (0.7 - 0.475))) < 1e-12);
     CHECK(fabs(e.src_prior[DRAFT_SRC_LOOKUP] - 0.5) < 1e-12);
+    CHECK(fabs(e.mtp_ratio - (0.87 + SPEC_PRIOR_FORGET * (0.33 - 0.87))) < 1e-12);
+    CHECK(fabs(e.fl_ratio - 0.3) < 1e-12);
+    /* a request that ran the head keeps the cost its passes measured */
+    engine_learn_prior(&e, &s);
+    CHECK(fabs(e.mtp_ratio - (0.87 + SPEC_PRIOR_FORGET * (0.33 - 0.87))) < 1e-12);
 }
