@@ -116,7 +116,9 @@ double engine_pass_cost(const engine *e, double ratio, int L) {
 
 void engine_track_cost(engine *e, double *ratio, double dt, int passes) {
     if (passes <= 0 || e->t_decode <= 0) return;
-    *ratio += (dt / passes / e->t_decode - *ratio) / 8.0;
+    double r = dt / passes / e->t_decode;
+    if (*ratio > 0 && r > 2 * *ratio) r = 2 * *ratio; /* a stall, not the pass: one sample moves it 1/8 at most */
+    *ratio += (r - *ratio) / 8.0;
 }
 
 double chain_value(const engine *e, const double *rate, int n, double pass_ratio, int L) {

@@ -38,6 +38,11 @@
  * useless is tried again once the traffic may have changed, instead of
  * being closed at the start of every request for good */
 #define SPEC_PRIOR_FORGET 0.125
+/* ... and its tracked pass cost this share of the way back to its start-up
+ * probe (slowly: on a CPU the probe, taken at a short context, reads a
+ * DFlash pass at half what it costs later, so each return makes one
+ * request try a drafter that does not pay there) */
+#define SPEC_COST_FORGET (1.0 / 32)
 #define SPEC_DEPTH_WEIGHT 8.0
 
 struct engine_req {
@@ -238,11 +243,11 @@ void engine_src_rates(const seq_state *s, int src, double *rate);
  * the server's estimate that the next requests start from: a request of n
  * judged drafts of a source moves it by n / (n + SPEC_PRIOR_WEIGHT) of the
  * way to that request's rate (one that judged none: SPEC_PRIOR_FORGET of
- * the way back to the default, and the proposer's tracked pass cost as far
- * back to its start-up probe — a cost read high once, by a host stall,
- * closes the gate of every later request, and a closed gate runs no passes
- * to correct it: on the H200 the MTP head's read 0.87 decode steps against
- * 0.33 and stayed off for the rest of the run). Not the DFlash drafter's: its pooled rate is
+ * the way back to the default, and the proposer's tracked pass cost
+ * SPEC_COST_FORGET of the way back to its start-up probe — a cost read
+ * high closes the gate of every later request, and a closed gate runs no
+ * passes to correct it: on the H200 the MTP head's read 0.87 decode steps
+ * against 0.33 and stayed off for the rest of the run). Not the DFlash drafter's: its pooled rate is
  * each depth's prior, and pooled over a block (0.29 on tinycoder's code,
  * where its first draft is accepted ~70% of the time) it would close the
  * drafter's gate before a request had shown its first drafts (its cost is
@@ -271,7 +276,8 @@ double engine_probe_cost(engine *e, probe_fn pass, void *arg, double fallback);
  * costs, in decode steps of a sequence at context L, of verifying k drafts
  * and of a proposer pass whose cost is `ratio` decode steps at an empty
  * context; engine_track_cost follows a pass's ratio from its measured time
- * (moving average, weight 1/8). */
+ * (moving average, weight 1/8; a sample past twice the estimate counts as
+ * twice it, so one host stall cannot close a gate). */
 void engine_measure_step(engine *e);
 /* engine_dflash.c: the drafter's context through the prefix cache. A
  * sequence whose target KV starts on n_found cached blocks takes its

@@ -326,7 +326,7 @@ void engine_learn_prior(engine *e, const seq_state *s) {
             if (pooled) *p += tried / (tried + SPEC_PRIOR_WEIGHT) * (hit / tried - *p);
         } else if (s->spec) {
             if (pooled) *p += SPEC_PRIOR_FORGET * (engine_default_prior(src) - *p);
-            if (cost[src] && e->probe_ratio[src] > 0) *cost[src] += SPEC_PRIOR_FORGET * (e->probe_ratio[src] - *cost[src]);
+            if (cost[src] && e->probe_ratio[src] > 0) *cost[src] += SPEC_COST_FORGET * (e->probe_ratio[src] - *cost[src]);
         }
     }
 }

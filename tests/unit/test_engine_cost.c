@@ -146,9 +146,26 @@ TEST(test_engine_prior_follows_finished_requests) {
     engine_learn_prior(&e, &next);
     CHECK(fabs(e.src_prior[DRAFT_SRC_MTP] - (0.475 + SPEC_PRIOR_FORGET * (0.7 - 0.475))) < 1e-12);
     CHECK(fabs(e.src_prior[DRAFT_SRC_LOOKUP] - 0.5) < 1e-12);
-    CHECK(fabs(e.mtp_ratio - (0.87 + SPEC_PRIOR_FORGET * (0.33 - 0.87))) < 1e-12);
+    CHECK(fabs(e.mtp_ratio - (0.87 + SPEC_COST_FORGET * (0.33 - 0.87))) < 1e-12);
     CHECK(fabs(e.fl_ratio - 0.3) < 1e-12);
     /* a request that ran the head keeps the cost its passes measured */
     engine_learn_prior(&e, &s);
-    CHECK(fabs(e.mtp_ratio - (0.87 + SPEC_PRIOR_FORGET * (0.33 - 0.87))) < 1e-12);
+    CHECK(fabs(e.mtp_ratio - (0.87 + SPEC_COST_FORGET * (0.33 - 0.87))) < 1e-12);
+}
+
+/* A pass's tracked cost follows its measured time (1/8 a sample) but a
+ * sample past twice the estimate counts as twice it: a host stall of 14
+ * passes' time moved the MTP head's cost from 0.33 to ~0.87 decode steps at
+ * once, enough to close its gate; a real rise still comes through, at most
+ * doubling the sample each time. */
+TEST(test_engine_pass_cost_ignores_a_stall) {
+    engine e = {.t_decode = 100e-6};
+    double r = 0.33;
+    engine_track_cost(&e, &r, 14 * 0.33 * 100e-6, 1);
+    CHECK(fabs(r - 0.33 * (1 + 1.0 / 8)) < 1e-12);
+    r = 0.33;
+    engine_track_cost(&e, &r, 0.5 * 100e-6 * 3, 3); /* three passes of 0.5 steps: within twice, taken as they are */
+    CHECK(fabs(r - (0.33 + (0.5 - 0.33) / 8)) < 1e-12);
+    for (int i = 0; i < 40; i++) engine_track_cost(&e, &r, 1.2 * 100e-6, 1); /* a lasting rise to 1.2 is followed */
+    CHECK(fabs(r - 1.2) < 0.01);
 }
