@@ -321,6 +321,7 @@ void engine_learn_prior(engine *e, const seq_state *s) {
     for (int src = 0; src < 4; src++) {
         double hit, tried, *p = &e->src_prior[src];
         bool pooled = src != DRAFT_SRC_DFLASH; /* DFlash's prior is each depth's: a pooled one would sink its first drafts' */
+        if (src == DRAFT_SRC_LOOKUP && s->r && s->r->p.n_prediction) continue; /* a prediction's drafts: its own regime */
         src_counts(s, src, &hit, &tried);
         if (tried > 0) {
             if (pooled) *p += tried / (tried + SPEC_PRIOR_WEIGHT) * (hit / tried - *p);

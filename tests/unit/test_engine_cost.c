@@ -129,6 +129,16 @@ TEST(test_engine_prior_follows_finished_requests) {
     s.est_hit[DRAFT_SRC_MTP][1] = 4;
     engine_learn_prior(&e, &s);
     CHECK(fabs(e.src_prior[DRAFT_SRC_MTP] - (0.7 + 0.5 * (0.25 - 0.7))) < 1e-12);
+    /* a request with a prediction (OpenAI predicted outputs) drafts from it as lookup does, nearly all
+     * accepted: not what lookup in the prompt will give the next requests */
+    static engine_req pr;
+    static seq_state ps;
+    pr.p.n_prediction = 40;
+    ps.r = &pr;
+    ps.est_try[DRAFT_SRC_LOOKUP][0] = 60;
+    ps.est_hit[DRAFT_SRC_LOOKUP][0] = 59;
+    engine_learn_prior(&e, &ps);
+    CHECK(fabs(e.src_prior[DRAFT_SRC_LOOKUP] - 0.5) < 1e-12);
     CHECK(fabs(e.src_prior[DRAFT_SRC_DFLASH] - SPEC_MODEL_PRIOR) < 1e-12);
     CHECK(fabs(e.src_prior[DRAFT_SRC_LOOKUP] - 0.5) < 1e-12);
     memcpy(next.prior, e.src_prior, sizeof next.prior);
