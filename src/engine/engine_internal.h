@@ -25,7 +25,7 @@
 /* The chance that a model proposer's next draft is accepted after the
  * previous one was, before the server has seen any request (prompt lookup's:
  * 0.5). A request starts from the server's estimate (engine.src_prior:
- * what the requests before showed, engine_learn_prior) and weighs it as 10
+ * what the requests before showed, engine_learn_from_request) and weighs it as 10
  * drafts of its own (engine_src_rates). */
 #define SPEC_MODEL_PRIOR 0.7
 /* how many drafts a finished request's rate counts as against the server's
@@ -169,7 +169,7 @@ struct engine {
     atomic_llong src_drafted_n[4], src_accepted_n[4]; /* per source (DRAFT_SRC_*), for /metrics */
     atomic_llong src_verify_n[4]; /* verify steps, by the source of their drafts */
     atomic_llong src_passes_n[4]; /* proposer passes run (MTP head passes, DFlash passes with or without a
-                                   * block, draft-model forwards), whether their drafts were used or not */
+                                   * block, draft-model drafts), whether their drafts were used or not */
     atomic_llong mtp_depth_steps[ENGINE_MAX_DRAFT + 1]; /* verify steps of MTP drafts, by how many were verified */
     int32_t *mtp_tok, *mtp_idx, *mtp_pos, *mtp_hid, *mtp_seq, *mtp_rows; /* scratch, (cap) */
     int mtp_cap;
@@ -182,7 +182,7 @@ struct engine {
                              * target's (NULL: no prefix cache) */
     int fl_block;           /* block size drafted */
     double fl_ratio;        /* a DFlash pass / target decode step */
-    double src_prior[4];    /* per source (DRAFT_SRC_*): the acceptance the finished requests showed (engine_learn_prior) */
+    double src_prior[4];    /* per source (DRAFT_SRC_*): the acceptance the finished requests showed (engine_learn_from_request) */
     double probe_ratio[4];  /* per model proposer: its pass cost as probed at start (0: not loaded) */
     /* the last pass's blocks, left on the device for the next forward (which
      * reads the drafts it verifies there and fetches them all with its own
@@ -224,13 +224,11 @@ int engine_seq_sample(engine *e, seq_state *s, float *rows, const int32_t *ids);
 int engine_seq_verify(engine *e, seq_state *s, float *rows, const int32_t *ids, int n_cached_before);
 /* engine_sched.c */
 int engine_step(engine *e);
-/* engine_seq.c: the chance that src's next draft is accepted after the
- * previous one was (priors: lookup 0.5, model proposers 0.7, weight 10) */
-/* rate[d] (d < ENGINE_MAX_DRAFT): the chance that source src's d+1-th
- * draft is accepted after the ones before it were, for this request — its
- * drafts at every depth pooled (prior: s->prior[src], the server's
- * estimate when the request started, weight 10 drafts); for the DFlash drafter each depth from its own (that pooled
- * rate weighing SPEC_DEPTH_WEIGHT drafts): a block drafter's later drafts
+/* engine_seq.c: rate[d] (d < ENGINE_MAX_DRAFT): the chance that source
+ * src's d+1-th draft is accepted after the ones before it were, for this
+ * request — its drafts at every depth pooled (prior: s->prior[src], the
+ * server's estimate when the request started, weight 10 drafts); for the
+ * DFlash drafter each depth from its own (that pooled rate weighing SPEC_DEPTH_WEIGHT drafts): a block drafter's later drafts
  * are accepted less often than its first (tinycoder's, past the third
  * draft rarely), which one pooled rate cannot say, and its block comes in
  * one pass, so the rates decide only how many of it to verify. Prompt
@@ -239,20 +237,22 @@ int engine_step(engine *e);
  * steps and ran 5-11% slower on code on the H200 (BENCHMARKS.md,
  * nineteenth session). */
 void engine_src_rates(const seq_state *s, int src, double *rate);
-/* A finished (or cancelled) request's acceptance per source, folded into
- * the server's estimate that the next requests start from: a request of n
+/* What a finished (or cancelled) request teaches the server: its acceptance
+ * per source, folded into the estimate the next requests start from, and,
+ * for a proposer it never ran, an easing of that proposer's cost: a request of n
  * judged drafts of a source moves it by n / (n + SPEC_PRIOR_WEIGHT) of the
  * way to that request's rate (one that judged none: SPEC_PRIOR_FORGET of
  * the way back to the default, and the proposer's tracked pass cost
  * SPEC_COST_FORGET of the way back to its start-up probe — a cost read
  * high closes the gate of every later request, and a closed gate runs no
  * passes to correct it: on the H200 the MTP head's read 0.87 decode steps
- * against 0.33 and stayed off for the rest of the run). Not the DFlash drafter's: its pooled rate is
+ * against 0.33 and stayed off for the rest of the run). Not the DFlash
+ * drafter's acceptance: its pooled rate is
  * each depth's prior, and pooled over a block (0.29 on tinycoder's code,
  * where its first draft is accepted ~70% of the time) it would close the
  * drafter's gate before a request had shown its first drafts (its cost is
  * still eased back). */
-void engine_learn_prior(engine *e, const seq_state *s);
+void engine_learn_from_request(engine *e, const seq_state *s);
 /* a source's prior before the server has seen a request: 0.5 for prompt
  * lookup, SPEC_MODEL_PRIOR for the model proposers */
 double engine_default_prior(int src);

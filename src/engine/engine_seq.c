@@ -24,7 +24,7 @@ void engine_cache_blocks(engine *e, seq_state *s) {
 }
 
 void engine_seq_free(engine *e, seq_state *s) {
-    engine_learn_prior(e, s);
+    engine_learn_from_request(e, s);
     engine_cache_blocks(e, s);
     kv_seq_release(&e->kv, &s->kv);
     if (e->dr) drafter_seq_release(e->dr, &s->dseq);
@@ -316,7 +316,7 @@ void engine_src_rates(const seq_state *s, int src, double *rate) {
 
 double engine_default_prior(int src) { return src == DRAFT_SRC_LOOKUP ? 0.5 : SPEC_MODEL_PRIOR; }
 
-void engine_learn_prior(engine *e, const seq_state *s) {
+void engine_learn_from_request(engine *e, const seq_state *s) {
     double *cost[4] = {NULL, &e->dr_ratio, &e->mtp_ratio, &e->fl_ratio};
     for (int src = 0; src < 4; src++) {
         double hit, tried, *p = &e->src_prior[src];

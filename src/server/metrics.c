@@ -101,7 +101,8 @@ char *metrics_render(metrics *m, engine *e) {
               st.prefix_cached_blocks);
     sb_puts(&b, "# HELP kestrel_spec_proposer_draft_tokens_total Draft tokens verified, by model proposer.\n"
                 "# TYPE kestrel_spec_proposer_draft_tokens_total counter\n");
-    const char *prop[3] = {"drafter", "mtp", "dflash"};
+    /* draft sources in the engine's order (DRAFT_SRC_*): lookup, then the model proposers */
+    const char *src[4] = {"lookup", "drafter", "mtp", "dflash"}, *const *prop = src + 1;
     long long pd[3] = {st.drafter_drafted, st.mtp_drafted, st.dflash_drafted};
     long long pa[3] = {st.drafter_accepted, st.mtp_accepted, st.dflash_accepted};
     double pr[3] = {st.drafter_cost_ratio, st.mtp_cost_ratio, st.dflash_cost_ratio};
@@ -116,15 +117,14 @@ char *metrics_render(metrics *m, engine *e) {
     for (int i = 0; i < 3; i++)
         sb_printf(&b, "kestrel_spec_proposer_cost_ratio{proposer=\"%s\"} %.3f\n", prop[i], pr[i]);
     sb_puts(&b, "# HELP kestrel_spec_proposer_passes_total Passes run by a model proposer (MTP head passes, DFlash "
-                "passes with or without a block, draft-model forwards), their drafts used or not.\n"
+                "passes with or without a block, draft-model drafts), their drafts used or not.\n"
                 "# TYPE kestrel_spec_proposer_passes_total counter\n");
     for (int i = 0; i < 3; i++)
         sb_printf(&b, "kestrel_spec_proposer_passes_total{proposer=\"%s\"} %lld\n", prop[i], st.proposer_passes[i + 1]);
     sb_puts(&b, "# HELP kestrel_spec_source_verify_steps_total Verify steps, by the source of their drafts.\n"
                 "# TYPE kestrel_spec_source_verify_steps_total counter\n");
-    const char *srcs[4] = {"lookup", "drafter", "mtp", "dflash"};
     for (int i = 0; i < 4; i++)
-        sb_printf(&b, "kestrel_spec_source_verify_steps_total{source=\"%s\"} %lld\n", srcs[i], st.source_verify_steps[i]);
+        sb_printf(&b, "kestrel_spec_source_verify_steps_total{source=\"%s\"} %lld\n", src[i], st.source_verify_steps[i]);
     sb_printf(&b, "# HELP kestrel_spec_dflash_behind_steps_total DFlash blocks drafted right behind their verify, "
                   "before the host had its outcome.\n# TYPE kestrel_spec_dflash_behind_steps_total counter\n"
                   "kestrel_spec_dflash_behind_steps_total %lld\n", st.dflash_behind_steps);

@@ -111,7 +111,7 @@ TEST(test_engine_drafts_follow_acceptance_by_depth) {
     for (int d = 0; d < ENGINE_MAX_DRAFT; d++) CHECK(fabs(rate[d] - p) < 1e-12);
 }
 
-/* The server's estimate a request starts from (engine_learn_prior): a
+/* The server's estimate a request starts from (engine_learn_from_request): a
  * finished request with 64 judged MTP drafts, 16 accepted (an edit, where
  * the head's drafts at the edit points are mostly wrong), moves the MTP
  * prior from 0.7 halfway to its 0.25; a source it never judged keeps its
@@ -127,8 +127,9 @@ TEST(test_engine_prior_follows_finished_requests) {
     s.est_hit[DRAFT_SRC_MTP][0] = 12;
     s.est_try[DRAFT_SRC_MTP][1] = 24;
     s.est_hit[DRAFT_SRC_MTP][1] = 4;
-    engine_learn_prior(&e, &s);
+    engine_learn_from_request(&e, &s);
     CHECK(fabs(e.src_prior[DRAFT_SRC_MTP] - (0.7 + 0.5 * (0.25 - 0.7))) < 1e-12);
+    CHECK(fabs(e.src_prior[DRAFT_SRC_DFLASH] - SPEC_MODEL_PRIOR) < 1e-12);
     /* a request with a prediction (OpenAI predicted outputs) drafts from it as lookup does, nearly all
      * accepted: not what lookup in the prompt will give the next requests */
     static engine_req pr;
@@ -137,15 +138,13 @@ TEST(test_engine_prior_follows_finished_requests) {
     ps.r = &pr;
     ps.est_try[DRAFT_SRC_LOOKUP][0] = 60;
     ps.est_hit[DRAFT_SRC_LOOKUP][0] = 59;
-    engine_learn_prior(&e, &ps);
-    CHECK(fabs(e.src_prior[DRAFT_SRC_LOOKUP] - 0.5) < 1e-12);
-    CHECK(fabs(e.src_prior[DRAFT_SRC_DFLASH] - SPEC_MODEL_PRIOR) < 1e-12);
+    engine_learn_from_request(&e, &ps);
     CHECK(fabs(e.src_prior[DRAFT_SRC_LOOKUP] - 0.5) < 1e-12);
     memcpy(next.prior, e.src_prior, sizeof next.prior);
     double rate[ENGINE_MAX_DRAFT];
     engine_src_rates(&next, DRAFT_SRC_MTP, rate);
     CHECK(fabs(rate[0] - 0.475) < 1e-12);
-    engine_learn_prior(&e, &next); /* a request without speculation changes nothing */
+    engine_learn_from_request(&e, &next); /* a request without speculation changes nothing */
     CHECK(fabs(e.src_prior[DRAFT_SRC_MTP] - 0.475) < 1e-12);
     /* one that speculated but judged no MTP draft: back toward the default, and the head's pass cost,
      * read high once (a stall) and so closing every gate since, back toward its start-up probe */
@@ -153,13 +152,13 @@ TEST(test_engine_prior_follows_finished_requests) {
     e.mtp_ratio = 0.87;
     e.probe_ratio[DRAFT_SRC_MTP] = 0.33;
     e.fl_ratio = 0.3; /* DFlash not loaded (no probe): left alone */
-    engine_learn_prior(&e, &next);
+    engine_learn_from_request(&e, &next);
     CHECK(fabs(e.src_prior[DRAFT_SRC_MTP] - (0.475 + SPEC_PRIOR_FORGET * (0.7 - 0.475))) < 1e-12);
     CHECK(fabs(e.src_prior[DRAFT_SRC_LOOKUP] - 0.5) < 1e-12);
     CHECK(fabs(e.mtp_ratio - (0.87 + SPEC_COST_FORGET * (0.33 - 0.87))) < 1e-12);
     CHECK(fabs(e.fl_ratio - 0.3) < 1e-12);
     /* a request that ran the head keeps the cost its passes measured */
-    engine_learn_prior(&e, &s);
+    engine_learn_from_request(&e, &s);
     CHECK(fabs(e.mtp_ratio - (0.87 + SPEC_COST_FORGET * (0.33 - 0.87))) < 1e-12);
 }
 
