@@ -347,21 +347,18 @@ void engine_get_stats(engine *e, engine_stats *s) {
     s->prefix_lookup_tokens = atomic_load(&e->prefix_lookup);
     s->prefix_hit_tokens = atomic_load(&e->prefix_hit);
     s->prefix_cached_blocks = atomic_load(&e->stat_cached_blocks);
-    s->drafter_drafted = atomic_load(&e->src_drafted_n[DRAFT_SRC_DRAFTER]);
-    s->drafter_accepted = atomic_load(&e->src_accepted_n[DRAFT_SRC_DRAFTER]);
-    s->drafter_cost_ratio = e->dr_ratio;
-    s->mtp_drafted = atomic_load(&e->src_drafted_n[DRAFT_SRC_MTP]);
-    s->mtp_accepted = atomic_load(&e->src_accepted_n[DRAFT_SRC_MTP]);
-    s->mtp_cost_ratio = e->mtp_ratio;
-    for (int d = 0; d <= ENGINE_MAX_DRAFT; d++) s->mtp_depth_steps[d] = atomic_load(&e->mtp_depth_steps[d]);
-    s->dflash_drafted = atomic_load(&e->src_drafted_n[DRAFT_SRC_DFLASH]);
-    s->dflash_accepted = atomic_load(&e->src_accepted_n[DRAFT_SRC_DFLASH]);
-    s->dflash_cost_ratio = e->fl_ratio;
-    s->dflash_behind_steps = atomic_load(&e->fl_behind_steps);
-    for (int i = 0; i < 4; i++) {
-        s->source_verify_steps[i] = atomic_load(&e->src_verify_n[i]);
-        s->proposer_passes[i] = atomic_load(&e->src_passes_n[i]);
+    for (int i = 0; i < DRAFT_SRC_COUNT; i++) {
+        s->src_drafted[i] = atomic_load(&e->src_drafted_n[i]);
+        s->src_accepted[i] = atomic_load(&e->src_accepted_n[i]);
+        s->src_verify_steps[i] = atomic_load(&e->src_verify_n[i]);
+        s->src_passes[i] = atomic_load(&e->src_passes_n[i]);
     }
+    s->src_cost_ratio[DRAFT_SRC_LOOKUP] = 0;
+    s->src_cost_ratio[DRAFT_SRC_DRAFTER] = e->dr_ratio;
+    s->src_cost_ratio[DRAFT_SRC_MTP] = e->mtp_ratio;
+    s->src_cost_ratio[DRAFT_SRC_DFLASH] = e->fl_ratio;
+    for (int d = 0; d <= ENGINE_MAX_DRAFT; d++) s->mtp_depth_steps[d] = atomic_load(&e->mtp_depth_steps[d]);
+    s->dflash_behind_steps = atomic_load(&e->fl_behind_steps);
     backend *be = e->m->be;
     s->has_mem = be->ops->mem_usage != NULL;
     if (s->has_mem) be->ops->mem_usage(be, &s->mem);

@@ -128,22 +128,26 @@ void engine_event_clear(engine_event *ev);
 void engine_cancel(engine_req *r);
 void engine_req_release(engine_req *r);
 
+/* Draft sources, the index of the per-source counters: prompt lookup (and
+ * predicted outputs), then the model proposers. */
+enum { DRAFT_SRC_LOOKUP = 0, DRAFT_SRC_DRAFTER, DRAFT_SRC_MTP, DRAFT_SRC_DFLASH, DRAFT_SRC_COUNT };
+
 /* Counters for /metrics (approximate, lock-free reads). */
 typedef struct {
     int queued, active;
     int kv_blocks_free, kv_blocks_total;
     long long requests_done, prompt_tokens, generated_tokens, preemptions;
     long long spec_drafted, spec_accepted, spec_verify_steps;
-    long long drafter_drafted, drafter_accepted; /* the drafter's share of the above */
-    long long mtp_drafted, mtp_accepted;         /* the MTP head's share */
+    /* by draft source (DRAFT_SRC_*): draft tokens verified and accepted,
+     * verify steps, passes run by a model proposer (MTP head passes, DFlash
+     * passes with or without a block, draft-model drafts; lookup's 0), and
+     * the measured cost of one pass over a target decode step (0: not
+     * loaded, and lookup) */
+    long long src_drafted[DRAFT_SRC_COUNT], src_accepted[DRAFT_SRC_COUNT];
+    long long src_verify_steps[DRAFT_SRC_COUNT], src_passes[DRAFT_SRC_COUNT];
+    double src_cost_ratio[DRAFT_SRC_COUNT];
     long long mtp_depth_steps[ENGINE_MAX_DRAFT + 1]; /* MTP verify steps by the depth verified */
-    double mtp_cost_ratio;                       /* one MTP entry forward / target decode step */
-    double drafter_cost_ratio;                   /* drafter forward / target decode step */
-    long long dflash_drafted, dflash_accepted;   /* the DFlash drafter's share */
-    double dflash_cost_ratio;                    /* DFlash pass (context entry + block) / target decode step */
     long long dflash_behind_steps;               /* DFlash blocks launched behind their verify (engine_dflash_behind) */
-    long long source_verify_steps[4];            /* verify steps by draft source: lookup, drafter, MTP, DFlash */
-    long long proposer_passes[4];                /* passes run by the drafter, MTP head, DFlash ([0] unused) */
     long long gate_prompt_off, gate_runtime_off; /* requests the gates turned speculation off for */
     double verify_cost_ratio;                    /* measured cost of a k+1-token step / 1-token step */
     long long prefix_lookup_tokens, prefix_hit_tokens; /* prompt tokens looked up / served from the cache */

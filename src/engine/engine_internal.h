@@ -127,10 +127,8 @@ typedef struct {
     bool fl_behind;         /* this step's block goes right behind its verify (engine_dflash_behind) */
     /* per source (DRAFT_SRC_*): its verify steps, drafts and accepted drafts
      * (the runtime gates) */
-    int src_steps[4], src_drafted[4], src_accepted[4];
+    int src_steps[DRAFT_SRC_COUNT], src_drafted[DRAFT_SRC_COUNT], src_accepted[DRAFT_SRC_COUNT];
 } seq_state;
-
-enum { DRAFT_SRC_LOOKUP = 0, DRAFT_SRC_DRAFTER, DRAFT_SRC_MTP, DRAFT_SRC_DFLASH };
 
 struct engine {
     model *m;

@@ -102,29 +102,26 @@ char *metrics_render(metrics *m, engine *e) {
     sb_puts(&b, "# HELP kestrel_spec_proposer_draft_tokens_total Draft tokens verified, by model proposer.\n"
                 "# TYPE kestrel_spec_proposer_draft_tokens_total counter\n");
     /* draft sources in the engine's order (DRAFT_SRC_*): lookup, then the model proposers */
-    const char *src[4] = {"lookup", "drafter", "mtp", "dflash"}, *const *prop = src + 1;
-    long long pd[3] = {st.drafter_drafted, st.mtp_drafted, st.dflash_drafted};
-    long long pa[3] = {st.drafter_accepted, st.mtp_accepted, st.dflash_accepted};
-    double pr[3] = {st.drafter_cost_ratio, st.mtp_cost_ratio, st.dflash_cost_ratio};
-    for (int i = 0; i < 3; i++)
-        sb_printf(&b, "kestrel_spec_proposer_draft_tokens_total{proposer=\"%s\"} %lld\n", prop[i], pd[i]);
+    const char *src[DRAFT_SRC_COUNT] = {"lookup", "drafter", "mtp", "dflash"};
+    for (int i = DRAFT_SRC_DRAFTER; i < DRAFT_SRC_COUNT; i++)
+        sb_printf(&b, "kestrel_spec_proposer_draft_tokens_total{proposer=\"%s\"} %lld\n", src[i], st.src_drafted[i]);
     sb_puts(&b, "# HELP kestrel_spec_proposer_accepted_tokens_total Draft tokens accepted, by model proposer.\n"
                 "# TYPE kestrel_spec_proposer_accepted_tokens_total counter\n");
-    for (int i = 0; i < 3; i++)
-        sb_printf(&b, "kestrel_spec_proposer_accepted_tokens_total{proposer=\"%s\"} %lld\n", prop[i], pa[i]);
+    for (int i = DRAFT_SRC_DRAFTER; i < DRAFT_SRC_COUNT; i++)
+        sb_printf(&b, "kestrel_spec_proposer_accepted_tokens_total{proposer=\"%s\"} %lld\n", src[i], st.src_accepted[i]);
     sb_puts(&b, "# HELP kestrel_spec_proposer_cost_ratio Measured cost of one proposer pass over a decode step "
                 "(0: not loaded).\n# TYPE kestrel_spec_proposer_cost_ratio gauge\n");
-    for (int i = 0; i < 3; i++)
-        sb_printf(&b, "kestrel_spec_proposer_cost_ratio{proposer=\"%s\"} %.3f\n", prop[i], pr[i]);
+    for (int i = DRAFT_SRC_DRAFTER; i < DRAFT_SRC_COUNT; i++)
+        sb_printf(&b, "kestrel_spec_proposer_cost_ratio{proposer=\"%s\"} %.3f\n", src[i], st.src_cost_ratio[i]);
     sb_puts(&b, "# HELP kestrel_spec_proposer_passes_total Passes run by a model proposer (MTP head passes, DFlash "
                 "passes with or without a block, draft-model drafts), their drafts used or not.\n"
                 "# TYPE kestrel_spec_proposer_passes_total counter\n");
-    for (int i = 0; i < 3; i++)
-        sb_printf(&b, "kestrel_spec_proposer_passes_total{proposer=\"%s\"} %lld\n", prop[i], st.proposer_passes[i + 1]);
+    for (int i = DRAFT_SRC_DRAFTER; i < DRAFT_SRC_COUNT; i++)
+        sb_printf(&b, "kestrel_spec_proposer_passes_total{proposer=\"%s\"} %lld\n", src[i], st.src_passes[i]);
     sb_puts(&b, "# HELP kestrel_spec_source_verify_steps_total Verify steps, by the source of their drafts.\n"
                 "# TYPE kestrel_spec_source_verify_steps_total counter\n");
-    for (int i = 0; i < 4; i++)
-        sb_printf(&b, "kestrel_spec_source_verify_steps_total{source=\"%s\"} %lld\n", src[i], st.source_verify_steps[i]);
+    for (int i = 0; i < DRAFT_SRC_COUNT; i++)
+        sb_printf(&b, "kestrel_spec_source_verify_steps_total{source=\"%s\"} %lld\n", src[i], st.src_verify_steps[i]);
     sb_printf(&b, "# HELP kestrel_spec_dflash_behind_steps_total DFlash blocks drafted right behind their verify, "
                   "before the host had its outcome.\n# TYPE kestrel_spec_dflash_behind_steps_total counter\n"
                   "kestrel_spec_dflash_behind_steps_total %lld\n", st.dflash_behind_steps);

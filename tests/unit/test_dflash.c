@@ -203,12 +203,12 @@ static void check_greedy_64(const char *device) {
         engine_get_stats(e, &st);
         printf("    [%s] greedy_64 reproduced; DFlash drafted %lld, accepted %lld; %.2f tokens per verify step; "
                "%lld blocks behind their verify\n",
-               device, st.dflash_drafted, st.dflash_accepted,
-               st.spec_verify_steps ? (double)(st.spec_verify_steps + st.dflash_accepted) / st.spec_verify_steps : 0.0,
+               device, st.src_drafted[DRAFT_SRC_DFLASH], st.src_accepted[DRAFT_SRC_DFLASH],
+               st.spec_verify_steps ? (double)(st.spec_verify_steps + st.src_accepted[DRAFT_SRC_DFLASH]) / st.spec_verify_steps : 0.0,
                st.dflash_behind_steps);
-        CHECK_EQ_INT(st.dflash_drafted, drafted);
+        CHECK_EQ_INT(st.src_drafted[DRAFT_SRC_DFLASH], drafted);
         CHECK(st.dflash_behind_steps > 16);
-        CHECK(st.dflash_accepted > 64); /* over 3 x 64 tokens: drafts really accepted */
+        CHECK(st.src_accepted[DRAFT_SRC_DFLASH] > 64); /* over 3 x 64 tokens: drafts really accepted */
         engine_stop(e);
     }
     dflash_free(d);

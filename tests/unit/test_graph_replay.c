@@ -406,9 +406,9 @@ TEST(test_graph_recordings_leave_pass_costs_alone) {
         if (r) engine_req_release(r);
         engine_get_stats(e, &s1);
         printf("    MTP pass cost %.3f decode steps probed, %.3f after 48 tokens; %d graphs recorded\n",
-               s0.mtp_cost_ratio, s1.mtp_cost_ratio, st(rb)->recorded);
-        CHECK(st(rb)->recorded > 2 && s1.mtp_drafted > 0);
-        CHECK(s0.mtp_cost_ratio > 0 && s1.mtp_cost_ratio < 2 * s0.mtp_cost_ratio + 0.5);
+               s0.src_cost_ratio[DRAFT_SRC_MTP], s1.src_cost_ratio[DRAFT_SRC_MTP], st(rb)->recorded);
+        CHECK(st(rb)->recorded > 2 && s1.src_drafted[DRAFT_SRC_MTP] > 0);
+        CHECK(s0.src_cost_ratio[DRAFT_SRC_MTP] > 0 && s1.src_cost_ratio[DRAFT_SRC_MTP] < 2 * s0.src_cost_ratio[DRAFT_SRC_MTP] + 0.5);
         engine_stop(e);
     }
     tok_free(tk);

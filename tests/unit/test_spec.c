@@ -517,15 +517,15 @@ TEST(test_spec_model_proposers_take_turns) {
     collect(engine_submit(e, ids, n, &pnohead), &block);
     engine_get_stats(e, &s2);
     printf("    head first: MTP %lld, DFlash %lld, draft model %lld drafts; head off: MTP %lld, DFlash %lld, draft "
-           "model %lld\n", s1.mtp_drafted - s0.mtp_drafted, s1.dflash_drafted - s0.dflash_drafted,
-           s1.drafter_drafted - s0.drafter_drafted, s2.mtp_drafted - s1.mtp_drafted,
-           s2.dflash_drafted - s1.dflash_drafted, s2.drafter_drafted - s1.drafter_drafted);
-    CHECK(s1.mtp_drafted > s0.mtp_drafted);
-    CHECK_EQ_INT((int)(s1.dflash_drafted - s0.dflash_drafted), 0);
-    CHECK_EQ_INT((int)(s1.drafter_drafted - s0.drafter_drafted), 0);
-    CHECK_EQ_INT((int)(s2.mtp_drafted - s1.mtp_drafted), 0);
-    CHECK(s2.dflash_drafted > s1.dflash_drafted);
-    CHECK_EQ_INT((int)(s2.drafter_drafted - s1.drafter_drafted), 0);
+           "model %lld\n", s1.src_drafted[DRAFT_SRC_MTP] - s0.src_drafted[DRAFT_SRC_MTP], s1.src_drafted[DRAFT_SRC_DFLASH] - s0.src_drafted[DRAFT_SRC_DFLASH],
+           s1.src_drafted[DRAFT_SRC_DRAFTER] - s0.src_drafted[DRAFT_SRC_DRAFTER], s2.src_drafted[DRAFT_SRC_MTP] - s1.src_drafted[DRAFT_SRC_MTP],
+           s2.src_drafted[DRAFT_SRC_DFLASH] - s1.src_drafted[DRAFT_SRC_DFLASH], s2.src_drafted[DRAFT_SRC_DRAFTER] - s1.src_drafted[DRAFT_SRC_DRAFTER]);
+    CHECK(s1.src_drafted[DRAFT_SRC_MTP] > s0.src_drafted[DRAFT_SRC_MTP]);
+    CHECK_EQ_INT((int)(s1.src_drafted[DRAFT_SRC_DFLASH] - s0.src_drafted[DRAFT_SRC_DFLASH]), 0);
+    CHECK_EQ_INT((int)(s1.src_drafted[DRAFT_SRC_DRAFTER] - s0.src_drafted[DRAFT_SRC_DRAFTER]), 0);
+    CHECK_EQ_INT((int)(s2.src_drafted[DRAFT_SRC_MTP] - s1.src_drafted[DRAFT_SRC_MTP]), 0);
+    CHECK(s2.src_drafted[DRAFT_SRC_DFLASH] > s1.src_drafted[DRAFT_SRC_DFLASH]);
+    CHECK_EQ_INT((int)(s2.src_drafted[DRAFT_SRC_DRAFTER] - s1.src_drafted[DRAFT_SRC_DRAFTER]), 0);
     CHECK(plain.n > 0 && head.n == plain.n && block.n == plain.n);
     CHECK(!memcmp(head.toks, plain.toks, (size_t)plain.n * 4) && !memcmp(block.toks, plain.toks, (size_t)plain.n * 4));
 out:
