@@ -1,85 +1,104 @@
 /* k_attention.cu — decode attention over the paged KV cache, GQA, as
- * flash-decoding in one launch:
+ * flash-decoding on the tensor cores in one launch:
  *   out[t, h] = sum_{j <= pos[t]} softmax_j(q[t,h] . K[j, h/g] * scale) V[j, h/g]
  * K/V row of position j of sequence seq[t]: slot = table[j / bs] * bs + j % bs
  * (bf16 rows of nkv * hd; hd a multiple of 8, at most 256).
- * Keys are cut in chunks of ATT_CHUNK; Z blocks per (token, group of up to
- * ATT_HB query heads of one KV head) take chunks z, z+Z, z+2Z, ...; each
- * K/V row is read once for the group's heads. Z = min(KV capacity /
- * ATT_CHUNK, the blocks one wave of the GPU holds / groups, ATT_MAX_Z): fixed
- * by the pool, the model and the device, never by the batch.
- * Per block, its chunks in an ATT_STAGES-stage pipeline: the next
- * ATT_STAGES - 1 chunks' K and V rows are being copied to shared memory with
- * cp.async (K's 16-byte pieces xor-swizzled by row) and the block-table
- * slots of the chunk after them loaded while this chunk is used:
- *   scores — KPT = ATT_THREADS / ATT_CHUNK threads take key j0+i, every
- *            KPT-th 16-byte piece of its row each, for each head (q in
- *            shared memory), and add their parts pairwise; each head's chunk
- *            max and sum are reduced in a fixed order (warp butterfly, then
- *            warps in order);
- *   values — thread i sums p_j V[j, d] over the chunk's keys in order for
- *            its dims d = i, i + ATT_THREADS;
- * and the chunk is merged into each head's running (m, l, o) online -> one
- * partial per block and head. The last block of a (token, group) to finish
- * (an arrival counter, reset by that block for the next launch) merges the
- * group's partials in z order:
- *   M = max m_z, L = sum l_z e^(m_z - M), out = sum o_z e^(m_z - M) / L.
+ * Keys are cut in chunks of ATT_CHUNK = ATT_WARPS tiles of ATT_TILE keys;
+ * Z blocks per (token, group of up to ATT_HB query heads of one KV head)
+ * take chunks z, z+Z, z+2Z, ..., and warp w of a block tile w of each;
+ * each K/V row is read once for the group's heads. Z = min(KV capacity /
+ * ATT_CHUNK, the blocks one wave of the GPU holds / groups, ATT_MAX_Z):
+ * fixed by the pool, the model and the device, never by the batch.
+ * Each warp runs its own tiles through an ATT_STAGES-stage pipeline in its
+ * own shared memory (cp.async, the next ATT_STAGES - 1 tiles in flight; no
+ * block barrier until the end) and, per tile, in registers with mma.sync
+ * m16n8k16 (bf16 x bf16 -> fp32):
+ *   scores — S^T (16 x 16 keys) = A K^T, A's rows 0-7 the heads' q * scale
+ *            * log2 e rounded to bf16 and rows 8-15 what that rounding left
+ *            (split_pair: q to ~2^-16 relative), so a head's score is its
+ *            two rows' sum; K fragments by ldmatrix;
+ *   softmax — online per head in base 2 (running max m and sum l in fp32);
+ *   values — O (16 x hd) += P V with P's rows split the same way (bf16 of
+ *            p, then of what it left), straight from the score fragments;
+ *            V fragments by ldmatrix.trans; a head's output is its two
+ *            rows' sum.
+ * The block's warps are merged in warp order into one partial per block
+ * and head; the last block of a (token, group) to finish (an arrival
+ * counter, reset by that block for the next launch) merges the group's
+ * partials in z order:
+ *   M = max m_z, L = sum l_z 2^(m_z - M), out = sum o_z 2^(m_z - M) / L.
  * A head's arithmetic depends only on the token's context length and Z, not
  * on which block merges or what else is in the launch (DESIGN.md principle
  * 2); launch shapes are fixed for CUDA graphs. */
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
 
-#define ATT_CHUNK 32
-#define ATT_THREADS 128
-#define ATT_WARPS (ATT_THREADS / 32)
+#define ATT_WARPS 4
+#define ATT_THREADS (ATT_WARPS * 32)
+#define ATT_TILE 16                       /* keys of a warp's tile: one mma's k */
+#define ATT_CHUNK (ATT_WARPS * ATT_TILE)  /* keys of a block's chunk */
 #define ATT_MAX_HD 256
 #define ATT_WS_BYTES (256u << 20) /* workspace cap: tokens are sliced to fit */
 #define ATT_MAX_Z 128            /* blocks per (token, head group); each loops over its chunks */
-#define ATT_HB 4                 /* query heads of one KV group per block */
-#define ATT_STAGES 2             /* chunks a block holds: ATT_STAGES - 1 in flight while one is used */
+#define ATT_HB 8                 /* query heads of one KV group per block: the mma's rows 0-7 (and 8-15) */
+#ifndef ATT_STAGES
+#define ATT_STAGES 2             /* tiles a warp holds: ATT_STAGES - 1 in flight while one is used */
+#endif
+#define ATT_PAD 8                /* bf16 row padding (16 bytes): ldmatrix rows fall in distinct banks */
 /* The shared-memory carveout asked for the kernel (KB of a 256 KB L1,
  * asked as a percentage of the device's most, rounded up: 58% of 228 KB on
  * the H200; the driver picks a configuration it supports): the rest stays
  * L1, which the matvecs that follow on the same SMs (launched early) need
  * for their loads in flight. Left to the driver, 64-key tiles
  * took the 228 KB carveout and Qwen3-8B decode lost 9%; every kernel at the
- * largest carveout lost 22%. Chunk, stages and carveout measured together
- * on the H200 (BENCHMARKS.md, thirteenth session): 32 keys, 2 stages,
- * 132 KB (3 blocks an SM at head_dim 128) was ahead of the two-kernel
- * version on every row but 16 batched sequences (-0.7%). */
+ * largest carveout lost 22% (thirteenth session, BENCHMARKS.md). */
 #define ATT_CARVEOUT_KB 132
 
-/* the K and V tiles of one pipeline stage (ATT_CHUNK rows of HD each), and
- * the block's dynamic shared memory: ATT_STAGES of them */
+/* A warp's shared memory: ATT_STAGES stages of a K tile then a V tile
+ * (ATT_TILE rows of LD bf16 each); the block's: ATT_WARPS of them. After
+ * the loop the same bytes hold the warps' partials (wo: (warp, head, HD)
+ * floats) for the block's merge. */
 template <int HD>
-struct att_stage {
-    static constexpr size_t k_bytes = (size_t)ATT_CHUNK * HD * 2;
-    static constexpr size_t bytes = 2 * k_bytes;
-    static constexpr size_t all = ATT_STAGES * bytes;
+struct att_layout {
+    static constexpr int LD = HD + ATT_PAD;
+    static constexpr size_t tile = (size_t)ATT_TILE * LD * 2;
+    static constexpr size_t warp = (size_t)ATT_STAGES * 2 * tile;
+    static constexpr size_t all = ATT_WARPS * warp;
+    static_assert((size_t)ATT_WARPS * ATT_HB * HD * 4 <= all, "the warps' partials fit the tiles' bytes");
 };
 
-/* HD: 64, 128 or 256, the bound on hd that sizes the tiles (rows of HD
- * elements in shared memory) and the per-thread dims. Shapes: q (n,
- * q_stride), head h at h * hd; out (n, nh, hd); the workspaces (this file's,
- * grown outside graph capture): part_o (slice, nh, Z, hd), part_ml (slice,
- * nh, Z, 2) as (m, l), arrived (slice, groups) counters, zero between
- * launches. */
+/* four 8x8 bf16 matrices from shared memory (lane l gives the address of
+ * row l % 8 of matrix l / 8); .trans transposes each */
+__device__ __forceinline__ void att_ldsm4(uint32_t *r, uint32_t addr, bool trans) {
+    if (trans)
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(addr)
+                     : "memory");
+    else
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                     : "r"(addr)
+                     : "memory");
+}
+
+/* HD: 64, 128 or 256, the bound on hd that sizes the tiles and fragments
+ * (dims past hd are zero in both). Shapes: q (n, q_stride), head h at h *
+ * hd; out (n, nh, hd); the workspaces (this file's, grown outside graph
+ * capture): part_o (slice, nh, Z, hd), part_ml (slice, nh, Z, 2) as (m, l)
+ * in base 2, arrived (slice, groups) counters, zero between launches.
+ * Fragments (m16n8): lane l holds rows l/4 and l/4 + 8, columns 2 (l % 4)
+ * and 2 (l % 4) + 1 of each 8-column tile. */
 template <int HD>
 __global__ void __launch_bounds__(ATT_THREADS)
 k_attn_decode(float *out, float *part_o, float *part_ml, int *arrived, const float *q, int q_stride,
               const __nv_bfloat16 *kc, const __nv_bfloat16 *vc, const int32_t *pos, const int32_t *seq,
-              const int32_t *tables, int max_blocks, int bs, int nh, int nkv, int hd, float scale, int Z, int t_base) {
-    constexpr int C = HD / 8;                                /* 16-byte pieces a tile row holds */
-    constexpr int NA = (HD + ATT_THREADS - 1) / ATT_THREADS; /* output dims per thread */
-    constexpr int HB = ATT_HB;
-    constexpr int KPT = ATT_THREADS / ATT_CHUNK;             /* threads per key in the scores */
-    static_assert(HB == 4 && KPT * ATT_CHUNK == ATT_THREADS && KPT <= 8, "ps packs 4 heads; KPT threads a key");
-    extern __shared__ __align__(16) unsigned char att_tiles[];
-    __shared__ __align__(16) float qs[HB][HD];
-    __shared__ __align__(16) float4 ps[ATT_CHUNK]; /* the chunk's probabilities, one lane per head */
-    __shared__ int slots[ATT_STAGES][ATT_CHUNK];
-    __shared__ float red[ATT_WARPS][HB];
+              const int32_t *tables, int max_blocks, int bs, int nh, int nkv, int hd, float scale_log2, int Z,
+              int t_base) {
+    typedef att_layout<HD> LY;
+    constexpr int LD = LY::LD, C = HD / 8, NKS = HD / 16, NDT = HD / 8, HB = ATT_HB;
+    extern __shared__ __align__(128) unsigned char att_smem[];
+    __shared__ float wml[ATT_WARPS][HB][2];
     __shared__ float wz[HB][ATT_MAX_Z], inv_l[HB];
     __shared__ int last;
     /* pos, seq and the block tables come from the host's step upload, never
@@ -87,7 +106,7 @@ k_attn_decode(float *out, float *part_o, float *part_ml, int *arrived, const flo
      * leave) before the programmatic wait; q and the K/V rows after it */
     pdl_trigger();
     int t = t_base + blockIdx.x, z = blockIdx.z, tid = threadIdx.x;
-    int warp = tid >> 5, lane = tid & 31;
+    int warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
     int G = nh / nkv, nsub = (G + HB - 1) / HB;
     int g = blockIdx.y / nsub, h0 = g * G + (blockIdx.y % nsub) * HB;
     int nhb = G - (h0 - g * G) < HB ? G - (h0 - g * G) : HB;
@@ -97,159 +116,153 @@ k_attn_decode(float *out, float *part_o, float *part_ml, int *arrived, const flo
     int mine = (n_chunks - z + Z - 1) / Z; /* chunks z, z + Z, ... of this block */
     int kv_dim = nkv * hd, hd8 = hd / 8;
     const int32_t *table = tables + (size_t)seq[t] * max_blocks;
-    auto slot_of = [&](int ci, int r) -> int {
-        int j = (z + ci * Z) * ATT_CHUNK + r;
-        return j < n_ctx ? table[j / bs] * bs + j % bs : 0;
+    /* this warp's tile of chunk ci starts at key tile_j0(ci); lane r < 16
+     * (and r + 16) holds the slot of its row r (0 past the keys) */
+    auto tile_j0 = [&](int ci) { return (z + ci * Z) * ATT_CHUNK + warp * ATT_TILE; };
+    auto slot_of = [&](int ci) -> int {
+        int j = tile_j0(ci) + (lane & (ATT_TILE - 1));
+        return ci < mine && j < n_ctx ? table[j / bs] * bs + j % bs : 0;
     };
-    if (tid < ATT_CHUNK)
-#pragma unroll
-        for (int st = 0; st < ATT_STAGES; st++)
-            if (st < mine) slots[st][tid] = slot_of(st, tid);
-    __syncthreads(); /* the slots */
-    pdl_wait();      /* q and the new K/V rows are the kernel before's: the first chunks' copies start before q is read */
-    /* chunk ci of this block's -> stage ci % ATT_STAGES (one cp.async group) */
-    auto issue = [&](int ci) {
-        unsigned char *st = att_tiles + (ci % ATT_STAGES) * att_stage<HD>::bytes;
-        uint4 *kt = reinterpret_cast<uint4 *>(st);
-        __nv_bfloat16 *vt = reinterpret_cast<__nv_bfloat16 *>(st + att_stage<HD>::k_bytes);
-        int j0 = (z + ci * Z) * ATT_CHUNK, cnt = n_ctx - j0 < ATT_CHUNK ? n_ctx - j0 : ATT_CHUNK;
-        for (int i = tid; i < cnt * hd8; i += ATT_THREADS) {
-            int r = i / hd8, c = i - r * hd8;
-            size_t off = (size_t)slots[ci % ATT_STAGES][r] * kv_dim + (size_t)g * hd + (size_t)c * 8;
-            cp_async16(smem_addr(kt + r * C + (c ^ (r % (8 / KPT) * KPT))), kc + off, 16);
-            cp_async16(smem_addr(vt + (size_t)r * HD + c * 8), vc + off, 16);
+    int slot_next = slot_of(0);
+    pdl_wait(); /* q and the new K/V rows are the kernel before's */
+    unsigned char *wmem = att_smem + warp * LY::warp;
+    /* tile ci -> stage ci % ATT_STAGES (one cp.async group; rows past the
+     * keys and dims past hd zero, so they add nothing) */
+    auto issue = [&](int ci, int slots) {
+        __nv_bfloat16 *kt = reinterpret_cast<__nv_bfloat16 *>(wmem + (ci % ATT_STAGES) * 2 * LY::tile);
+        __nv_bfloat16 *vt = kt + ATT_TILE * LD;
+        int j0 = tile_j0(ci);
+        if (ci < mine && j0 < n_ctx) {
+#pragma unroll 4
+            for (int i = lane; i < ATT_TILE * C; i += 32) {
+                int r = i / C, c = i - r * C;
+                int sl = __shfl_sync(0xffffffffu, slots, r);
+                bool ok = j0 + r < n_ctx && c < hd8;
+                size_t off = ok ? (size_t)sl * kv_dim + (size_t)g * hd + (size_t)c * 8 : 0;
+                cp_async16(smem_addr(kt + r * LD + c * 8), kc + off, ok ? 16 : 0);
+                cp_async16(smem_addr(vt + r * LD + c * 8), vc + off, ok ? 16 : 0);
+            }
         }
-        cp_async_commit();
+        cp_async_commit(); /* an empty group past this warp's tiles: the waits count the same */
     };
-    float M[HB], L[HB], acc[HB][NA];
-#pragma unroll
-    for (int hh = 0; hh < HB; hh++) {
-        M[hh] = -INFINITY;
-        L[hh] = 0.f;
-#pragma unroll
-        for (int i = 0; i < NA; i++) acc[hh][i] = 0.f;
-    }
-    int key = tid / KPT, part = tid % KPT;
 #pragma unroll
     for (int st = 0; st < ATT_STAGES - 1; st++) {
-        if (st < mine) issue(st);
-        else cp_async_commit(); /* empty groups: the waits below count the same */
+        issue(st, slot_next);
+        slot_next = slot_of(st + 1);
     }
-    for (int i = tid; i < HB * HD; i += ATT_THREADS) {
-        int hh = i / HD, d = i % HD;
-        qs[hh][d] = hh < nhb && d < hd ? q[(size_t)t * q_stride + (size_t)(h0 + hh) * hd + d] : 0.f;
-    } /* visible after the loop's first barrier */
+    /* A fragments of q: row g8 the bf16 of head h0 + g8's q * scale * log2 e,
+     * row g8 + 8 what that left; dims 16 kk + 2 t4 (+1) and + 8 */
+    uint32_t qa[NKS][4];
+    {
+        const float *qh = q + (size_t)t * q_stride + (size_t)(h0 + g8) * hd;
+        bool head = g8 < nhb;
+#pragma unroll
+        for (int kk = 0; kk < NKS; kk++) {
+            int d0 = kk * 16 + t4 * 2, d1 = d0 + 8;
+            float2 x0 = head && d0 < hd ? *reinterpret_cast<const float2 *>(qh + d0) : make_float2(0.f, 0.f);
+            float2 x1 = head && d1 < hd ? *reinterpret_cast<const float2 *>(qh + d1) : make_float2(0.f, 0.f);
+            split_pair(x0.x * scale_log2, x0.y * scale_log2, qa[kk][0], qa[kk][1]);
+            split_pair(x1.x * scale_log2, x1.y * scale_log2, qa[kk][2], qa[kk][3]);
+        }
+    }
+    float o[NDT][4];
+#pragma unroll
+    for (int d = 0; d < NDT; d++) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.f;
+    float m = -INFINITY, l = 0.f; /* head g8's running max; this lane's share of its sum */
     for (int ci = 0; ci < mine; ci++) {
-        int j0 = (z + ci * Z) * ATT_CHUNK, cnt = n_ctx - j0 < ATT_CHUNK ? n_ctx - j0 : ATT_CHUNK;
-        if (ci + ATT_STAGES - 1 < mine) issue(ci + ATT_STAGES - 1);
-        else cp_async_commit();
-        /* the slots of chunk ci + ATT_STAGES, in flight while this chunk is used */
-        int s2 = tid < ATT_CHUNK && ci + ATT_STAGES < mine ? slot_of(ci + ATT_STAGES, tid) : 0;
+        issue(ci + ATT_STAGES - 1, slot_next);
+        slot_next = slot_of(ci + ATT_STAGES); /* in flight while this tile is used */
         cp_async_wait<ATT_STAGES - 1>();
-        __syncthreads();
-        const unsigned char *st = att_tiles + (ci % ATT_STAGES) * att_stage<HD>::bytes;
-        const uint4 *kt = reinterpret_cast<const uint4 *>(st);
-        const __nv_bfloat16 *vt = reinterpret_cast<const __nv_bfloat16 *>(st + att_stage<HD>::k_bytes);
-        /* scores: key j0 + key, this thread's pieces (part, part + KPT, ..), every head */
-        float sc[HB];
+        __syncwarp(); /* every lane's copies of tile ci visible to the warp */
+        int cnt = n_ctx - tile_j0(ci);
+        if (cnt > 0) {
+            const __nv_bfloat16 *kt = reinterpret_cast<const __nv_bfloat16 *>(wmem + (ci % ATT_STAGES) * 2 * LY::tile);
+            const __nv_bfloat16 *vt = kt + ATT_TILE * LD;
+            /* S^T: keys 0-7 (s[0]) and 8-15 (s[1]); rows g8 (hi) and g8 + 8 (lo) */
+            float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+            uint32_t k_addr = smem_addr(kt + ((lane / 16) * 8 + (lane % 8)) * LD + ((lane / 8) % 2) * 8);
 #pragma unroll
-        for (int hh = 0; hh < HB; hh++) sc[hh] = 0.f;
-        if (key < cnt) {
-#pragma unroll 4
-            for (int c = part; c < hd8; c += KPT) {
-                float a[8];
-                unpack8(kt[key * C + (c ^ (key % (8 / KPT) * KPT))], kc, a);
+            for (int kk = 0; kk < NKS; kk++) {
+                uint32_t b[4];
+                att_ldsm4(b, k_addr + kk * 32, false);
+                mma_bf16(s[0], qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3], b[0], b[1]);
+                mma_bf16(s[1], qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3], b[2], b[3]);
+            }
+            /* the head's scores of keys 8 n + 2 t4 + e, past the keys -inf; the tile's max over the quad */
+            float sv[2][2], mx = -INFINITY;
 #pragma unroll
-                for (int hh = 0; hh < HB; hh++) {
-                    const float4 *q4 = reinterpret_cast<const float4 *>(&qs[hh][c * 8]);
-                    float4 x0 = q4[0], x1 = q4[1];
-                    float d0 = sc[hh];
-                    d0 = fmaf(a[0], x0.x, d0); d0 = fmaf(a[1], x0.y, d0);
-                    d0 = fmaf(a[2], x0.z, d0); d0 = fmaf(a[3], x0.w, d0);
-                    d0 = fmaf(a[4], x1.x, d0); d0 = fmaf(a[5], x1.y, d0);
-                    d0 = fmaf(a[6], x1.z, d0); d0 = fmaf(a[7], x1.w, d0);
-                    sc[hh] = d0;
+            for (int n = 0; n < 2; n++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    sv[n][e] = n * 8 + t4 * 2 + e < cnt ? s[n][e] + s[n][2 + e] : -INFINITY;
+                    mx = fmaxf(mx, sv[n][e]);
                 }
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+            mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+            float mn = fmaxf(m, mx), f = exp2f(m - mn); /* the tile has a key: mn is finite; f = 0 at the first */
+            m = mn;
+            /* P = 2^(s - m) as A fragments: rows g8 its bf16, g8 + 8 what that left */
+            float p[2][2];
+#pragma unroll
+            for (int n = 0; n < 2; n++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) p[n][e] = exp2f(sv[n][e] - mn);
+            l = l * f + ((p[0][0] + p[0][1]) + (p[1][0] + p[1][1]));
+            uint32_t pa[4];
+            split_pair(p[0][0], p[0][1], pa[0], pa[1]);
+            split_pair(p[1][0], p[1][1], pa[2], pa[3]);
+            uint32_t v_addr = smem_addr(vt + ((lane % 8) + ((lane / 8) % 2) * 8) * LD + (lane / 16) * 8);
+#pragma unroll
+            for (int dp = 0; dp < NDT / 2; dp++) {
+                uint32_t b[4];
+                att_ldsm4(b, v_addr + dp * 32, true);
+#pragma unroll
+                for (int e = 0; e < 4; e++) {
+                    o[2 * dp][e] *= f;
+                    o[2 * dp + 1][e] *= f;
+                }
+                mma_bf16(o[2 * dp], pa[0], pa[1], pa[2], pa[3], b[0], b[1]);
+                mma_bf16(o[2 * dp + 1], pa[0], pa[1], pa[2], pa[3], b[2], b[3]);
             }
         }
-        /* the parts, pairwise (a + b == b + a: every thread of a key holds the same score) */
-#pragma unroll
-        for (int o = 1; o < KPT; o <<= 1)
-#pragma unroll
-            for (int hh = 0; hh < HB; hh++) sc[hh] += __shfl_xor_sync(0xffffffffu, sc[hh], o);
-        /* chunk max and sum per head, fixed order: warp butterfly, then warps in order */
-        float m[HB], l[HB], p[HB];
-#pragma unroll
-        for (int hh = 0; hh < HB; hh++) {
-            sc[hh] = key < cnt ? sc[hh] * scale : -INFINITY;
-            float v = warp_max(sc[hh]);
-            if (lane == 0) red[warp][hh] = v;
-        }
-        __syncthreads();
-#pragma unroll
-        for (int hh = 0; hh < HB; hh++) {
-            m[hh] = red[0][hh];
-            for (int w = 1; w < ATT_WARPS; w++) m[hh] = fmaxf(m[hh], red[w][hh]);
-        }
-        __syncthreads();
-#pragma unroll
-        for (int hh = 0; hh < HB; hh++) {
-            p[hh] = key < cnt ? expf(sc[hh] - m[hh]) : 0.f;
-            float v = warp_sum(part ? 0.f : p[hh]);
-            if (lane == 0) red[warp][hh] = v;
-        }
-        if (!part) ps[key] = make_float4(p[0], p[1], p[2], p[3]);
-        __syncthreads(); /* red and ps complete */
-#pragma unroll
-        for (int hh = 0; hh < HB; hh++) {
-            l[hh] = red[0][hh];
-            for (int w = 1; w < ATT_WARPS; w++) l[hh] += red[w][hh];
-        }
-        /* values: thread tid, dims tid (+ ATT_THREADS), keys in order */
-        float o[HB][NA];
-#pragma unroll
-        for (int hh = 0; hh < HB; hh++)
-#pragma unroll
-            for (int i = 0; i < NA; i++) o[hh][i] = 0.f;
-#pragma unroll 4
-        for (int j = 0; j < cnt; j++) {
-            float4 p4 = ps[j];
-            const float pj[4] = {p4.x, p4.y, p4.z, p4.w};
-#pragma unroll
-            for (int i = 0; i < NA; i++) {
-                int d = tid + i * ATT_THREADS;
-                if (d < hd) {
-                    float v = __bfloat162float(vt[(size_t)j * HD + d]);
-#pragma unroll
-                    for (int hh = 0; hh < HB; hh++) o[hh][i] = fmaf(pj[hh], v, o[hh][i]);
-                }
-            }
-        }
-#pragma unroll
-        for (int hh = 0; hh < HB; hh++) {
-            float Mn = fmaxf(M[hh], m[hh]), fo = expf(M[hh] - Mn), fc = expf(m[hh] - Mn);
-            L[hh] = L[hh] * fo + l[hh] * fc;
-#pragma unroll
-            for (int i = 0; i < NA; i++) acc[hh][i] = acc[hh][i] * fo + o[hh][i] * fc;
-            M[hh] = Mn;
-        }
-        /* slots[ci % ATT_STAGES] went to chunk ci's copies: chunk ci + ATT_STAGES's take their place */
-        if (tid < ATT_CHUNK && ci + ATT_STAGES < mine) slots[ci % ATT_STAGES][tid] = s2;
-        __syncthreads(); /* this stage, ps and red consumed; the new slots visible */
+        __syncwarp(); /* stage ci % ATT_STAGES consumed: the next issue refills it */
     }
-    size_t base = ((size_t)blockIdx.x * nh + h0) * Z; /* head h0 + hh's partials: (base + hh * Z + z') */
+    cp_async_wait<0>();
+    /* the warps' partials (a head's rows summed) into the tiles' bytes, then
+     * one partial per head: the warps in order */
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    __syncthreads(); /* every warp is past its tiles */
+    float *wo = reinterpret_cast<float *>(att_smem); /* (warp, head, HD) */
+    {
+        float *wr = wo + ((size_t)warp * HB + g8) * HD;
 #pragma unroll
-    for (int hh = 0; hh < HB; hh++) {
-        if (hh >= nhb) break;
-        size_t pidx = base + (size_t)hh * Z + z;
-#pragma unroll
-        for (int i = 0; i < NA; i++) {
-            int d = tid + i * ATT_THREADS;
-            if (d < hd) part_o[pidx * hd + d] = acc[hh][i];
+        for (int d = 0; d < NDT; d++)
+            *reinterpret_cast<float2 *>(wr + d * 8 + t4 * 2) = make_float2(o[d][0] + o[d][2], o[d][1] + o[d][3]);
+        if (t4 == 0) {
+            wml[warp][g8][0] = m;
+            wml[warp][g8][1] = l;
         }
-        if (tid == 0) {
-            part_ml[pidx * 2] = M[hh];
-            part_ml[pidx * 2 + 1] = L[hh];
+    }
+    __syncthreads();
+    size_t base = ((size_t)blockIdx.x * nh + h0) * Z; /* head h0 + hh's partials: (base + hh * Z + z') */
+    for (int it = tid; it < nhb * hd; it += ATT_THREADS) {
+        int hh = it / hd, d = it - hh * hd;
+        float M = -INFINITY;
+#pragma unroll
+        for (int w = 0; w < ATT_WARPS; w++) M = fmaxf(M, wml[w][hh][0]);
+        float L = 0.f, O = 0.f;
+#pragma unroll
+        for (int w = 0; w < ATT_WARPS; w++) {
+            float e = exp2f(wml[w][hh][0] - M); /* a warp without keys: 2^-inf = 0 */
+            L += wml[w][hh][1] * e;
+            O += wo[((size_t)w * HB + hh) * HD + d] * e;
+        }
+        size_t pidx = base + (size_t)hh * Z + z;
+        part_o[pidx * hd + d] = O;
+        if (d == 0) {
+            part_ml[pidx * 2] = M;
+            part_ml[pidx * 2 + 1] = L;
         }
     }
     /* the last of the group's `used` blocks merges (threadFenceReduction's pattern) */
@@ -261,19 +274,19 @@ k_attn_decode(float *out, float *part_o, float *part_ml, int *arrived, const flo
     if (!last) return;
     if (tid == 0) atomicExch(cnt_at, 0); /* every block has arrived: the next launch counts from zero */
     __threadfence();
-    if (warp < nhb) { /* warp hh: head hh's weights e^(m_z - M) and 1 / L */
-        const float *pml = part_ml + (base + (size_t)warp * Z) * 2;
+    for (int hh = warp; hh < nhb; hh += ATT_WARPS) { /* head hh's weights 2^(m_z - M) and 1 / L */
+        const float *pml = part_ml + (base + (size_t)hh * Z) * 2;
         float mx = -INFINITY;
         for (int zz = lane; zz < used; zz += 32) mx = fmaxf(mx, __ldcg(pml + 2 * zz));
         mx = warp_max(mx);
         float ls = 0.f;
         for (int zz = lane; zz < used; zz += 32) {
-            float e = expf(__ldcg(pml + 2 * zz) - mx);
-            wz[warp][zz] = e;
+            float e = exp2f(__ldcg(pml + 2 * zz) - mx);
+            wz[hh][zz] = e;
             ls += __ldcg(pml + 2 * zz + 1) * e;
         }
         ls = warp_sum(ls);
-        if (lane == 0) inv_l[warp] = ls > 0.f ? 1.0f / ls : 0.f;
+        if (lane == 0) inv_l[hh] = ls > 0.f ? 1.0f / ls : 0.f;
     }
     __syncthreads();
     /* 4 consecutive dims of one head per item, the partials in z order */
@@ -304,7 +317,7 @@ static int wave_blocks() {
     static int blocks;
     if (!blocks) {
         int dev = 0, sms = 0, smem_sm = 0;
-        size_t dyn = att_stage<HD>::all;
+        size_t dyn = att_layout<HD>::all;
         cudaFuncAttributes fa;
         CUDA_CHECK(cudaFuncSetAttribute(k_attn_decode<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dyn));
         cudaGetDevice(&dev);
@@ -344,8 +357,9 @@ static void launch_decode(ks_stream s, float *out, const float *q, int q_stride,
     float *part_o = ws, *part_ml = ws + (size_t)slice * nh * Z * hd;
     for (int t0 = 0; t0 < n; t0 += slice) {
         int nt = n - t0 < slice ? n - t0 : slice;
-        ks_launch(k_attn_decode<HD>, dim3(nt, groups, Z), ATT_THREADS, att_stage<HD>::all, s, out, part_o,
-                  part_ml, arrived, q, q_stride, kc, vc, pos, seq, tables, max_blocks, bs, nh, nkv, hd, scale, Z, t0);
+        ks_launch(k_attn_decode<HD>, dim3(nt, groups, Z), ATT_THREADS, att_layout<HD>::all, s, out, part_o,
+                  part_ml, arrived, q, q_stride, kc, vc, pos, seq, tables, max_blocks, bs, nh, nkv, hd,
+                  scale * 1.4426950408889634f /* log2 e: scores in base 2 */, Z, t0);
         CUDA_CHECK_LAUNCH();
     }
 }
