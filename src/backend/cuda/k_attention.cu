@@ -44,7 +44,6 @@
 #ifndef ATT_STAGES
 #define ATT_STAGES 2             /* tiles a warp holds: ATT_STAGES - 1 in flight while one is used */
 #endif
-#define ATT_PAD 8                /* bf16 row padding (16 bytes): ldmatrix rows fall in distinct banks */
 /* The shared-memory carveout asked for the kernel (KB of a 256 KB L1,
  * asked as a percentage of the device's most, rounded up: 58% of 228 KB on
  * the H200; the driver picks a configuration it supports): the rest stays
@@ -55,17 +54,27 @@
 #define ATT_CARVEOUT_KB 132
 
 /* A warp's shared memory: ATT_STAGES stages of a K tile then a V tile
- * (ATT_TILE rows of LD bf16 each); the block's: ATT_WARPS of them. After
- * the loop the same bytes hold the warps' partials (wo: (warp, head, HD)
- * floats) for the block's merge. */
+ * (ATT_TILE rows of HD bf16 each, 16-byte piece c of row r stored at piece
+ * c ^ (r % 8), so the 8 rows an ldmatrix reads fall in distinct banks
+ * without padding); the block's: ATT_WARPS of them. After the loop the
+ * same bytes hold the merges' scratch: the warps' partials wo (warp, head,
+ * HD) and wml (warp, head, 2) floats, then the last block's weights wz
+ * (head, ATT_MAX_Z) and inv_l (head). No padding and no static arrays: two
+ * blocks of 4 warps fit the 132 KB carveout at head_dim 128. */
 template <int HD>
 struct att_layout {
-    static constexpr int LD = HD + ATT_PAD;
-    static constexpr size_t tile = (size_t)ATT_TILE * LD * 2;
+    static constexpr size_t tile = (size_t)ATT_TILE * HD * 2;
     static constexpr size_t warp = (size_t)ATT_STAGES * 2 * tile;
     static constexpr size_t all = ATT_WARPS * warp;
-    static_assert((size_t)ATT_WARPS * ATT_HB * HD * 4 <= all, "the warps' partials fit the tiles' bytes");
+    static constexpr size_t wo = 0, wml = wo + (size_t)ATT_WARPS * ATT_HB * HD * 4;
+    static constexpr size_t wz = wml + (size_t)ATT_WARPS * ATT_HB * 2 * 4, inv_l = wz + (size_t)ATT_HB * ATT_MAX_Z * 4;
+    static_assert(inv_l + ATT_HB * 4 <= all, "the merges' scratch fits the tiles' bytes");
 };
+/* element offset of 16-byte piece c of row r in a tile */
+template <int HD>
+__device__ __forceinline__ int att_sw(int r, int c) {
+    return r * HD + ((c ^ (r & 7)) << 3);
+}
 
 /* four 8x8 bf16 matrices from shared memory (lane l gives the address of
  * row l % 8 of matrix l / 8); .trans transposes each */
@@ -96,10 +105,8 @@ k_attn_decode(float *out, float *part_o, float *part_ml, int *arrived, const flo
               const int32_t *tables, int max_blocks, int bs, int nh, int nkv, int hd, float scale_log2, int Z,
               int t_base) {
     typedef att_layout<HD> LY;
-    constexpr int LD = LY::LD, C = HD / 8, NKS = HD / 16, NDT = HD / 8, HB = ATT_HB;
+    constexpr int C = HD / 8, NKS = HD / 16, NDT = HD / 8, HB = ATT_HB;
     extern __shared__ __align__(128) unsigned char att_smem[];
-    __shared__ float wml[ATT_WARPS][HB][2];
-    __shared__ float wz[HB][ATT_MAX_Z], inv_l[HB];
     __shared__ int last;
     /* pos, seq and the block tables come from the host's step upload, never
      * from the kernel before: they are read (and the blocks past the keys
@@ -130,7 +137,7 @@ k_attn_decode(float *out, float *part_o, float *part_ml, int *arrived, const flo
      * keys and dims past hd zero, so they add nothing) */
     auto issue = [&](int ci, int slots) {
         __nv_bfloat16 *kt = reinterpret_cast<__nv_bfloat16 *>(wmem + (ci % ATT_STAGES) * 2 * LY::tile);
-        __nv_bfloat16 *vt = kt + ATT_TILE * LD;
+        __nv_bfloat16 *vt = kt + ATT_TILE * HD;
         int j0 = tile_j0(ci);
         if (ci < mine && j0 < n_ctx) {
 #pragma unroll 4
@@ -139,8 +146,8 @@ k_attn_decode(float *out, float *part_o, float *part_ml, int *arrived, const flo
                 int sl = __shfl_sync(0xffffffffu, slots, r);
                 bool ok = j0 + r < n_ctx && c < hd8;
                 size_t off = ok ? (size_t)sl * kv_dim + (size_t)g * hd + (size_t)c * 8 : 0;
-                cp_async16(smem_addr(kt + r * LD + c * 8), kc + off, ok ? 16 : 0);
-                cp_async16(smem_addr(vt + r * LD + c * 8), vc + off, ok ? 16 : 0);
+                cp_async16(smem_addr(kt + att_sw<HD>(r, c)), kc + off, ok ? 16 : 0);
+                cp_async16(smem_addr(vt + att_sw<HD>(r, c)), vc + off, ok ? 16 : 0);
             }
         }
         cp_async_commit(); /* an empty group past this warp's tiles: the waits count the same */
@@ -177,14 +184,14 @@ k_attn_decode(float *out, float *part_o, float *part_ml, int *arrived, const flo
         int cnt = n_ctx - tile_j0(ci);
         if (cnt > 0) {
             const __nv_bfloat16 *kt = reinterpret_cast<const __nv_bfloat16 *>(wmem + (ci % ATT_STAGES) * 2 * LY::tile);
-            const __nv_bfloat16 *vt = kt + ATT_TILE * LD;
+            const __nv_bfloat16 *vt = kt + ATT_TILE * HD;
             /* S^T: keys 0-7 (s[0]) and 8-15 (s[1]); rows g8 (hi) and g8 + 8 (lo) */
             float s[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-            uint32_t k_addr = smem_addr(kt + ((lane / 16) * 8 + (lane % 8)) * LD + ((lane / 8) % 2) * 8);
+            int kr = (lane / 16) * 8 + (lane % 8), kc2 = (lane / 8) % 2; /* this lane's row and piece of the pair */
 #pragma unroll
             for (int kk = 0; kk < NKS; kk++) {
                 uint32_t b[4];
-                att_ldsm4(b, k_addr + kk * 32, false);
+                att_ldsm4(b, smem_addr(kt + att_sw<HD>(kr, kk * 2 + kc2)), false);
                 mma_bf16(s[0], qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3], b[0], b[1]);
                 mma_bf16(s[1], qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3], b[2], b[3]);
             }
@@ -211,11 +218,11 @@ k_attn_decode(float *out, float *part_o, float *part_ml, int *arrived, const flo
             uint32_t pa[4];
             split_pair(p[0][0], p[0][1], pa[0], pa[1]);
             split_pair(p[1][0], p[1][1], pa[2], pa[3]);
-            uint32_t v_addr = smem_addr(vt + ((lane % 8) + ((lane / 8) % 2) * 8) * LD + (lane / 16) * 8);
+            int vr = (lane % 8) + ((lane / 8) % 2) * 8, vc2 = lane / 16;
 #pragma unroll
             for (int dp = 0; dp < NDT / 2; dp++) {
                 uint32_t b[4];
-                att_ldsm4(b, v_addr + dp * 32, true);
+                att_ldsm4(b, smem_addr(vt + att_sw<HD>(vr, dp * 2 + vc2)), true);
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     o[2 * dp][e] *= f;
@@ -233,7 +240,10 @@ k_attn_decode(float *out, float *part_o, float *part_ml, int *arrived, const flo
     l += __shfl_xor_sync(0xffffffffu, l, 1);
     l += __shfl_xor_sync(0xffffffffu, l, 2);
     __syncthreads(); /* every warp is past its tiles */
-    float *wo = reinterpret_cast<float *>(att_smem); /* (warp, head, HD) */
+    float *wo = reinterpret_cast<float *>(att_smem + LY::wo);                  /* (warp, head, HD) */
+    float(*wml)[HB][2] = reinterpret_cast<float(*)[HB][2]>(att_smem + LY::wml); /* (warp, head, (m, l)) */
+    float(*wz)[ATT_MAX_Z] = reinterpret_cast<float(*)[ATT_MAX_Z]>(att_smem + LY::wz);
+    float *inv_l = reinterpret_cast<float *>(att_smem + LY::inv_l);
     {
         float *wr = wo + ((size_t)warp * HB + g8) * HD;
 #pragma unroll
