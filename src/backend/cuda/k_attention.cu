@@ -41,16 +41,16 @@
 #define ATT_WS_BYTES (256u << 20) /* workspace cap: tokens are sliced to fit */
 #define ATT_MAX_Z 128            /* blocks per (token, head group); each loops over its chunks */
 #define ATT_HB 8                 /* query heads of one KV group per block: the mma's rows 0-7 (and 8-15) */
-#ifndef ATT_STAGES
-#define ATT_STAGES 2             /* tiles a warp holds: ATT_STAGES - 1 in flight while one is used */
-#endif
+#define ATT_STAGES 2             /* tiles a warp holds: ATT_STAGES - 1 in flight while one is used (3: level) */
 /* The shared-memory carveout asked for the kernel (KB of a 256 KB L1,
  * asked as a percentage of the device's most, rounded up: 58% of 228 KB on
  * the H200; the driver picks a configuration it supports): the rest stays
  * L1, which the matvecs that follow on the same SMs (launched early) need
  * for their loads in flight. Left to the driver, 64-key tiles
  * took the 228 KB carveout and Qwen3-8B decode lost 9%; every kernel at the
- * largest carveout lost 22% (thirteenth session, BENCHMARKS.md). */
+ * largest carveout lost 22% (thirteenth session, BENCHMARKS.md); this
+ * kernel asking for 228 KB (three blocks an SM) cost Qwen3-8B decode 11%
+ * (twenty-first session). */
 #define ATT_CARVEOUT_KB 132
 
 /* A warp's shared memory: ATT_STAGES stages of a K tile then a V tile
@@ -74,21 +74,6 @@ struct att_layout {
 template <int HD>
 __device__ __forceinline__ int att_sw(int r, int c) {
     return r * HD + ((c ^ (r & 7)) << 3);
-}
-
-/* four 8x8 bf16 matrices from shared memory (lane l gives the address of
- * row l % 8 of matrix l / 8); .trans transposes each */
-__device__ __forceinline__ void att_ldsm4(uint32_t *r, uint32_t addr, bool trans) {
-    if (trans)
-        asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                     : "r"(addr)
-                     : "memory");
-    else
-        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                     : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                     : "r"(addr)
-                     : "memory");
 }
 
 /* HD: 64, 128 or 256, the bound on hd that sizes the tiles and fragments
@@ -191,7 +176,7 @@ k_attn_decode(float *out, float *part_o, float *part_ml, int *arrived, const flo
 #pragma unroll
             for (int kk = 0; kk < NKS; kk++) {
                 uint32_t b[4];
-                att_ldsm4(b, smem_addr(kt + att_sw<HD>(kr, kk * 2 + kc2)), false);
+                ldsm4(b, smem_addr(kt + att_sw<HD>(kr, kk * 2 + kc2)));
                 mma_bf16(s[0], qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3], b[0], b[1]);
                 mma_bf16(s[1], qa[kk][0], qa[kk][1], qa[kk][2], qa[kk][3], b[2], b[3]);
             }
@@ -222,7 +207,7 @@ k_attn_decode(float *out, float *part_o, float *part_ml, int *arrived, const flo
 #pragma unroll
             for (int dp = 0; dp < NDT / 2; dp++) {
                 uint32_t b[4];
-                att_ldsm4(b, smem_addr(vt + att_sw<HD>(vr, dp * 2 + vc2)), true);
+                ldsm4_trans(b, smem_addr(vt + att_sw<HD>(vr, dp * 2 + vc2)));
 #pragma unroll
                 for (int e = 0; e < 4; e++) {
                     o[2 * dp][e] *= f;

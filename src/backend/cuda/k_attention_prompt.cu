@@ -75,21 +75,6 @@ struct pa_layout {
     static constexpr size_t bytes = q + (size_t)WARPS * 16 * LD * 2;
 };
 
-/* four 8x8 bf16 matrices from shared memory (lane l gives the address of
- * row l % 8 of matrix l / 8); .trans transposes each */
-__device__ __forceinline__ void ldsm4(uint32_t *r, uint32_t addr) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr)
-                 : "memory");
-}
-__device__ __forceinline__ void ldsm4_trans(uint32_t *r, uint32_t addr) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr)
-                 : "memory");
-}
-
 /* Accumulator fragments (m16n8): lane l holds rows l/4 ("a") and l/4 + 8
  * ("b"), columns 2 (l % 4) and 2 (l % 4) + 1 of each 8-column tile. */
 template <int HD, int HPB>
