@@ -227,7 +227,7 @@ int engine_start(engine **out, model *m, const tokenizer *tok, const engine_conf
     e->m = m;
     e->tok = tok;
     e->cfg = *cfg;
-    for (int src = 0; src < 4; src++) e->src_prior[src] = engine_default_prior(src);
+    for (int src = 0; src < DRAFT_SRC_COUNT; src++) e->src_prior[src] = engine_default_prior(src);
     if (e->cfg.max_concurrent < 1) e->cfg.max_concurrent = 1;
     if (e->cfg.prefill_chunk < 16) e->cfg.prefill_chunk = 16;
     if (e->cfg.ctx_size < 16) e->cfg.ctx_size = 16;
@@ -248,13 +248,13 @@ int engine_start(engine **out, model *m, const tokenizer *tok, const engine_conf
         if (e->cfg.mtp_depth > ENGINE_MAX_DRAFT) e->cfg.mtp_depth = ENGINE_MAX_DRAFT;
         e->mtp_ids = malloc((size_t)e->cfg.max_concurrent * e->cfg.mtp_depth * sizeof(int32_t));
         if (e->mtp_ids && model_mtp_kv_init(m, &e->mtp_kv, e->cfg.kv_tokens) == KS_OK)
-            e->mtp_ratio = e->probe_ratio[DRAFT_SRC_MTP] = engine_measure_mtp(e);
+            e->src_ratio[DRAFT_SRC_MTP] = e->probe_ratio[DRAFT_SRC_MTP] = engine_measure_mtp(e);
     }
     if (e->cfg.drafter) {
         if (e->cfg.drafter_len < 1) e->cfg.drafter_len = 4;
         if (e->cfg.drafter_len > ENGINE_MAX_DRAFT) e->cfg.drafter_len = ENGINE_MAX_DRAFT;
         if (drafter_new(&e->dr, e->cfg.drafter, e->cfg.kv_tokens) == KS_OK)
-            e->dr_ratio = e->probe_ratio[DRAFT_SRC_DRAFTER] = engine_measure_drafter(e);
+            e->src_ratio[DRAFT_SRC_DRAFTER] = e->probe_ratio[DRAFT_SRC_DRAFTER] = engine_measure_drafter(e);
     }
     if (e->cfg.dflash && (rc = engine_dflash_start(e))) {
         engine_release(e);
@@ -278,7 +278,7 @@ int engine_start(engine **out, model *m, const tokenizer *tok, const engine_conf
                 "MTP head pass %.2f, draft model pass %.2f, DFlash pass (block %d) %.2f; step model t(n, L) = %.1f + %.2f n "
                 "+ L (%.4f + %.4f n) us\n", e->cfg.pld_draft_len,
                 engine_verify_cost(e, e->cfg.pld_draft_len, 0), engine_verify_cost(e, e->cfg.pld_draft_len, 2048),
-                e->mtp_ratio, e->dr_ratio, e->fl_block, e->fl_ratio, e->st_a * 1e6, e->st_b * 1e6, e->st_c * 1e6,
+                e->src_ratio[DRAFT_SRC_MTP], e->src_ratio[DRAFT_SRC_DRAFTER], e->fl_block, e->src_ratio[DRAFT_SRC_DFLASH], e->st_a * 1e6, e->st_b * 1e6, e->st_c * 1e6,
                 e->st_d * 1e6);
     e->active = calloc((size_t)e->cfg.max_concurrent, sizeof *e->active);
     e->preempted = calloc((size_t)e->cfg.max_concurrent, sizeof *e->preempted);
@@ -353,10 +353,7 @@ void engine_get_stats(engine *e, engine_stats *s) {
         s->src_verify_steps[i] = atomic_load(&e->src_verify_n[i]);
         s->src_passes[i] = atomic_load(&e->src_passes_n[i]);
     }
-    s->src_cost_ratio[DRAFT_SRC_LOOKUP] = 0;
-    s->src_cost_ratio[DRAFT_SRC_DRAFTER] = e->dr_ratio;
-    s->src_cost_ratio[DRAFT_SRC_MTP] = e->mtp_ratio;
-    s->src_cost_ratio[DRAFT_SRC_DFLASH] = e->fl_ratio;
+    memcpy(s->src_cost_ratio, e->src_ratio, sizeof s->src_cost_ratio);
     for (int d = 0; d <= ENGINE_MAX_DRAFT; d++) s->mtp_depth_steps[d] = atomic_load(&e->mtp_depth_steps[d]);
     s->dflash_behind_steps = atomic_load(&e->fl_behind_steps);
     backend *be = e->m->be;

@@ -89,7 +89,7 @@ int engine_dflash_start(engine *e) {
     }
     int i = engine_dflash_pick_block(e, blocks, ratios, n);
     e->fl_block = blocks[i];
-    e->fl_ratio = e->probe_ratio[DRAFT_SRC_DFLASH] = ratios[i];
+    e->src_ratio[DRAFT_SRC_DFLASH] = e->probe_ratio[DRAFT_SRC_DFLASH] = ratios[i];
     return KS_OK;
 }
 
@@ -135,7 +135,7 @@ void engine_dflash_reset(engine *e, seq_state *s) {
 void engine_dflash_fetched(engine *e, const int32_t *ids, double waited) {
     if (e->fl_pend_t > 0 && !isnan(waited)) {
         double t = e->fl_pend_t + waited;
-        engine_track_cost(e, &e->fl_ratio, t > 0 ? t : 0, 1);
+        engine_track_cost(e, &e->src_ratio[DRAFT_SRC_DFLASH], t > 0 ? t : 0, 1);
     }
     int B = e->fl_block;
     for (int i = 0; i < e->n_active; i++) {
@@ -162,7 +162,7 @@ static bool dflash_pays(const engine *e, const seq_state *s, double bar) {
     double rate[ENGINE_MAX_DRAFT];
     engine_src_rates(s, DRAFT_SRC_DFLASH, rate);
     for (int j = 1; j < e->fl_block; j++)
-        if (chain_value(e, rate, j, e->fl_ratio, s->n_cached) > bar) return true;
+        if (chain_value(e, rate, j, e->src_ratio[DRAFT_SRC_DFLASH], s->n_cached) > bar) return true;
     return false;
 }
 

@@ -106,17 +106,17 @@ typedef struct {
      * and was accepted itself (est_hit), from its own verify steps and from
      * comparing the drafts it had ready but lost the choice with what was
      * committed (so a source never chosen still learns); engine_src_rates() */
-    int est_try[4][ENGINE_MAX_DRAFT], est_hit[4][ENGINE_MAX_DRAFT];
-    double prior[4];        /* each source's rate before this request's own drafts: the server's at its start */
+    int est_try[DRAFT_SRC_COUNT][ENGINE_MAX_DRAFT], est_hit[DRAFT_SRC_COUNT][ENGINE_MAX_DRAFT];
+    double prior[DRAFT_SRC_COUNT];        /* each source's rate before this request's own drafts: the server's at its start */
     int32_t lookup_shadow[ENGINE_MAX_DRAFT]; /* lookup's drafts when another source was chosen */
-    int n_shadow[4];        /* drafts each unchosen source had ready this step */
+    int n_shadow[DRAFT_SRC_COUNT];        /* drafts each unchosen source had ready this step */
     double lookup_value;    /* expected tokens per verify cost of next step's lookup drafts (0: none) */
     int n_lookup, lookup_at; /* those drafts (in draft[]), found when ctx held lookup_at tokens (0: none) */
     /* the DFlash drafter: context entries for positions [fl_q0, fl_next)
      * at entry index position - fl_q0; the next step's block drafted right
      * after each forward */
     bool use_dflash;
-    bool standby[4];        /* model proposers (DRAFT_SRC_*) waiting for their turn (engine_src_next) */
+    bool standby[DRAFT_SRC_COUNT];        /* model proposers (DRAFT_SRC_*) waiting for their turn (engine_src_next) */
     kv_seq fkv;
     int fl_q0, fl_next;
     int32_t fl_draft[ENGINE_MAX_DRAFT];
@@ -163,25 +163,26 @@ struct engine {
     drafter *dr;            /* NULL without a draft model */
     kv_cache mtp_kv;        /* the MTP head's entries (n_blocks 0: no head in use) */
     prefix_cache *mtp_pc;   /* full blocks of its entries from position 1 (lag 1; NULL: no prefix cache) */
-    double mtp_ratio;
-    atomic_llong src_drafted_n[4], src_accepted_n[4]; /* per source (DRAFT_SRC_*), for /metrics */
-    atomic_llong src_verify_n[4]; /* verify steps, by the source of their drafts */
-    atomic_llong src_passes_n[4]; /* proposer passes run (MTP head passes, DFlash passes with or without a
+    atomic_llong src_drafted_n[DRAFT_SRC_COUNT], src_accepted_n[DRAFT_SRC_COUNT]; /* per source (DRAFT_SRC_*), for /metrics */
+    atomic_llong src_verify_n[DRAFT_SRC_COUNT]; /* verify steps, by the source of their drafts */
+    atomic_llong src_passes_n[DRAFT_SRC_COUNT]; /* proposer passes run (MTP head passes, DFlash passes with or without a
                                    * block, draft-model drafts), whether their drafts were used or not */
     atomic_llong mtp_depth_steps[ENGINE_MAX_DRAFT + 1]; /* verify steps of MTP drafts, by how many were verified */
     int32_t *mtp_tok, *mtp_idx, *mtp_pos, *mtp_hid, *mtp_seq, *mtp_rows; /* scratch, (cap) */
     int mtp_cap;
     int32_t *mtp_ids;       /* (mtp_depth, max_concurrent) the head's greedy drafts of a chain of passes */
-    double dr_ratio;        /* drafter forward / target decode step */
     double st_a, st_b, st_c, st_d; /* step time model, seconds: t(n, L) = a + b n + L (c + d n) (engine_cost.c) */
     double t_decode;        /* seconds of a 1-token decode step at an empty context (engine start) */
     kv_cache fl_kv;         /* the DFlash drafter's entries (n_blocks 0: none in use) */
     prefix_cache *fl_pc;    /* full blocks of its context entries from position 0, keyed like the
                              * target's (NULL: no prefix cache) */
     int fl_block;           /* block size drafted */
-    double fl_ratio;        /* a DFlash pass / target decode step */
-    double src_prior[4];    /* per source (DRAFT_SRC_*): the acceptance the finished requests showed (engine_learn_from_request) */
-    double probe_ratio[4];  /* per model proposer: its pass cost as probed at start (0: not loaded) */
+    /* per source (DRAFT_SRC_*): the acceptance the finished requests showed
+     * (engine_learn_from_request); a model proposer's pass cost in target
+     * decode steps (a draft-model forward, an MTP head entry forward, a
+     * DFlash pass), tracked as its passes run, and as probed at start (0:
+     * not loaded; lookup's 0) */
+    double src_prior[DRAFT_SRC_COUNT], src_ratio[DRAFT_SRC_COUNT], probe_ratio[DRAFT_SRC_COUNT];
     /* the last pass's blocks, left on the device for the next forward (which
      * reads the drafts it verifies there and fetches them all with its own
      * ids: no wait between the pass and that forward); fl_pend_t: the host

@@ -57,7 +57,7 @@ static int mtp_best_depth(const engine *e, const seq_state *s, double bar) {
     if (e->cfg.no_runtime_gates) return e->cfg.mtp_depth;
     double rate[ENGINE_MAX_DRAFT];
     engine_src_rates(s, DRAFT_SRC_MTP, rate);
-    return engine_best_chain(e, rate, e->cfg.mtp_depth, e->mtp_ratio, bar, s->n_cached);
+    return engine_best_chain(e, rate, e->cfg.mtp_depth, e->src_ratio[DRAFT_SRC_MTP], bar, s->n_cached);
 }
 
 /* After a target forward: enter the positions whose hidden states it just

@@ -145,7 +145,7 @@ static int drafter_chain(engine *e, seq_state *s, int k) {
     if (e->cfg.no_runtime_gates) return kmax;
     double rate[ENGINE_MAX_DRAFT];
     engine_src_rates(s, DRAFT_SRC_DRAFTER, rate);
-    int n = engine_best_chain(e, rate, kmax, e->dr_ratio, SPEC_PAY_BAR, s->n_cached);
+    int n = engine_best_chain(e, rate, kmax, e->src_ratio[DRAFT_SRC_DRAFTER], SPEC_PAY_BAR, s->n_cached);
     if (n) return n;
     engine_src_off(e, s, DRAFT_SRC_DRAFTER);
     atomic_fetch_add(&e->gate_runtime_off, 1);
@@ -266,7 +266,7 @@ int engine_step(engine *e) {
                 unsigned long g0 = model_graph_recordings(); /* (see the passes' timing below) */
                 s->n_draft = drafter_propose(e->dr, &s->dseq, s->ctx, s->n_ctx, kd, s->draft);
                 if (behind <= e->cfg.drafter_len + 1 && model_graph_recordings() == g0)
-                    engine_track_cost(e, &e->dr_ratio, now_s() - t0, s->n_draft);
+                    engine_track_cost(e, &e->src_ratio[DRAFT_SRC_DRAFTER], now_s() - t0, s->n_draft);
                 s->draft_src = DRAFT_SRC_DRAFTER;
                 if (s->n_draft > 0) atomic_fetch_add(&e->src_passes_n[DRAFT_SRC_DRAFTER], s->n_draft);
                 if (s->n_draft < 0) { /* the drafter failed: keep prompt lookup only */
@@ -433,7 +433,7 @@ int engine_step(engine *e) {
         n_pass[0] = engine_mtp_update(e, na, feed, tstart, pstart, done);
         atomic_fetch_add(&e->src_passes_n[DRAFT_SRC_MTP], n_pass[0]);
         t_pass[0] = now_s() - t0;
-        if (!n_prompt && model_graph_recordings() == g0) engine_track_cost(e, &e->mtp_ratio, t_pass[0], n_pass[0]);
+        if (!n_prompt && model_graph_recordings() == g0) engine_track_cost(e, &e->src_ratio[DRAFT_SRC_MTP], t_pass[0], n_pass[0]);
     }
     if (e->fl_kv.n_blocks) {
         double t0 = now_s();
@@ -450,7 +450,7 @@ int engine_step(engine *e) {
         if (!done[i]) engine_wake(e->active[i]->r);
     if (e->cfg.log_steps && (n_pass[0] || n_pass[1])) /* the proposers' passes after that forward */
         fprintf(stderr, "kestrel: passes: MTP %d in %.3f ms (cost now %.3f decode steps), DFlash %d in %.3f ms (%.3f)\n",
-                n_pass[0], t_pass[0] * 1e3, e->mtp_ratio, n_pass[1], t_pass[1] * 1e3, e->fl_ratio);
+                n_pass[0], t_pass[0] * 1e3, e->src_ratio[DRAFT_SRC_MTP], n_pass[1], t_pass[1] * 1e3, e->src_ratio[DRAFT_SRC_DFLASH]);
     for (int i = na - 1; i >= 0; i--)
         if (done[i]) {
             seq_state *s = e->active[i];

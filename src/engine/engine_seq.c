@@ -317,8 +317,7 @@ void engine_src_rates(const seq_state *s, int src, double *rate) {
 double engine_default_prior(int src) { return src == DRAFT_SRC_LOOKUP ? 0.5 : SPEC_MODEL_PRIOR; }
 
 void engine_learn_from_request(engine *e, const seq_state *s) {
-    double *cost[4] = {NULL, &e->dr_ratio, &e->mtp_ratio, &e->fl_ratio};
-    for (int src = 0; src < 4; src++) {
+    for (int src = 0; src < DRAFT_SRC_COUNT; src++) {
         double hit, tried, *p = &e->src_prior[src];
         bool pooled = src != DRAFT_SRC_DFLASH; /* DFlash's prior is each depth's: a pooled one would sink its first drafts' */
         if (src == DRAFT_SRC_LOOKUP && s->r && s->r->p.n_prediction) continue; /* a prediction's drafts: its own regime */
@@ -327,7 +326,7 @@ void engine_learn_from_request(engine *e, const seq_state *s) {
             if (pooled) *p += tried / (tried + SPEC_PRIOR_WEIGHT) * (hit / tried - *p);
         } else if (s->spec) {
             if (pooled) *p += SPEC_PRIOR_FORGET * (engine_default_prior(src) - *p);
-            if (cost[src] && e->probe_ratio[src] > 0) *cost[src] += SPEC_COST_FORGET * (e->probe_ratio[src] - *cost[src]);
+            if (e->probe_ratio[src] > 0) e->src_ratio[src] += SPEC_COST_FORGET * (e->probe_ratio[src] - e->src_ratio[src]);
         }
     }
 }
@@ -349,7 +348,7 @@ static void learn_depths(seq_state *s, int src, int n, int accepted) {
 static void learn_sources(seq_state *s, int k, int accepted, int base) {
     learn_depths(s, s->draft_src, k, accepted);
     int committed = s->n_ctx - base;
-    for (int src = 0; src < 4; src++) {
+    for (int src = 0; src < DRAFT_SRC_COUNT; src++) {
         int n = s->n_shadow[src], m = 0;
         const int32_t *d = src == DRAFT_SRC_LOOKUP ? s->lookup_shadow : src == DRAFT_SRC_MTP ? s->mtp_draft : s->fl_draft;
         if (n <= 0) continue;
@@ -382,9 +381,8 @@ static bool gate_says_off(const engine *e, int steps, int accepted, double cost)
  * block, one MTP head pass or one draft-model forward per draft. */
 static double source_step_cost(const engine *e, const seq_state *s, int src, int L) {
     double kbar = (double)s->src_drafted[src] / s->src_steps[src];
-    if (src == DRAFT_SRC_DFLASH) return engine_verify_cost(e, kbar, L) + engine_pass_cost(e, e->fl_ratio, L);
-    return engine_verify_cost(e, kbar, L) +
-           engine_pass_cost(e, kbar * (src == DRAFT_SRC_MTP ? e->mtp_ratio : e->dr_ratio), L);
+    double passes = src == DRAFT_SRC_DFLASH ? 1 : kbar;
+    return engine_verify_cost(e, kbar, L) + engine_pass_cost(e, passes * e->src_ratio[src], L);
 }
 
 /* When no model proposer runs for the request, the next one on standby

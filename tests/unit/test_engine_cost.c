@@ -84,7 +84,7 @@ TEST(test_engine_drafts_follow_acceptance_by_depth) {
     engine gpu = {.st_a = 208.6e-6, .st_b = 4.54e-6};
     static seq_state s;
     double rate[ENGINE_MAX_DRAFT], pooled[ENGINE_MAX_DRAFT];
-    for (int src = 0; src < 4; src++) s.prior[src] = engine_default_prior(src);
+    for (int src = 0; src < DRAFT_SRC_COUNT; src++) s.prior[src] = engine_default_prior(src);
     engine_src_rates(&s, DRAFT_SRC_DFLASH, rate);
     for (int d = 0; d < ENGINE_MAX_DRAFT; d++) CHECK(fabs(rate[d] - SPEC_MODEL_PRIOR) < 1e-12);
     engine_src_rates(&s, DRAFT_SRC_LOOKUP, rate);
@@ -121,7 +121,7 @@ TEST(test_engine_drafts_follow_acceptance_by_depth) {
 TEST(test_engine_prior_follows_finished_requests) {
     static engine e;
     static seq_state s, next;
-    for (int src = 0; src < 4; src++) e.src_prior[src] = engine_default_prior(src);
+    for (int src = 0; src < DRAFT_SRC_COUNT; src++) e.src_prior[src] = engine_default_prior(src);
     s.est_try[DRAFT_SRC_DFLASH][0] = 30; /* (DFlash keeps its prior) */
     s.est_try[DRAFT_SRC_MTP][0] = 40;
     s.est_hit[DRAFT_SRC_MTP][0] = 12;
@@ -149,17 +149,17 @@ TEST(test_engine_prior_follows_finished_requests) {
     /* one that speculated but judged no MTP draft: back toward the default, and the head's pass cost,
      * read high once (a stall) and so closing every gate since, back toward its start-up probe */
     next.spec = true;
-    e.mtp_ratio = 0.87;
+    e.src_ratio[DRAFT_SRC_MTP] = 0.87;
     e.probe_ratio[DRAFT_SRC_MTP] = 0.33;
-    e.fl_ratio = 0.3; /* DFlash not loaded (no probe): left alone */
+    e.src_ratio[DRAFT_SRC_DFLASH] = 0.3; /* DFlash not loaded (no probe): left alone */
     engine_learn_from_request(&e, &next);
     CHECK(fabs(e.src_prior[DRAFT_SRC_MTP] - (0.475 + SPEC_PRIOR_FORGET * (0.7 - 0.475))) < 1e-12);
     CHECK(fabs(e.src_prior[DRAFT_SRC_LOOKUP] - 0.5) < 1e-12);
-    CHECK(fabs(e.mtp_ratio - (0.87 + SPEC_COST_FORGET * (0.33 - 0.87))) < 1e-12);
-    CHECK(fabs(e.fl_ratio - 0.3) < 1e-12);
+    CHECK(fabs(e.src_ratio[DRAFT_SRC_MTP] - (0.87 + SPEC_COST_FORGET * (0.33 - 0.87))) < 1e-12);
+    CHECK(fabs(e.src_ratio[DRAFT_SRC_DFLASH] - 0.3) < 1e-12);
     /* a request that ran the head keeps the cost its passes measured */
     engine_learn_from_request(&e, &s);
-    CHECK(fabs(e.mtp_ratio - (0.87 + SPEC_COST_FORGET * (0.33 - 0.87))) < 1e-12);
+    CHECK(fabs(e.src_ratio[DRAFT_SRC_MTP] - (0.87 + SPEC_COST_FORGET * (0.33 - 0.87))) < 1e-12);
 }
 
 /* A pass's tracked cost follows its measured time (1/8 a sample) but a

@@ -516,16 +516,19 @@ TEST(test_spec_model_proposers_take_turns) {
     engine_get_stats(e, &s1);
     collect(engine_submit(e, ids, n, &pnohead), &block);
     engine_get_stats(e, &s2);
+    /* drafts of each model proposer while the head ran first (s0 -> s1) and with the head off (s1 -> s2) */
+#define DRAFTS(a, b, src) ((b).src_drafted[src] - (a).src_drafted[src])
     printf("    head first: MTP %lld, DFlash %lld, draft model %lld drafts; head off: MTP %lld, DFlash %lld, draft "
-           "model %lld\n", s1.src_drafted[DRAFT_SRC_MTP] - s0.src_drafted[DRAFT_SRC_MTP], s1.src_drafted[DRAFT_SRC_DFLASH] - s0.src_drafted[DRAFT_SRC_DFLASH],
-           s1.src_drafted[DRAFT_SRC_DRAFTER] - s0.src_drafted[DRAFT_SRC_DRAFTER], s2.src_drafted[DRAFT_SRC_MTP] - s1.src_drafted[DRAFT_SRC_MTP],
-           s2.src_drafted[DRAFT_SRC_DFLASH] - s1.src_drafted[DRAFT_SRC_DFLASH], s2.src_drafted[DRAFT_SRC_DRAFTER] - s1.src_drafted[DRAFT_SRC_DRAFTER]);
-    CHECK(s1.src_drafted[DRAFT_SRC_MTP] > s0.src_drafted[DRAFT_SRC_MTP]);
-    CHECK_EQ_INT((int)(s1.src_drafted[DRAFT_SRC_DFLASH] - s0.src_drafted[DRAFT_SRC_DFLASH]), 0);
-    CHECK_EQ_INT((int)(s1.src_drafted[DRAFT_SRC_DRAFTER] - s0.src_drafted[DRAFT_SRC_DRAFTER]), 0);
-    CHECK_EQ_INT((int)(s2.src_drafted[DRAFT_SRC_MTP] - s1.src_drafted[DRAFT_SRC_MTP]), 0);
-    CHECK(s2.src_drafted[DRAFT_SRC_DFLASH] > s1.src_drafted[DRAFT_SRC_DFLASH]);
-    CHECK_EQ_INT((int)(s2.src_drafted[DRAFT_SRC_DRAFTER] - s1.src_drafted[DRAFT_SRC_DRAFTER]), 0);
+           "model %lld\n", DRAFTS(s0, s1, DRAFT_SRC_MTP), DRAFTS(s0, s1, DRAFT_SRC_DFLASH),
+           DRAFTS(s0, s1, DRAFT_SRC_DRAFTER), DRAFTS(s1, s2, DRAFT_SRC_MTP), DRAFTS(s1, s2, DRAFT_SRC_DFLASH),
+           DRAFTS(s1, s2, DRAFT_SRC_DRAFTER));
+    CHECK(DRAFTS(s0, s1, DRAFT_SRC_MTP) > 0);
+    CHECK_EQ_INT((int)DRAFTS(s0, s1, DRAFT_SRC_DFLASH), 0);
+    CHECK_EQ_INT((int)DRAFTS(s0, s1, DRAFT_SRC_DRAFTER), 0);
+    CHECK_EQ_INT((int)DRAFTS(s1, s2, DRAFT_SRC_MTP), 0);
+    CHECK(DRAFTS(s1, s2, DRAFT_SRC_DFLASH) > 0);
+    CHECK_EQ_INT((int)DRAFTS(s1, s2, DRAFT_SRC_DRAFTER), 0);
+#undef DRAFTS
     CHECK(plain.n > 0 && head.n == plain.n && block.n == plain.n);
     CHECK(!memcmp(head.toks, plain.toks, (size_t)plain.n * 4) && !memcmp(block.toks, plain.toks, (size_t)plain.n * 4));
 out:
