@@ -2,7 +2,8 @@
  * (Qwen3-8B: hidden 4096, 32/8 heads of 128, intermediate 12288, vocab
  * 151936) and prints achieved GB/s (matmul: bytes of weights read / time) and
  * TFLOP/s for prefill-sized matmuls. Not a test: a tuning aid for the GPU
- * machine. usage: build/cuda_ops_bench [MODEL_DIR [SEQS] | --matvec | --attention POOL_TOKENS]
+ * machine. usage: build/cuda_ops_bench [MODEL_DIR [SEQS] | --matvec | --attention POOL_TOKENS |
+ * --prompt-attention]
  * (SEQS: only the model_forward of that many sequences, 1, 4 or 16) */
 #include <stdio.h>
 #include <stdlib.h>
@@ -215,6 +216,40 @@ static void time_attention(backend *be, int capacity) {
     }
 }
 
+/* The prompt attention: one sequence's causal prefill of P = 1k / 4k / 16k
+ * tokens (64-row tiles), Qwen3-8B heads (32 / 8 x 128) */
+static void time_prompt_attention(backend *be) {
+    int nh = 32, nkv = 8, hd = 128, bs = 16;
+    for (int P = 1024; P <= 16384; P *= 4) {
+        int nb = P / bs, qs = (nh + 2 * nkv) * hd, nt = P / BK_PROMPT_TILE;
+        size_t cache = (size_t)nb * bs * nkv * hd * (size_t)be->kv_elem_bytes;
+        void *kc = be->ops->buf_alloc(be, cache), *vc = be->ops->buf_alloc(be, cache);
+        int32_t *tab = malloc((size_t)nb * 4), *pos = malloc((size_t)P * 4), *tiles = malloc((size_t)nt * 8);
+        for (int i = 0; i < nb; i++) tab[i] = i;
+        for (int i = 0; i < P; i++) pos[i] = i;
+        for (int i = 0; i < nt; i++) { tiles[2 * i] = i * BK_PROMPT_TILE; tiles[2 * i + 1] = BK_PROMPT_TILE; }
+        int32_t *dtab = be->ops->buf_alloc(be, (size_t)nb * 4), *dpos = be->ops->buf_alloc(be, (size_t)P * 4),
+                *dseq = be->ops->buf_alloc(be, (size_t)P * 4), *dtiles = be->ops->buf_alloc(be, (size_t)nt * 8);
+        be->ops->buf_upload(be, dtab, tab, (size_t)nb * 4);
+        be->ops->buf_upload(be, dpos, pos, (size_t)P * 4);
+        be->ops->buf_upload(be, dtiles, tiles, (size_t)nt * 8);
+        for (int i = 0; i < P; i++) pos[i] = 0;
+        be->ops->buf_upload(be, dseq, pos, (size_t)P * 4);
+        float *q = be->ops->buf_alloc(be, (size_t)P * qs * 4), *o = be->ops->buf_alloc(be, (size_t)P * nh * hd * 4);
+        bk_attn_batch ab = {P, dpos, dseq, dpos, dtab, nb, bs, P - 1, P, P, dtiles, nt};
+        be->ops->attention(be, o, q, qs, kc, vc, &ab, nh, nkv, hd, 0.088f);
+        sync(be);
+        double t0 = now();
+        for (int r = 0; r < 5; r++) be->ops->attention(be, o, q, qs, kc, vc, &ab, nh, nkv, hd, 0.088f);
+        sync(be);
+        double dt = (now() - t0) / 5, flop = 4.0 * hd * nh * ((double)P * (P + 1) / 2);
+        printf("prompt attention P=%-6d %9.1f us  %6.1f TFLOP/s (causal)\n", P, dt * 1e6, flop / dt / 1e12);
+        void *bufs[] = {kc, vc, dtab, dpos, dseq, dtiles, q, o};
+        for (int i = 0; i < 8; i++) be->ops->buf_free(be, bufs[i]);
+        free(tab); free(pos); free(tiles);
+    }
+}
+
 int main(int argc, char **argv) {
     backend *be;
     if (backend_new(&be, "cuda", 0) != 0) {
@@ -249,6 +284,11 @@ int main(int argc, char **argv) {
             be->ops->weight_release(be, &w);
             be->ops->weight_release(be, &g);
         }
+        backend_free(be);
+        return 0;
+    }
+    if (argc > 1 && !strcmp(argv[1], "--prompt-attention")) { /* the prompt attention only */
+        time_prompt_attention(be);
         backend_free(be);
         return 0;
     }
@@ -316,36 +356,7 @@ int main(int argc, char **argv) {
         be->ops->weight_release(be, &w);
     }
     time_attention(be, 0);
-    int nh = 32, nkv = 8, hd = 128, bs = 16;
-    /* prompt attention: one sequence's causal prefill of P tokens (64-row tiles) */
-    for (int P = 1024; P <= 16384; P *= 4) {
-        int nb = P / bs, qs = (nh + 2 * nkv) * hd, nt = P / BK_PROMPT_TILE;
-        size_t cache = (size_t)nb * bs * nkv * hd * (size_t)be->kv_elem_bytes;
-        void *kc = be->ops->buf_alloc(be, cache), *vc = be->ops->buf_alloc(be, cache);
-        int32_t *tab = malloc((size_t)nb * 4), *pos = malloc((size_t)P * 4), *tiles = malloc((size_t)nt * 8);
-        for (int i = 0; i < nb; i++) tab[i] = i;
-        for (int i = 0; i < P; i++) pos[i] = i;
-        for (int i = 0; i < nt; i++) { tiles[2 * i] = i * BK_PROMPT_TILE; tiles[2 * i + 1] = BK_PROMPT_TILE; }
-        int32_t *dtab = be->ops->buf_alloc(be, (size_t)nb * 4), *dpos = be->ops->buf_alloc(be, (size_t)P * 4),
-                *dseq = be->ops->buf_alloc(be, (size_t)P * 4), *dtiles = be->ops->buf_alloc(be, (size_t)nt * 8);
-        be->ops->buf_upload(be, dtab, tab, (size_t)nb * 4);
-        be->ops->buf_upload(be, dpos, pos, (size_t)P * 4);
-        be->ops->buf_upload(be, dtiles, tiles, (size_t)nt * 8);
-        for (int i = 0; i < P; i++) pos[i] = 0;
-        be->ops->buf_upload(be, dseq, pos, (size_t)P * 4);
-        float *q = be->ops->buf_alloc(be, (size_t)P * qs * 4), *o = be->ops->buf_alloc(be, (size_t)P * nh * hd * 4);
-        bk_attn_batch ab = {P, dpos, dseq, dpos, dtab, nb, bs, P - 1, P, P, dtiles, nt};
-        be->ops->attention(be, o, q, qs, kc, vc, &ab, nh, nkv, hd, 0.088f);
-        sync(be);
-        double t0 = now();
-        for (int r = 0; r < 5; r++) be->ops->attention(be, o, q, qs, kc, vc, &ab, nh, nkv, hd, 0.088f);
-        sync(be);
-        double dt = (now() - t0) / 5, flop = 4.0 * hd * nh * ((double)P * (P + 1) / 2);
-        printf("prompt attention P=%-6d %9.1f us  %6.1f TFLOP/s (causal)\n", P, dt * 1e6, flop / dt / 1e12);
-        void *bufs[] = {kc, vc, dtab, dpos, dseq, dtiles, q, o};
-        for (int i = 0; i < 8; i++) be->ops->buf_free(be, bufs[i]);
-        free(tab); free(pos); free(tiles);
-    }
+    time_prompt_attention(be);
     backend_free(be);
     return 0;
 }

@@ -19,7 +19,8 @@
 # at Qwen3-8B shapes, model_forward of 1 / 4 / 16 decode sequences); ncu =
 # Nsight Compute sections for a few launches of NCU_KERNELS (default: the
 # decode attention and the tensor-core matvec); spec = the proposer matrix on
-# tinycoder; long = Qwen3-8B decode after ~16k and ~64k tokens; batch =
+# tinycoder; long = Qwen3-8B decode after ~16k and ~64k tokens (since the
+# twenty-second session; ~11k and ~48k before); batch =
 # Qwen3-8B concurrency sweep, prefix-cache TTFT and the 32k-prompt stall;
 # kprof = GPU time of each kernel of a Qwen3-8B decode step (Nsight Compute);
 # mem = the server's GPU memory beyond weights and a 4 GiB KV pool
@@ -27,7 +28,8 @@
 # host work) on tinycoder and Qwen3-1.7B, plain decode; ab = the same
 # plain decode runs (and cuda_ops_bench --attention) with this tree and with
 # one more build per .devcarry/ab_NAME.tar.xz (bench/ab_overlay.sh writes
-# them), whose files replace this tree's — variants measured against each other in one call,
+# them), whose files replace this tree's (also the decode and the prompt
+# attention alone, cuda_ops_bench --attention / --prompt-attention) — variants measured against each other in one call,
 # interleaved (AB_MODELS, AB_ROUNDS); AB_LONG="new NAME.." adds decode after
 # ~16k / ~64k tokens; AB_FWD=1 model_forward of 1 / 4 / 16 sequences;
 # AB_MATVEC=1 cuda_ops_bench --matvec; AB_SPEC="CONFIGS" the proposer bench (AB_SPEC_ROUNDS rounds, the trees interleaved; SPEC_FULL=1 at --full); AB_PREFILL=1 prefill of a ~4k-token
@@ -134,7 +136,7 @@ fi
 if has long; then # Qwen3-8B decode after 16k and 64k tokens of context (the whole source tree as text)
     cat $(git ls-files 'src/*.c' 'src/*.h' 'src/*.cu' 'tests/*.c' 'docs/*.md' 2>/dev/null || find src tests docs -type f) > /tmp/all.txt
     for n in 16000 64000; do
-        chars=$(( n * 27 / 10 ))
+        chars=$(( n * 36 / 10 )) # ~3.6 characters a token of this text (Qwen3 tokenizer): n tokens
         [ -f /tmp/q8/config.json ] || break
         line=$(head -c $chars /tmp/all.txt | timeout 240 build/kestrel run /tmp/q8 -p - -n 128 --temp 0 --ignore-eos \
             --device cuda 2>&1 >/dev/null | grep "kestrel: prompt")
@@ -251,6 +253,7 @@ if has ab; then # this tree ("new") against each overlay .devcarry/ab_NAME.tar.x
     fi
     for b in "${trees[@]}"; do # decode attention alone, a pool of 128k tokens
         $b/cuda_ops_bench --attention 131072 | grep attention | sed "s|^|ab $(tname $b) |" | tee -a "$OUT/ab.txt"
+        $b/cuda_ops_bench --prompt-attention | grep attention | sed "s|^|ab $(tname $b) |" | tee -a "$OUT/ab.txt"
     done
     if [ -n "${AB_SPEC:-}" ]; then # the proposer matrix on tinycoder (AB_SPEC: its CONFIGS), the trees interleaved
         for round in $(seq ${AB_SPEC_ROUNDS:-1}); do # (SPEC_FULL=1: --full; WORKLOADS narrows)
@@ -275,7 +278,7 @@ if has ab; then # this tree ("new") against each overlay .devcarry/ab_NAME.tar.x
         for n in 16000 64000; do
             for b in "${trees[@]}"; do
                 case " ${AB_LONG} " in *" $(tname $b) "*) ;; *) continue ;; esac
-                line=$(head -c $(( n * 27 / 10 )) /tmp/all.txt | timeout 240 $b/kestrel run /tmp/q8 -p - -n 128 --temp 0 \
+                line=$(head -c $(( n * 36 / 10 )) /tmp/all.txt | timeout 240 $b/kestrel run /tmp/q8 -p - -n 128 --temp 0 \
                     --ignore-eos --device cuda --no-pld 2>&1 >/dev/null | grep "kestrel: prompt" | sed 's/ (cuda.*//')
                 echo "ab q8 context ~$n $(tname $b): $line" | tee -a "$OUT/ab.txt"
             done

@@ -9,8 +9,9 @@
  * cp.async, the next chunk's copy in flight while this one is used, and
  * shared by all the block's rows and heads (GQA). Per warp and chunk, in
  * registers: S = Q K^T (16 x 64; Q rounded to bf16 once, K and Q fragments
- * by ldmatrix), scaled and masked (key > row's position), online softmax per
- * row (running max m and sum l in fp32, base-2 exponent), P rounded to bf16
+ * by ldmatrix), masked (key > row's position; only chunks reaching past the
+ * warp's first row), online softmax per row (running max m and sum l in
+ * fp32, base 2: p = 2^(s scale log2(e) - m), one fma), P rounded to bf16
  * straight from the accumulators into A fragments, O = O * 2^(m_old - m_new)
  * + P V (V fragments by ldmatrix.trans) with O in fp32 accumulators.
  * Keys are split in segments, one block per (tile, heads, segment): a block
@@ -100,7 +101,7 @@ k_attn_prompt(float *__restrict__ out, float *__restrict__ part_o, float *__rest
     int j_begin = pa_seg_lo(z), j_end = min(pa_seg_lo(z + 1), p_last + 1);
     if (j_begin > p_last) return; /* the whole block: no row of the tile reaches this segment */
     int wcnt = cnt - rw < 0 ? 0 : cnt - rw > 16 ? 16 : cnt - rw; /* valid rows of this warp */
-    int warp_last = wcnt > 0 ? pos[r0 + rw + wcnt - 1] : -1;
+    int warp_last = wcnt > 0 ? pos[r0 + rw + wcnt - 1] : -1, warp_first = wcnt > 0 ? pos[r0 + rw] : -1;
     int pa = g8 < wcnt ? pos[r0 + rw + g8] : -1, pb = g8 + 8 < wcnt ? pos[r0 + rw + g8 + 8] : -1;
 
     /* K/V chunk at key j0 -> stage st (rows past j_end zero) */
@@ -164,23 +165,29 @@ k_attn_prompt(float *__restrict__ out, float *__restrict__ part_o, float *__rest
                     mma_bf16(sc[2 * np + 1], a[0], a[1], a[2], a[3], b[2], b[3]);
                 }
             }
-            /* mask, scale (base 2), the chunk's row maxima over the lane quad */
+            /* the mask where the chunk reaches past the warp's first row
+             * (its rows' positions ascend), the chunk's raw row maxima over
+             * the lane quad, then scaled (base 2; scale > 0 keeps the max) */
+            if (j0 + PA_KEYS - 1 > warp_first)
+#pragma unroll
+                for (int n = 0; n < NST; n++)
+#pragma unroll
+                    for (int e = 0; e < 2; e++) {
+                        int j = j0 + n * 8 + t4 * 2 + e;
+                        if (j > pa) sc[n][e] = -INFINITY;
+                        if (j > pb) sc[n][2 + e] = -INFINITY;
+                    }
             float mx_a = -INFINITY, mx_b = -INFINITY;
 #pragma unroll
-            for (int n = 0; n < NST; n++)
-#pragma unroll
-                for (int e = 0; e < 2; e++) {
-                    int j = j0 + n * 8 + t4 * 2 + e;
-                    sc[n][e] = j <= pa ? sc[n][e] * scale_log2 : -INFINITY;
-                    sc[n][2 + e] = j <= pb ? sc[n][2 + e] * scale_log2 : -INFINITY;
-                    mx_a = fmaxf(mx_a, sc[n][e]);
-                    mx_b = fmaxf(mx_b, sc[n][2 + e]);
-                }
+            for (int n = 0; n < NST; n++) {
+                mx_a = fmaxf(mx_a, fmaxf(sc[n][0], sc[n][1]));
+                mx_b = fmaxf(mx_b, fmaxf(sc[n][2], sc[n][3]));
+            }
             mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 1));
             mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 2));
             mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 1));
             mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 2));
-            float mn_a = fmaxf(m_a, mx_a), mn_b = fmaxf(m_b, mx_b);
+            float mn_a = fmaxf(m_a, mx_a * scale_log2), mn_b = fmaxf(m_b, mx_b * scale_log2);
             float base_a = mn_a == -INFINITY ? 0.f : mn_a, base_b = mn_b == -INFINITY ? 0.f : mn_b;
             float f_a = m_a == -INFINITY ? 0.f : exp2f(m_a - mn_a), f_b = m_b == -INFINITY ? 0.f : exp2f(m_b - mn_b);
             m_a = mn_a;
@@ -190,8 +197,8 @@ k_attn_prompt(float *__restrict__ out, float *__restrict__ part_o, float *__rest
             float sum_a = 0.f, sum_b = 0.f;
 #pragma unroll
             for (int n = 0; n < NST; n++) {
-                float p0 = exp2f(sc[n][0] - base_a), p1 = exp2f(sc[n][1] - base_a);
-                float p2 = exp2f(sc[n][2] - base_b), p3 = exp2f(sc[n][3] - base_b);
+                float p0 = exp2f(fmaf(sc[n][0], scale_log2, -base_a)), p1 = exp2f(fmaf(sc[n][1], scale_log2, -base_a));
+                float p2 = exp2f(fmaf(sc[n][2], scale_log2, -base_b)), p3 = exp2f(fmaf(sc[n][3], scale_log2, -base_b));
                 sum_a += p0 + p1;
                 sum_b += p2 + p3;
                 pf[n / 2][(n % 2) * 2] = pack_bf16x2(p0, p1);
