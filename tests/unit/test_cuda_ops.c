@@ -536,8 +536,9 @@ TEST(test_cuda_mem_usage_counts_allocations) {
  * tokens; 24600: 64-row tiles above 8; gate|up of 2 x 1536 and 2 x 12296)
  * at 1 / 3 / 8 / 9 / 16 / 20 tokens — each row bitwise the row of the
  * 20-token call, though the blocks sum x^2 themselves up to 8 tokens and
- * k_norm_split_x does above — with the norm folded (k <= 1024; the 2 x
- * 12296 SwiGLU at k 1056) and run apart (6400 rows at k 1056), and on the
+ * k_norm_split_x does above — with the norm folded (k <= 2048: 4096 rows
+ * and a 2 x 1536 SwiGLU at k 2048, the SwiGLU on the pipelined tile; the 2
+ * x 12296 SwiGLU at k 1056) and run apart (6400 rows at k 1056), and on the
  * fallback path (f16 weights). */
 TEST(test_cuda_matmul_fused_matches_the_separate_ops) {
     pair p = {0};
@@ -550,7 +551,8 @@ TEST(test_cuda_matmul_fused_matches_the_separate_ops) {
               {6400, 256, BK_MM_ADD, DTYPE_BF16},     {3072, 512, BK_MM_SWIGLU, DTYPE_BF16},
               {24592, 256, BK_MM_SWIGLU, DTYPE_BF16}, {512, 512, BK_MM_PLAIN, DTYPE_F16},
               {512, 512, BK_MM_ADD, DTYPE_F16},       {3072, 512, BK_MM_SWIGLU, DTYPE_F16},
-              {6400, 1056, BK_MM_PLAIN, DTYPE_BF16},  {24592, 1056, BK_MM_SWIGLU, DTYPE_BF16}};
+              {6400, 1056, BK_MM_PLAIN, DTYPE_BF16},  {24592, 1056, BK_MM_SWIGLU, DTYPE_BF16},
+              {4096, 2048, BK_MM_PLAIN, DTYPE_BF16},  {3072, 2048, BK_MM_SWIGLU, DTYPE_BF16}};
     int ns[6] = {1, 3, 8, 9, 16, 20}, nmax = 20;
     const float eps = 1e-6f;
     for (size_t ci = 0; ci < sizeof cf / sizeof cf[0]; ci++) {
@@ -652,12 +654,12 @@ TEST(test_cuda_matmul_fused_matches_the_separate_ops) {
  * launch up to 8 tokens, else the two calls — both results bitwise the two
  * matmul_fused calls', written and added, with and without a bias on the
  * first; shapes of tinycoder (k 512: qkv 768 rows, side 512), a side wider
- * than the product, and k 1024 (the largest k whose norm folds). */
+ * than the product, and k 2048 (the largest k whose norm folds). */
 TEST(test_cuda_matmul_fused_side_equals_the_two_calls) {
     pair p = {0};
     if (!open_pair(&p)) SKIP("no CUDA GPU");
     if (!p.gpu->ops->matmul_fused_side) SKIP("no matmul_fused_side");
-    struct { int rows, rows2, k; } cf[3] = {{768, 512, 512}, {256, 1040, 512}, {3072, 1024, 1024}};
+    struct { int rows, rows2, k; } cf[3] = {{768, 512, 512}, {256, 1040, 512}, {3072, 1024, 2048}};
     int ns[4] = {1, 6, 8, 12};
     const float eps = 1e-6f;
     for (int ci = 0; ci < 3; ci++) {

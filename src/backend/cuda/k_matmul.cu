@@ -261,6 +261,13 @@ k_matvec_tc(float *__restrict__ out, const float *x, const __nv_bfloat16 *__rest
     }
     int nkb = k >> 5;
     bool waited = false;
+    /* programmatic launch: the next kernel may be scheduled once every
+     * block of this one runs (the last wave), so its blocks take the SM
+     * slots this one's tail leaves and load their weights there (H200, in
+     * place of a trigger after the k loop: Qwen3-1.7B decode +1.7%,
+     * Qwen3-8B +1%; their next rounds also prefetched into L2 before the
+     * wait cost 8B 8%) */
+    pdl_trigger();
     for (int t0 = 0; t0 < n; t0 += 8 * G) {
         float acc[G][MT][4], ss = 0.f; /* ss: NORM, this lane's sum of x^2 (token g, G = 1) */
 #pragma unroll
@@ -367,7 +374,6 @@ k_matvec_tc(float *__restrict__ out, const float *x, const __nv_bfloat16 *__rest
             pdl_wait();
             waited = true;
         }
-        if (t0 == 0) pdl_trigger();
 #pragma unroll
         for (int j = 0; j < G; j++)
 #pragma unroll
@@ -514,8 +520,11 @@ static void launch_tc(ks_stream s, float *out, const float *x, const __nv_bfloat
      * 35 -> 37). At 16 tokens (x split once, PRE) in place of (1,4) / (2,2):
      * SwiGLU with its norm 65.7 -> 61.9 us, qkv with its norm 20.3 -> 19.9,
      * Qwen3-8B model_forward of 16 sequences 7.305 -> 6.997 -> 6.938 ms
-     * (one call, H200) */
-    if (SW ? rows >= 768 * 32 : rows >= 192 * 32 && rows < 768 * 32)
+     * (one call, H200). A SwiGLU with its norm folded at k >= 2048 takes it
+     * too: the (4,2) tile with the norm's loads needed 184 registers, one
+     * block an SM (Qwen3-1.7B decode with its norms folded this way 660 /
+     * 662 tok/s against 624 / 629 with them apart). */
+    if (SW ? rows >= 768 * 32 || (NORM && k >= 2048) : rows >= 192 * 32 && rows < 768 * 32)
         launch_tc_v<2, 2, SW, true, NORM>(s, out, x, w, bias, n, k, rows, e);
     else if (n > 8) { /* batched decode, verify blocks: more rows a block share its x loads */
         if (rows >= 384 * 64) launch_tc_v<1, 4, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
@@ -621,10 +630,13 @@ extern "C" void ks_cuda_matmul(ks_stream s, float *out, const float *x, const vo
  * arithmetic never depends on the token count. H200, plain decode after
  * 458 tokens, the norm folded into qkv / gate|up against run apart (both
  * with the residual adds in the epilogue): tinycoder (k 512) +4 / +11%,
- * Qwen3-1.7B (k 2048) -2 / -2.5%, Qwen3-8B (k 4096) -0.8 / +5.6% (its
- * gate|up on the pipelined SwiGLU tile). Short rows are launch-bound and
- * gain the kernel; long rows pay the block's extra x and weight loads. */
-static bool fold_norm(int k, int rows, bool sw) { return k <= 1024 || (sw && rows >= 768 * 32); }
+ * Qwen3-8B (k 4096) -0.8 / +5.6% (its gate|up on the pipelined SwiGLU
+ * tile). Qwen3-1.7B (k 2048) lost 2 / 2.5% while its gate|up took the
+ * (4,2) tile (one block an SM with the norm); on the pipelined tile the
+ * two folded gain it 5.5% (twenty-second session). Short rows are
+ * launch-bound and gain the kernel; long rows pay the block's extra x and
+ * weight loads. */
+static bool fold_norm(int k, int rows, bool sw) { return k <= 2048 || (sw && rows >= 768 * 32); }
 
 /* The qkv product (norm folded) and a side product of the same rows
  * without it in one launch: the side's tiles are the plain kernel's (the
