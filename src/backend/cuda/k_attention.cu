@@ -88,14 +88,15 @@ __global__ void __launch_bounds__(ATT_THREADS)
 k_attn_decode(float *out, float *part_o, float *part_ml, int *arrived, const float *q, int q_stride,
               const __nv_bfloat16 *kc, const __nv_bfloat16 *vc, const int32_t *pos, const int32_t *seq,
               const int32_t *tables, int max_blocks, int bs, int nh, int nkv, int hd, float scale_log2, int Z,
-              int t_base) {
+              int t_base, int n_rows) {
     typedef att_layout<HD> LY;
     constexpr int C = HD / 8, NKS = HD / 16, NDT = HD / 8, HB = ATT_HB;
     extern __shared__ __align__(128) unsigned char att_smem[];
     __shared__ int last;
     /* pos, seq and the block tables come from the host's step upload, never
      * from the kernel before: they are read (and the blocks past the keys
-     * leave) before the programmatic wait; q and the K/V rows after it */
+     * leave) before the programmatic wait; q and the step's K/V rows after
+     * it (older K/V rows may go before) */
     pdl_trigger();
     int t = t_base + blockIdx.x, z = blockIdx.z, tid = threadIdx.x;
     int warp = tid >> 5, lane = tid & 31, g8 = lane >> 2, t4 = lane & 3;
@@ -116,7 +117,6 @@ k_attn_decode(float *out, float *part_o, float *part_ml, int *arrived, const flo
         return ci < mine && j < n_ctx ? table[j / bs] * bs + j % bs : 0;
     };
     int slot_next = slot_of(0);
-    pdl_wait(); /* q and the new K/V rows are the kernel before's */
     unsigned char *wmem = att_smem + warp * LY::warp;
     /* tile ci -> stage ci % ATT_STAGES (one cp.async group; rows past the
      * keys and dims past hd zero, so they add nothing) */
@@ -137,8 +137,18 @@ k_attn_decode(float *out, float *part_o, float *part_ml, int *arrived, const flo
         }
         cp_async_commit(); /* an empty group past this warp's tiles: the waits count the same */
     };
-#pragma unroll
-    for (int st = 0; st < ATT_STAGES - 1; st++) {
+    /* a first tile whose keys all precede the step's rows (a sequence's new
+     * rows are among its last n_rows positions) holds K/V rows of earlier
+     * steps, which no kernel of this one writes: its copies start before
+     * the programmatic wait */
+    int st0 = 0;
+    if (tile_j0(0) + ATT_TILE <= n_ctx - n_rows) {
+        issue(0, slot_next);
+        slot_next = slot_of(1);
+        st0 = 1;
+    }
+    pdl_wait(); /* q and the new K/V rows are the kernel before's */
+    for (int st = st0; st < ATT_STAGES - 1; st++) {
         issue(st, slot_next);
         slot_next = slot_of(st + 1);
     }
@@ -354,7 +364,7 @@ static void launch_decode(ks_stream s, float *out, const float *q, int q_stride,
         int nt = n - t0 < slice ? n - t0 : slice;
         ks_launch(k_attn_decode<HD>, dim3(nt, groups, Z), ATT_THREADS, att_layout<HD>::all, s, out, part_o,
                   part_ml, arrived, q, q_stride, kc, vc, pos, seq, tables, max_blocks, bs, nh, nkv, hd,
-                  scale * 1.4426950408889634f /* log2 e: scores in base 2 */, Z, t0);
+                  scale * 1.4426950408889634f /* log2 e: scores in base 2 */, Z, t0, n);
         CUDA_CHECK_LAUNCH();
     }
 }
