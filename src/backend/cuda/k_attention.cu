@@ -137,10 +137,12 @@ k_attn_decode(float *out, float *part_o, float *part_ml, int *arrived, const flo
         }
         cp_async_commit(); /* an empty group past this warp's tiles: the waits count the same */
     };
-    /* a first tile whose keys all precede the step's rows (a sequence's new
+    /* a first tile whose keys all precede the pass's rows (a sequence's new
      * rows are among its last n_rows positions) holds K/V rows of earlier
-     * steps, which no kernel of this one writes: its copies start before
-     * the programmatic wait */
+     * passes: every forward and proposer pass starts with the host's step
+     * upload, a stream copy that waits for every kernel before it, so no
+     * kernel still running writes them — its copies start before the
+     * programmatic wait */
     int st0 = 0;
     if (tile_j0(0) + ATT_TILE <= n_ctx - n_rows) {
         issue(0, slot_next);
