@@ -138,8 +138,10 @@ if has long; then # Qwen3-8B decode after 16k and 64k tokens of context (the who
     for n in 16000 64000; do
         chars=$(( n * 36 / 10 )) # ~3.6 characters a token of this text (Qwen3 tokenizer): n tokens
         [ -f /tmp/q8/config.json ] || break
+        # (--no-pld: a random model's answers repeat its context now and then,
+        # and accepted drafts would count as decode speed; AB_LONG's runs alike)
         line=$(head -c $chars /tmp/all.txt | timeout 240 build/kestrel run /tmp/q8 -p - -n 128 --temp 0 --ignore-eos \
-            --device cuda 2>&1 >/dev/null | grep "kestrel: prompt")
+            --device cuda --no-pld 2>&1 >/dev/null | grep "kestrel: prompt")
         echo "/tmp/q8 context ~$n: $line" | tee -a "$OUT/real.txt"
     done
 fi
