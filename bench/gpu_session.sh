@@ -88,6 +88,16 @@ if has test; then
 fi
 wait
 cat src/model/llama.c src/engine/engine_sched.c src/engine/engine_seq.c src/model/dflash.c src/engine/engine.c > /tmp/src.txt
+cat $(git ls-files 'src/*.c' 'src/*.h' 'src/*.cu' 'tests/*.c' 'docs/*.md' 2>/dev/null || find src tests docs -type f) > /tmp/all.txt
+# long_decode KESTREL N: its "kestrel: prompt" line for Qwen3-8B decoding 128
+# tokens after ~N tokens of context — the source tree as text, ~3.6
+# characters a token with the Qwen3 tokenizer (the long stage and AB_LONG;
+# --no-pld: a random model's answers repeat its context now and then, and
+# accepted drafts would count as decode speed)
+long_decode() {
+    head -c $(( $2 * 36 / 10 )) /tmp/all.txt | timeout 240 "$1" run /tmp/q8 -p - -n 128 --temp 0 --ignore-eos \
+        --device cuda --no-pld 2>&1 >/dev/null | grep "kestrel: prompt"
+}
 if has real; then
     p512=$(head -c 1378 /tmp/src.txt)
     p4k=$(head -c 11030 /tmp/src.txt)
@@ -133,16 +143,10 @@ if has ncu; then # Nsight Compute on launches of the kernels named by NCU_KERNEL
         echo "ncu: not on this machine"
     fi
 fi
-if has long; then # Qwen3-8B decode after 16k and 64k tokens of context (the whole source tree as text)
-    cat $(git ls-files 'src/*.c' 'src/*.h' 'src/*.cu' 'tests/*.c' 'docs/*.md' 2>/dev/null || find src tests docs -type f) > /tmp/all.txt
+if has long; then # Qwen3-8B decode after 16k and 64k tokens of context
     for n in 16000 64000; do
-        chars=$(( n * 36 / 10 )) # ~3.6 characters a token of this text (Qwen3 tokenizer): n tokens
         [ -f /tmp/q8/config.json ] || break
-        # (--no-pld: a random model's answers repeat its context now and then,
-        # and accepted drafts would count as decode speed; AB_LONG's runs alike)
-        line=$(head -c $chars /tmp/all.txt | timeout 240 build/kestrel run /tmp/q8 -p - -n 128 --temp 0 --ignore-eos \
-            --device cuda --no-pld 2>&1 >/dev/null | grep "kestrel: prompt")
-        echo "/tmp/q8 context ~$n: $line" | tee -a "$OUT/real.txt"
+        echo "/tmp/q8 context ~$n: $(long_decode build/kestrel $n)" | tee -a "$OUT/real.txt"
     done
 fi
 if has batch; then # issue 7 on the GPU: streams 1/4/16 on Qwen3-8B; prefix-cache TTFT and the 32k stall
@@ -276,13 +280,10 @@ if has ab; then # this tree ("new") against each overlay .devcarry/ab_NAME.tar.x
         done
     fi
     if [ -n "${AB_LONG:-}" ] && [ -f /tmp/q8/config.json ]; then # Qwen3-8B decode after ~16k and ~64k tokens
-        cat $(git ls-files 'src/*.c' 'src/*.h' 'src/*.cu' 'tests/*.c' 'docs/*.md' 2>/dev/null || find src tests docs -type f) > /tmp/all.txt
         for n in 16000 64000; do
             for b in "${trees[@]}"; do
                 case " ${AB_LONG} " in *" $(tname $b) "*) ;; *) continue ;; esac
-                line=$(head -c $(( n * 36 / 10 )) /tmp/all.txt | timeout 240 $b/kestrel run /tmp/q8 -p - -n 128 --temp 0 \
-                    --ignore-eos --device cuda --no-pld 2>&1 >/dev/null | grep "kestrel: prompt" | sed 's/ (cuda.*//')
-                echo "ab q8 context ~$n $(tname $b): $line" | tee -a "$OUT/ab.txt"
+                echo "ab q8 context ~$n $(tname $b): $(long_decode $b/kestrel $n | sed 's/ (cuda.*//')" | tee -a "$OUT/ab.txt"
             done
         done
     fi
