@@ -50,7 +50,7 @@ extern ks_workspace ks_prompt_ws;
 /* Split attention (the decode and the prompt kernels) leaves partials per
  * item — (m, l) and an unnormalised o of hd floats for each of its splits
  * — in a workspace of at most cap bytes; items go through in slices that
- * fit. Returns the workspace (o of every item of a slice first, then
+ * fit, as even as the cap allows. Returns the workspace (o of every item of a slice first, then
  * their (m, l) pairs) and sets *slice; NULL on failure. */
 static inline float *ks_partials_ws(ks_workspace *w, cudaStream_t s, int n_items, size_t splits_per_item, int hd,
                                     size_t cap, const char *what, int *slice) {
@@ -58,6 +58,8 @@ static inline float *ks_partials_ws(ks_workspace *w, cudaStream_t s, int n_items
     int sl = (int)(cap / per_item);
     if (sl < 1) sl = 1;
     if (sl > n_items) sl = n_items;
+    int passes = (n_items + sl - 1) / sl;
+    sl = (n_items + passes - 1) / passes; /* even slices: 64 tiles went as 31 + 31 + 2, a last launch of half a wave */
     *slice = sl;
     return (float *)ks_cuda_workspace(w, s, per_item * (size_t)sl, what);
 }

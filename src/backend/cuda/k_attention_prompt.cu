@@ -3,7 +3,10 @@
  *   out[t, h] = sum_{j <= pos[t]} softmax_j(q[t,h] . K[j, h/g] * scale) V[j, h/g]
  * One block per (tile, HPB query heads of one KV head, key segment); a tile
  * is up to 64 prompt rows of one sequence at consecutive positions
- * (bk_attn_batch.tiles). Its 4 * HPB warps own 16 rows of one head each.
+ * (bk_attn_batch.tiles). Its 4 HPB / HPW warps own 16 rows of HPW heads each
+ * (Qwen3-8B: 4 heads a block, 2 a warp, 8 warps; each K and V fragment a
+ * warp loads serves both its heads' mma: the 4k causal prefill of 32 / 8
+ * heads 933 -> 849 us against one head a warp, 2 heads a block).
  * Keys go in chunks of 64 from position 0: the chunk's K and V rows (bf16
  * in the cache) are copied through the block table into shared memory with
  * cp.async, the next chunk's copy in flight while this one is used, and
@@ -64,29 +67,31 @@ __host__ __device__ __forceinline__ int pa_seg_of(int p) {
 }
 
 /* Shared memory, in order: K in two stages, V in two stages (64 x LD bf16
- * each), then per warp its 16 Q rows (bf16, 16 x LD). */
-template <int HD, int HPB>
+ * each), then per warp its HPW heads' 16 Q rows (bf16, 16 x LD each). */
+template <int HD, int HPB, int HPW>
 struct pa_layout {
-    static constexpr int WARPS = 4 * HPB;
+    static constexpr int WARPS = 4 * HPB / HPW;
     static constexpr int LD = HD + PA_PAD;
     static constexpr size_t chunk = (size_t)PA_KEYS * LD * 2;
     static constexpr size_t k = 0;
     static constexpr size_t v = 2 * chunk;
     static constexpr size_t q = 4 * chunk;
-    static constexpr size_t bytes = q + (size_t)WARPS * 16 * LD * 2;
+    static constexpr size_t bytes = q + (size_t)WARPS * HPW * 16 * LD * 2;
 };
 
 /* Accumulator fragments (m16n8): lane l holds rows l/4 ("a") and l/4 + 8
- * ("b"), columns 2 (l % 4) and 2 (l % 4) + 1 of each 8-column tile. */
-template <int HD, int HPB>
-__global__ void __launch_bounds__(HPB * 4 * 32, HD <= 128 ? 2 : 1)
+ * ("b"), columns 2 (l % 4) and 2 (l % 4) + 1 of each 8-column tile. A warp
+ * owns 16 rows of HPW heads: each K and V fragment it loads from shared
+ * memory serves the mma of every one of its heads. */
+template <int HD, int HPB, int HPW>
+__global__ void __launch_bounds__(pa_layout<HD, HPB, HPW>::WARPS * 32, pa_layout<HD, HPB, HPW>::WARPS * HPW <= 8 && HD <= 128 ? 2 : 1)
 k_attn_prompt(float *__restrict__ out, float *__restrict__ part_o, float *__restrict__ part_ml, const float *q,
               int q_stride, const __nv_bfloat16 *kc, const __nv_bfloat16 *vc, /* written by the kernel before: plain */
               const int32_t *__restrict__ tiles,
               const int32_t *__restrict__ pos, const int32_t *__restrict__ seq, const int32_t *__restrict__ tables,
               int max_blocks, int bs, int nh, int nkv, float scale_log2, int nseg, int t_first) {
     pdl_start();
-    typedef pa_layout<HD, HPB> LY;
+    typedef pa_layout<HD, HPB, HPW> LY;
     constexpr int LD = LY::LD, NT = LY::WARPS * 32, NKS = HD / 16, NDT = HD / 8, NST = PA_KEYS / 8, C8 = HD / 8;
     extern __shared__ __align__(128) unsigned char smem[];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g8 = lane >> 2, t4 = lane & 3;
@@ -94,7 +99,7 @@ k_attn_prompt(float *__restrict__ out, float *__restrict__ part_o, float *__rest
     int tile = t_first + blockIdx.x, z = nseg - 1 - blockIdx.z; /* the deepest segments first */
     int r0 = tiles[2 * tile], cnt = tiles[2 * tile + 1], base = tiles[2 * t_first];
     if (cnt <= 0) return;
-    int h = blockIdx.y * HPB + warp / 4, rw = (warp % 4) * 16; /* this warp: head h, tile rows rw .. rw+15 */
+    int h0 = blockIdx.y * HPB + (warp / 4) * HPW, rw = (warp % 4) * 16; /* heads h0 .. h0+HPW-1, tile rows rw .. rw+15 */
     int g = (blockIdx.y * HPB) / (nh / nkv), kv_dim = nkv * HD; /* HPB divides the group: one KV head */
     const int32_t *table = tables + (size_t)seq[r0] * max_blocks;
     int p_last = pos[r0 + cnt - 1];
@@ -119,21 +124,27 @@ k_attn_prompt(float *__restrict__ out, float *__restrict__ part_o, float *__rest
     };
     load_chunk(0, j_begin);
 
-    /* this warp's 16 Q rows -> bf16 in shared memory (rows past wcnt zero) */
-    __nv_bfloat16 *Qs = (__nv_bfloat16 *)(smem + LY::q) + (size_t)warp * 16 * LD;
-    for (int i = lane; i < 16 * (HD / 4); i += 32) {
-        int r = i / (HD / 4), c = (i % (HD / 4)) * 4;
+    /* this warp's 16 Q rows of each of its heads -> bf16 in shared memory
+     * (rows past wcnt zero) */
+    __nv_bfloat16 *Qs = (__nv_bfloat16 *)(smem + LY::q) + (size_t)warp * HPW * 16 * LD;
+    for (int i = lane; i < HPW * 16 * (HD / 4); i += 32) {
+        int hw = i / (16 * (HD / 4)), r = (i / (HD / 4)) % 16, c = (i % (HD / 4)) * 4;
         float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-        if (r < wcnt) v = *reinterpret_cast<const float4 *>(q + (size_t)(r0 + rw + r) * q_stride + (size_t)h * HD + c);
+        if (r < wcnt)
+            v = *reinterpret_cast<const float4 *>(q + (size_t)(r0 + rw + r) * q_stride + (size_t)(h0 + hw) * HD + c);
         uint2 u = make_uint2(pack_bf16x2(v.x, v.y), pack_bf16x2(v.z, v.w));
-        *reinterpret_cast<uint2 *>(Qs + r * LD + c) = u;
+        *reinterpret_cast<uint2 *>(Qs + (hw * 16 + r) * LD + c) = u;
     }
-    uint32_t q_addr = smem_addr(Qs + (lane % 16) * LD + (lane / 16) * 8);
+    uint32_t q_addr = smem_addr(Qs + (lane % 16) * LD + (lane / 16) * 8); /* head hw: + hw 16 LD 2 bytes */
 
-    float o[NDT][4];
+    float o[HPW][NDT][4];
 #pragma unroll
-    for (int d = 0; d < NDT; d++) o[d][0] = o[d][1] = o[d][2] = o[d][3] = 0.f;
-    float m_a = -INFINITY, m_b = -INFINITY, l_a = 0.f, l_b = 0.f; /* l: this lane's share of the row sums */
+    for (int hw = 0; hw < HPW; hw++)
+#pragma unroll
+        for (int d = 0; d < NDT; d++) o[hw][d][0] = o[hw][d][1] = o[hw][d][2] = o[hw][d][3] = 0.f;
+    float m_a[HPW], m_b[HPW], l_a[HPW], l_b[HPW]; /* l: this lane's share of the row sums */
+#pragma unroll
+    for (int hw = 0; hw < HPW; hw++) m_a[hw] = m_b[hw] = -INFINITY, l_a[hw] = l_b[hw] = 0.f;
 
     int nchunks = (j_end - j_begin + PA_KEYS - 1) / PA_KEYS;
     for (int ci = 0; ci < nchunks; ci++) {
@@ -148,21 +159,27 @@ k_attn_prompt(float *__restrict__ out, float *__restrict__ part_o, float *__rest
         if (j0 <= warp_last) {
             const __nv_bfloat16 *Ks = (const __nv_bfloat16 *)(smem + LY::k + (ci & 1) * LY::chunk);
             const __nv_bfloat16 *Vs = (const __nv_bfloat16 *)(smem + LY::v + (ci & 1) * LY::chunk);
-            /* S (16 x 64) = Q K^T */
-            float sc[NST][4];
+            /* S (16 x 64 a head) = Q K^T */
+            float sc[HPW][NST][4];
 #pragma unroll
-            for (int n = 0; n < NST; n++) sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.f;
+            for (int hw = 0; hw < HPW; hw++)
+#pragma unroll
+                for (int n = 0; n < NST; n++) sc[hw][n][0] = sc[hw][n][1] = sc[hw][n][2] = sc[hw][n][3] = 0.f;
             uint32_t k_addr = smem_addr(Ks + ((lane / 16) * 8 + (lane % 8)) * LD + ((lane / 8) % 2) * 8);
 #pragma unroll
             for (int kk = 0; kk < NKS; kk++) {
-                uint32_t a[4];
-                ldsm4(a, q_addr + kk * 32);
+                uint32_t a[HPW][4];
+#pragma unroll
+                for (int hw = 0; hw < HPW; hw++) ldsm4(a[hw], q_addr + (hw * 16 * LD) * 2 + kk * 32);
 #pragma unroll
                 for (int np = 0; np < NST / 2; np++) {
                     uint32_t b[4];
                     ldsm4(b, k_addr + (np * 16 * LD + kk * 16) * 2);
-                    mma_bf16(sc[2 * np], a[0], a[1], a[2], a[3], b[0], b[1]);
-                    mma_bf16(sc[2 * np + 1], a[0], a[1], a[2], a[3], b[2], b[3]);
+#pragma unroll
+                    for (int hw = 0; hw < HPW; hw++) {
+                        mma_bf16(sc[hw][2 * np], a[hw][0], a[hw][1], a[hw][2], a[hw][3], b[0], b[1]);
+                        mma_bf16(sc[hw][2 * np + 1], a[hw][0], a[hw][1], a[hw][2], a[hw][3], b[2], b[3]);
+                    }
                 }
             }
             /* the mask where the chunk reaches past the warp's first row
@@ -174,45 +191,54 @@ k_attn_prompt(float *__restrict__ out, float *__restrict__ part_o, float *__rest
 #pragma unroll
                     for (int e = 0; e < 2; e++) {
                         int j = j0 + n * 8 + t4 * 2 + e;
-                        if (j > pa) sc[n][e] = -INFINITY;
-                        if (j > pb) sc[n][2 + e] = -INFINITY;
+#pragma unroll
+                        for (int hw = 0; hw < HPW; hw++) {
+                            if (j > pa) sc[hw][n][e] = -INFINITY;
+                            if (j > pb) sc[hw][n][2 + e] = -INFINITY;
+                        }
                     }
-            float mx_a = -INFINITY, mx_b = -INFINITY;
-#pragma unroll
-            for (int n = 0; n < NST; n++) {
-                mx_a = fmaxf(mx_a, fmaxf(sc[n][0], sc[n][1]));
-                mx_b = fmaxf(mx_b, fmaxf(sc[n][2], sc[n][3]));
-            }
-            mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 1));
-            mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 2));
-            mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 1));
-            mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 2));
-            float mn_a = fmaxf(m_a, mx_a * scale_log2), mn_b = fmaxf(m_b, mx_b * scale_log2);
-            float base_a = mn_a == -INFINITY ? 0.f : mn_a, base_b = mn_b == -INFINITY ? 0.f : mn_b;
-            float f_a = m_a == -INFINITY ? 0.f : exp2f(m_a - mn_a), f_b = m_b == -INFINITY ? 0.f : exp2f(m_b - mn_b);
-            m_a = mn_a;
-            m_b = mn_b;
             /* P = 2^(s - m) -> bf16 A fragments (keys 16 kk .. 16 kk + 15) */
-            uint32_t pf[NST / 2][4];
-            float sum_a = 0.f, sum_b = 0.f;
+            uint32_t pf[HPW][NST / 2][4];
 #pragma unroll
-            for (int n = 0; n < NST; n++) {
-                float p0 = exp2f(fmaf(sc[n][0], scale_log2, -base_a)), p1 = exp2f(fmaf(sc[n][1], scale_log2, -base_a));
-                float p2 = exp2f(fmaf(sc[n][2], scale_log2, -base_b)), p3 = exp2f(fmaf(sc[n][3], scale_log2, -base_b));
-                sum_a += p0 + p1;
-                sum_b += p2 + p3;
-                pf[n / 2][(n % 2) * 2] = pack_bf16x2(p0, p1);
-                pf[n / 2][(n % 2) * 2 + 1] = pack_bf16x2(p2, p3);
-            }
-            l_a = l_a * f_a + sum_a;
-            l_b = l_b * f_b + sum_b;
-            /* O = O * f + P V */
+            for (int hw = 0; hw < HPW; hw++) {
+                float mx_a = -INFINITY, mx_b = -INFINITY;
 #pragma unroll
-            for (int d = 0; d < NDT; d++) {
-                o[d][0] *= f_a;
-                o[d][1] *= f_a;
-                o[d][2] *= f_b;
-                o[d][3] *= f_b;
+                for (int n = 0; n < NST; n++) {
+                    mx_a = fmaxf(mx_a, fmaxf(sc[hw][n][0], sc[hw][n][1]));
+                    mx_b = fmaxf(mx_b, fmaxf(sc[hw][n][2], sc[hw][n][3]));
+                }
+                mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 1));
+                mx_a = fmaxf(mx_a, __shfl_xor_sync(0xffffffffu, mx_a, 2));
+                mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 1));
+                mx_b = fmaxf(mx_b, __shfl_xor_sync(0xffffffffu, mx_b, 2));
+                float mn_a = fmaxf(m_a[hw], mx_a * scale_log2), mn_b = fmaxf(m_b[hw], mx_b * scale_log2);
+                float base_a = mn_a == -INFINITY ? 0.f : mn_a, base_b = mn_b == -INFINITY ? 0.f : mn_b;
+                float f_a = m_a[hw] == -INFINITY ? 0.f : exp2f(m_a[hw] - mn_a);
+                float f_b = m_b[hw] == -INFINITY ? 0.f : exp2f(m_b[hw] - mn_b);
+                m_a[hw] = mn_a;
+                m_b[hw] = mn_b;
+                float sum_a = 0.f, sum_b = 0.f;
+#pragma unroll
+                for (int n = 0; n < NST; n++) {
+                    float p0 = exp2f(fmaf(sc[hw][n][0], scale_log2, -base_a));
+                    float p1 = exp2f(fmaf(sc[hw][n][1], scale_log2, -base_a));
+                    float p2 = exp2f(fmaf(sc[hw][n][2], scale_log2, -base_b));
+                    float p3 = exp2f(fmaf(sc[hw][n][3], scale_log2, -base_b));
+                    sum_a += p0 + p1;
+                    sum_b += p2 + p3;
+                    pf[hw][n / 2][(n % 2) * 2] = pack_bf16x2(p0, p1);
+                    pf[hw][n / 2][(n % 2) * 2 + 1] = pack_bf16x2(p2, p3);
+                }
+                l_a[hw] = l_a[hw] * f_a + sum_a;
+                l_b[hw] = l_b[hw] * f_b + sum_b;
+                /* O = O * f + P V */
+#pragma unroll
+                for (int d = 0; d < NDT; d++) {
+                    o[hw][d][0] *= f_a;
+                    o[hw][d][1] *= f_a;
+                    o[hw][d][2] *= f_b;
+                    o[hw][d][3] *= f_b;
+                }
             }
             uint32_t v_addr = smem_addr(Vs + ((lane % 8) + ((lane / 8) % 2) * 8) * LD + (lane / 16) * 8);
 #pragma unroll
@@ -221,45 +247,54 @@ k_attn_prompt(float *__restrict__ out, float *__restrict__ part_o, float *__rest
                 for (int dp = 0; dp < NDT / 2; dp++) {
                     uint32_t b[4];
                     ldsm4_trans(b, v_addr + (kk * 16 * LD + dp * 16) * 2);
-                    mma_bf16(o[2 * dp], pf[kk][0], pf[kk][1], pf[kk][2], pf[kk][3], b[0], b[1]);
-                    mma_bf16(o[2 * dp + 1], pf[kk][0], pf[kk][1], pf[kk][2], pf[kk][3], b[2], b[3]);
+#pragma unroll
+                    for (int hw = 0; hw < HPW; hw++) {
+                        mma_bf16(o[hw][2 * dp], pf[hw][kk][0], pf[hw][kk][1], pf[hw][kk][2], pf[hw][kk][3], b[0], b[1]);
+                        mma_bf16(o[hw][2 * dp + 1], pf[hw][kk][0], pf[hw][kk][1], pf[hw][kk][2], pf[hw][kk][3], b[2],
+                                 b[3]);
+                    }
                 }
         }
         __syncthreads(); /* stage ci & 1 is refilled next iteration */
     }
     if (wcnt <= 0) return;
-    l_a += __shfl_xor_sync(0xffffffffu, l_a, 1);
-    l_a += __shfl_xor_sync(0xffffffffu, l_a, 2);
-    l_b += __shfl_xor_sync(0xffffffffu, l_b, 1);
-    l_b += __shfl_xor_sync(0xffffffffu, l_b, 2);
     /* a row within the first segment is complete: out = O / l, bitwise what
      * the merge of its one partial gives (e^0 = 1), and the merge skips it;
      * deeper rows leave this segment's partial: (m, l) and the unnormalised
      * O, m back to the natural base for the merge */
     bool ok_a = g8 < wcnt && pa >= j_begin, ok_b = g8 + 8 < wcnt && pb >= j_begin; /* the row reaches this segment */
     bool fin_a = ok_a && pa < PA_SEG, fin_b = ok_b && pb < PA_SEG; /* (then z = 0) */
-    float inv_a = l_a > 0.f ? 1.0f / l_a : 0.f, inv_b = l_b > 0.f ? 1.0f / l_b : 0.f;
     const float ln2 = 0.69314718055994531f;
-    size_t pbase = (size_t)(r0 + rw - base) * nh + h; /* partial of row r: ((pbase + r * nh) * nseg + z) */
-    size_t ia = (pbase + (size_t)g8 * nh) * nseg + z, ib = (pbase + (size_t)(g8 + 8) * nh) * nseg + z;
-    float *oa = out + ((size_t)(r0 + rw + g8) * nh + h) * HD, *ob = oa + (size_t)8 * nh * HD;
-    if (t4 == 0) {
-        if (ok_a && !fin_a) {
-            part_ml[ia * 2] = m_a == -INFINITY ? -INFINITY : m_a * ln2;
-            part_ml[ia * 2 + 1] = l_a;
-        }
-        if (ok_b && !fin_b) {
-            part_ml[ib * 2] = m_b == -INFINITY ? -INFINITY : m_b * ln2;
-            part_ml[ib * 2 + 1] = l_b;
-        }
-    }
 #pragma unroll
-    for (int d = 0; d < NDT; d++) {
-        int col = d * 8 + t4 * 2;
-        if (fin_a) *reinterpret_cast<float2 *>(oa + col) = make_float2(o[d][0] * inv_a, o[d][1] * inv_a);
-        else if (ok_a) *reinterpret_cast<float2 *>(part_o + ia * HD + col) = make_float2(o[d][0], o[d][1]);
-        if (fin_b) *reinterpret_cast<float2 *>(ob + col) = make_float2(o[d][2] * inv_b, o[d][3] * inv_b);
-        else if (ok_b) *reinterpret_cast<float2 *>(part_o + ib * HD + col) = make_float2(o[d][2], o[d][3]);
+    for (int hw = 0; hw < HPW; hw++) {
+        int h = h0 + hw;
+        float la = l_a[hw], lb = l_b[hw];
+        la += __shfl_xor_sync(0xffffffffu, la, 1);
+        la += __shfl_xor_sync(0xffffffffu, la, 2);
+        lb += __shfl_xor_sync(0xffffffffu, lb, 1);
+        lb += __shfl_xor_sync(0xffffffffu, lb, 2);
+        float inv_a = la > 0.f ? 1.0f / la : 0.f, inv_b = lb > 0.f ? 1.0f / lb : 0.f;
+        size_t pbase = (size_t)(r0 + rw - base) * nh + h; /* partial of row r: ((pbase + r * nh) * nseg + z) */
+        size_t ia = (pbase + (size_t)g8 * nh) * nseg + z, ib = (pbase + (size_t)(g8 + 8) * nh) * nseg + z;
+        float *oa = out + ((size_t)(r0 + rw + g8) * nh + h) * HD, *ob = oa + (size_t)8 * nh * HD;
+        if (t4 == 0) {
+            if (ok_a && !fin_a) {
+                part_ml[ia * 2] = m_a[hw] == -INFINITY ? -INFINITY : m_a[hw] * ln2;
+                part_ml[ia * 2 + 1] = la;
+            }
+            if (ok_b && !fin_b) {
+                part_ml[ib * 2] = m_b[hw] == -INFINITY ? -INFINITY : m_b[hw] * ln2;
+                part_ml[ib * 2 + 1] = lb;
+            }
+        }
+#pragma unroll
+        for (int d = 0; d < NDT; d++) {
+            int col = d * 8 + t4 * 2;
+            if (fin_a) *reinterpret_cast<float2 *>(oa + col) = make_float2(o[hw][d][0] * inv_a, o[hw][d][1] * inv_a);
+            else if (ok_a) *reinterpret_cast<float2 *>(part_o + ia * HD + col) = make_float2(o[hw][d][0], o[hw][d][1]);
+            if (fin_b) *reinterpret_cast<float2 *>(ob + col) = make_float2(o[hw][d][2] * inv_b, o[hw][d][3] * inv_b);
+            else if (ok_b) *reinterpret_cast<float2 *>(part_o + ib * HD + col) = make_float2(o[hw][d][2], o[hw][d][3]);
+        }
     }
 }
 
@@ -282,14 +317,14 @@ k_attn_prompt_merge(float *out, const float *part_o, const float *part_ml, const
     }
 }
 
-template <int HD, int HPB>
+template <int HD, int HPB, int HPW>
 static void launch(ks_stream s, float *out, const float *q, int q_stride, const void *kc, const void *vc,
                    const int32_t *tiles, int max_tiles, const int32_t *pos, const int32_t *seq, const int32_t *tables,
                    int max_blocks, int bs, int nh, int nkv, float scale, int max_pos) {
     static int attr_set;
-    size_t bytes = pa_layout<HD, HPB>::bytes;
+    size_t bytes = pa_layout<HD, HPB, HPW>::bytes;
     if (!attr_set) {
-        CUDA_CHECK(cudaFuncSetAttribute(k_attn_prompt<HD, HPB>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
+        CUDA_CHECK(cudaFuncSetAttribute(k_attn_prompt<HD, HPB, HPW>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)bytes));
         attr_set = 1;
     }
     /* segments up to the step's deepest position (steps with prompt rows
@@ -302,7 +337,7 @@ static void launch(ks_stream s, float *out, const float *q, int q_stride, const 
     float *part_o = pa_ws, *part_ml = pa_ws + (size_t)slice * PA_ROWS * nh * nseg * HD;
     for (int t0 = 0; t0 < max_tiles; t0 += slice) {
         int nt = max_tiles - t0 < slice ? max_tiles - t0 : slice;
-        ks_launch(k_attn_prompt<HD, HPB>, dim3(nt, nh / HPB, nseg), HPB * 4 * 32, bytes, s, out, part_o, part_ml, q,
+        ks_launch(k_attn_prompt<HD, HPB, HPW>, dim3(nt, nh / HPB, nseg), pa_layout<HD, HPB, HPW>::WARPS * 32, bytes, s, out, part_o, part_ml, q,
                   q_stride, (const __nv_bfloat16 *)kc, (const __nv_bfloat16 *)vc, tiles, pos, seq, tables, max_blocks, bs, nh, nkv, scale * 1.4426950408889634f, nseg, t0);
         CUDA_CHECK_LAUNCH();
         ks_launch(k_attn_prompt_merge, dim3(nt, nh), PM_WARPS * 32, 0, s, out, part_o, part_ml, tiles, pos, nh,
@@ -311,16 +346,33 @@ static void launch(ks_stream s, float *out, const float *q, int q_stride, const 
     }
 }
 
-/* heads per block: 2 query heads of one KV head where the group allows */
+/* heads per block (PA_HPB query heads of one KV head where the group
+ * allows) and per warp (PA_HPW at head_dim <= 128; a warp of 256-wide heads
+ * holds one, its O accumulators alone are 128 registers) */
+#ifndef PA_HPB
+#define PA_HPB 4
+#endif
+#ifndef PA_HPW
+#define PA_HPW 2
+#endif
 template <int HD>
 static void launch_hd(ks_stream s, float *out, const float *q, int q_stride, const void *kc, const void *vc,
                       const int32_t *tiles, int max_tiles, const int32_t *pos, const int32_t *seq,
                       const int32_t *tables, int max_blocks, int bs, int nh, int nkv, float scale, int max_pos) {
-    if ((nh / nkv) % 2 == 0)
-        launch<HD, 2>(s, out, q, q_stride, kc, vc, tiles, max_tiles, pos, seq, tables, max_blocks, bs, nh, nkv, scale, max_pos);
-    else
-        launch<HD, 1>(s, out, q, q_stride, kc, vc, tiles, max_tiles, pos, seq, tables, max_blocks, bs, nh, nkv, scale,
-                      max_pos);
+    int group = nh / nkv;
+    if constexpr (HD > 128) {
+        if (group % 2 == 0)
+            launch<HD, 2, 1>(s, out, q, q_stride, kc, vc, tiles, max_tiles, pos, seq, tables, max_blocks, bs, nh, nkv, scale, max_pos);
+        else
+            launch<HD, 1, 1>(s, out, q, q_stride, kc, vc, tiles, max_tiles, pos, seq, tables, max_blocks, bs, nh, nkv, scale, max_pos);
+    } else {
+        if (group % PA_HPB == 0)
+            launch<HD, PA_HPB, PA_HPW>(s, out, q, q_stride, kc, vc, tiles, max_tiles, pos, seq, tables, max_blocks, bs, nh, nkv, scale, max_pos);
+        else if (group % 2 == 0)
+            launch<HD, 2, PA_HPW>(s, out, q, q_stride, kc, vc, tiles, max_tiles, pos, seq, tables, max_blocks, bs, nh, nkv, scale, max_pos);
+        else
+            launch<HD, 1, 1>(s, out, q, q_stride, kc, vc, tiles, max_tiles, pos, seq, tables, max_blocks, bs, nh, nkv, scale, max_pos);
+    }
 }
 
 extern "C" int ks_cuda_attention_prompt(ks_stream s, float *out, const float *q, int q_stride, const void *kc,
