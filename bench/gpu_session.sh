@@ -32,8 +32,8 @@
 # attention alone, cuda_ops_bench --attention / --prompt-attention) — variants measured against each other in one call,
 # interleaved (AB_MODELS, AB_ROUNDS); AB_LONG="new NAME.." adds decode after
 # ~16k / ~64k tokens; AB_FWD=1 model_forward of 1 / 4 / 16 sequences;
-# AB_MATVEC=1 cuda_ops_bench --matvec; AB_SPEC="CONFIGS" the proposer bench (AB_SPEC_ROUNDS rounds, the trees interleaved; SPEC_FULL=1 at --full); AB_PREFILL=1 prefill of a ~4k-token
-# prompt on Qwen3-8B and 1.7B.
+# AB_MATVEC=1 cuda_ops_bench --matvec; AB_SPEC="CONFIGS" the proposer bench (AB_SPEC_ROUNDS rounds, the trees interleaved; SPEC_FULL=1 at --full); AB_PREFILL=1 prefill of 3,712 / 4,096 / 4,115-token
+# prompts (AB_PREFILL_TOKENS) on Qwen3-8B and 1.7B.
 # steplog = KESTREL_STEP_LOG of one tinycoder completion with MTP, with DFlash.
 # SPEC_FULL=1: the proposer matrix at --full size (5 prompts x 128 tokens).
 # CONC_MAX_TOKENS=N: the concurrency sweep's answers N tokens long (--quick:
@@ -89,6 +89,18 @@ fi
 wait
 cat src/model/llama.c src/engine/engine_sched.c src/engine/engine_seq.c src/model/dflash.c src/engine/engine.c > /tmp/src.txt
 cat $(git ls-files 'src/*.c' 'src/*.h' 'src/*.cu' 'tests/*.c' 'docs/*.md' 2>/dev/null || find src tests docs -type f) > /tmp/all.txt
+# chars_for_tokens N: the shortest prefix of /tmp/src.txt (characters)
+# that is N Qwen3 tokens (bisection; `kestrel run -p` feeds these
+# checkpoints' prompts as raw text, so its prompt count is the same)
+chars_for_tokens() {
+    local lo=1 hi=$(( $1 * 6 )) mid n
+    while [ $lo -lt $hi ]; do
+        mid=$(( (lo + hi) / 2 ))
+        n=$(build/kestrel tokenize "$QTOK" "$(head -c $mid /tmp/src.txt)" | tr -cd , | wc -c)
+        if [ $(( n + 1 )) -lt $1 ]; then lo=$(( mid + 1 )); else hi=$mid; fi
+    done
+    echo $lo
+}
 # long_decode KESTREL N: its "kestrel: prompt" line for Qwen3-8B decoding 128
 # tokens after ~N tokens of context — the source tree as text, ~3.6
 # characters a token with the Qwen3 tokenizer (the long stage and AB_LONG;
@@ -244,15 +256,17 @@ if has ab; then # this tree ("new") against each overlay .devcarry/ab_NAME.tar.x
             done
         done
     done
-    if [ -n "${AB_PREFILL:-}" ]; then # prefill of a ~4k-token prompt, Qwen3-8B and 1.7B, interleaved
-        p4k=$(head -c 11030 /tmp/src.txt)
+    if [ -n "${AB_PREFILL:-}" ]; then # prefill of 3,712 / 4,096 / 4,115-token prompts (AB_PREFILL_TOKENS), Qwen3-8B and 1.7B, interleaved
         for M in /tmp/q8 /tmp/q17; do
             [ -f "$M/config.json" ] || continue
-            for round in $(seq ${AB_ROUNDS:-2}); do
-                for b in "${trees[@]}"; do
-                    line=$($b/kestrel run "$M" -p "$p4k" -n 16 --temp 0 --ignore-eos --device cuda --no-pld 2>&1 >/dev/null |
-                        grep "kestrel: prompt" | sed 's/ (cuda.*//')
-                    echo "ab prefill $(basename $M) $(tname $b) $round: $line" | tee -a "$OUT/ab.txt"
+            for ntok in ${AB_PREFILL_TOKENS:-3712 4096 4115}; do
+                p4k=$(head -c $(chars_for_tokens $ntok) /tmp/src.txt)
+                for round in $(seq ${AB_ROUNDS:-2}); do
+                    for b in "${trees[@]}"; do
+                        line=$($b/kestrel run "$M" -p "$p4k" -n 16 --temp 0 --ignore-eos --device cuda --no-pld 2>&1 >/dev/null |
+                            grep "kestrel: prompt" | sed 's/ (cuda.*//')
+                        echo "ab prefill $(basename $M) $(tname $b) $round: $line" | tee -a "$OUT/ab.txt"
+                    done
                 done
             done
         done
