@@ -182,7 +182,7 @@ fi
 if has mem; then # issue 4's memory goal: GPU memory beyond weights + KV pool
     [ -f /tmp/q8/config.json ] && timeout 150 bash bench/gpu_memory.sh /tmp/q8 4G 2>&1 | tee -a "$OUT/mem.txt"
 fi
-if has profile; then # GPU time per op (KESTREL_CUDA_PROFILE, graphs off): a 4096-token prefill + 64 tokens
+if has profile; then # GPU time per op (KESTREL_CUDA_PROFILE, graphs off): a 4096-token prefill (PROFILE_TOKENS) + 64 tokens
     # PROFILE_VARIANTS: ';'-separated "ENV=V ... [-- kestrel flags]" runs of the first model (default: one plain run)
     IFS=';' read -ra variants <<< "${PROFILE_VARIANTS:-X=1}"
     for M in ${PROFILE_MODELS:-/tmp/q8 /tmp/q17 $TC}; do
@@ -190,9 +190,12 @@ if has profile; then # GPU time per op (KESTREL_CUDA_PROFILE, graphs off): a 409
         b=$(basename "$M")
         for v in "${variants[@]}"; do
             envs=${v%%--*}; flags=; [ "$envs" != "$v" ] && flags=${v#*--}
-            env $envs KESTREL_CUDA_PROFILE=1 KESTREL_CUDA_GRAPHS=0 build/kestrel run "$M" -p "$(head -c 11030 /tmp/src.txt)" \
-                -n 64 --temp 0 --ignore-eos --device cuda $flags 2>&1 >/dev/null | grep -A30 "kestrel: prompt" > "/tmp/profile_$b.txt"
-            { echo "== $b ($v)"; cat "/tmp/profile_$b.txt"; } | tee -a "$OUT/profile.txt"
+            for ntok in ${PROFILE_TOKENS:-4096}; do # (PROFILE_N: tokens decoded after the prompt, default 64)
+                env $envs KESTREL_CUDA_PROFILE=1 KESTREL_CUDA_GRAPHS=0 build/kestrel run "$M" \
+                    -p "$(head -c $(chars_for_tokens $ntok) /tmp/src.txt)" -n ${PROFILE_N:-64} --temp 0 --ignore-eos \
+                    --device cuda $flags 2>&1 >/dev/null | grep -A30 "kestrel: prompt" > "/tmp/profile_$b.txt"
+                { echo "== $b $ntok tokens ($v)"; cat "/tmp/profile_$b.txt"; } | tee -a "$OUT/profile.txt"
+            done
         done
         [ -n "${PROFILE_VARIANTS:-}" ] && break
     done
@@ -238,7 +241,7 @@ if has ab; then # this tree ("new") against each overlay .devcarry/ab_NAME.tar.x
         tar -xJf "$ov" -C /tmp/ab_$name --strip-components=1
         ( cd /tmp/ab_$name && kmake build/kestrel build/cuda_ops_bench > /tmp/abbuild_$name.log 2>&1 ) &&
             trees+=(/tmp/ab_$name/build) || tail -20 /tmp/abbuild_$name.log
-        if [ -n "${AB_TEST:-}" ]; then # the variant's own CUDA tests
+        if [ "${AB_TEST:-}" = 1 ] || case " ${AB_TEST:-} " in *" $name "*) true ;; *) false ;; esac; then # the variant's own CUDA tests (AB_TEST=1: every variant's; AB_TEST="NAME..": those)
             ( cd /tmp/ab_$name && kmake build/test_runner > /dev/null 2>&1 &&
               { ./build/test_runner cuda > /tmp/t_$name.txt 2>&1; echo "ab $name tests: $(grep -c '^ok' /tmp/t_$name.txt) ok,"\
                 "$(grep -c '^FAIL' /tmp/t_$name.txt) failed"; grep '^FAIL' /tmp/t_$name.txt | head -5; } ) | tee -a "$OUT/ab.txt"

@@ -338,7 +338,6 @@ void engine_get_stats(engine *e, engine_stats *s) {
     s->prompt_tokens = atomic_load(&e->prompt_tokens);
     s->generated_tokens = atomic_load(&e->gen_tokens);
     s->preemptions = atomic_load(&e->preemptions);
-    s->steps = atomic_load(&e->steps);
     s->spec_drafted = atomic_load(&e->spec_drafted);
     s->spec_accepted = atomic_load(&e->spec_accepted);
     s->spec_verify_steps = atomic_load(&e->spec_verify);

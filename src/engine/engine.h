@@ -137,7 +137,6 @@ typedef struct {
     int queued, active;
     int kv_blocks_free, kv_blocks_total;
     long long requests_done, prompt_tokens, generated_tokens, preemptions;
-    long long steps; /* the target's forward passes (a prompt chunk or a decode / verify step of every active sequence) */
     long long spec_drafted, spec_accepted, spec_verify_steps;
     /* by draft source (DRAFT_SRC_*): draft tokens verified and accepted,
      * verify steps, passes run by a model proposer (MTP head passes, DFlash

@@ -155,7 +155,6 @@ struct engine {
     float *raw;             /* vocab scratch for logprobs */
     /* stats */
     atomic_llong done, prompt_tokens, gen_tokens, preemptions;
-    atomic_llong steps; /* the target's forward passes */
     atomic_llong spec_drafted, spec_accepted, spec_verify, gate_prompt_off, gate_runtime_off;
     atomic_llong prefix_lookup, prefix_hit;
     atomic_llong fl_behind_steps;

@@ -245,12 +245,7 @@ int engine_step(engine *e) {
             /* a step feeds prompt tokens or generated ones, not both (after
              * a preemption the recomputed answer follows in later steps) */
             if (prompt && want > s->r->n_prompt - s->n_cached) want = s->r->n_prompt - s->n_cached;
-            /* a prompt's rest that overshoots the budget by at most an
-             * eighth goes in this step: its tail would pay a whole pass
-             * over the weights for a few rows (Qwen3-8B, 4,115 tokens in
-             * 2,048-token chunks: a 19-row pass) */
-            int cap = prompt && want - budget <= budget / 8 ? want : budget;
-            want = want < cap ? want : cap;
+            want = want < budget ? want : budget;
             if (want < 1) want = 0;
             budget -= want;
         } else if (want == 1 && s->spec && !prompt) {
@@ -366,7 +361,6 @@ int engine_step(engine *e) {
     double t_fwd = now_s();
     unsigned long g_fwd = model_graph_recordings();
     int fwd_rc = model_forward_dev(e->m, &e->kv, &b, need_rows ? e->logits : NULL, &dev);
-    atomic_fetch_add(&e->steps, 1);
     /* (what it waited beyond the step model — one sequence, the model is
      * per sequence — less a block launched behind it, timed on its own) */
     bool recorded = model_graph_recordings() != g_fwd;

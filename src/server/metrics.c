@@ -72,8 +72,6 @@ char *metrics_render(metrics *m, engine *e) {
               "kestrel_kv_blocks_total %d\n"
               "# HELP kestrel_preemptions_total Sequences preempted for KV space.\n# TYPE kestrel_preemptions_total counter\n"
               "kestrel_preemptions_total %lld\n"
-              "# HELP kestrel_forward_steps_total Forward passes of the model (a prompt chunk or a decode / verify step of every active sequence).\n"
-              "# TYPE kestrel_forward_steps_total counter\nkestrel_forward_steps_total %lld\n"
               "# HELP kestrel_spec_draft_tokens_total Draft tokens verified (every source).\n"
               "# TYPE kestrel_spec_draft_tokens_total counter\nkestrel_spec_draft_tokens_total %lld\n"
               "# HELP kestrel_spec_accepted_tokens_total Draft tokens accepted.\n"
@@ -96,7 +94,7 @@ char *metrics_render(metrics *m, engine *e) {
               "# HELP kestrel_prefix_cache_blocks KV blocks kept by the prefix cache.\n"
               "# TYPE kestrel_prefix_cache_blocks gauge\nkestrel_prefix_cache_blocks %d\n",
               st.prompt_tokens, st.generated_tokens, st.queued, st.active, st.kv_blocks_free, st.kv_blocks_total,
-              st.preemptions, st.steps, st.spec_drafted, st.spec_accepted, st.spec_verify_steps,
+              st.preemptions, st.spec_drafted, st.spec_accepted, st.spec_verify_steps,
               st.spec_drafted ? (double)st.spec_accepted / st.spec_drafted : 0.0, st.gate_prompt_off,
               st.gate_runtime_off, st.verify_cost_ratio, st.prefix_lookup_tokens, st.prefix_hit_tokens,
               st.prefix_lookup_tokens ? (double)st.prefix_hit_tokens / st.prefix_lookup_tokens : 0.0,

@@ -154,35 +154,6 @@ TEST(test_engine_batching_and_preemption_are_invisible) {
     fx_close(&f);
 }
 
-/* A prompt's rest that overshoots the prefill budget by at most an eighth
- * goes in the same step (no pass over the weights for a few rows); a longer
- * overshoot takes a second step. The forward passes are counted. */
-TEST(test_engine_prompt_tail_joins_the_last_chunk) {
-    fixture f;
-    engine *e;
-    engine_config ec = {.max_concurrent = 1, .prefill_chunk = 64, .ctx_size = 512};
-    int32_t *ids;
-    int n;
-    if (!setup(&f, &ec, &e, 4, &ids, &n)) SKIP("../shared/models/tinycoder not found");
-    engine_params p = greedy(1); /* the last prompt step samples the only token: passes = prompt steps */
-    int lens[3] = {72, 80, 64}, steps[3] = {1, 2, 1}; /* 64 + 8 (an eighth), 64 + 16, the budget */
-    for (int k = 0; k < 3; k++) {
-        int32_t buf[96];
-        for (int i = 0; i < lens[k]; i++) buf[i] = ids[(i * 3 + k) % n]; /* distinct prompts */
-        engine_stats a, b;
-        engine_get_stats(e, &a);
-        result r;
-        run_req(e, buf, lens[k], &p, &r);
-        engine_get_stats(e, &b);
-        CHECK_EQ_INT(r.n, 1);
-        CHECK_MSG(b.steps - a.steps == steps[k], "a %d-token prompt at a 64-token budget: %lld forward passes, want %d",
-                  lens[k], b.steps - a.steps, steps[k]);
-    }
-    free(ids);
-    engine_stop(e);
-    fx_close(&f);
-}
-
 TEST(test_engine_stop_strings_and_text) {
     fixture f;
     engine *e;
