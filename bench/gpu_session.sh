@@ -112,7 +112,7 @@ long_decode() {
 }
 if has real; then
     p512=$(head -c 1378 /tmp/src.txt)
-    p4k=$(head -c 11030 /tmp/src.txt)
+    p4k=$(head -c $(chars_for_tokens 4096) /tmp/src.txt) # (4,096 Qwen3 tokens; 3,712 before the twenty-third session)
     run() { # LABEL ENV... -- MODEL PROMPT N
         local label=$1; shift
         local envs=()

@@ -82,7 +82,9 @@ struct pa_layout {
 /* Accumulator fragments (m16n8): lane l holds rows l/4 ("a") and l/4 + 8
  * ("b"), columns 2 (l % 4) and 2 (l % 4) + 1 of each 8-column tile. A warp
  * owns 16 rows of HPW heads: each K and V fragment it loads from shared
- * memory serves the mma of every one of its heads. */
+ * memory serves the mma of every one of its heads. Two blocks an SM where
+ * the registers allow it: two heads a warp need all 255 (52 bytes spill at
+ * head_dim 128), so a block of 8 such warps runs alone. */
 template <int HD, int HPB, int HPW>
 __global__ void __launch_bounds__(pa_layout<HD, HPB, HPW>::WARPS * 32, pa_layout<HD, HPB, HPW>::WARPS * HPW <= 8 && HD <= 128 ? 2 : 1)
 k_attn_prompt(float *__restrict__ out, float *__restrict__ part_o, float *__restrict__ part_ml, const float *q,
@@ -349,12 +351,8 @@ static void launch(ks_stream s, float *out, const float *q, int q_stride, const 
 /* heads per block (PA_HPB query heads of one KV head where the group
  * allows) and per warp (PA_HPW at head_dim <= 128; a warp of 256-wide heads
  * holds one, its O accumulators alone are 128 registers) */
-#ifndef PA_HPB
 #define PA_HPB 4
-#endif
-#ifndef PA_HPW
 #define PA_HPW 2
-#endif
 template <int HD>
 static void launch_hd(ks_stream s, float *out, const float *q, int q_stride, const void *kc, const void *vc,
                       const int32_t *tiles, int max_tiles, const int32_t *pos, const int32_t *seq,
