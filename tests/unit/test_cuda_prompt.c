@@ -150,10 +150,14 @@ TEST(test_cuda_prompt_attention_matches_cpu_and_is_tiling_invariant) {
     CHECK(backend_cpu_new(&cpu, 2) == 0);
     if (cpu) CHECK(backend_set_kv_type(cpu, "f32") == 0); /* the reference reads host f32 caches */
     CHECK(backend_cuda_new(&gpu, 0) == 0);
-    int hds[3] = {64, 128, 256};
-    for (int hi = 0; hi < 3; hi++) {
+    /* (query heads, KV heads, head_dim): each head_dim at a group of 4 (4
+     * heads a block, 2 a warp below 256), then groups of 2 (2 a block, 2 a
+     * warp: Qwen3-1.7B) and 3 (one head a block and a warp) */
+    int shapes[5][3] = {{8, 2, 64}, {8, 2, 128}, {8, 2, 256}, {8, 4, 128}, {6, 2, 128}};
+    for (int si = 0; si < 5; si++) {
         /* 2300 rows: three 1024-key segments of the prompt kernel */
-        int nh = 8, nkv = 2, hd = hds[hi], kv_dim = nkv * hd, bs = 16, L = 2300, nblocks = 150;
+        int nh = shapes[si][0], nkv = shapes[si][1], hd = shapes[si][2], kv_dim = nkv * hd, bs = 16, L = 2300,
+            nblocks = 150;
         int max_blocks = (L + bs - 1) / bs + 1;
         int32_t *tables = malloc((size_t)2 * max_blocks * 4);
         for (int i = 0; i < 2 * max_blocks; i++) tables[i] = (i * 7 + 3) % nblocks; /* scattered, seqs share none needed */
@@ -186,7 +190,7 @@ TEST(test_cuda_prompt_attention_matches_cpu_and_is_tiling_invariant) {
             double e = fabs((double)og[i] - oc[i]);
             if (e > worst) worst = e;
         }
-        CHECK_MSG(worst < 2e-2, "prompt attention hd=%d: max abs err %g", hd, worst);
+        CHECK_MSG(worst < 2e-2, "prompt attention %d/%d heads, hd=%d: max abs err %g", nh, nkv, hd, worst);
         /* the same rows in two calls (137 rows cut 37 + 64 + 36, then 163
          * rows) and the tiles padded with unused entries: bitwise equal */
         int split = 137;
@@ -204,7 +208,7 @@ TEST(test_cuda_prompt_attention_matches_cpu_and_is_tiling_invariant) {
                              L - split, dt3, nt3};
         gpu->ops->attention(gpu, dout, dq + (size_t)split * qs, qs, dkc, dvc, &ab2, nh, nkv, hd, sc);
         dev_read(gpu, o2 + (size_t)split * qs, dout, (size_t)(L - split) * qs * 4);
-        CHECK_MSG(!memcmp(o2, og, (size_t)L * qs * 4), "prompt attention hd=%d: rows differ with another tiling", hd);
+        CHECK_MSG(!memcmp(o2, og, (size_t)L * qs * 4), "prompt attention %d/%d heads, hd=%d: rows differ with another tiling", nh, nkv, hd);
         /* the prompt's last 16 rows alone (the tail after a prefix-cache
          * hit: one short tile deep in the context): bitwise the same rows */
         int32_t t4[2] = {0, 16};
@@ -213,7 +217,7 @@ TEST(test_cuda_prompt_attention_matches_cpu_and_is_tiling_invariant) {
         gpu->ops->attention(gpu, dout, dq + (size_t)(L - 16) * qs, qs, dkc, dvc, &ab4, nh, nkv, hd, sc);
         dev_read(gpu, o2, dout, (size_t)16 * qs * 4);
         CHECK_MSG(!memcmp(o2, og + (size_t)(L - 16) * qs, (size_t)16 * qs * 4),
-                  "prompt attention hd=%d: the last 16 rows alone differ", hd);
+                  "prompt attention %d/%d heads, hd=%d: the last 16 rows alone differ", nh, nkv, hd);
         gpu->ops->buf_free(gpu, dt4);
         /* a prompt row next to a generated row: the generated row (flash-
          * decoding) is bitwise what it is alone */
@@ -230,9 +234,9 @@ TEST(test_cuda_prompt_attention_matches_cpu_and_is_tiling_invariant) {
         dev_read(gpu, om, dout, (size_t)2 * qs * 4);
         gpu->ops->attention(gpu, dout, dqm + qs, qs, dkc, dvc, &aba, nh, nkv, hd, sc);
         dev_read(gpu, oa, dout, (size_t)qs * 4);
-        CHECK_MSG(!memcmp(om + qs, oa, (size_t)qs * 4), "attention hd=%d: a generated row changed next to a prompt row", hd);
+        CHECK_MSG(!memcmp(om + qs, oa, (size_t)qs * 4), "attention %d/%d heads, hd=%d: a generated row changed next to a prompt row", nh, nkv, hd);
         /* and the prompt row at position 5 equals row 5 of the full run */
-        CHECK_MSG(!memcmp(om, og + (size_t)5 * qs, (size_t)qs * 4), "prompt attention hd=%d: lone row differs", hd);
+        CHECK_MSG(!memcmp(om, og + (size_t)5 * qs, (size_t)qs * 4), "prompt attention %d/%d heads, hd=%d: lone row differs", nh, nkv, hd);
         void *bufs[] = {dkc, dvc, dq, dpos, dseq, dtab, dslots, dtiles, dout, dt2, dt3, dmpos, dmseq, dmt, dqm};
         for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) gpu->ops->buf_free(gpu, bufs[i]);
         free(tables); free(kc); free(vc); free(pos); free(seq); free(slots); free(q); free(oc); free(og); free(o2); free(qm); free(om); free(oa);
