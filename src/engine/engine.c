@@ -278,8 +278,8 @@ int engine_start(engine **out, model *m, const tokenizer *tok, const engine_conf
                 "MTP head pass %.2f, draft model pass %.2f, DFlash pass (block %d) %.2f; step model t(n, L) = %.1f + %.2f n "
                 "+ L (%.4f + %.4f n) us\n", e->cfg.pld_draft_len,
                 engine_verify_cost(e, e->cfg.pld_draft_len, 0), engine_verify_cost(e, e->cfg.pld_draft_len, 2048),
-                e->src_ratio[DRAFT_SRC_MTP], e->src_ratio[DRAFT_SRC_DRAFTER], e->fl_block, e->src_ratio[DRAFT_SRC_DFLASH], e->st_a * 1e6, e->st_b * 1e6, e->st_c * 1e6,
-                e->st_d * 1e6);
+                e->src_ratio[DRAFT_SRC_MTP], e->src_ratio[DRAFT_SRC_DRAFTER], e->fl_block, e->src_ratio[DRAFT_SRC_DFLASH],
+                e->st_a * 1e6, e->st_b * 1e6, e->st_c * 1e6, e->st_d * 1e6);
     e->active = calloc((size_t)e->cfg.max_concurrent, sizeof *e->active);
     e->preempted = calloc((size_t)e->cfg.max_concurrent, sizeof *e->preempted);
     e->raw = malloc((size_t)m->cfg.vocab_size * sizeof(float));

@@ -42,6 +42,8 @@
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
 
+#include <type_traits>
+
 #define PA_ROWS 64
 #define PA_KEYS 64
 #define PA_PAD 8 /* bf16 row padding (16 bytes): ldmatrix rows fall in distinct banks */
@@ -349,28 +351,25 @@ static void launch(ks_stream s, float *out, const float *q, int q_stride, const 
 }
 
 /* heads per block (PA_HPB query heads of one KV head where the group
- * allows) and per warp (PA_HPW at head_dim <= 128; a warp of 256-wide heads
- * holds one, its O accumulators alone are 128 registers) */
+ * allows, else 2 or 1) and per warp (PA_HPW at head_dim <= 128; a warp of
+ * 256-wide heads holds one, its O accumulators alone are 128 registers) */
 #define PA_HPB 4
 #define PA_HPW 2
+template <int N>
+using pa_int = std::integral_constant<int, N>;
 template <int HD>
 static void launch_hd(ks_stream s, float *out, const float *q, int q_stride, const void *kc, const void *vc,
                       const int32_t *tiles, int max_tiles, const int32_t *pos, const int32_t *seq,
                       const int32_t *tables, int max_blocks, int bs, int nh, int nkv, float scale, int max_pos) {
+    auto go = [&](auto hpb, auto hpw) {
+        launch<HD, decltype(hpb)::value, decltype(hpw)::value>(s, out, q, q_stride, kc, vc, tiles, max_tiles, pos, seq,
+                                                               tables, max_blocks, bs, nh, nkv, scale, max_pos);
+    };
+    constexpr int hpw = HD <= 128 ? PA_HPW : 1;
     int group = nh / nkv;
-    if constexpr (HD > 128) {
-        if (group % 2 == 0)
-            launch<HD, 2, 1>(s, out, q, q_stride, kc, vc, tiles, max_tiles, pos, seq, tables, max_blocks, bs, nh, nkv, scale, max_pos);
-        else
-            launch<HD, 1, 1>(s, out, q, q_stride, kc, vc, tiles, max_tiles, pos, seq, tables, max_blocks, bs, nh, nkv, scale, max_pos);
-    } else {
-        if (group % PA_HPB == 0)
-            launch<HD, PA_HPB, PA_HPW>(s, out, q, q_stride, kc, vc, tiles, max_tiles, pos, seq, tables, max_blocks, bs, nh, nkv, scale, max_pos);
-        else if (group % 2 == 0)
-            launch<HD, 2, PA_HPW>(s, out, q, q_stride, kc, vc, tiles, max_tiles, pos, seq, tables, max_blocks, bs, nh, nkv, scale, max_pos);
-        else
-            launch<HD, 1, 1>(s, out, q, q_stride, kc, vc, tiles, max_tiles, pos, seq, tables, max_blocks, bs, nh, nkv, scale, max_pos);
-    }
+    if (HD <= 128 && group % PA_HPB == 0) go(pa_int<HD <= 128 ? PA_HPB : 2>(), pa_int<hpw>());
+    else if (group % 2 == 0) go(pa_int<2>(), pa_int<hpw>());
+    else go(pa_int<1>(), pa_int<1>());
 }
 
 extern "C" int ks_cuda_attention_prompt(ks_stream s, float *out, const float *q, int q_stride, const void *kc,
@@ -379,10 +378,9 @@ extern "C" int ks_cuda_attention_prompt(ks_stream s, float *out, const float *q,
                                         int n_heads, int n_kv_heads, int head_dim, float scale, int max_pos) {
     if (max_tiles <= 0) return 0;
     if (q_stride % 4 || n_kv_heads <= 0 || n_heads % n_kv_heads) return -1;
-    switch (head_dim) {
-    case 64: launch_hd<64>(s, out, q, q_stride, kc, vc, tiles, max_tiles, pos, seq, tables, max_blocks, block_size, n_heads, n_kv_heads, scale, max_pos); return 0;
-    case 128: launch_hd<128>(s, out, q, q_stride, kc, vc, tiles, max_tiles, pos, seq, tables, max_blocks, block_size, n_heads, n_kv_heads, scale, max_pos); return 0;
-    case 256: launch_hd<256>(s, out, q, q_stride, kc, vc, tiles, max_tiles, pos, seq, tables, max_blocks, block_size, n_heads, n_kv_heads, scale, max_pos); return 0;
-    default: return -1;
-    }
+    auto launch = head_dim == 64 ? launch_hd<64> : head_dim == 128 ? launch_hd<128> : head_dim == 256 ? launch_hd<256> : nullptr;
+    if (!launch) return -1;
+    launch(s, out, q, q_stride, kc, vc, tiles, max_tiles, pos, seq, tables, max_blocks, block_size, n_heads, n_kv_heads,
+           scale, max_pos);
+    return 0;
 }
