@@ -565,15 +565,20 @@ int model_upload_step(model *m, int k) {
 
 /* run0 (n) of a batch (bk_attn_batch.run0): each row's first row of its run
  * of consecutive positions of one sequence, or -1 for the rows of a
- * sequence whose rows make more than one run (rows were validated) */
-static int step_runs(const model_batch *b, int32_t *run0) {
+ * sequence whose rows make more than one run (rows were validated);
+ * *longest: the longest run */
+#define MODEL_ROPE_MAX_RUN 64 /* a pass's longest run of one sequence that attention_rope takes */
+
+static int step_runs(const model_batch *b, int32_t *run0, int *longest) {
     int n = b->n_tokens;
+    *longest = 0;
     unsigned char *runs = calloc((size_t)b->n_seqs, 1); /* a sequence's runs: 0, 1, 2 = more */
     if (!runs) return err_set(KS_ENOMEM, "forward: out of memory");
     for (int i = 0; i < n; i++) {
         bool cont = i > 0 && b->seq[i] == b->seq[i - 1] && b->pos[i] == b->pos[i - 1] + 1;
         run0[i] = cont ? run0[i - 1] : i;
         if (!cont && runs[b->seq[i]] < 2) runs[b->seq[i]]++;
+        if (i - run0[i] + 1 > *longest) *longest = i - run0[i] + 1;
     }
     for (int i = 0; i < n; i++)
         if (runs[b->seq[i]] > 1) run0[i] = -1;
@@ -617,7 +622,8 @@ static int prepare_batch(model *m, kv_cache *kv, const model_batch *b, int n_fet
         slots[i] = b->seqs[s]->blocks[p / kv->block_size] * kv->block_size + p % kv->block_size;
         if (p > max_pos) max_pos = p;
     }
-    if ((rc = step_runs(b, model_step_seg(m, MODEL_SEG_RUN0)))) return rc;
+    int longest_run;
+    if ((rc = step_runs(b, model_step_seg(m, MODEL_SEG_RUN0), &longest_run))) return rc;
     m->rows_dense = b->n_logits == n;
     for (int r = 0; r < b->n_logits; r++) {
         if (b->logit_rows[r] < 0 || b->logit_rows[r] >= n) {
@@ -633,6 +639,11 @@ static int prepare_batch(model *m, kv_cache *kv, const model_batch *b, int n_fet
 
     bk_attn_batch a = {n, m->d_pos, m->d_seq, m->d_slots, m->d_tables, max_blocks, kv->block_size, max_pos,
                        kv->n_blocks * kv->block_size, 0, NULL, 0, m->d_run0};
+    /* attention_rope forms every key a sequence adds in each of its rows'
+     * blocks: passes of decode rows (a verify adds at most 17; graphs
+     * replay passes of up to 16 rows), not prompts sent down the decode
+     * path (KESTREL_PROMPT_PATH=0) */
+    if (longest_run > MODEL_ROPE_MAX_RUN) a.run0 = NULL;
     if ((rc = prompt_tiles(m, b, &a))) return rc;
     *ab = a;
     return KS_OK;
