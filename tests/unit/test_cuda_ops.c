@@ -474,6 +474,39 @@ TEST(test_cuda_attention_rope_equals_qk_norm_rope_then_attention) {
             kv_download(p.gpu, vb, v2, cache);
             CHECK_MSG(!memcmp(oa, o2, ob), "attention_rope %d/%d heads of %d, pass %d: not the two ops' bits", nh, nkv,
                       hd, pi);
+            for (int t = 0; t < n && memcmp(oa, o2, ob); t++) { /* where (a failure's diagnosis) */
+                double worst = 0;
+                int wh = 0;
+                for (int i = 0; i < nh * hd; i++) {
+                    double e = fabs((double)oa[t * nh * hd + i] - o2[t * nh * hd + i]);
+                    if (e > worst) worst = e, wh = i / hd;
+                }
+                if (worst > 0) printf("    row %d (pos %d, seq %d, run0 %d): max |diff| %g at head %d\n", t, pass[pi].pos[t],
+                                      pass[pi].seq[t], run0[t], worst, wh);
+            }
+            if (memcmp(oa, o2, ob)) { /* which is wrong: both against the CPU's two ops (new rows f32 there) */
+                float *chk = malloc(cache * 4), *chv = malloc(cache * 4), *hq3 = malloc(qb), *oc = malloc(ob);
+                memcpy(chk, kc, cache * 4);
+                memcpy(chv, vc, cache * 4);
+                memcpy(hq3, qkv, qb);
+                bk_attn_batch abc = {n, pass[pi].pos, pass[pi].seq, slots, tables, max_blocks, bs, max_pos, nblocks * bs,
+                                     0, NULL, 0, NULL};
+                void *hq_, *hk_;
+                st_tensor cq = make_tensor(DTYPE_F32, hd, 0, &hq_), ck = make_tensor(DTYPE_F32, hd, 0, &hk_);
+                memcpy(hq_, hq, (size_t)hd * 4);
+                memcpy(hk_, tk.data, (size_t)hd * 4);
+                const st_tensor *cpq[1] = {&cq}, *cpk[1] = {&ck};
+                bk_weight qc, kcw;
+                CHECK(p.cpu->ops->weight_init(p.cpu, &qc, cpq, 1) == 0 && p.cpu->ops->weight_init(p.cpu, &kcw, cpk, 1) == 0);
+                p.cpu->ops->qk_norm_rope(p.cpu, hq3, stride, n, nh, nkv, hd, sh[si].norm ? &qc : NULL,
+                                         sh[si].norm ? &kcw : NULL, 1e-6f, rope, inv, chk, chv, &abc);
+                p.cpu->ops->attention(p.cpu, oc, hq3, stride, chk, chv, &abc, nh, nkv, hd, sc);
+                printf("    vs the CPU: two ops %g, attention_rope %g\n", max_rel(oa, oc, (size_t)n * nh * hd, NULL),
+                       max_rel(o2, oc, (size_t)n * nh * hd, NULL));
+                p.cpu->ops->weight_release(p.cpu, &qc);
+                p.cpu->ops->weight_release(p.cpu, &kcw);
+                free(chk); free(chv); free(hq3); free(oc); free(hq_); free(hk_);
+            }
             CHECK_MSG(!memcmp(ka, kb, cache * 4) && !memcmp(va, vb, cache * 4),
                       "attention_rope %d/%d heads of %d, pass %d: the cache is not qk_norm_rope's", nh, nkv, hd, pi);
             if (hd != 80) /* (the fallback is the two ops: qkv normed in place) */

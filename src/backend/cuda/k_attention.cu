@@ -152,21 +152,36 @@ k_attn_decode(float *out, float *part_o, float *part_ml, int *arrived, const flo
         int u = new_row(j);
         return u >= 0 ? -1 - u : table[j / bs] * bs + j % bs;
     };
+    /* ROPE: the norms' weights and this token's rotation, read and formed
+     * before the programmatic wait (host uploads and weights) */
+    float qw[ROPE ? E : 1], kw[ROPE ? E : 1], tcs[ROPE ? E / 2 : 1], tsn[ROPE ? E / 2 : 1];
+    if constexpr (ROPE) {
+#pragma unroll
+        for (int e = 0; e < E; e++) {
+            qw[e] = rp.q_w ? rp.q_w[lane + 32 * e] : 0.f;
+            kw[e] = rp.k_w ? rp.k_w[lane + 32 * e] : 0.f;
+        }
+        head_angles<E>(rp.rope_pos[t], rp.inv_freq, lane, tcs, tsn);
+    }
     /* ROPE: new key row r of a tile from qkv row u — k normed and turned,
      * both rounded to bf16 as the cache holds them; the block of row u's
      * own token (its first head block) stores them in the cache too */
     auto new_kv = [&](__nv_bfloat16 *kt, __nv_bfloat16 *vt, int r, int u) {
         if constexpr (ROPE) {
             const float *row = q + (size_t)u * q_stride;
-            float x[E], v[E], w[E], cs[E / 2], sn[E / 2];
+            float x[E], v[E], cs[E / 2], sn[E / 2];
 #pragma unroll
             for (int e = 0; e < E; e++) {
                 x[e] = row[(size_t)(nh + g) * HD + lane + 32 * e];
                 v[e] = row[(size_t)(nh + nkv + g) * HD + lane + 32 * e];
-                w[e] = rp.k_w ? rp.k_w[lane + 32 * e] : 0.f;
             }
-            head_angles<E>(rp.rope_pos[u], rp.inv_freq, lane, cs, sn);
-            head_norm_rope<E>(x, rp.k_w != nullptr, w, rp.eps, cs, sn);
+            if (u == t) { /* (a row's own token: the rotation above) */
+#pragma unroll
+                for (int e = 0; e < E / 2; e++) cs[e] = tcs[e], sn[e] = tsn[e];
+            } else {
+                head_angles<E>(rp.rope_pos[u], rp.inv_freq, lane, cs, sn);
+            }
+            head_norm_rope<E>(x, rp.k_w != nullptr, kw, rp.eps, cs, sn);
             bool store = u == t && blockIdx.y % nsub == 0;
             size_t at = (size_t)rp.slots[u] * kv_dim + (size_t)g * HD;
 #pragma unroll
@@ -190,12 +205,23 @@ k_attn_decode(float *out, float *part_o, float *part_ml, int *arrived, const flo
         __nv_bfloat16 *kt = reinterpret_cast<__nv_bfloat16 *>(wmem + (ci % ATT_STAGES) * 2 * LY::tile);
         __nv_bfloat16 *vt = kt + ATT_TILE * HD;
         int j0 = tile_j0(ci);
-        if (ci < mine && j0 < n_ctx) {
+        /* ROPE: a tile that may hold keys of the pass (warp-uniform) */
+        bool fresh_tile = ROPE && j0 + ATT_TILE > n_ctx - n_rows;
+        if (ci < mine && j0 < n_ctx && !fresh_tile) {
 #pragma unroll 4
             for (int i = lane; i < ATT_TILE * C; i += 32) {
                 int r = i / C, c = i - r * C;
                 int sl = __shfl_sync(0xffffffffu, slots, r);
-                if (ROPE && sl < 0) continue; /* a new row: formed below, not copied */
+                bool ok = j0 + r < n_ctx && c < hd8;
+                size_t off = ok ? (size_t)sl * kv_dim + (size_t)g * hd + (size_t)c * 8 : 0;
+                cp_async16(smem_addr(kt + att_sw<HD>(r, c)), kc + off, ok ? 16 : 0);
+                cp_async16(smem_addr(vt + att_sw<HD>(r, c)), vc + off, ok ? 16 : 0);
+            }
+        } else if (ci < mine && j0 < n_ctx) {
+            for (int i = lane; i < ATT_TILE * C; i += 32) {
+                int r = i / C, c = i - r * C;
+                int sl = __shfl_sync(0xffffffffu, slots, r);
+                if (sl < 0) continue; /* a new row: formed below, not copied */
                 bool ok = j0 + r < n_ctx && c < hd8;
                 size_t off = ok ? (size_t)sl * kv_dim + (size_t)g * hd + (size_t)c * 8 : 0;
                 cp_async16(smem_addr(kt + att_sw<HD>(r, c)), kc + off, ok ? 16 : 0);
@@ -225,32 +251,32 @@ k_attn_decode(float *out, float *part_o, float *part_ml, int *arrived, const flo
         st0 = 1;
     }
     pdl_wait(); /* q and the new K/V rows are the kernel before's */
-    for (int st = st0; st < ATT_STAGES - 1; st++) {
-        issue(st, slot_next);
-        slot_next = slot_of(st + 1);
-    }
-    /* ROPE: the block's q heads normed and turned, (head, HD) floats in this
-     * warp's last stage (its first copies land there only in the loop) */
+    /* ROPE: the block's q heads as the matmul left them (their loads in
+     * flight while the first tiles are issued), then normed and turned into
+     * (head, HD) floats in this warp's last stage (its first copies land
+     * there only in the loop) */
     const float *qrow = q + (size_t)t * q_stride + (size_t)h0 * hd;
     int qstride = hd;
-    if constexpr (ROPE) {
-        static_assert((size_t)HB * HD * 4 <= 2 * LY::tile, "the q heads fit a stage");
-        float *qs = reinterpret_cast<float *>(wmem + (ATT_STAGES - 1) * 2 * LY::tile);
-        float w[E], cs[E / 2], sn[E / 2], x[HB][E];
-#pragma unroll
-        for (int e = 0; e < E; e++) w[e] = rp.q_w ? rp.q_w[lane + 32 * e] : 0.f;
-        head_angles<E>(rp.rope_pos[t], rp.inv_freq, lane, cs, sn);
+    float xq[ROPE ? HB : 1][ROPE ? E : 1];
+    if constexpr (ROPE)
 #pragma unroll
         for (int hh = 0; hh < HB; hh++)
             if (hh < nhb)
 #pragma unroll
-                for (int e = 0; e < E; e++) x[hh][e] = qrow[(size_t)hh * HD + lane + 32 * e];
+                for (int e = 0; e < E; e++) xq[hh][e] = qrow[(size_t)hh * HD + lane + 32 * e];
+    for (int st = st0; st < ATT_STAGES - 1; st++) {
+        issue(st, slot_next);
+        slot_next = slot_of(st + 1);
+    }
+    if constexpr (ROPE) {
+        static_assert((size_t)HB * HD * 4 <= 2 * LY::tile, "the q heads fit a stage");
+        float *qs = reinterpret_cast<float *>(wmem + (ATT_STAGES - 1) * 2 * LY::tile);
 #pragma unroll
         for (int hh = 0; hh < HB; hh++)
             if (hh < nhb) {
-                head_norm_rope<E>(x[hh], rp.q_w != nullptr, w, rp.eps, cs, sn);
+                head_norm_rope<E>(xq[hh], rp.q_w != nullptr, qw, rp.eps, tcs, tsn);
 #pragma unroll
-                for (int e = 0; e < E; e++) qs[hh * HD + lane + 32 * e] = x[hh][e];
+                for (int e = 0; e < E; e++) qs[hh * HD + lane + 32 * e] = xq[hh][e];
             }
         __syncwarp();
         qrow = qs;
