@@ -399,15 +399,16 @@ TEST(test_cuda_fused_ops_equal_the_separate_ops) {
  * verify); a sequence whose rows make two runs (run0 -1: the search);
  * contexts from 1 to 2,501 keys, several chunks a block. */
 static void runs_of(int n, const int32_t *pos, const int32_t *seq, int32_t *run0) {
+    int starts[8] = {0}; /* runs of each row's sequence */
     for (int i = 0; i < n; i++) {
         bool cont = i > 0 && seq[i] == seq[i - 1] && pos[i] == pos[i - 1] + 1;
         run0[i] = cont ? run0[i - 1] : i;
+        starts[i] = 0;
     }
-    for (int i = 0; i < n; i++) { /* a sequence in two runs: -1 for its rows */
-        int starts = 0;
-        for (int j = 0; j < n; j++) starts += seq[j] == seq[i] && run0[j] == j;
-        if (starts > 1) run0[i] = -1;
-    }
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < n; j++) starts[i] += seq[j] == seq[i] && run0[j] == j;
+    for (int i = 0; i < n; i++) /* a sequence in two runs: -1 for its rows */
+        if (starts[i] > 1) run0[i] = -1;
 }
 
 TEST(test_cuda_attention_rope_equals_qk_norm_rope_then_attention) {
@@ -449,6 +450,7 @@ TEST(test_cuda_attention_rope_equals_qk_norm_rope_then_attention) {
                 if (ps > max_pos) max_pos = ps;
             }
             runs_of(n, pass[pi].pos, pass[pi].seq, run0);
+            CHECK(pi != 3 || (run0[0] == -1 && run0[1] == -1 && run0[2] == 2 && run0[3] == -1)); /* (the search pass) */
             size_t qb = (size_t)n * stride * 4, ob = (size_t)n * nh * hd * 4;
             float *qkv = malloc(qb), *qkv2 = malloc(qb), *oa = malloc(ob), *o2 = malloc(ob);
             for (int i = 0; i < n * stride; i++) qkv[i] = frand() * 2;
