@@ -72,7 +72,7 @@ int main(int argc, char **argv) {
     int qs = (NH + 2 * NKV) * HD;
     float *q = malloc((size_t)S * qs * sizeof(float)), *o = malloc((size_t)S * NH * HD * sizeof(float));
     for (int i = 0; i < S * qs; i++) q[i] = (float)(i % 11) * 0.01f;
-    bk_attn_batch ab = {S, pos, seq, slots, tables, max_blocks, BS, ctx - 1, n_blocks * BS, 0, NULL, 0, NULL};
+    bk_attn_batch ab = {S, pos, seq, slots, tables, max_blocks, BS, ctx - 1, n_blocks * BS, 0, NULL, 0};
     for (int l = 0; l < LAYERS; l++) be->ops->attention(be, o, q, qs, kc[l], vc[l], &ab, NH, NKV, HD, 0.125f);
     int steps = 0;
     double t0 = now(), dt;

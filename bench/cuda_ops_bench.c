@@ -201,7 +201,7 @@ static void time_attention(backend *be, int capacity) {
         be->ops->buf_upload(be, dslot, &slot, 4);
         int qs = (nh + 2 * nkv) * hd;
         float *q = be->ops->buf_alloc(be, (size_t)qs * 4), *o = be->ops->buf_alloc(be, (size_t)nh * hd * 4);
-        bk_attn_batch ab = {1, dpos, dseq, dslot, dtab, nb, bs, ctx - 1, ctx > capacity ? ctx : capacity, 0, NULL, 0, NULL};
+        bk_attn_batch ab = {1, dpos, dseq, dslot, dtab, nb, bs, ctx - 1, ctx > capacity ? ctx : capacity, 0, NULL, 0};
         be->ops->attention(be, o, q, qs, kc, vc, &ab, nh, nkv, hd, 0.088f);
         sync(be);
         double t0 = now();

@@ -60,12 +60,6 @@ typedef struct {
     int n_prompt;
     const int32_t *tiles;
     int max_tiles;
-    /* A pass of decode rows (n_prompt 0) for attention_rope: per row the
-     * first row of the run of consecutive positions of its sequence that
-     * holds it, where that run holds all of the sequence's rows in the
-     * pass, else -1. NULL: attention_rope is not offered (a view whose
-     * positions are not the uploaded ones). */
-    const int32_t *run0;
 } bk_attn_batch;
 
 #define BK_PROMPT_TILE 64
@@ -165,16 +159,6 @@ typedef struct backend_ops {
     void (*qk_norm_rope)(backend *be, float *qkv, int stride, int n, int n_heads, int n_kv_heads, int head_dim,
                          const bk_weight *q_norm, const bk_weight *k_norm, float eps, const int32_t *pos,
                          const float *inv_freq, void *k_cache, void *v_cache, const bk_attn_batch *ab);
-    /* Optional (NULL: qk_norm_rope with the cache, then attention): those
-     * two in one pass for a pass of decode rows (ab->n_prompt 0, ab->run0
-     * set), from qkv as the matmul left it — q and k normed and turned in
-     * the attention's own blocks, each row's k and v stored on the way;
-     * out and the cache bitwise what the two calls give (qkv is left as
-     * it was). */
-    void (*attention_rope)(backend *be, float *out, float *qkv, int stride, void *k_cache, void *v_cache,
-                           const bk_attn_batch *ab, int n_heads, int n_kv_heads, int head_dim, float scale,
-                           const bk_weight *q_norm, const bk_weight *k_norm, float eps, const int32_t *rope_pos,
-                           const float *inv_freq);
     /* out (n, dim) = in[idx[i]] */
     void (*gather_rows)(backend *be, float *out, const float *in, const int32_t *idx, int n, int dim);
     /* The MTP head's input rows in one op: out (n, 2*dim) =
@@ -229,8 +213,8 @@ struct backend {
      * of f32 for decode attention and the pool) or 4 (f32, the CPU only:
      * `--kv-type f32`, what the tests against transformers' float32 outputs
      * use). Fixed before any KV is allocated; the cache buffers belong to
-     * this format, and only kv_store, qk_norm_rope (storing K/V),
-     * attention and attention_rope read or write them. */
+     * this format, and only kv_store, qk_norm_rope (storing K/V) and
+     * attention read or write them. */
     int kv_elem_bytes;
     /* the kv_elem_bytes values this backend's kernels serve, as bits
      * (1 << bytes): backend_set_kv_type refuses the others */

@@ -354,7 +354,6 @@ int dflash_step(dflash *d, kv_cache *kv, int n_seqs, kv_seq *const *seqs, const 
     ab_blk.pos = m->d_pos2 + nc;
     ab_blk.seq = m->d_seq + nc;
     ab_blk.slots = m->d_slots + nc;
-    ab_ctx.run0 = ab_blk.run0 = NULL; /* the block rows' positions are not the uploaded ones */
     pass_ctx x = {d, kv, &ab_ctx, &ab_blk, nc, nb * B, gather, behind > 0,
                   behind ? m->d_tables + (size_t)bl->seq[0] * ab.max_blocks : NULL};
     /* the target's features (and behind a verify its ids and tokens: its

@@ -299,18 +299,10 @@ void model_layer_forward(model *m, const model_layer *L, void *k_cache, void *v_
                              &L->wqkv, bqkv, nd, BK_MM_PLAIN);
         if (side) op->matmul_fused(be, side->out, m->x, NULL, 0, side->w, NULL, n, side->add ? BK_MM_ADD : BK_MM_PLAIN);
     }
-    /* the attention's rows in xn (the norms went into the matmuls); a pass
-     * of decode rows takes the q / k norms, rope and the K/V store into
-     * the attention where the backend can (one launch fewer a layer) */
-    const bk_weight *qn = c->qk_norm ? &L->q_norm : NULL, *kn = c->qk_norm ? &L->k_norm : NULL;
-    float scale = 1.0f / sqrtf((float)hd);
-    if (!np && ab->run0 && op->attention_rope) {
-        op->attention_rope(be, m->xn, m->qkv, qkv_dim, k_cache, v_cache, ab, nh, nkv, hd, scale, qn, kn, eps, rope_pos,
-                           m->inv_freq);
-    } else {
-        op->qk_norm_rope(be, m->qkv, qkv_dim, n, nh, nkv, hd, qn, kn, eps, rope_pos, m->inv_freq, k_cache, v_cache, ab);
-        op->attention(be, m->xn, m->qkv, qkv_dim, k_cache, v_cache, ab, nh, nkv, hd, scale);
-    }
+    op->qk_norm_rope(be, m->qkv, qkv_dim, n, nh, nkv, hd, c->qk_norm ? &L->q_norm : NULL,
+                     c->qk_norm ? &L->k_norm : NULL, eps, rope_pos, m->inv_freq, k_cache, v_cache, ab);
+    /* the attention's rows in xn (the norms went into the matmuls) */
+    op->attention(be, m->xn, m->qkv, qkv_dim, k_cache, v_cache, ab, nh, nkv, hd, 1.0f / sqrtf((float)hd));
     if (np) op->matmul_prompt(be, m->x, m->xn, NULL, 0, &L->wo, NULL, np, BK_MM_ADD);
     if (nd) op->matmul_fused(be, m->x + (size_t)np * H, m->xn + (size_t)np * ad, NULL, 0, &L->wo, NULL, nd, BK_MM_ADD);
     /* the MLP, model_mlp_rows rows at a time: m->gu holds a tile's prompt
@@ -563,29 +555,6 @@ int model_upload_step(model *m, int k) {
     return m->be->ops->buf_upload(m->be, m->d_step, m->h_step, (size_t)k * m->step_n * 4);
 }
 
-/* run0 (n) of a batch (bk_attn_batch.run0): each row's first row of its run
- * of consecutive positions of one sequence, or -1 for the rows of a
- * sequence whose rows make more than one run (rows were validated);
- * *longest: the longest run */
-#define MODEL_ROPE_MAX_RUN 64 /* a pass's longest run of one sequence that attention_rope takes */
-
-static int step_runs(const model_batch *b, int32_t *run0, int *longest) {
-    int n = b->n_tokens;
-    *longest = 0;
-    unsigned char *runs = calloc((size_t)b->n_seqs, 1); /* a sequence's runs: 0, 1, 2 = more */
-    if (!runs) return err_set(KS_ENOMEM, "forward: out of memory");
-    for (int i = 0; i < n; i++) {
-        bool cont = i > 0 && b->seq[i] == b->seq[i - 1] && b->pos[i] == b->pos[i - 1] + 1;
-        run0[i] = cont ? run0[i - 1] : i;
-        if (!cont && runs[b->seq[i]] < 2) runs[b->seq[i]]++;
-        if (i - run0[i] + 1 > *longest) *longest = i - run0[i] + 1;
-    }
-    for (int i = 0; i < n; i++)
-        if (runs[b->seq[i]] > 1) run0[i] = -1;
-    free(runs);
-    return KS_OK;
-}
-
 static int prepare_batch(model *m, kv_cache *kv, const model_batch *b, int n_fetch, bool graph, bk_attn_batch *ab) {
     const model_config *c = &m->cfg;
     int n = b->n_tokens;
@@ -608,8 +577,8 @@ static int prepare_batch(model *m, kv_cache *kv, const model_batch *b, int n_fet
     }
     if (b->n_logits > n) return err_set(KS_EINVAL, "forward: %d logit rows of %d tokens", b->n_logits, n);
     m->step_n = n;
-    int32_t **views[MODEL_STEP_SEGS] = {&m->d_tokens, &m->d_pos,     &m->d_seq,  &m->d_slots,
-                                         &m->d_run0,   &m->d_rows,    &m->d_hid_idx, &m->d_pos2};
+    int32_t **views[MODEL_STEP_SEGS] = {&m->d_tokens, &m->d_pos,  &m->d_seq,     &m->d_slots,
+                                         &m->d_rows,   &m->d_hid_idx, &m->d_pos2};
     for (int i = 0; i < MODEL_STEP_SEGS; i++) *views[i] = m->d_step + (size_t)i * n;
     int32_t *slots = model_step_seg(m, MODEL_SEG_SLOTS);
     for (int i = 0; i < n; i++) {
@@ -622,8 +591,6 @@ static int prepare_batch(model *m, kv_cache *kv, const model_batch *b, int n_fet
         slots[i] = b->seqs[s]->blocks[p / kv->block_size] * kv->block_size + p % kv->block_size;
         if (p > max_pos) max_pos = p;
     }
-    int longest_run;
-    if ((rc = step_runs(b, model_step_seg(m, MODEL_SEG_RUN0), &longest_run))) return rc;
     m->rows_dense = b->n_logits == n;
     for (int r = 0; r < b->n_logits; r++) {
         if (b->logit_rows[r] < 0 || b->logit_rows[r] >= n) {
@@ -638,12 +605,7 @@ static int prepare_batch(model *m, kv_cache *kv, const model_batch *b, int n_fet
     memcpy(model_step_seg(m, MODEL_SEG_ROWS), b->logit_rows, (size_t)b->n_logits * 4);
 
     bk_attn_batch a = {n, m->d_pos, m->d_seq, m->d_slots, m->d_tables, max_blocks, kv->block_size, max_pos,
-                       kv->n_blocks * kv->block_size, 0, NULL, 0, m->d_run0};
-    /* attention_rope forms every key a sequence adds in each of its rows'
-     * blocks: passes of decode rows (a verify adds at most 17; graphs
-     * replay passes of up to 16 rows), not prompts sent down the decode
-     * path (KESTREL_PROMPT_PATH=0) */
-    if (longest_run > MODEL_ROPE_MAX_RUN) a.run0 = NULL;
+                       kv->n_blocks * kv->block_size, 0, NULL, 0};
     if ((rc = prompt_tiles(m, b, &a))) return rc;
     *ab = a;
     return KS_OK;

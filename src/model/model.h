@@ -34,13 +34,12 @@
 #define MODEL_MLP_ROWS 2048
 #define MODEL_MLP_BYTES (128u << 20)
 #define MODEL_MTP_MAX_CHAIN 16 /* head passes whose ids one chain keeps on the device */
-/* segments of model.d_step, in upload order (a forward sends the first 6) */
+/* segments of model.d_step, in upload order (a forward sends the first 5) */
 /* (HID_IDX: an input row index per token, the MTP head's hidden rows or a
  * DFlash context entry's feature row; POS2: a second position per token,
  * the MTP head's RoPE positions or a DFlash block row's attention extent) */
-/* (RUN0: bk_attn_batch.run0) */
-enum { MODEL_SEG_TOKENS, MODEL_SEG_POS, MODEL_SEG_SEQ, MODEL_SEG_SLOTS, MODEL_SEG_RUN0, MODEL_SEG_ROWS,
-       MODEL_SEG_HID_IDX, MODEL_SEG_POS2, MODEL_STEP_SEGS };
+enum { MODEL_SEG_TOKENS, MODEL_SEG_POS, MODEL_SEG_SEQ, MODEL_SEG_SLOTS, MODEL_SEG_ROWS, MODEL_SEG_HID_IDX,
+       MODEL_SEG_POS2, MODEL_STEP_SEGS };
 
 /* What a recorded op sequence depends on besides the model's own buffers:
  * which sequence (tag), its shape, the KV cache it writes (and its size),
@@ -111,7 +110,7 @@ typedef struct model {
      * finds them where it was captured. */
     int32_t *d_step, *h_step; /* (MODEL_STEP_SEGS * cap) device / host staging (owned) */
     int step_n;               /* n of the batch staged last */
-    int32_t *d_tokens, *d_pos, *d_seq, *d_slots, *d_run0, *d_rows, *d_hid_idx, *d_pos2; /* views of d_step */
+    int32_t *d_tokens, *d_pos, *d_seq, *d_slots, *d_rows, *d_hid_idx, *d_pos2; /* views of d_step */
     bool rows_dense;          /* the batch prepared last has logits rows 0..n-1: the head reads x as it is */
     int32_t *d_tables;
     int32_t *d_tiles;     /* (cap, 2) prompt-row tiles (bk_attn_batch.tiles) */

@@ -234,14 +234,14 @@ TEST(test_cuda_paged_attention_matches_cpu) {
         for (int i = 0; i < n * qs; i++) q[i] = frand();
         /* store this call's k/v through kv_store on both backends */
         p.cpu->ops->kv_store(p.cpu, kc, vc, q + nh * hd, q + (nh + nkv) * hd, qs,
-                             &(bk_attn_batch){n, pos, seq, slots, tables, 4, bs, 43, nblocks * bs, 0, NULL, 0, NULL}, kv_dim);
+                             &(bk_attn_batch){n, pos, seq, slots, tables, 4, bs, 43, nblocks * bs, 0, NULL, 0}, kv_dim);
         /* the device cache in its own format (bf16: kc/vc rounded to it) */
         void *dkc = kv_upload(p.gpu, kc, cache), *dvc = kv_upload(p.gpu, vc, cache);
         float *dq = up(p.gpu, q, (size_t)n * qs * 4);
         int32_t *dpos = up(p.gpu, pos, sizeof pos), *dseq = up(p.gpu, seq, sizeof seq), *dtab = up(p.gpu, tables, sizeof tables),
                 *dslots = up(p.gpu, slots, sizeof slots);
-        bk_attn_batch abc = {n, pos, seq, slots, tables, 4, bs, 43, nblocks * bs, 0, NULL, 0, NULL},
-                      abg = {n, dpos, dseq, dslots, dtab, 4, bs, 43, nblocks * bs, 0, NULL, 0, NULL};
+        bk_attn_batch abc = {n, pos, seq, slots, tables, 4, bs, 43, nblocks * bs, 0, NULL, 0},
+                      abg = {n, dpos, dseq, dslots, dtab, 4, bs, 43, nblocks * bs, 0, NULL, 0};
         float *dout = p.gpu->ops->buf_alloc(p.gpu, (size_t)n * nh * hd * 4);
         float sc = 1.0f / sqrtf((float)hd);
         p.cpu->ops->attention(p.cpu, oa, q, qs, kc, vc, &abc, nh, nkv, hd, sc);
@@ -294,8 +294,8 @@ TEST(test_cuda_long_context_attention_matches_cpu) {
         int32_t *dpos = up(p.gpu, pos, sizeof pos), *dseq = up(p.gpu, seq, sizeof seq),
                 *dtab = up(p.gpu, tables, (size_t)nblocks * 4), *dslots = up(p.gpu, slots, sizeof slots);
         int max_pos = pos[0] > pos[1] ? pos[0] : pos[1];
-        bk_attn_batch abc = {n, pos, seq, slots, tables, nblocks, bs, max_pos, nblocks * bs, 0, NULL, 0, NULL},
-                      abg = {n, dpos, dseq, dslots, dtab, nblocks, bs, max_pos, nblocks * bs, 0, NULL, 0, NULL};
+        bk_attn_batch abc = {n, pos, seq, slots, tables, nblocks, bs, max_pos, nblocks * bs, 0, NULL, 0},
+                      abg = {n, dpos, dseq, dslots, dtab, nblocks, bs, max_pos, nblocks * bs, 0, NULL, 0};
         float *dout = p.gpu->ops->buf_alloc(p.gpu, (size_t)n * nh * hd * 4);
         p.cpu->ops->attention(p.cpu, oa, q, qs, kc, vc, &abc, nh, nkv, hd, 0.125f);
         p.gpu->ops->attention(p.gpu, dout, dq, qs, dkc, dvc, &abg, nh, nkv, hd, 0.125f);
@@ -350,7 +350,7 @@ TEST(test_cuda_fused_ops_equal_the_separate_ops) {
             {
                 int kvd = nkv * hd;
                 int32_t slots[3] = {5, 0, 11}, *dslots = up(p.gpu, slots, sizeof slots);
-                bk_attn_batch ab = {n, dpos, NULL, dslots, NULL, 0, 16, 0, 16, 0, NULL, 0, NULL};
+                bk_attn_batch ab = {n, dpos, NULL, dslots, NULL, 0, 16, 0, 16, 0, NULL, 0};
                 float *z = calloc((size_t)16 * kvd, 4), *ka = malloc((size_t)16 * kvd * 4), *kb = malloc((size_t)16 * kvd * 4),
                       *va = malloc((size_t)16 * kvd * 4), *vb = malloc((size_t)16 * kvd * 4);
                 void *dk1 = kv_upload(p.gpu, z, (size_t)16 * kvd), *dv1 = kv_upload(p.gpu, z, (size_t)16 * kvd),
@@ -385,148 +385,6 @@ TEST(test_cuda_fused_ops_equal_the_separate_ops) {
             p.cpu->ops->weight_release(p.cpu, &kc);
             free(x); free(a); free(b); free(c); free(hq); free(hk);
         }
-    close_pair(&p);
-}
-
-/* attention_rope (one launch: q / k norms, rope, the K/V store and the
- * decode attention from the raw qkv rows) gives bitwise what qk_norm_rope
- * with the cache then attention give: the output, every cache row, and qkv
- * left as it was. Head groups of 16 (two head blocks a KV head), 4 and 2 at
- * head_dim 64 / 128 / 256, 80 on the two-op fallback; with and without
- * QK-norm; rope positions apart from the attention's (the MTP head's
- * case). Passes: one row; five rows of one sequence across a 64-key chunk
- * boundary (a verify); three sequences of 2 / 1 / 3 rows (a batched
- * verify); a sequence whose rows make two runs (run0 -1: the search);
- * contexts from 1 to 2,501 keys, several chunks a block. */
-static void runs_of(int n, const int32_t *pos, const int32_t *seq, int32_t *run0) {
-    int starts[8] = {0}; /* runs of each row's sequence */
-    for (int i = 0; i < n; i++) {
-        bool cont = i > 0 && seq[i] == seq[i - 1] && pos[i] == pos[i - 1] + 1;
-        run0[i] = cont ? run0[i - 1] : i;
-        starts[i] = 0;
-    }
-    for (int i = 0; i < n; i++)
-        for (int j = 0; j < n; j++) starts[i] += seq[j] == seq[i] && run0[j] == j;
-    for (int i = 0; i < n; i++) /* a sequence in two runs: -1 for its rows */
-        if (starts[i] > 1) run0[i] = -1;
-}
-
-TEST(test_cuda_attention_rope_equals_qk_norm_rope_then_attention) {
-    pair p = {0};
-    if (!open_pair(&p)) SKIP("no CUDA GPU");
-    struct { int nh, nkv, hd, norm; } sh[5] = {{16, 1, 64, 1}, {32, 8, 128, 1}, {4, 2, 256, 1}, {8, 2, 128, 0}, {4, 2, 80, 1}};
-    enum { MAXN = 8, NPASS = 4 };
-    struct { int n; int32_t pos[MAXN], seq[MAXN]; } pass[NPASS] = {
-        {1, {2500}, {0}},
-        {5, {61, 62, 63, 64, 65}, {1}},
-        {6, {0, 1, 2047, 700, 701, 702}, {2, 2, 0, 1, 1, 1}},
-        {4, {130, 131, 9, 132}, {0, 0, 2, 0}},
-    };
-    int bs = 16, max_blocks = 160, n_seqs = 3, nblocks = n_seqs * max_blocks;
-    int32_t *tables = malloc((size_t)n_seqs * max_blocks * 4);
-    for (int i = 0; i < nblocks; i++) tables[i] = (i * 37 + 11) % nblocks; /* scattered, each block one sequence's */
-    for (int si = 0; si < 5; si++) {
-        int nh = sh[si].nh, nkv = sh[si].nkv, hd = sh[si].hd, kvd = nkv * hd, stride = (nh + 2 * nkv) * hd;
-        size_t cache = (size_t)nblocks * bs * kvd;
-        void *hq, *hk;
-        st_tensor tq = make_tensor(DTYPE_F32, hd, 0, &hq), tk = make_tensor(DTYPE_F32, hd, 0, &hk);
-        const st_tensor *pq[1] = {&tq}, *pk[1] = {&tk};
-        bk_weight qg, kg;
-        CHECK(p.gpu->ops->weight_init(p.gpu, &qg, pq, 1) == 0 && p.gpu->ops->weight_init(p.gpu, &kg, pk, 1) == 0);
-        float inv[128];
-        for (int i = 0; i < hd / 2; i++) inv[i] = powf(1e6f, -(float)(2 * i) / hd);
-        float *dinv = up(p.gpu, inv, sizeof inv);
-        int32_t *dtab = up(p.gpu, tables, (size_t)n_seqs * max_blocks * 4);
-        float *kc = malloc(cache * 4), *vc = malloc(cache * 4), *ka = malloc(cache * 4), *kb = malloc(cache * 4),
-              *va = malloc(cache * 4), *vb = malloc(cache * 4);
-        for (size_t i = 0; i < cache; i++) { kc[i] = frand(); vc[i] = frand(); }
-        for (int pi = 0; pi < NPASS; pi++) {
-            int n = pass[pi].n, max_pos = 0;
-            int32_t slots[MAXN], rope[MAXN], run0[MAXN];
-            for (int i = 0; i < n; i++) {
-                int ps = pass[pi].pos[i];
-                slots[i] = tables[pass[pi].seq[i] * max_blocks + ps / bs] * bs + ps % bs;
-                rope[i] = ps + 3;
-                if (ps > max_pos) max_pos = ps;
-            }
-            runs_of(n, pass[pi].pos, pass[pi].seq, run0);
-            CHECK(pi != 3 || (run0[0] == -1 && run0[1] == -1 && run0[2] == 2 && run0[3] == -1)); /* (the search pass) */
-            size_t qb = (size_t)n * stride * 4, ob = (size_t)n * nh * hd * 4;
-            float *qkv = malloc(qb), *qkv2 = malloc(qb), *oa = malloc(ob), *o2 = malloc(ob);
-            for (int i = 0; i < n * stride; i++) qkv[i] = frand() * 2;
-            void *k1 = kv_upload(p.gpu, kc, cache), *v1 = kv_upload(p.gpu, vc, cache), *k2 = kv_upload(p.gpu, kc, cache),
-                 *v2 = kv_upload(p.gpu, vc, cache);
-            float *dq1 = up(p.gpu, qkv, qb), *dq2 = up(p.gpu, qkv, qb);
-            int32_t *dpos = up(p.gpu, pass[pi].pos, (size_t)n * 4), *dseq = up(p.gpu, pass[pi].seq, (size_t)n * 4),
-                    *dslots = up(p.gpu, slots, (size_t)n * 4), *drope = up(p.gpu, rope, (size_t)n * 4),
-                    *drun0 = up(p.gpu, run0, (size_t)n * 4);
-            bk_attn_batch ab = {n, dpos, dseq, dslots, dtab, max_blocks, bs, max_pos, nblocks * bs, 0, NULL, 0, drun0};
-            float *d1 = p.gpu->ops->buf_alloc(p.gpu, ob), *d2 = p.gpu->ops->buf_alloc(p.gpu, ob);
-            const bk_weight *qn = sh[si].norm ? &qg : NULL, *kn = sh[si].norm ? &kg : NULL;
-            float sc = 1.0f / sqrtf((float)hd);
-            p.gpu->ops->qk_norm_rope(p.gpu, dq1, stride, n, nh, nkv, hd, qn, kn, 1e-6f, drope, dinv, k1, v1, &ab);
-            p.gpu->ops->attention(p.gpu, d1, dq1, stride, k1, v1, &ab, nh, nkv, hd, sc);
-            p.gpu->ops->attention_rope(p.gpu, d2, dq2, stride, k2, v2, &ab, nh, nkv, hd, sc, qn, kn, 1e-6f, drope, dinv);
-            down(p.gpu, oa, d1, ob);
-            down(p.gpu, o2, d2, ob);
-            down(p.gpu, qkv2, dq2, qb);
-            kv_download(p.gpu, ka, k1, cache);
-            kv_download(p.gpu, kb, k2, cache);
-            kv_download(p.gpu, va, v1, cache);
-            kv_download(p.gpu, vb, v2, cache);
-            CHECK_MSG(!memcmp(oa, o2, ob), "attention_rope %d/%d heads of %d, pass %d: not the two ops' bits", nh, nkv,
-                      hd, pi);
-            for (int t = 0; t < n && memcmp(oa, o2, ob); t++) { /* where (a failure's diagnosis) */
-                double worst = 0;
-                int wh = 0;
-                for (int i = 0; i < nh * hd; i++) {
-                    double e = fabs((double)oa[t * nh * hd + i] - o2[t * nh * hd + i]);
-                    if (e > worst) worst = e, wh = i / hd;
-                }
-                if (worst > 0) printf("    row %d (pos %d, seq %d, run0 %d): max |diff| %g at head %d\n", t, pass[pi].pos[t],
-                                      pass[pi].seq[t], run0[t], worst, wh);
-            }
-            if (memcmp(oa, o2, ob)) { /* which is wrong: both against the CPU's two ops (new rows f32 there) */
-                float *chk = malloc(cache * 4), *chv = malloc(cache * 4), *hq3 = malloc(qb), *oc = malloc(ob);
-                memcpy(chk, kc, cache * 4);
-                memcpy(chv, vc, cache * 4);
-                memcpy(hq3, qkv, qb);
-                bk_attn_batch abc = {n, pass[pi].pos, pass[pi].seq, slots, tables, max_blocks, bs, max_pos, nblocks * bs,
-                                     0, NULL, 0, NULL};
-                void *hq_, *hk_;
-                st_tensor cq = make_tensor(DTYPE_F32, hd, 0, &hq_), ck = make_tensor(DTYPE_F32, hd, 0, &hk_);
-                memcpy(hq_, hq, (size_t)hd * 4);
-                memcpy(hk_, tk.data, (size_t)hd * 4);
-                const st_tensor *cpq[1] = {&cq}, *cpk[1] = {&ck};
-                bk_weight qc, kcw;
-                CHECK(p.cpu->ops->weight_init(p.cpu, &qc, cpq, 1) == 0 && p.cpu->ops->weight_init(p.cpu, &kcw, cpk, 1) == 0);
-                p.cpu->ops->qk_norm_rope(p.cpu, hq3, stride, n, nh, nkv, hd, sh[si].norm ? &qc : NULL,
-                                         sh[si].norm ? &kcw : NULL, 1e-6f, rope, inv, chk, chv, &abc);
-                p.cpu->ops->attention(p.cpu, oc, hq3, stride, chk, chv, &abc, nh, nkv, hd, sc);
-                printf("    vs the CPU: two ops %g, attention_rope %g\n", max_rel(oa, oc, (size_t)n * nh * hd, NULL),
-                       max_rel(o2, oc, (size_t)n * nh * hd, NULL));
-                p.cpu->ops->weight_release(p.cpu, &qc);
-                p.cpu->ops->weight_release(p.cpu, &kcw);
-                free(chk); free(chv); free(hq3); free(oc); free(hq_); free(hk_);
-            }
-            CHECK_MSG(!memcmp(ka, kb, cache * 4) && !memcmp(va, vb, cache * 4),
-                      "attention_rope %d/%d heads of %d, pass %d: the cache is not qk_norm_rope's", nh, nkv, hd, pi);
-            if (hd != 80) /* (the fallback is the two ops: qkv normed in place) */
-                CHECK_MSG(!memcmp(qkv, qkv2, qb), "attention_rope hd %d pass %d: qkv changed", hd, pi);
-            double mag = 0;
-            for (size_t i = 0; i < (size_t)n * nh * hd; i++) mag += fabs(oa[i]);
-            CHECK(mag > 0); /* (an output at all) */
-            void *bufs[] = {k1, v1, k2, v2, dq1, dq2, dpos, dseq, dslots, drope, drun0, d1, d2};
-            for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) p.gpu->ops->buf_free(p.gpu, bufs[i]);
-            free(qkv); free(qkv2); free(oa); free(o2);
-        }
-        p.gpu->ops->buf_free(p.gpu, dinv);
-        p.gpu->ops->buf_free(p.gpu, dtab);
-        p.gpu->ops->weight_release(p.gpu, &qg);
-        p.gpu->ops->weight_release(p.gpu, &kg);
-        free(kc); free(vc); free(ka); free(kb); free(va); free(vb); free(hq); free(hk);
-    }
-    free(tables);
     close_pair(&p);
 }
 

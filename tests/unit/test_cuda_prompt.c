@@ -172,7 +172,7 @@ TEST(test_cuda_prompt_attention_matches_cpu_and_is_tiling_invariant) {
               *o2 = malloc((size_t)L * qs * 4);
         for (size_t i = 0; i < (size_t)(L + 1) * qs; i++) q[i] = frnd();
         float sc = 1.0f / sqrtf((float)hd);
-        bk_attn_batch abc = {L, pos, seq, slots, tables, max_blocks, bs, L - 1, nblocks * bs, 0, NULL, 0, NULL};
+        bk_attn_batch abc = {L, pos, seq, slots, tables, max_blocks, bs, L - 1, nblocks * bs, 0, NULL, 0};
         void *dkc = kv_upload(gpu, kc, cache), *dvc = kv_upload(gpu, vc, cache); /* kc, vc: as the device holds them */
         cpu->ops->attention(cpu, oc, q, qs, kc, vc, &abc, nh, nkv, hd, sc);
         float *dq = dev_copy(gpu, q, (size_t)(L + 1) * qs * 4);
@@ -182,7 +182,7 @@ TEST(test_cuda_prompt_attention_matches_cpu_and_is_tiling_invariant) {
         int nt = cut_tiles(tiles, L, 0);
         int32_t *dtiles = dev_copy(gpu, tiles, (size_t)nt * 8);
         float *dout = gpu->ops->buf_alloc(gpu, (size_t)(L + 1) * qs * 4);
-        bk_attn_batch abg = {L, dpos, dseq, dslots, dtab, max_blocks, bs, L - 1, nblocks * bs, L, dtiles, nt, NULL};
+        bk_attn_batch abg = {L, dpos, dseq, dslots, dtab, max_blocks, bs, L - 1, nblocks * bs, L, dtiles, nt};
         gpu->ops->attention(gpu, dout, dq, qs, dkc, dvc, &abg, nh, nkv, hd, sc);
         dev_read(gpu, og, dout, (size_t)L * qs * 4);
         double worst = 0;
@@ -198,14 +198,14 @@ TEST(test_cuda_prompt_attention_matches_cpu_and_is_tiling_invariant) {
         int nt2 = cut_tiles(t2, split, 37);
         t2[2 * nt2] = t2[2 * nt2 + 1] = 0; /* an unused entry */
         int32_t *dt2 = dev_copy(gpu, t2, (size_t)(nt2 + 1) * 8);
-        bk_attn_batch ab1 = {split, dpos, dseq, dslots, dtab, max_blocks, bs, split - 1, nblocks * bs, split, dt2, nt2 + 1, NULL};
+        bk_attn_batch ab1 = {split, dpos, dseq, dslots, dtab, max_blocks, bs, split - 1, nblocks * bs, split, dt2, nt2 + 1};
         gpu->ops->attention(gpu, dout, dq, qs, dkc, dvc, &ab1, nh, nkv, hd, sc);
         dev_read(gpu, o2, dout, (size_t)split * qs * 4);
         int32_t t3[256];
         int nt3 = cut_tiles(t3, L - split, 0);
         int32_t *dt3 = dev_copy(gpu, t3, (size_t)nt3 * 8);
         bk_attn_batch ab2 = {L - split, dpos + split, dseq, dslots, dtab, max_blocks, bs, L - 1, nblocks * bs,
-                             L - split, dt3, nt3, NULL};
+                             L - split, dt3, nt3};
         gpu->ops->attention(gpu, dout, dq + (size_t)split * qs, qs, dkc, dvc, &ab2, nh, nkv, hd, sc);
         dev_read(gpu, o2 + (size_t)split * qs, dout, (size_t)(L - split) * qs * 4);
         CHECK_MSG(!memcmp(o2, og, (size_t)L * qs * 4), "prompt attention %d/%d heads, hd=%d: rows differ with another tiling", nh, nkv, hd);
@@ -213,7 +213,7 @@ TEST(test_cuda_prompt_attention_matches_cpu_and_is_tiling_invariant) {
          * hit: one short tile deep in the context): bitwise the same rows */
         int32_t t4[2] = {0, 16};
         int32_t *dt4 = dev_copy(gpu, t4, 8);
-        bk_attn_batch ab4 = {16, dpos + (L - 16), dseq, dslots, dtab, max_blocks, bs, L - 1, nblocks * bs, 16, dt4, 1, NULL};
+        bk_attn_batch ab4 = {16, dpos + (L - 16), dseq, dslots, dtab, max_blocks, bs, L - 1, nblocks * bs, 16, dt4, 1};
         gpu->ops->attention(gpu, dout, dq + (size_t)(L - 16) * qs, qs, dkc, dvc, &ab4, nh, nkv, hd, sc);
         dev_read(gpu, o2, dout, (size_t)16 * qs * 4);
         CHECK_MSG(!memcmp(o2, og + (size_t)(L - 16) * qs, (size_t)16 * qs * 4),
@@ -227,8 +227,8 @@ TEST(test_cuda_prompt_attention_matches_cpu_and_is_tiling_invariant) {
         memcpy(qm + qs, q + (size_t)200 * qs, (size_t)qs * 4);
         float *dqm = dev_copy(gpu, qm, (size_t)2 * qs * 4);
         int32_t *dmpos = dev_copy(gpu, mpos, 8), *dmseq = dev_copy(gpu, mseq, 8), *dmt = dev_copy(gpu, mt, 16);
-        bk_attn_batch abm = {2, dmpos, dmseq, dslots, dtab, max_blocks, bs, 200, nblocks * bs, 1, dmt, 2, NULL};
-        bk_attn_batch aba = {1, dmpos + 1, dmseq, dslots, dtab, max_blocks, bs, 200, nblocks * bs, 0, NULL, 0, NULL};
+        bk_attn_batch abm = {2, dmpos, dmseq, dslots, dtab, max_blocks, bs, 200, nblocks * bs, 1, dmt, 2};
+        bk_attn_batch aba = {1, dmpos + 1, dmseq, dslots, dtab, max_blocks, bs, 200, nblocks * bs, 0, NULL, 0};
         float *om = malloc((size_t)2 * qs * 4), *oa = malloc((size_t)qs * 4);
         gpu->ops->attention(gpu, dout, dqm, qs, dkc, dvc, &abm, nh, nkv, hd, sc);
         dev_read(gpu, om, dout, (size_t)2 * qs * 4);
@@ -271,7 +271,7 @@ TEST(test_cuda_prompt_attention_deep_segments) {
           *o2 = malloc((size_t)n * qs * 4);
     for (size_t i = 0; i < (size_t)n * qs; i++) q[i] = frnd();
     float sc = 1.0f / sqrtf((float)hd);
-    bk_attn_batch abc = {n, pos, seq, slots, tables, max_blocks, bs, L - 1, nblocks * bs, 0, NULL, 0, NULL};
+    bk_attn_batch abc = {n, pos, seq, slots, tables, max_blocks, bs, L - 1, nblocks * bs, 0, NULL, 0};
     cpu->ops->attention(cpu, oc, q, qs, kc, vc, &abc, nh, nkv, hd, sc);
     void *dkc = kv_upload(gpu, kc, cache), *dvc = kv_upload(gpu, vc, cache);
     float *dq = dev_copy(gpu, q, (size_t)n * qs * 4), *dout = gpu->ops->buf_alloc(gpu, (size_t)n * qs * 4);
@@ -285,7 +285,7 @@ TEST(test_cuda_prompt_attention_deep_segments) {
         nt += k;
     }
     int32_t *dtiles = dev_copy(gpu, tiles, (size_t)nt * 8);
-    bk_attn_batch abg = {n, dpos, dseq, dslots, dtab, max_blocks, bs, L - 1, nblocks * bs, n, dtiles, nt, NULL};
+    bk_attn_batch abg = {n, dpos, dseq, dslots, dtab, max_blocks, bs, L - 1, nblocks * bs, n, dtiles, nt};
     gpu->ops->attention(gpu, dout, dq, qs, dkc, dvc, &abg, nh, nkv, hd, sc);
     dev_read(gpu, og, dout, (size_t)n * qs * 4);
     double worst = 0;
@@ -297,7 +297,7 @@ TEST(test_cuda_prompt_attention_deep_segments) {
         int nt2 = cut_tiles(t2, win[w][1], 23);
         int32_t *dt2 = dev_copy(gpu, t2, (size_t)nt2 * 8);
         int mp = win[w][0] + win[w][1] - 1;
-        bk_attn_batch ab1 = {win[w][1], dpos + r, dseq, dslots, dtab, max_blocks, bs, mp, nblocks * bs, win[w][1], dt2, nt2, NULL};
+        bk_attn_batch ab1 = {win[w][1], dpos + r, dseq, dslots, dtab, max_blocks, bs, mp, nblocks * bs, win[w][1], dt2, nt2};
         gpu->ops->attention(gpu, dout, dq + (size_t)r * qs, qs, dkc, dvc, &ab1, nh, nkv, hd, sc);
         dev_read(gpu, o2, dout, (size_t)win[w][1] * qs * 4);
         CHECK_MSG(!memcmp(o2, og + (size_t)r * qs, (size_t)win[w][1] * qs * 4),

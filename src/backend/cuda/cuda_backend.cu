@@ -389,16 +389,6 @@ static void cu_qk_norm_rope(backend *be, float *qkv, int stride, int n, int nh, 
          ks_cuda_qk_norm_rope(S, qkv, stride, n, nh, nkv, hd, qn ? (const float *)qn->impl : NULL,
                               kn ? (const float *)kn->impl : NULL, eps, pos, inv, kc, vc, kc ? ab->slots : NULL));
 }
-static void cu_attention_rope(backend *be, float *out, float *qkv, int stride, void *kc, void *vc,
-                              const bk_attn_batch *ab, int nh, int nkv, int hd, float scale, const bk_weight *qn,
-                              const bk_weight *kn, float eps, const int32_t *rope_pos, const float *inv) {
-    SKIP_IF_FAILED();
-    PROF(be, "attention_rope",
-         ks_cuda_attention_rope(S, out, qkv, stride, kc, vc, ab->pos, ab->seq, ab->block_tables, ab->max_blocks,
-                                ab->block_size, ab->n_tokens, nh, nkv, hd, scale, ab->kv_capacity,
-                                qn ? (const float *)qn->impl : NULL, kn ? (const float *)kn->impl : NULL, eps,
-                                rope_pos, inv, ab->run0, ab->slots));
-}
 static void cu_gather(backend *be, float *out, const float *in, const int32_t *idx, int n, int dim) {
     SKIP_IF_FAILED();
     PROF(be, "gather", ks_cuda_gather_rows(S, out, in, idx, n, dim));
@@ -490,7 +480,7 @@ static void cu_backend_free(backend *be) {
 static const backend_ops cuda_ops = {
     "cuda",       cu_alloc,       cu_free,      cu_upload,       cu_download,   cu_weight_init, cu_weight_release,
     cu_embed,     cu_rmsnorm,     cu_matmul,    cu_matmul_prompt, cu_rope,         cu_kv_store,   cu_attention,   cu_silu_mul,
-    cu_matmul_fused, cu_matmul_fused_side, cu_add,       cu_qk_norm_rope, cu_attention_rope, cu_gather,  cu_mtp_input, cu_argmax, cu_spec_shift,
+    cu_matmul_fused, cu_matmul_fused_side, cu_add,       cu_qk_norm_rope, cu_gather,  cu_mtp_input, cu_argmax, cu_spec_shift,
     cu_host_alloc, cu_host_free, cu_download_start, cu_download_wait, cu_graph_begin, cu_graph_end,  cu_graph_launch, cu_graph_free, cu_mem_usage, cu_backend_free,
 };
 

@@ -62,17 +62,7 @@ void ks_cuda_kv_store(ks_stream s, void *kc, void *vc, const float *k, const flo
                       const int32_t *slots, int n, int kv_dim);
 void ks_cuda_attention(ks_stream s, float *out, const float *q, int q_stride, const void *kc, const void *vc,
                        const int32_t *pos, const int32_t *seq, const int32_t *tables, int max_blocks, int block_size,
-                       int n, int n_heads, int n_kv_heads, int head_dim, float scale, int kv_capacity);
-/* a pass of decode rows from the raw qkv rows (stride `stride`): q / k
- * norms (NULL: none) and rope at rope_pos, each row's k and v stored at
- * slots[t], and the attention, in one launch where head_dim is 64, 128 or
- * 256 (else qk_norm_rope then attention); bitwise those two. run0: per row
- * the first row of its sequence's run (backend.h bk_attn_batch.run0). */
-void ks_cuda_attention_rope(ks_stream s, float *out, float *qkv, int stride, void *kc, void *vc, const int32_t *pos,
-                            const int32_t *seq, const int32_t *tables, int max_blocks, int block_size, int n,
-                            int n_heads, int n_kv_heads, int head_dim, float scale, int kv_capacity, const float *q_w,
-                            const float *k_w, float eps, const int32_t *rope_pos, const float *inv_freq,
-                            const int32_t *run0, const int32_t *slots);
+                       int n, int n_heads, int n_kv_heads, int head_dim, float scale, int max_pos);
 
 /* Prompt rows (k_gemm.cu, k_attention_prompt.cu). ks_cuda_matmul_prompt:
  * out (n, rows) = x (n, k) @ w^T on the tensor-core GEMM (g (k) != NULL:

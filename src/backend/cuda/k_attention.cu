@@ -29,19 +29,9 @@
  *   M = max m_z, L = sum l_z 2^(m_z - M), out = sum o_z 2^(m_z - M) / L.
  * A head's arithmetic depends only on the token's context length and Z, not
  * on which block merges or what else is in the launch (DESIGN.md principle
- * 2); launch shapes are fixed for CUDA graphs.
- * ROPE (ks_cuda_attention_rope, a pass of decode rows only): q is the raw
- * qkv row — each warp forms its block's q heads with head_norm_rope
- * (head_rope.cuh, k_qk_norm_rope's arithmetic) into its last stage's
- * bytes before its first tile needs them — and a key the pass itself adds
- * (a "new" row, found through run0: below) is formed the same way from its
- * qkv row straight into the warp's tile instead of read from the cache;
- * the block of the row's own token (its first head block) also stores it
- * in the cache. So the pass needs no qk_norm_rope launch, and every value
- * is bitwise what qk_norm_rope then the plain kernel give. */
+ * 2); launch shapes are fixed for CUDA graphs. */
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
-#include "backend/cuda/head_rope.cuh"
 
 #define ATT_WARPS 4
 #define ATT_THREADS (ATT_WARPS * 32)
@@ -93,26 +83,14 @@ __device__ __forceinline__ int att_sw(int r, int c) {
  * in base 2, arrived (slice, groups) counters, zero between launches.
  * Fragments (m16n8): lane l holds rows l/4 and l/4 + 8, columns 2 (l % 4)
  * and 2 (l % 4) + 1 of each 8-column tile. */
-/* ROPE's inputs: the norms' weights (NULL: no QK-norm), the rows' rope
- * positions, and per row run0: the first row of the run of consecutive
- * positions of its sequence that holds it, where that run holds every row
- * of the sequence in the pass (its new keys are then positions pos[run0] ..
- * pos[t], from rows run0 ..), else -1 (a search over the pass's rows) */
-struct att_rope {
-    const float *q_w, *k_w;
-    float eps;
-    const int32_t *rope_pos, *run0, *slots;
-    const float *inv_freq;
-};
-
-template <int HD, bool ROPE>
+template <int HD>
 __global__ void __launch_bounds__(ATT_THREADS)
 k_attn_decode(float *out, float *part_o, float *part_ml, int *arrived, const float *q, int q_stride,
               const __nv_bfloat16 *kc, const __nv_bfloat16 *vc, const int32_t *pos, const int32_t *seq,
               const int32_t *tables, int max_blocks, int bs, int nh, int nkv, int hd, float scale_log2, int Z,
-              int t_base, int n_rows, att_rope rp) {
+              int t_base, int n_rows) {
     typedef att_layout<HD> LY;
-    constexpr int C = HD / 8, NKS = HD / 16, NDT = HD / 8, HB = ATT_HB, E = HD / 32;
+    constexpr int C = HD / 8, NKS = HD / 16, NDT = HD / 8, HB = ATT_HB;
     extern __shared__ __align__(128) unsigned char att_smem[];
     __shared__ int last;
     /* pos, seq and the block tables come from the host's step upload, never
@@ -131,71 +109,12 @@ k_attn_decode(float *out, float *part_o, float *part_ml, int *arrived, const flo
     int mine = (n_chunks - z + Z - 1) / Z; /* chunks z, z + Z, ... of this block */
     int kv_dim = nkv * hd, hd8 = hd / 8;
     const int32_t *table = tables + (size_t)seq[t] * max_blocks;
-    /* ROPE: the pass's row that adds key j of this token's sequence, or -1
-     * (j older than the pass); the pass's rows are its n_rows positions at
-     * most, so older keys need no look */
-    auto new_row = [&](int j) -> int {
-        if (!ROPE || j < n_ctx - n_rows) return -1;
-        int r0 = rp.run0[t];
-        if (r0 >= 0) return j >= pos[r0] ? r0 + (j - pos[r0]) : -1;
-        for (int u = 0; u < n_rows; u++)
-            if (seq[u] == seq[t] && pos[u] == j) return u;
-        return -1;
-    };
     /* this warp's tile of chunk ci starts at key tile_j0(ci); lane r < 16
-     * (and r + 16) holds the slot of its row r (0 past the keys; ROPE: -1 -
-     * the row for a new key) */
+     * (and r + 16) holds the slot of its row r (0 past the keys) */
     auto tile_j0 = [&](int ci) { return (z + ci * Z) * ATT_CHUNK + warp * ATT_TILE; };
     auto slot_of = [&](int ci) -> int {
         int j = tile_j0(ci) + (lane & (ATT_TILE - 1));
-        if (!(ci < mine && j < n_ctx)) return 0;
-        int u = new_row(j);
-        return u >= 0 ? -1 - u : table[j / bs] * bs + j % bs;
-    };
-    /* ROPE: the norms' weights and this token's rotation, read and formed
-     * before the programmatic wait (host uploads and weights) */
-    float qw[ROPE ? E : 1], kw[ROPE ? E : 1], tcs[ROPE ? E / 2 : 1], tsn[ROPE ? E / 2 : 1];
-    if constexpr (ROPE) {
-#pragma unroll
-        for (int e = 0; e < E; e++) {
-            qw[e] = rp.q_w ? rp.q_w[lane + 32 * e] : 0.f;
-            kw[e] = rp.k_w ? rp.k_w[lane + 32 * e] : 0.f;
-        }
-        head_angles<E>(rp.rope_pos[t], rp.inv_freq, lane, tcs, tsn);
-    }
-    /* ROPE: new key row r of a tile from qkv row u — k normed and turned,
-     * both rounded to bf16 as the cache holds them; the block of row u's
-     * own token (its first head block) stores them in the cache too */
-    auto new_kv = [&](__nv_bfloat16 *kt, __nv_bfloat16 *vt, int r, int u) {
-        if constexpr (ROPE) {
-            const float *row = q + (size_t)u * q_stride;
-            float x[E], v[E], cs[E / 2], sn[E / 2];
-#pragma unroll
-            for (int e = 0; e < E; e++) {
-                x[e] = row[(size_t)(nh + g) * HD + lane + 32 * e];
-                v[e] = row[(size_t)(nh + nkv + g) * HD + lane + 32 * e];
-            }
-            if (u == t) { /* (a row's own token: the rotation above) */
-#pragma unroll
-                for (int e = 0; e < E / 2; e++) cs[e] = tcs[e], sn[e] = tsn[e];
-            } else {
-                head_angles<E>(rp.rope_pos[u], rp.inv_freq, lane, cs, sn);
-            }
-            head_norm_rope<E>(x, rp.k_w != nullptr, kw, rp.eps, cs, sn);
-            bool store = u == t && blockIdx.y % nsub == 0;
-            size_t at = (size_t)rp.slots[u] * kv_dim + (size_t)g * HD;
-#pragma unroll
-            for (int e = 0; e < E; e++) {
-                int d = lane + 32 * e;
-                __nv_bfloat16 kb = __float2bfloat16_rn(x[e]), vb = __float2bfloat16_rn(v[e]);
-                kt[att_sw<HD>(r, d >> 3) + (d & 7)] = kb;
-                vt[att_sw<HD>(r, d >> 3) + (d & 7)] = vb;
-                if (store) {
-                    const_cast<__nv_bfloat16 *>(kc)[at + d] = kb;
-                    const_cast<__nv_bfloat16 *>(vc)[at + d] = vb;
-                }
-            }
-        }
+        return ci < mine && j < n_ctx ? table[j / bs] * bs + j % bs : 0;
     };
     int slot_next = slot_of(0);
     unsigned char *wmem = att_smem + warp * LY::warp;
@@ -205,9 +124,7 @@ k_attn_decode(float *out, float *part_o, float *part_ml, int *arrived, const flo
         __nv_bfloat16 *kt = reinterpret_cast<__nv_bfloat16 *>(wmem + (ci % ATT_STAGES) * 2 * LY::tile);
         __nv_bfloat16 *vt = kt + ATT_TILE * HD;
         int j0 = tile_j0(ci);
-        /* ROPE: a tile that may hold keys of the pass (warp-uniform) */
-        bool fresh_tile = ROPE && j0 + ATT_TILE > n_ctx - n_rows;
-        if (ci < mine && j0 < n_ctx && !fresh_tile) {
+        if (ci < mine && j0 < n_ctx) {
 #pragma unroll 4
             for (int i = lane; i < ATT_TILE * C; i += 32) {
                 int r = i / C, c = i - r * C;
@@ -216,24 +133,6 @@ k_attn_decode(float *out, float *part_o, float *part_ml, int *arrived, const flo
                 size_t off = ok ? (size_t)sl * kv_dim + (size_t)g * hd + (size_t)c * 8 : 0;
                 cp_async16(smem_addr(kt + att_sw<HD>(r, c)), kc + off, ok ? 16 : 0);
                 cp_async16(smem_addr(vt + att_sw<HD>(r, c)), vc + off, ok ? 16 : 0);
-            }
-        } else if (ci < mine && j0 < n_ctx) {
-            for (int i = lane; i < ATT_TILE * C; i += 32) {
-                int r = i / C, c = i - r * C;
-                int sl = __shfl_sync(0xffffffffu, slots, r);
-                if (sl < 0) continue; /* a new row: formed below, not copied */
-                bool ok = j0 + r < n_ctx && c < hd8;
-                size_t off = ok ? (size_t)sl * kv_dim + (size_t)g * hd + (size_t)c * 8 : 0;
-                cp_async16(smem_addr(kt + att_sw<HD>(r, c)), kc + off, ok ? 16 : 0);
-                cp_async16(smem_addr(vt + att_sw<HD>(r, c)), vc + off, ok ? 16 : 0);
-            }
-            if constexpr (ROPE) {
-                unsigned fresh = __ballot_sync(0xffffffffu, lane < ATT_TILE && slots < 0);
-                while (fresh) {
-                    int r = __ffs(fresh) - 1;
-                    fresh &= fresh - 1;
-                    new_kv(kt, vt, r, -1 - __shfl_sync(0xffffffffu, slots, r));
-                }
             }
         }
         cp_async_commit(); /* an empty group past this warp's tiles: the waits count the same */
@@ -251,42 +150,15 @@ k_attn_decode(float *out, float *part_o, float *part_ml, int *arrived, const flo
         st0 = 1;
     }
     pdl_wait(); /* q and the new K/V rows are the kernel before's */
-    /* ROPE: the block's q heads as the matmul left them (their loads in
-     * flight while the first tiles are issued), then normed and turned into
-     * (head, HD) floats in this warp's last stage (its first copies land
-     * there only in the loop) */
-    const float *qrow = q + (size_t)t * q_stride + (size_t)h0 * hd;
-    int qstride = hd;
-    float xq[ROPE ? HB : 1][ROPE ? E : 1];
-    if constexpr (ROPE)
-#pragma unroll
-        for (int hh = 0; hh < HB; hh++)
-            if (hh < nhb)
-#pragma unroll
-                for (int e = 0; e < E; e++) xq[hh][e] = qrow[(size_t)hh * HD + lane + 32 * e];
     for (int st = st0; st < ATT_STAGES - 1; st++) {
         issue(st, slot_next);
         slot_next = slot_of(st + 1);
-    }
-    if constexpr (ROPE) {
-        static_assert((size_t)HB * HD * 4 <= 2 * LY::tile, "the q heads fit a stage");
-        float *qs = reinterpret_cast<float *>(wmem + (ATT_STAGES - 1) * 2 * LY::tile);
-#pragma unroll
-        for (int hh = 0; hh < HB; hh++)
-            if (hh < nhb) {
-                head_norm_rope<E>(xq[hh], rp.q_w != nullptr, qw, rp.eps, tcs, tsn);
-#pragma unroll
-                for (int e = 0; e < E; e++) qs[hh * HD + lane + 32 * e] = xq[hh][e];
-            }
-        __syncwarp();
-        qrow = qs;
-        qstride = HD;
     }
     /* A fragments of q: row g8 the bf16 of head h0 + g8's q * scale * log2 e,
      * row g8 + 8 what that left; dims 16 kk + 2 t4 (+1) and + 8 */
     uint32_t qa[NKS][4];
     {
-        const float *qh = qrow + (size_t)g8 * qstride;
+        const float *qh = q + (size_t)t * q_stride + (size_t)(h0 + g8) * hd;
         bool head = g8 < nhb;
 #pragma unroll
         for (int kk = 0; kk < NKS; kk++) {
@@ -296,7 +168,6 @@ k_attn_decode(float *out, float *part_o, float *part_ml, int *arrived, const flo
             split_pair(x0.x * scale_log2, x0.y * scale_log2, qa[kk][0], qa[kk][1]);
             split_pair(x1.x * scale_log2, x1.y * scale_log2, qa[kk][2], qa[kk][3]);
         }
-        if (ROPE) __syncwarp(); /* the q bytes read: the stage may take its tile */
     }
     float o[NDT][4];
 #pragma unroll
@@ -448,23 +319,23 @@ static ks_workspace att_ws, att_arrived_ws;
 /* Blocks of k_attn_decode<HD> one wave of the device holds: as many as
  * the carveout asked for fits (1 KB of each block's shared memory is the
  * system's), set up once. */
-template <int HD, bool ROPE>
+template <int HD>
 static int wave_blocks() {
     static int blocks;
     if (!blocks) {
         int dev = 0, sms = 0, smem_sm = 0;
         size_t dyn = att_layout<HD>::all;
         cudaFuncAttributes fa;
-        CUDA_CHECK(cudaFuncSetAttribute(k_attn_decode<HD, ROPE>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dyn));
+        CUDA_CHECK(cudaFuncSetAttribute(k_attn_decode<HD>, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)dyn));
         cudaGetDevice(&dev);
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
         cudaDeviceGetAttribute(&smem_sm, cudaDevAttrMaxSharedMemoryPerMultiprocessor, dev);
-        size_t per_block = dyn + 1024 + (cudaFuncGetAttributes(&fa, k_attn_decode<HD, ROPE>) == cudaSuccess ? fa.sharedSizeBytes : 0);
+        size_t per_block = dyn + 1024 + (cudaFuncGetAttributes(&fa, k_attn_decode<HD>) == cudaSuccess ? fa.sharedSizeBytes : 0);
         size_t want = (size_t)ATT_CARVEOUT_KB << 10;
         if (want < per_block) want = per_block;
         if (smem_sm > 0 && want > (size_t)smem_sm) want = smem_sm;
         int pct = smem_sm > 0 ? (int)((want * 100 + smem_sm - 1) / smem_sm) : 100;
-        if (cudaFuncSetAttribute(k_attn_decode<HD, ROPE>, cudaFuncAttributePreferredSharedMemoryCarveout, pct) != cudaSuccess)
+        if (cudaFuncSetAttribute(k_attn_decode<HD>, cudaFuncAttributePreferredSharedMemoryCarveout, pct) != cudaSuccess)
             cudaGetLastError(); /* a hint */
         int per_sm = (int)(want / per_block);
         blocks = sms * (per_sm > 0 ? per_sm : 1);
@@ -472,15 +343,13 @@ static int wave_blocks() {
     return blocks;
 }
 
-template <int HD, bool ROPE>
+template <int HD>
 static void launch_decode(ks_stream s, float *out, const float *q, int q_stride, const __nv_bfloat16 *kc,
                           const __nv_bfloat16 *vc, const int32_t *pos, const int32_t *seq, const int32_t *tables,
-                          int max_blocks, int bs, int n, int nh, int nkv, int hd, float scale, int kv_capacity,
-                          att_rope rp) {
+                          int max_blocks, int bs, int n, int nh, int nkv, int hd, float scale, int kv_capacity) {
     int nsub = (nh / nkv + ATT_HB - 1) / ATT_HB, groups = nkv * nsub;
-    /* Z: chunks of the pool, at most one wave of blocks for a token (the
-     * plain kernel's Z with ROPE too: the same partials, the same bits) */
-    int Z = (kv_capacity + ATT_CHUNK - 1) / ATT_CHUNK, wave = wave_blocks<HD, false>() / groups;
+    /* Z: chunks of the pool, at most one wave of blocks for a token */
+    int Z = (kv_capacity + ATT_CHUNK - 1) / ATT_CHUNK, wave = wave_blocks<HD>() / groups;
     if (Z > wave) Z = wave;
     Z = Z < 1 ? 1 : Z > ATT_MAX_Z ? ATT_MAX_Z : Z;
     int slice;
@@ -495,10 +364,9 @@ static void launch_decode(ks_stream s, float *out, const float *q, int q_stride,
     float *part_o = ws, *part_ml = ws + (size_t)slice * nh * Z * hd;
     for (int t0 = 0; t0 < n; t0 += slice) {
         int nt = n - t0 < slice ? n - t0 : slice;
-        if (ROPE) wave_blocks<HD, true>(); /* (its attributes set) */
-        ks_launch(k_attn_decode<HD, ROPE>, dim3(nt, groups, Z), ATT_THREADS, att_layout<HD>::all, s, out, part_o,
+        ks_launch(k_attn_decode<HD>, dim3(nt, groups, Z), ATT_THREADS, att_layout<HD>::all, s, out, part_o,
                   part_ml, arrived, q, q_stride, kc, vc, pos, seq, tables, max_blocks, bs, nh, nkv, hd,
-                  scale * 1.4426950408889634f /* log2 e: scores in base 2 */, Z, t0, n, rp);
+                  scale * 1.4426950408889634f /* log2 e: scores in base 2 */, Z, t0, n);
         CUDA_CHECK_LAUNCH();
     }
 }
@@ -514,30 +382,7 @@ extern "C" void ks_cuda_attention(ks_stream s, float *out, const float *q, int q
                      __LINE__);
         return;
     }
-    auto launch = head_dim <= 64    ? launch_decode<64, false>
-                  : head_dim <= 128 ? launch_decode<128, false>
-                                    : launch_decode<256, false>;
+    auto launch = head_dim <= 64 ? launch_decode<64> : head_dim <= 128 ? launch_decode<128> : launch_decode<256>;
     launch(s, out, q, q_stride, kc, vc, pos, seq, tables, max_blocks, block_size, n, n_heads, n_kv_heads, head_dim,
-           scale, kv_capacity, att_rope{});
-}
-
-extern "C" void ks_cuda_attention_rope(ks_stream s, float *out, float *qkv, int stride, void *kcv, void *vcv,
-                                       const int32_t *pos, const int32_t *seq, const int32_t *tables, int max_blocks,
-                                       int block_size, int n, int n_heads, int n_kv_heads, int head_dim, float scale,
-                                       int kv_capacity, const float *q_w, const float *k_w, float eps,
-                                       const int32_t *rope_pos, const float *inv_freq, const int32_t *run0,
-                                       const int32_t *slots) {
-    if (n <= 0) return;
-    if (head_dim != 64 && head_dim != 128 && head_dim != 256) { /* qk_norm_rope's fallback sizes: the two ops */
-        ks_cuda_qk_norm_rope(s, qkv, stride, n, n_heads, n_kv_heads, head_dim, q_w, k_w, eps, rope_pos, inv_freq, kcv,
-                             vcv, slots);
-        ks_cuda_attention(s, out, qkv, stride, kcv, vcv, pos, seq, tables, max_blocks, block_size, n, n_heads,
-                          n_kv_heads, head_dim, scale, kv_capacity);
-        return;
-    }
-    const __nv_bfloat16 *kc = (const __nv_bfloat16 *)kcv, *vc = (const __nv_bfloat16 *)vcv;
-    att_rope rp = {q_w, k_w, eps, rope_pos, run0, slots, inv_freq};
-    auto launch = head_dim == 64 ? launch_decode<64, true> : head_dim == 128 ? launch_decode<128, true> : launch_decode<256, true>;
-    launch(s, out, qkv, stride, kc, vc, pos, seq, tables, max_blocks, block_size, n, n_heads, n_kv_heads, head_dim,
-           scale, kv_capacity, rp);
+           scale, kv_capacity);
 }

@@ -3,7 +3,6 @@
  * (fp32 angle and precise cosf/sinf, as the CPU backend and transformers). */
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
-#include "backend/cuda/head_rope.cuh"
 
 __global__ void k_rope(float *x, int stride, int n, int nh, int hd, const int32_t *pos, const float *inv_freq) {
     pdl_start();
@@ -15,9 +14,8 @@ __global__ void k_rope(float *x, int stride, int n, int nh, int hd, const int32_
     float c = cosf(ang), s = sinf(ang);
     float *v = x + (size_t)t * stride + (size_t)h * hd;
     float a = v[i], b = v[i + half];
-    rope_pair(a, b, c, s);
-    v[i] = a;
-    v[i + half] = b;
+    v[i] = a * c - b * s;
+    v[i + half] = b * c + a * s;
 }
 
 extern "C" void ks_cuda_rope(ks_stream s, float *x, int row_stride, int n, int n_heads, int head_dim,
@@ -28,10 +26,12 @@ extern "C" void ks_cuda_rope(ks_stream s, float *x, int row_stride, int n, int n
 }
 
 /* Per-head RMSNorm (Qwen3's QK-norm; each skipped when its weights, q_w or
- * k_w, are NULL) and rope of the nh + nkv q and k heads that start each qkv
- * row, one warp per (token, head) when head_dim is a multiple of 64
- * (head_norm_rope, head_rope.cuh: the results equal rmsnorm, rmsnorm,
- * rope); other head sizes take those three.
+ * k_w, are NULL) and rope of
+ * the nh + nkv q and k heads that start each qkv row, one warp per (token,
+ * head) when head_dim is a multiple of 64: lane l holds dims l + 32e, so
+ * every rope pair (i, i + head_dim/2) is in one lane. The sum of squares
+ * runs in k_rmsnorm_warp's order and the rotation is k_rope's, so the
+ * results equal rmsnorm, rmsnorm, rope; other head sizes take those three.
  * With a cache (kc non-NULL) the k heads are also stored, rounded to bf16
  * as ks_cuda_kv_store does, at row slots[t], and nkv more warps per token
  * store the v heads. */
@@ -63,7 +63,12 @@ __global__ void k_qk_norm_rope(float *qkv, int stride, int n, int nh, int nkv, c
     if (rot) {
 #pragma unroll
         for (int e = 0; e < E; e++) wv[e] = w ? w[lane + 32 * e] : 0.f;
-        head_angles<E>(pos[t], inv_freq, lane, cs, sn);
+#pragma unroll
+        for (int e = 0; e < E / 2; e++) {
+            float ang = (float)pos[t] * inv_freq[lane + 32 * e];
+            cs[e] = cosf(ang);
+            sn[e] = sinf(ang);
+        }
     }
     pdl_wait();
     float *v = qkv + (size_t)t * stride + (size_t)h * HD;
@@ -74,7 +79,21 @@ __global__ void k_qk_norm_rope(float *qkv, int stride, int n, int nh, int nkv, c
         store_head<E>(vc + (size_t)slot * nkv * HD + (size_t)(h - nh - nkv) * HD, x, lane);
         return;
     }
-    head_norm_rope<E>(x, w != nullptr, wv, eps, cs, sn);
+    if (w) {
+        float ss = 0.f;
+#pragma unroll
+        for (int e = 0; e < E; e++) ss = fmaf(x[e], x[e], ss);
+        ss = warp_sum(ss);
+        float inv = 1.0f / sqrtf(ss / (float)HD + eps);
+#pragma unroll
+        for (int e = 0; e < E; e++) x[e] = wv[e] * (x[e] * inv);
+    }
+#pragma unroll
+    for (int e = 0; e < E / 2; e++) {
+        float a = x[e], b = x[e + E / 2];
+        x[e] = a * cs[e] - b * sn[e];
+        x[e + E / 2] = b * cs[e] + a * sn[e];
+    }
 #pragma unroll
     for (int e = 0; e < E; e++) v[lane + 32 * e] = x[e];
     if (kc && h >= nh) store_head<E>(kc + (size_t)slot * nkv * HD + (size_t)(h - nh) * HD, x, lane);
