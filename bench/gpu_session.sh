@@ -40,7 +40,8 @@
 # 64, where the 16 prompts' prefill is much of the measured time).
 # batch also runs bench/step_cadence.sh (forward time vs step cadence by
 # sequence count at up to 16 streams); BATCH_PARTS="sweep cadence stall"
-# picks among its three parts.
+# picks among its three parts. steps = every forward of Qwen3-8B prefills
+# of 4,096 and 4,115 tokens, timed (KESTREL_STEP_LOG; STEPS_TOKENS).
 set -u
 OUT=${1:?usage: bench/gpu_session.sh OUT [STAGES]}
 STAGES=${2:-test real profile spec}
@@ -74,7 +75,7 @@ QTOK=/tmp/qwen3tok
 [ -f .devcarry/qwen3tok.tar.xz ] && tar -xJf .devcarry/qwen3tok.tar.xz -C /tmp
 [ -f "$QTOK/tokenizer.json" ] || QTOK=$TC
 # (NOCKPT=1: no random checkpoints, for stages run on tinycoder alone)
-if [ -z "${NOCKPT:-}" ] && { has real || has ops || has batch || has long || has profile || has kprof || has gprof || has mem || has cadence || has ab; }; then # written while the tests run
+if [ -z "${NOCKPT:-}" ] && { has real || has ops || has batch || has long || has profile || has kprof || has gprof || has mem || has cadence || has ab || has steps; }; then # written while the tests run
     ( python3 tools/make_random_checkpoint.py qwen3-8b /tmp/q8 --tokenizer-from "$QTOK" &&
       { has real || has profile || has cadence || has ab; } &&
       python3 tools/make_random_checkpoint.py qwen3-1.7b /tmp/q17 --tokenizer-from "$QTOK" ) > /tmp/checkpoints.log 2>&1 &
@@ -310,6 +311,16 @@ if has cadence; then # forward time vs step period, plain decode, one to 16 stre
         [ -f "$M/config.json" ] || continue
         KESTREL=build/kestrel PROMPTS=/tmp/sh/shared/models/tinycoder/prompts timeout 150 bash bench/step_cadence.sh "$M" -- \
             --device cuda --no-pld --no-mtp --no-drafter --max-concurrent 16 2>&1 | sed "s|^|$(basename $M) |" | tee -a "$OUT/cadence.txt"
+    done
+fi
+if has steps; then # each forward of Qwen3-8B prefills of STEPS_TOKENS tokens (default 4096 4115: a 19-row third chunk), timed (KESTREL_STEP_LOG), STEPS_ROUNDS rounds
+    for round in $(seq ${STEPS_ROUNDS:-2}); do
+        for ntok in ${STEPS_TOKENS:-4096 4115}; do
+            echo "== q8 $ntok tokens, round $round" | tee -a "$OUT/steps.txt"
+            KESTREL_STEP_LOG=1 build/kestrel run /tmp/q8 -p "$(head -c $(chars_for_tokens $ntok) /tmp/src.txt)" -n 2 \
+                --temp 0 --ignore-eos --device cuda --no-pld 2>&1 >/dev/null | grep "kestrel: \(step\|prompt\)" |
+                sed 's/ (cuda.*//' | tee -a "$OUT/steps.txt"
+        done
     done
 fi
 if has steplog; then # every forward and proposer pass of one code completion, timed (KESTREL_STEP_LOG), MTP and DFlash

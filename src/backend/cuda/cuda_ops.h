@@ -62,7 +62,7 @@ void ks_cuda_kv_store(ks_stream s, void *kc, void *vc, const float *k, const flo
                       const int32_t *slots, int n, int kv_dim);
 void ks_cuda_attention(ks_stream s, float *out, const float *q, int q_stride, const void *kc, const void *vc,
                        const int32_t *pos, const int32_t *seq, const int32_t *tables, int max_blocks, int block_size,
-                       int n, int n_heads, int n_kv_heads, int head_dim, float scale, int max_pos);
+                       int n, int n_heads, int n_kv_heads, int head_dim, float scale, int kv_capacity);
 
 /* Prompt rows (k_gemm.cu, k_attention_prompt.cu). ks_cuda_matmul_prompt:
  * out (n, rows) = x (n, k) @ w^T on the tensor-core GEMM (g (k) != NULL:
