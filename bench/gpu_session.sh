@@ -41,7 +41,10 @@
 # batch also runs bench/step_cadence.sh (forward time vs step cadence by
 # sequence count at up to 16 streams); BATCH_PARTS="sweep cadence stall"
 # picks among its three parts. steps = every forward of Qwen3-8B prefills
-# of 4,096 and 4,115 tokens, timed (KESTREL_STEP_LOG; STEPS_TOKENS).
+# of 4,096 and 4,115 tokens, timed (KESTREL_STEP_LOG; STEPS_TOKENS);
+# gemmsweep = bench/gemm_sweep.cu: cuBLASLt's candidates for the Qwen3-8B
+# prompt GEMMs timed at 19 / 64 / 256 / 2,048 rows, row invariance and
+# determinism checked.
 set -u
 OUT=${1:?usage: bench/gpu_session.sh OUT [STAGES]}
 STAGES=${2:-test real profile spec}
@@ -312,6 +315,13 @@ if has cadence; then # forward time vs step period, plain decode, one to 16 stre
         KESTREL=build/kestrel PROMPTS=/tmp/sh/shared/models/tinycoder/prompts timeout 150 bash bench/step_cadence.sh "$M" -- \
             --device cuda --no-pld --no-mtp --no-drafter --max-concurrent 16 2>&1 | sed "s|^|$(basename $M) |" | tee -a "$OUT/cadence.txt"
     done
+fi
+if has gemmsweep; then # cuBLASLt candidates for the Qwen3-8B prompt GEMMs at 19 / 64 / 256 / 2,048 rows (bench/gemm_sweep.cu)
+    NVCC=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc)
+    CUDA_LIB=$(dirname "$(readlink -f "$NVCC")")/../lib64
+    "$NVCC" -O2 -std=c++17 -gencode arch=compute_90a,code=sm_90a -o build/gemm_sweep bench/gemm_sweep.cu \
+        -L"$CUDA_LIB" -lcublasLt -Xlinker -rpath -Xlinker "$CUDA_LIB" > "$OUT/gemmsweep_build.log" 2>&1 &&
+        timeout 240 build/gemm_sweep ${GEMMSWEEP_MAX:-12} | tee "$OUT/gemmsweep.txt"
 fi
 if has steps; then # each forward of Qwen3-8B prefills of STEPS_TOKENS tokens (default 4096 4115: a 19-row third chunk), timed (KESTREL_STEP_LOG), STEPS_ROUNDS rounds
     for round in $(seq ${STEPS_ROUNDS:-2}); do
