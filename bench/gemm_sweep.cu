@@ -123,7 +123,7 @@ int main(int argc, char **argv) {
         /* candidates: the heuristic's for 4,096 rows (ref; the first is k_gemm.cu's), then for 64 */
         cublasLtMatmulHeuristicResult_t cand[128];
         char src[128];
-        int nc = 0, refm[2] = {4096, 64};
+        int idx[128], nc = 0, refm[2] = {4096, 64};
         for (int r = 0; r < 2; r++) {
             cublasLtMatmulHeuristicResult_t res[64];
             int got = heuristic(h, d, rows, k, refm[r], maxc, res);
@@ -132,6 +132,7 @@ int main(int argc, char **argv) {
                 for (int j = 0; j < nc; j++) dup |= !memcmp(&cand[j].algo, &res[i].algo, sizeof res[i].algo);
                 if (!dup && nc < 128) {
                     src[nc] = r ? 's' : 'r';
+                    idx[nc] = i; /* its place in that heuristic's list */
                     cand[nc++] = res[i];
                 }
             }
@@ -140,7 +141,6 @@ int main(int argc, char **argv) {
                rows, k, nc);
         printf("%-5s %5s %6s %6s %5s %6s %9s %9s %9s %9s %4s %4s\n", "cand", "algo", "tile", "splitK", "red", "stages",
                "n=19 us", "n=64 us", "n=256 us", "n=2048 us", "inv", "det");
-        int ri = 0;
         for (int c = 0; c < nc; c++) {
             const cublasLtMatmulAlgo_t *a = &cand[c].algo;
             double us[4];
@@ -159,7 +159,7 @@ int main(int argc, char **argv) {
                 us[ni] = ms * 1e3 / reps;
             }
             if (!ok) {
-                printf("%c%-4d (not runnable)\n", src[c], c);
+                printf("%c%-4d (not runnable)\n", src[c], idx[c]);
                 cudaGetLastError();
                 continue;
             }
@@ -178,12 +178,11 @@ int main(int argc, char **argv) {
             bool det = !memcmp(h1, h2, b64);
             free(h1);
             free(h2);
-            printf("%c%-4d %5u %6u %6u %5u %6u %9.1f %9.1f %9.1f %9.1f %4s %4s\n", src[c], src[c] == 'r' ? ri : c - ri,
+            printf("%c%-4d %5u %6u %6u %5u %6u %9.1f %9.1f %9.1f %9.1f %4s %4s\n", src[c], idx[c],
                    cfg(a, CUBLASLT_ALGO_CONFIG_ID), cfg(a, CUBLASLT_ALGO_CONFIG_TILE_ID),
                    cfg(a, CUBLASLT_ALGO_CONFIG_SPLITK_NUM), cfg(a, CUBLASLT_ALGO_CONFIG_REDUCTION_SCHEME),
                    cfg(a, CUBLASLT_ALGO_CONFIG_STAGES_ID), us[0], us[1], us[2], us[3], inv ? "yes" : "NO",
                    det ? "yes" : "NO");
-            if (src[c] == 'r') ri++;
         }
         printf("   (reading the weights once at 4 TB/s: %.1f us)\n", (double)rows * k * 2 / 4e12 * 1e6);
         cublasLtMatmulDescDestroy(d);
