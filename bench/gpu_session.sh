@@ -92,6 +92,7 @@ if has test; then
 fi
 wait
 cat src/model/llama.c src/engine/engine_sched.c src/engine/engine_seq.c src/model/dflash.c src/engine/engine.c > /tmp/src.txt
+rm -f /tmp/prompt_*.txt # (prompt_of_tokens: this call's source, not a warm machine's last)
 cat $(git ls-files 'src/*.c' 'src/*.h' 'src/*.cu' 'tests/*.c' 'docs/*.md' 2>/dev/null || find src tests docs -type f) > /tmp/all.txt
 # chars_for_tokens N: the shortest prefix of /tmp/src.txt (characters)
 # that is N Qwen3 tokens (bisection; `kestrel run -p` feeds these
@@ -105,6 +106,11 @@ chars_for_tokens() {
     done
     echo $lo
 }
+# prompt_of_tokens N: that prefix itself, bisected once per N (kept in /tmp)
+prompt_of_tokens() {
+    [ -f /tmp/prompt_$1.txt ] || head -c $(chars_for_tokens $1) /tmp/src.txt > /tmp/prompt_$1.txt
+    cat /tmp/prompt_$1.txt
+}
 # long_decode KESTREL N: its "kestrel: prompt" line for Qwen3-8B decoding 128
 # tokens after ~N tokens of context — the source tree as text, ~3.6
 # characters a token with the Qwen3 tokenizer (the long stage and AB_LONG;
@@ -116,7 +122,7 @@ long_decode() {
 }
 if has real; then
     p512=$(head -c 1378 /tmp/src.txt)
-    p4k=$(head -c $(chars_for_tokens 4096) /tmp/src.txt) # (4,096 Qwen3 tokens; 3,712 before the twenty-third session)
+    p4k=$(prompt_of_tokens 4096) # (4,096 Qwen3 tokens; 3,712 before the twenty-third session)
     run() { # LABEL ENV... -- MODEL PROMPT N
         local label=$1; shift
         local envs=()
@@ -196,7 +202,7 @@ if has profile; then # GPU time per op (KESTREL_CUDA_PROFILE, graphs off): a 409
             envs=${v%%--*}; flags=; [ "$envs" != "$v" ] && flags=${v#*--}
             for ntok in ${PROFILE_TOKENS:-4096}; do # (PROFILE_N: tokens decoded after the prompt, default 64)
                 env $envs KESTREL_CUDA_PROFILE=1 KESTREL_CUDA_GRAPHS=0 build/kestrel run "$M" \
-                    -p "$(head -c $(chars_for_tokens $ntok) /tmp/src.txt)" -n ${PROFILE_N:-64} --temp 0 --ignore-eos \
+                    -p "$(prompt_of_tokens $ntok)" -n ${PROFILE_N:-64} --temp 0 --ignore-eos \
                     --device cuda $flags 2>&1 >/dev/null | grep -A30 "kestrel: prompt" > "/tmp/profile_$b.txt"
                 { echo "== $b $ntok tokens ($v)"; cat "/tmp/profile_$b.txt"; } | tee -a "$OUT/profile.txt"
             done
@@ -267,7 +273,7 @@ if has ab; then # this tree ("new") against each overlay .devcarry/ab_NAME.tar.x
         for M in /tmp/q8 /tmp/q17; do
             [ -f "$M/config.json" ] || continue
             for ntok in ${AB_PREFILL_TOKENS:-3712 4096 4115}; do
-                p4k=$(head -c $(chars_for_tokens $ntok) /tmp/src.txt)
+                p4k=$(prompt_of_tokens $ntok)
                 for round in $(seq ${AB_ROUNDS:-2}); do
                     for b in "${trees[@]}"; do
                         line=$($b/kestrel run "$M" -p "$p4k" -n 16 --temp 0 --ignore-eos --device cuda --no-pld 2>&1 >/dev/null |
@@ -327,7 +333,7 @@ if has steps; then # each forward of Qwen3-8B prefills of STEPS_TOKENS tokens (d
     for round in $(seq ${STEPS_ROUNDS:-2}); do
         for ntok in ${STEPS_TOKENS:-4096 4115}; do
             echo "== q8 $ntok tokens, round $round" | tee -a "$OUT/steps.txt"
-            KESTREL_STEP_LOG=1 build/kestrel run /tmp/q8 -p "$(head -c $(chars_for_tokens $ntok) /tmp/src.txt)" -n 2 \
+            KESTREL_STEP_LOG=1 build/kestrel run /tmp/q8 -p "$(prompt_of_tokens $ntok)" -n 2 \
                 --temp 0 --ignore-eos --device cuda --no-pld 2>&1 >/dev/null | grep "kestrel: \(step\|prompt\)" |
                 sed 's/ (cuda.*//' | tee -a "$OUT/steps.txt"
         done
