@@ -41,7 +41,8 @@
 # batch also runs bench/step_cadence.sh (forward time vs step cadence by
 # sequence count at up to 16 streams); BATCH_PARTS="sweep cadence stall"
 # picks among its three parts. steps = every forward of Qwen3-8B prefills
-# of 4,096 and 4,115 tokens, timed (KESTREL_STEP_LOG; STEPS_TOKENS);
+# of 4,096 and 4,115 tokens, timed (KESTREL_STEP_LOG; STEPS_TOKENS,
+# STEPS_MODELS; with each ab tree where the ab stage ran);
 # gemmsweep = bench/gemm_sweep.cu: cuBLASLt's candidates for the Qwen3-8B
 # prompt GEMMs timed at 19 / 64 / 256 / 2,048 rows, row invariance and
 # determinism checked.
@@ -329,13 +330,18 @@ if has gemmsweep; then # cuBLASLt candidates for the Qwen3-8B prompt GEMMs at 19
         -L"$CUDA_LIB" -lcublasLt -Xlinker -rpath -Xlinker "$CUDA_LIB" > "$OUT/gemmsweep_build.log" 2>&1 &&
         timeout 240 build/gemm_sweep ${GEMMSWEEP_MAX:-12} | tee "$OUT/gemmsweep.txt"
 fi
-if has steps; then # each forward of Qwen3-8B prefills of STEPS_TOKENS tokens (default 4096 4115: a 19-row third chunk), timed (KESTREL_STEP_LOG), STEPS_ROUNDS rounds
-    for round in $(seq ${STEPS_ROUNDS:-2}); do
-        for ntok in ${STEPS_TOKENS:-4096 4115}; do
-            echo "== q8 $ntok tokens, round $round" | tee -a "$OUT/steps.txt"
-            KESTREL_STEP_LOG=1 build/kestrel run /tmp/q8 -p "$(prompt_of_tokens $ntok)" -n 2 \
-                --temp 0 --ignore-eos --device cuda --no-pld 2>&1 >/dev/null | grep "kestrel: \(step\|prompt\)" |
-                sed 's/ (cuda.*//' | tee -a "$OUT/steps.txt"
+if has steps; then # each forward of prefills of STEPS_TOKENS tokens (default 4096 4115: a 19-row third chunk), timed
+    # (KESTREL_STEP_LOG), STEPS_ROUNDS rounds, on STEPS_MODELS (default Qwen3-8B), with each ab tree where the ab stage ran
+    for M in ${STEPS_MODELS:-/tmp/q8}; do
+        for round in $(seq ${STEPS_ROUNDS:-2}); do
+            for ntok in ${STEPS_TOKENS:-4096 4115}; do
+                for b in "${trees[@]:-build}"; do
+                    echo "== $(basename $M) $ntok tokens, $( [ "$b" = build ] && echo new || tname $b), round $round" | tee -a "$OUT/steps.txt"
+                    KESTREL_STEP_LOG=1 $b/kestrel run $M -p "$(prompt_of_tokens $ntok)" -n 2 \
+                        --temp 0 --ignore-eos --device cuda --no-pld 2>&1 >/dev/null | grep "kestrel: \(step\|prompt\)" |
+                        sed 's/ (cuda.*//' | tee -a "$OUT/steps.txt"
+                done
+            done
         done
     done
 fi
