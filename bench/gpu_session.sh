@@ -45,7 +45,10 @@
 # STEPS_MODELS; with each ab tree where the ab stage ran);
 # gemmsweep = bench/gemm_sweep.cu: cuBLASLt's candidates for the Qwen3-8B
 # prompt GEMMs timed at 19 / 64 / 256 / 2,048 rows, row invariance and
-# determinism checked.
+# determinism checked. layerstream = bench/layer_stream.cu: a decode
+# token's chain of matvecs (Qwen3-1.7B / 8B / tinycoder shapes) as one
+# kernel a matvec against one persistent kernel with grid barriers, each
+# against a stream of the same bytes.
 set -u
 OUT=${1:?usage: bench/gpu_session.sh OUT [STAGES]}
 STAGES=${2:-test real profile spec}
@@ -329,6 +332,12 @@ if has gemmsweep; then # cuBLASLt candidates for the Qwen3-8B prompt GEMMs at 19
     "$NVCC" -O2 -std=c++17 -gencode arch=compute_90a,code=sm_90a -o build/gemm_sweep bench/gemm_sweep.cu \
         -L"$CUDA_LIB" -lcublasLt -Xlinker -rpath -Xlinker "$CUDA_LIB" > "$OUT/gemmsweep_build.log" 2>&1 &&
         timeout 240 build/gemm_sweep ${GEMMSWEEP_MAX:-12} | tee "$OUT/gemmsweep.txt"
+fi
+if has layerstream; then # a kernel boundary's cost, launches against a persistent kernel (bench/layer_stream.cu)
+    NVCC=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc)
+    "$NVCC" -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -o build/layer_stream bench/layer_stream.cu \
+        > "$OUT/layerstream_build.log" 2>&1 &&
+        for m in ${LAYERSTREAM_MODELS:-1.7b 8b tiny}; do timeout 120 build/layer_stream $m 200; done | tee "$OUT/layerstream.txt"
 fi
 if has steps; then # each forward of prefills of STEPS_TOKENS tokens (default 4096 4115: a 19-row third chunk), timed
     # (KESTREL_STEP_LOG), STEPS_ROUNDS rounds, on STEPS_MODELS (default Qwen3-8B), with each ab tree where the ab stage ran

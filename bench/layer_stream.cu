@@ -1,0 +1,319 @@
+/* layer_stream.cu — how near the memory bound a decode step's chain of
+ * dependent matvecs can run, one kernel a matvec (today's decode: graphs
+ * and programmatic launch) against one persistent kernel whose blocks wait
+ * at a grid barrier between matvecs (a "megakernel"). Qwen3-1.7B runs 6
+ * launches a layer at 52% of its bound and Qwen3-8B at 78%; the gap is per
+ * kernel boundary (BENCHMARKS.md), and this tool measures what a boundary
+ * costs each way before the decode path is rebuilt around one.
+ *
+ * A token is L layers of four bf16 matvecs, each reading the last one's
+ * output (fp32, k <= 12,288):
+ *   qkv (Rq x H) on h; o (H x A) on qkv[0, A); gate_up (2I x H) on o's
+ *   output; down (H x I) on silu(gate) * up, writing the next layer's h.
+ * (Attention, norms and rope are left out: they read little.) Weights are
+ * random, scaled by 1 / sqrt(k) so values stay O(1) through the layers.
+ * One matvec: a block stages its x in shared memory (SwiGLU applied on the
+ * way for down), each warp owns a contiguous range of rows, each lane
+ * reads 16 bytes of a row at a time, a butterfly sums the lanes — the same
+ * device function in every variant, so their h after a token must match
+ * bitwise (checked; a wrong barrier shows up there).
+ * Variants, each timed over TOKENS tokens after a warm-up:
+ *   launch      one kernel per matvec, the token captured as a CUDA graph
+ *   launch+pdl  the same with programmatic dependent launch: each kernel
+ *               lets the next start at once, and waits (griddepcontrol)
+ *               before reading its x
+ *   launch+pdl+l2  and before that wait, each warp asks L2 for its rows
+ *               (cp.async.bulk.prefetch.L2)
+ *   persist     one cooperative kernel for the whole token, a grid barrier
+ *               (a counter and a generation word) between matvecs
+ *   persist+l2  and before each barrier, each warp asks L2 for its rows of
+ *               the next matvec, whose weights do not depend on the
+ *               barrier (PERSIST_PF_ROWS caps the rows, 0 = all)
+ * The bound: one kernel streaming all of a token's weights (a sum).
+ * A development tool for the H200 (bench/gpu_session.sh's layerstream
+ * stage builds it with nvcc); not part of the server.
+ * usage: layer_stream [1.7b|8b|tiny] [TOKENS] */
+#include <cooperative_groups.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CK(x)                                                                                   \
+    do {                                                                                        \
+        cudaError_t e_ = (x);                                                                   \
+        if (e_ != cudaSuccess) {                                                                \
+            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));         \
+            exit(1);                                                                            \
+        }                                                                                       \
+    } while (0)
+
+#define WARPS 8
+#define THREADS (WARPS * 32)
+#define MAX_K 12288
+
+struct matvec {
+    const __nv_bfloat16 *w; /* (rows, k) */
+    const float *x;         /* (k), or (2k) [gate | up] where swiglu */
+    float *y;               /* (rows) */
+    int rows, k, swiglu;
+};
+
+struct chain {
+    matvec mv[4 * 64];
+    int n;
+};
+
+__global__ void k_fill(__nv_bfloat16 *p, size_t n, float scale, unsigned seed) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        unsigned h = (unsigned)i * 2654435761u ^ seed;
+        h ^= h >> 15;
+        h *= 2246822519u;
+        h ^= h >> 13;
+        p[i] = __float2bfloat16(((h >> 8) * (2.0f / 16777216.0f) - 1.0f) * scale);
+    }
+}
+
+/* x into shared memory; loads bypass L1 (__ldcg): in the persistent kernel
+ * another block wrote x after this SM may have cached it */
+__device__ void stage_x(float *xs, const matvec &m) {
+    for (int i = threadIdx.x; i < m.k; i += THREADS) {
+        float v = __ldcg(m.x + i);
+        if (m.swiglu) {
+            float u = __ldcg(m.x + m.k + i);
+            v = v / (1.0f + __expf(-v)) * u;
+        }
+        xs[i] = v;
+    }
+    __syncthreads();
+}
+
+/* rows [r0, r1) of m.w . xs, one warp */
+__device__ void warp_rows(const matvec &m, const float *xs, int r0, int r1) {
+    int lane = threadIdx.x & 31;
+    for (int r = r0; r < r1; r++) {
+        const uint4 *row = reinterpret_cast<const uint4 *>(m.w + (size_t)r * m.k);
+        float acc = 0.f;
+#pragma unroll 4
+        for (int c = lane; c < m.k / 8; c += 32) {
+            uint4 u = __ldg(row + c);
+            const __nv_bfloat162 *p = reinterpret_cast<const __nv_bfloat162 *>(&u);
+            const float *xc = xs + c * 8;
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                float2 f = __bfloat1622float2(p[j]);
+                acc = fmaf(f.x, xc[2 * j], acc);
+                acc = fmaf(f.y, xc[2 * j + 1], acc);
+            }
+        }
+#pragma unroll
+        for (int o = 16; o; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+        if (lane == 0) m.y[r] = acc;
+    }
+}
+
+/* warp g of n_warps: its contiguous rows */
+__device__ __forceinline__ void rows_of(int rows, int g, int n_warps, int *r0, int *r1) {
+    int per = (rows + n_warps - 1) / n_warps;
+    *r0 = min(rows, g * per);
+    *r1 = min(rows, *r0 + per);
+}
+
+__device__ __forceinline__ void prefetch_l2(const void *p, size_t bytes, size_t cap) {
+    if (cap && bytes > cap) bytes = cap;
+    const char *c = (const char *)p;
+    for (size_t off = 0; off < bytes; off += 32768) {
+        unsigned n = (unsigned)(bytes - off < 32768 ? bytes - off : 32768);
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(c + off), "r"(n) : "memory");
+    }
+}
+
+/* one matvec a launch; pdl: 0 none, 1 wait before x, 2 and ask L2 for the rows first */
+__global__ void __launch_bounds__(THREADS) k_matvec(matvec m, int pdl) {
+    extern __shared__ float xs[];
+    int warp = threadIdx.x >> 5, g = blockIdx.x * WARPS + warp, r0, r1;
+    rows_of(m.rows, g, gridDim.x * WARPS, &r0, &r1);
+    if (pdl) {
+        asm volatile("griddepcontrol.launch_dependents;");
+        if (pdl == 2 && (threadIdx.x & 31) == 0 && r1 > r0) prefetch_l2(m.w + (size_t)r0 * m.k, (size_t)(r1 - r0) * m.k * 2, 0);
+        asm volatile("griddepcontrol.wait;" ::: "memory");
+    }
+    stage_x(xs, m);
+    warp_rows(m, xs, r0, r1);
+}
+
+__device__ unsigned bar_count;
+__device__ volatile unsigned bar_gen;
+
+__device__ void grid_barrier(unsigned n_blocks) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        unsigned gen = bar_gen;
+        __threadfence();
+        if (atomicAdd(&bar_count, 1) == n_blocks - 1) {
+            bar_count = 0;
+            __threadfence();
+            bar_gen = gen + 1;
+        } else {
+            while (bar_gen == gen) __nanosleep(20);
+        }
+        __threadfence();
+    }
+    __syncthreads();
+}
+
+/* the whole chain, one cooperative launch; pf_rows: 0 no prefetch, -1 all
+ * of a warp's next rows, else at most that many */
+__global__ void __launch_bounds__(THREADS) k_persist(const chain *ch, int pf_rows) {
+    extern __shared__ float xs[];
+    int warp = threadIdx.x >> 5, g = blockIdx.x * WARPS + warp, nw = gridDim.x * WARPS;
+    for (int i = 0; i < ch->n; i++) {
+        const matvec &m = ch->mv[i];
+        int r0, r1;
+        rows_of(m.rows, g, nw, &r0, &r1);
+        stage_x(xs, m);
+        warp_rows(m, xs, r0, r1);
+        if (pf_rows && i + 1 < ch->n && (threadIdx.x & 31) == 0) {
+            const matvec &nx = ch->mv[i + 1];
+            int q0, q1;
+            rows_of(nx.rows, g, nw, &q0, &q1);
+            if (q1 > q0)
+                prefetch_l2(nx.w + (size_t)q0 * nx.k, (size_t)(q1 - q0) * nx.k * 2,
+                            pf_rows > 0 ? (size_t)pf_rows * nx.k * 2 : 0);
+        }
+        grid_barrier(gridDim.x);
+    }
+}
+
+/* the bound: every weight byte of the chain read once, in one launch */
+__global__ void k_stream(const uint4 *p, size_t n, float *sink) {
+    float acc = 0.f;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        uint4 u = __ldg(p + i);
+        acc += __uint_as_float(u.x) + __uint_as_float(u.y) + __uint_as_float(u.z) + __uint_as_float(u.w);
+    }
+    if (acc == 1.2345f) *sink = acc;
+}
+
+static void launch_matvec(const matvec &m, int pdl, int blocks, cudaStream_t s) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(blocks);
+    cfg.blockDim = dim3(THREADS);
+    cfg.dynamicSmemBytes = (size_t)m.k * 4;
+    cfg.stream = s;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = pdl ? 1 : 0;
+    CK(cudaLaunchKernelEx(&cfg, k_matvec, m, pdl));
+}
+
+int main(int argc, char **argv) {
+    const char *model = argc > 1 ? argv[1] : "1.7b";
+    int tokens = argc > 2 ? atoi(argv[2]) : 100;
+    int H, A, Rq, I, L;
+    if (!strcmp(model, "8b")) H = 4096, A = 4096, Rq = 6144, I = 12288, L = 36;
+    else if (!strcmp(model, "tiny")) H = 512, A = 512, Rq = 768, I = 1536, L = 6;
+    else H = 2048, A = 2048, Rq = 4096, I = 6144, L = 28;
+    cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    CK(cudaFuncSetAttribute(k_matvec, cudaFuncAttributeMaxDynamicSharedMemorySize, MAX_K * 4));
+    CK(cudaFuncSetAttribute(k_persist, cudaFuncAttributeMaxDynamicSharedMemorySize, MAX_K * 4));
+    size_t per_layer = (size_t)Rq * H + (size_t)H * A + (size_t)2 * I * H + (size_t)H * I, total = per_layer * L;
+    __nv_bfloat16 *W;
+    CK(cudaMalloc(&W, total * 2));
+    float *act;
+    size_t act_n = (size_t)H + Rq + H + 2 * I;
+    CK(cudaMalloc(&act, act_n * 4 * 2));
+    float *h = act, *qkv = h + H, *o = qkv + Rq, *gu = o + H, *sink = act + act_n;
+    chain hc;
+    hc.n = 0;
+    __nv_bfloat16 *p = W;
+    auto add = [&](int rows, int k, const float *x, float *y, int sw) {
+        k_fill<<<1024, 256>>>(p, (size_t)rows * k, sqrtf(3.0f / k), 77u + hc.n);
+        hc.mv[hc.n++] = {p, x, y, rows, k, sw};
+        p += (size_t)rows * k;
+    };
+    for (int l = 0; l < L; l++) {
+        add(Rq, H, h, qkv, 0);
+        add(H, A, qkv, o, 0);
+        add(2 * I, H, o, gu, 0);
+        add(H, I, gu, h, 1);
+    }
+    chain *dch;
+    CK(cudaMalloc(&dch, sizeof hc));
+    CK(cudaMemcpy(dch, &hc, sizeof hc, cudaMemcpyHostToDevice));
+    float *h0 = (float *)malloc(H * 4), *href = (float *)malloc(H * 4), *hout = (float *)malloc(H * 4);
+    for (int i = 0; i < H; i++) h0[i] = sinf(0.37f * i);
+    cudaStream_t s;
+    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    cudaEvent_t e0, e1;
+    CK(cudaEventCreate(&e0));
+    CK(cudaEventCreate(&e1));
+    int per_sm = 0;
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_persist, THREADS, MAX_K * 4));
+    int pblocks = per_sm * prop.multiProcessorCount;
+    printf("# layer_stream %s: %d layers, %.3f GB of weights a token; %s, %d SMs, persistent grid %d blocks (%d an SM)\n",
+           model, L, total * 2 / 1e9, prop.name, prop.multiProcessorCount, pblocks, per_sm);
+
+    /* the bound */
+    size_t n16 = total * 2 / 16;
+    k_stream<<<prop.multiProcessorCount * 8, 512, 0, s>>>((const uint4 *)W, n16, sink);
+    CK(cudaEventRecord(e0, s));
+    for (int t = 0; t < tokens; t++) k_stream<<<prop.multiProcessorCount * 8, 512, 0, s>>>((const uint4 *)W, n16, sink);
+    CK(cudaEventRecord(e1, s));
+    CK(cudaEventSynchronize(e1));
+    float ms;
+    CK(cudaEventElapsedTime(&ms, e0, e1));
+    double bound_us = 1e3 * ms / tokens;
+    printf("%-16s %9.1f us a token  %7.0f GB/s\n", "stream (bound)", bound_us, total * 2 / (bound_us * 1e3));
+
+    const char *names[] = {"launch", "launch+pdl", "launch+pdl+l2", "persist", "persist+l2", "persist+l2 (4 rows)"};
+    for (int v = 0; v < 6; v++) {
+        cudaGraphExec_t ge = NULL;
+        int rows_per_warp = 2;
+        if (v < 3) {
+            cudaGraph_t gr;
+            CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+            for (int i = 0; i < hc.n; i++) {
+                int blocks = (hc.mv[i].rows + WARPS * rows_per_warp - 1) / (WARPS * rows_per_warp);
+                launch_matvec(hc.mv[i], v, blocks, s);
+            }
+            CK(cudaStreamEndCapture(s, &gr));
+            CK(cudaGraphInstantiate(&ge, gr, 0));
+            CK(cudaGraphDestroy(gr));
+        }
+        int pf = v == 4 ? -1 : v == 5 ? 4 : 0;
+        auto token = [&]() {
+            if (ge) {
+                CK(cudaGraphLaunch(ge, s));
+            } else {
+                void *args[] = {(void *)&dch, (void *)&pf};
+                CK(cudaLaunchCooperativeKernel((void *)k_persist, pblocks, THREADS, args, MAX_K * 4, s));
+            }
+        };
+        /* one token from h0: its h must be the first variant's, bitwise */
+        CK(cudaMemcpyAsync(h, h0, H * 4, cudaMemcpyHostToDevice, s));
+        token();
+        CK(cudaMemcpyAsync(hout, h, H * 4, cudaMemcpyDeviceToHost, s));
+        CK(cudaStreamSynchronize(s));
+        if (v == 0) memcpy(href, hout, H * 4);
+        int same = !memcmp(href, hout, H * 4);
+        for (int t = 0; t < 3; t++) token();
+        CK(cudaEventRecord(e0, s));
+        for (int t = 0; t < tokens; t++) token();
+        CK(cudaEventRecord(e1, s));
+        CK(cudaEventSynchronize(e1));
+        CK(cudaEventElapsedTime(&ms, e0, e1));
+        double us = 1e3 * ms / tokens;
+        printf("%-20s %9.1f us a token  %7.0f GB/s  %5.1f%% of the bound  %s\n", names[v], us,
+               total * 2 / (us * 1e3), 100.0 * bound_us / us, same ? "h bitwise as launch" : "h DIFFERS from launch");
+        if (ge) CK(cudaGraphExecDestroy(ge));
+    }
+    printf("# per layer: %d launches (launch variants) or %d barriers (persist); h[0..3] %g %g %g %g\n", 4, 4,
+           href[0], href[1], href[2], href[3]);
+    return 0;
+}
