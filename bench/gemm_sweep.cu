@@ -18,14 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CK(x)                                                                                   \
-    do {                                                                                        \
-        cudaError_t e_ = (x);                                                                   \
-        if (e_ != cudaSuccess) {                                                                \
-            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));         \
-            exit(1);                                                                            \
-        }                                                                                       \
-    } while (0)
+#include "bench_cuda.cuh"
+
 #define LK(x)                                                                                   \
     do {                                                                                        \
         cublasStatus_t s_ = (x);                                                                \

@@ -33,7 +33,6 @@
  * A development tool for the H200 (bench/gpu_session.sh's layerstream
  * stage builds it with nvcc); not part of the server.
  * usage: layer_stream [1.7b|8b|tiny] [TOKENS] */
-#include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
@@ -41,14 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define CK(x)                                                                                   \
-    do {                                                                                        \
-        cudaError_t e_ = (x);                                                                   \
-        if (e_ != cudaSuccess) {                                                                \
-            fprintf(stderr, "%s:%d: %s\n", __FILE__, __LINE__, cudaGetErrorString(e_));         \
-            exit(1);                                                                            \
-        }                                                                                       \
-    } while (0)
+#include "bench_cuda.cuh"
 
 #define WARPS 8
 #define THREADS (WARPS * 32)
