@@ -48,7 +48,7 @@
 # determinism checked. layerstream = bench/layer_stream.cu: a decode
 # token's chain of matvecs (Qwen3-1.7B / 8B / tinycoder shapes) as one
 # kernel a matvec against one persistent kernel with grid barriers, each
-# against a stream of the same bytes.
+# against a stream of the same bytes (LAYERSTREAM_RUNS, MODEL:TOKENS:EXTRA).
 set -u
 OUT=${1:?usage: bench/gpu_session.sh OUT [STAGES]}
 STAGES=${2:-test real profile spec}
@@ -337,7 +337,8 @@ if has layerstream; then # a kernel boundary's cost, launches against a persiste
     NVCC=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc)
     "$NVCC" -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -o build/layer_stream bench/layer_stream.cu \
         > "$OUT/layerstream_build.log" 2>&1 &&
-        for m in ${LAYERSTREAM_MODELS:-1.7b 8b tiny}; do timeout 120 build/layer_stream $m 200; done | tee "$OUT/layerstream.txt"
+        for run in ${LAYERSTREAM_RUNS:-1.7b:200:2 8b:100:2 tiny:500:2 1.7b:200:0}; do # MODEL:TOKENS:EXTRA
+            timeout 120 build/layer_stream ${run//:/ }; done | tee "$OUT/layerstream.txt"
 fi
 if has steps; then # each forward of prefills of STEPS_TOKENS tokens (default 4096 4115: a 19-row third chunk), timed
     # (KESTREL_STEP_LOG), STEPS_ROUNDS rounds, on STEPS_MODELS (default Qwen3-8B), with each ab tree where the ab stage ran

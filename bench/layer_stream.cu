@@ -10,8 +10,11 @@
  * output (fp32, k <= 12,288):
  *   qkv (Rq x H) on h; o (H x A) on qkv[0, A); gate_up (2I x H) on o's
  *   output; down (H x I) on silu(gate) * up, writing the next layer's h.
- * (Attention, norms and rope are left out: they read little.) Weights are
- * random, scaled by 1 / sqrt(k) so values stay O(1) through the layers.
+ * Attention, norms and rope read little; EXTRA (default 2) small ops a
+ * layer stand in for them between qkv and o (a copy of A values, as
+ * today's decode runs qk_norm_rope and the attention there: 6 launches a
+ * layer). Weights are random, scaled by 1 / sqrt(k) so values stay O(1)
+ * through the layers.
  * One matvec: a block stages its x in shared memory (SwiGLU applied on the
  * way for down), each warp owns a contiguous range of rows, each lane
  * reads 16 bytes of a row at a time, a butterfly sums the lanes — the same
@@ -32,7 +35,7 @@
  * The bound: one kernel streaming all of a token's weights (a sum).
  * A development tool for the H200 (bench/gpu_session.sh's layerstream
  * stage builds it with nvcc); not part of the server.
- * usage: layer_stream [1.7b|8b|tiny] [TOKENS] */
+ * usage: layer_stream [1.7b|8b|tiny] [TOKENS] [EXTRA] */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 #include <math.h>
@@ -47,14 +50,14 @@
 #define MAX_K 12288
 
 struct matvec {
-    const __nv_bfloat16 *w; /* (rows, k) */
+    const __nv_bfloat16 *w; /* (rows, k); NULL: a small op, y = x (rows) */
     const float *x;         /* (k), or (2k) [gate | up] where swiglu */
     float *y;               /* (rows) */
     int rows, k, swiglu;
 };
 
 struct chain {
-    matvec mv[4 * 64];
+    matvec mv[6 * 40];
     int n;
 };
 
@@ -106,6 +109,15 @@ __device__ void warp_rows(const matvec &m, const float *xs, int r0, int r1) {
     }
 }
 
+/* rows [r0, r1) of the op: the matvec's dot products (xs staged), or the copy */
+__device__ void op_rows(const matvec &m, const float *xs, int r0, int r1) {
+    if (m.w) {
+        warp_rows(m, xs, r0, r1);
+        return;
+    }
+    for (int r = r0 + (threadIdx.x & 31); r < r1; r += 32) m.y[r] = __ldcg(m.x + r);
+}
+
 /* warp g of n_warps: its contiguous rows */
 __device__ __forceinline__ void rows_of(int rows, int g, int n_warps, int *r0, int *r1) {
     int per = (rows + n_warps - 1) / n_warps;
@@ -129,11 +141,12 @@ __global__ void __launch_bounds__(THREADS) k_matvec(matvec m, int pdl) {
     rows_of(m.rows, g, gridDim.x * WARPS, &r0, &r1);
     if (pdl) {
         asm volatile("griddepcontrol.launch_dependents;");
-        if (pdl == 2 && (threadIdx.x & 31) == 0 && r1 > r0) prefetch_l2(m.w + (size_t)r0 * m.k, (size_t)(r1 - r0) * m.k * 2, 0);
+        if (pdl == 2 && m.w && (threadIdx.x & 31) == 0 && r1 > r0)
+            prefetch_l2(m.w + (size_t)r0 * m.k, (size_t)(r1 - r0) * m.k * 2, 0);
         asm volatile("griddepcontrol.wait;" ::: "memory");
     }
-    stage_x(xs, m);
-    warp_rows(m, xs, r0, r1);
+    if (m.w) stage_x(xs, m);
+    op_rows(m, xs, r0, r1);
 }
 
 __device__ unsigned bar_count;
@@ -165,9 +178,9 @@ __global__ void __launch_bounds__(THREADS) k_persist(const chain *ch, int pf_row
         const matvec &m = ch->mv[i];
         int r0, r1;
         rows_of(m.rows, g, nw, &r0, &r1);
-        stage_x(xs, m);
-        warp_rows(m, xs, r0, r1);
-        if (pf_rows && i + 1 < ch->n && (threadIdx.x & 31) == 0) {
+        if (m.w) stage_x(xs, m);
+        op_rows(m, xs, r0, r1);
+        if (pf_rows && i + 1 < ch->n && ch->mv[i + 1].w && (threadIdx.x & 31) == 0) {
             const matvec &nx = ch->mv[i + 1];
             int q0, q1;
             rows_of(nx.rows, g, nw, &q0, &q1);
@@ -205,7 +218,8 @@ static void launch_matvec(const matvec &m, int pdl, int blocks, cudaStream_t s) 
 
 int main(int argc, char **argv) {
     const char *model = argc > 1 ? argv[1] : "1.7b";
-    int tokens = argc > 2 ? atoi(argv[2]) : 100;
+    int tokens = argc > 2 ? atoi(argv[2]) : 100, extra = argc > 3 ? atoi(argv[3]) : 2;
+    if (extra < 0 || extra > 2) extra = 2;
     int H, A, Rq, I, L;
     if (!strcmp(model, "8b")) H = 4096, A = 4096, Rq = 6144, I = 12288, L = 36;
     else if (!strcmp(model, "tiny")) H = 512, A = 512, Rq = 768, I = 1536, L = 6;
@@ -218,12 +232,13 @@ int main(int argc, char **argv) {
     __nv_bfloat16 *W;
     CK(cudaMalloc(&W, total * 2));
     float *act;
-    size_t act_n = (size_t)H + Rq + H + 2 * I;
+    size_t act_n = (size_t)H + Rq + H + 2 * I + 2 * A;
     CK(cudaMalloc(&act, act_n * 4 * 2));
-    float *h = act, *qkv = h + H, *o = qkv + Rq, *gu = o + H, *sink = act + act_n;
-    chain hc;
+    float *h = act, *qkv = h + H, *o = qkv + Rq, *gu = o + H, *att1 = gu + 2 * I, *att2 = att1 + A, *sink = act + act_n;
+    chain hc; /* (4 + extra) ops a layer, at most 6 x 36 */
     hc.n = 0;
     __nv_bfloat16 *p = W;
+    auto copy = [&](int rows, const float *x, float *y) { hc.mv[hc.n++] = {NULL, x, y, rows, 0, 0}; };
     auto add = [&](int rows, int k, const float *x, float *y, int sw) {
         k_fill<<<1024, 256>>>(p, (size_t)rows * k, sqrtf(3.0f / k), 77u + hc.n);
         hc.mv[hc.n++] = {p, x, y, rows, k, sw};
@@ -231,7 +246,9 @@ int main(int argc, char **argv) {
     };
     for (int l = 0; l < L; l++) {
         add(Rq, H, h, qkv, 0);
-        add(H, A, qkv, o, 0);
+        if (extra > 0) copy(A, qkv, att1);
+        if (extra > 1) copy(A, att1, att2);
+        add(H, A, extra == 0 ? qkv : extra == 1 ? att1 : att2, o, 0);
         add(2 * I, H, o, gu, 0);
         add(H, I, gu, h, 1);
     }
@@ -248,8 +265,8 @@ int main(int argc, char **argv) {
     int per_sm = 0;
     CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_persist, THREADS, MAX_K * 4));
     int pblocks = per_sm * prop.multiProcessorCount;
-    printf("# layer_stream %s: %d layers, %.3f GB of weights a token; %s, %d SMs, persistent grid %d blocks (%d an SM)\n",
-           model, L, total * 2 / 1e9, prop.name, prop.multiProcessorCount, pblocks, per_sm);
+    printf("# layer_stream %s: %d layers of %d ops, %.3f GB of weights a token; %s, %d SMs, persistent grid %d blocks "
+           "(%d an SM)\n", model, L, 4 + extra, total * 2 / 1e9, prop.name, prop.multiProcessorCount, pblocks, per_sm);
 
     /* the bound */
     size_t n16 = total * 2 / 16;
@@ -305,7 +322,7 @@ int main(int argc, char **argv) {
                total * 2 / (us * 1e3), 100.0 * bound_us / us, same ? "h bitwise as launch" : "h DIFFERS from launch");
         if (ge) CK(cudaGraphExecDestroy(ge));
     }
-    printf("# per layer: %d launches (launch variants) or %d barriers (persist); h[0..3] %g %g %g %g\n", 4, 4,
+    printf("# per layer: %d launches (launch variants) or barriers (persist); h[0..3] %g %g %g %g\n", 4 + extra,
            href[0], href[1], href[2], href[3]);
     return 0;
 }
