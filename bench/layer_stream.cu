@@ -31,7 +31,9 @@
  *               (a counter and a generation word) between matvecs
  *   persist+l2  and before each barrier, each warp asks L2 for its rows of
  *               the next matvec, whose weights do not depend on the
- *               barrier (PERSIST_PF_ROWS caps the rows, 0 = all)
+ *               barrier (all of them, or at most 4 rows); also with 1 and 2
+ *               blocks an SM instead of as many as fit (fewer arrivals at
+ *               the barrier, fewer loads in flight)
  * The bound: one kernel streaming all of a token's weights (a sum).
  * A development tool for the H200 (bench/gpu_session.sh's layerstream
  * stage builds it with nvcc); not part of the server.
@@ -252,6 +254,7 @@ int main(int argc, char **argv) {
         add(2 * I, H, o, gu, 0);
         add(H, I, gu, h, 1);
     }
+    CK(cudaDeviceSynchronize()); /* the fills ran on the default stream; the tokens run on s */
     chain *dch;
     CK(cudaMalloc(&dch, sizeof hc));
     CK(cudaMemcpy(dch, &hc, sizeof hc, cudaMemcpyHostToDevice));
@@ -280,8 +283,9 @@ int main(int argc, char **argv) {
     double bound_us = 1e3 * ms / tokens;
     printf("%-16s %9.1f us a token  %7.0f GB/s\n", "stream (bound)", bound_us, total * 2 / (bound_us * 1e3));
 
-    const char *names[] = {"launch", "launch+pdl", "launch+pdl+l2", "persist", "persist+l2", "persist+l2 (4 rows)"};
-    for (int v = 0; v < 6; v++) {
+    const char *names[] = {"launch",          "launch+pdl",          "launch+pdl+l2",      "persist",
+                           "persist+l2",      "persist+l2 (4 rows)", "persist+l2 1 an SM", "persist+l2 2 an SM"};
+    for (int v = 0; v < 8; v++) {
         cudaGraphExec_t ge = NULL;
         int rows_per_warp = 2;
         if (v < 3) {
@@ -295,13 +299,14 @@ int main(int argc, char **argv) {
             CK(cudaGraphInstantiate(&ge, gr, 0));
             CK(cudaGraphDestroy(gr));
         }
-        int pf = v == 4 ? -1 : v == 5 ? 4 : 0;
+        int pf = v == 3 ? 0 : v == 5 ? 4 : -1;
+        int grid = v == 6 ? prop.multiProcessorCount : v == 7 && per_sm > 2 ? 2 * prop.multiProcessorCount : pblocks;
         auto token = [&]() {
             if (ge) {
                 CK(cudaGraphLaunch(ge, s));
             } else {
                 void *args[] = {(void *)&dch, (void *)&pf};
-                CK(cudaLaunchCooperativeKernel((void *)k_persist, pblocks, THREADS, args, MAX_K * 4, s));
+                CK(cudaLaunchCooperativeKernel((void *)k_persist, grid, THREADS, args, MAX_K * 4, s));
             }
         };
         /* one token from h0: its h must be the first variant's, bitwise */
