@@ -74,6 +74,8 @@ kmake all build/cuda_ops_bench >> "$OUT/build.log" 2>&1 ||
 echo "build: $(( $(date +%s) - t0 )) s"
 
 has() { case " $STAGES " in *" $1 "*) return 0 ;; esac; return 1; }
+# a tree's name in the ab and steps stages: build is this tree ("new"), /tmp/ab_NAME/build an overlay's
+tname() { [ "$1" = build ] && echo new || { local d=${1#/tmp/ab_}; echo ${d%/build}; }; }
 
 # the random checkpoints get the Qwen3 tokenizer when it is carried
 # (.devcarry/qwen3tok.tar.xz: random tokens then decode to text, which the
@@ -261,7 +263,6 @@ if has ab; then # this tree ("new") against each overlay .devcarry/ab_NAME.tar.x
                 "$(grep -c '^FAIL' /tmp/t_$name.txt) failed"; grep '^FAIL' /tmp/t_$name.txt | head -5; } ) | tee -a "$OUT/ab.txt"
         fi
     done
-    tname() { [ "$1" = build ] && echo new || { local d=${1#/tmp/ab_}; echo ${d%/build}; }; }
     p512=$(head -c 1378 /tmp/src.txt)
     for M in ${AB_MODELS:-/tmp/q8 /tmp/q17 $TC}; do
         [ -f "$M/config.json" ] || continue
@@ -346,7 +347,7 @@ if has steps; then # each forward of prefills of STEPS_TOKENS tokens (default 40
         for round in $(seq ${STEPS_ROUNDS:-2}); do
             for ntok in ${STEPS_TOKENS:-4096 4115}; do
                 for b in "${trees[@]:-build}"; do
-                    echo "== $(basename $M) $ntok tokens, $( [ "$b" = build ] && echo new || tname $b), round $round" | tee -a "$OUT/steps.txt"
+                    echo "== $(basename $M) $ntok tokens, $(tname $b), round $round" | tee -a "$OUT/steps.txt"
                     KESTREL_STEP_LOG=1 $b/kestrel run $M -p "$(prompt_of_tokens $ntok)" -n 2 \
                         --temp 0 --ignore-eos --device cuda --no-pld 2>&1 >/dev/null | grep "kestrel: \(step\|prompt\)" |
                         sed 's/ (cuda.*//' | tee -a "$OUT/steps.txt"
