@@ -27,6 +27,10 @@
  *               before reading its x
  *   launch+pdl+l2  and before that wait, each warp asks L2 for its rows
  *               (cp.async.bulk.prefetch.L2)
+ *   launch+pdl+next  launch+pdl, and each block, done with its rows, asks
+ *               L2 for its share of the next matvec's first 4 / 16 MB (the
+ *               rows its first blocks read): the launch's tail keeps the
+ *               memory busy, as the persistent kernel's prefetch does
  *   persist     one cooperative kernel for the whole token, a grid barrier
  *               (a counter and a generation word) between matvecs
  *   persist+l2  and before each barrier, each warp asks L2 for its rows of
@@ -56,6 +60,8 @@ struct matvec {
     const float *x;         /* (k), or (2k) [gate | up] where swiglu */
     float *y;               /* (rows) */
     int rows, k, swiglu;
+    const __nv_bfloat16 *nw; /* launch+pdl+next: the next matvec's weights, whose first nbytes */
+    size_t nbytes;           /* this launch's blocks ask L2 for as they finish (NULL: none) */
 };
 
 struct chain {
@@ -149,6 +155,10 @@ __global__ void __launch_bounds__(THREADS) k_matvec(matvec m, int pdl) {
     }
     if (m.w) stage_x(xs, m);
     op_rows(m, xs, r0, r1);
+    if (m.nw && threadIdx.x == 0) { /* this block's share of the next matvec's first bytes, while the launch's tail runs */
+        size_t slice = (m.nbytes / gridDim.x + 15) / 16 * 16, off = slice * blockIdx.x;
+        if (off < m.nbytes) prefetch_l2((const char *)m.nw + off, slice < m.nbytes - off ? slice : m.nbytes - off, 0);
+    }
 }
 
 __device__ unsigned bar_count;
@@ -240,10 +250,10 @@ int main(int argc, char **argv) {
     chain hc; /* (4 + extra) ops a layer, at most 6 x 36 */
     hc.n = 0;
     __nv_bfloat16 *p = W;
-    auto copy = [&](int rows, const float *x, float *y) { hc.mv[hc.n++] = {NULL, x, y, rows, 0, 0}; };
+    auto copy = [&](int rows, const float *x, float *y) { hc.mv[hc.n++] = {NULL, x, y, rows, 0, 0, NULL, 0}; };
     auto add = [&](int rows, int k, const float *x, float *y, int sw) {
         k_fill<<<1024, 256>>>(p, (size_t)rows * k, sqrtf(3.0f / k), 77u + hc.n);
-        hc.mv[hc.n++] = {p, x, y, rows, k, sw};
+        hc.mv[hc.n++] = {p, x, y, rows, k, sw, NULL, 0};
         p += (size_t)rows * k;
     };
     for (int l = 0; l < L; l++) {
@@ -283,24 +293,35 @@ int main(int argc, char **argv) {
     double bound_us = 1e3 * ms / tokens;
     printf("%-16s %9.1f us a token  %7.0f GB/s\n", "stream (bound)", bound_us, total * 2 / (bound_us * 1e3));
 
-    const char *names[] = {"launch",          "launch+pdl",          "launch+pdl+l2",      "persist",
-                           "persist+l2",      "persist+l2 (4 rows)", "persist+l2 1 an SM", "persist+l2 2 an SM"};
-    for (int v = 0; v < 8; v++) {
+    const char *names[] = {"launch",          "launch+pdl",          "launch+pdl+l2",      "launch+pdl+next 4MB",
+                           "launch+pdl+next 16MB", "persist",       "persist+l2",         "persist+l2 (4 rows)",
+                           "persist+l2 1 an SM",   "persist+l2 2 an SM"};
+    for (int v = 0; v < 10; v++) {
         cudaGraphExec_t ge = NULL;
         int rows_per_warp = 2;
-        if (v < 3) {
+        if (v < 5) {
             cudaGraph_t gr;
             CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
             for (int i = 0; i < hc.n; i++) {
                 int blocks = (hc.mv[i].rows + WARPS * rows_per_warp - 1) / (WARPS * rows_per_warp);
-                launch_matvec(hc.mv[i], v, blocks, s);
+                matvec m = hc.mv[i];
+                if (v >= 3) /* the next op with weights (the token's last: the next token's first) */
+                    for (int j = 1; j <= hc.n; j++) {
+                        const matvec &nx = hc.mv[(i + j) % hc.n];
+                        if (!nx.w) continue;
+                        size_t all = (size_t)nx.rows * nx.k * 2, cap = (size_t)(v == 3 ? 4 : 16) << 20;
+                        m.nw = nx.w;
+                        m.nbytes = all < cap ? all : cap;
+                        break;
+                    }
+                launch_matvec(m, v == 0 ? 0 : v == 2 ? 2 : 1, blocks, s);
             }
             CK(cudaStreamEndCapture(s, &gr));
             CK(cudaGraphInstantiate(&ge, gr, 0));
             CK(cudaGraphDestroy(gr));
         }
-        int pf = v == 3 ? 0 : v == 5 ? 4 : -1;
-        int grid = v == 6 ? prop.multiProcessorCount : v == 7 && per_sm > 2 ? 2 * prop.multiProcessorCount : pblocks;
+        int pf = v == 5 ? 0 : v == 7 ? 4 : -1;
+        int grid = v == 8 ? prop.multiProcessorCount : v == 9 && per_sm > 2 ? 2 * prop.multiProcessorCount : pblocks;
         auto token = [&]() {
             if (ge) {
                 CK(cudaGraphLaunch(ge, s));
