@@ -28,9 +28,10 @@
  *   launch+pdl+l2  and before that wait, each warp asks L2 for its rows
  *               (cp.async.bulk.prefetch.L2)
  *   launch+pdl+next  launch+pdl, and each block, done with its rows, asks
- *               L2 for its share of the next matvec's first 4 / 16 MB (the
- *               rows its first blocks read): the launch's tail keeps the
- *               memory busy, as the persistent kernel's prefetch does
+ *               L2 for the start of its share of the next matvec's rows,
+ *               4 / 16 MB in all (where each of the next launch's warps
+ *               starts reading): the launch's tail keeps the memory busy,
+ *               as the persistent kernel's prefetch does
  *   persist     one cooperative kernel for the whole token, a grid barrier
  *               (a counter and a generation word) between matvecs
  *   persist+l2  and before each barrier, each warp asks L2 for its rows of
@@ -60,8 +61,8 @@ struct matvec {
     const float *x;         /* (k), or (2k) [gate | up] where swiglu */
     float *y;               /* (rows) */
     int rows, k, swiglu;
-    const __nv_bfloat16 *nw; /* launch+pdl+next: the next matvec's weights, whose first nbytes */
-    size_t nbytes;           /* this launch's blocks ask L2 for as they finish (NULL: none) */
+    const __nv_bfloat16 *nw; /* launch+pdl+next: the next matvec's weights (nrows, nk), of whose */
+    int nrows, nk, nrow_bytes; /* rows this launch's blocks ask L2 for the first nrow_bytes as they finish */
 };
 
 struct chain {
@@ -155,9 +156,10 @@ __global__ void __launch_bounds__(THREADS) k_matvec(matvec m, int pdl) {
     }
     if (m.w) stage_x(xs, m);
     op_rows(m, xs, r0, r1);
-    if (m.nw && threadIdx.x == 0) { /* this block's share of the next matvec's first bytes, while the launch's tail runs */
-        size_t slice = (m.nbytes / gridDim.x + 15) / 16 * 16, off = slice * blockIdx.x;
-        if (off < m.nbytes) prefetch_l2((const char *)m.nw + off, slice < m.nbytes - off ? slice : m.nbytes - off, 0);
+    if (m.nw && threadIdx.x < 32) { /* this block's share of the next matvec's rows: the start of each, while the launch's tail runs */
+        int per = (m.nrows + gridDim.x - 1) / gridDim.x;
+        for (int r = blockIdx.x * per + threadIdx.x; r < min(m.nrows, (blockIdx.x + 1) * per); r += 32)
+            prefetch_l2(m.nw + (size_t)r * m.nk, m.nrow_bytes, 0);
     }
 }
 
@@ -250,10 +252,10 @@ int main(int argc, char **argv) {
     chain hc; /* (4 + extra) ops a layer, at most 6 x 36 */
     hc.n = 0;
     __nv_bfloat16 *p = W;
-    auto copy = [&](int rows, const float *x, float *y) { hc.mv[hc.n++] = {NULL, x, y, rows, 0, 0, NULL, 0}; };
+    auto copy = [&](int rows, const float *x, float *y) { hc.mv[hc.n++] = {NULL, x, y, rows, 0, 0, NULL, 0, 0, 0}; };
     auto add = [&](int rows, int k, const float *x, float *y, int sw) {
         k_fill<<<1024, 256>>>(p, (size_t)rows * k, sqrtf(3.0f / k), 77u + hc.n);
-        hc.mv[hc.n++] = {p, x, y, rows, k, sw, NULL, 0};
+        hc.mv[hc.n++] = {p, x, y, rows, k, sw, NULL, 0, 0, 0};
         p += (size_t)rows * k;
     };
     for (int l = 0; l < L; l++) {
@@ -309,9 +311,13 @@ int main(int argc, char **argv) {
                     for (int j = 1; j <= hc.n; j++) {
                         const matvec &nx = hc.mv[(i + j) % hc.n];
                         if (!nx.w) continue;
-                        size_t all = (size_t)nx.rows * nx.k * 2, cap = (size_t)(v == 3 ? 4 : 16) << 20;
+                        /* the first cap bytes in all: that share of each row, in 16-byte units */
+                        size_t cap = (size_t)(v == 3 ? 4 : 16) << 20, row = (size_t)nx.k * 2;
+                        size_t per = cap / nx.rows / 16 * 16;
                         m.nw = nx.w;
-                        m.nbytes = all < cap ? all : cap;
+                        m.nrows = nx.rows;
+                        m.nk = nx.k;
+                        m.nrow_bytes = (int)(per < 16 ? 16 : per > row ? row : per);
                         break;
                     }
                 launch_matvec(m, v == 0 ? 0 : v == 2 ? 2 : 1, blocks, s);
