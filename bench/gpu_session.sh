@@ -33,7 +33,9 @@
 # interleaved (AB_MODELS, AB_ROUNDS); AB_LONG="new NAME.." adds decode after
 # ~16k / ~64k tokens; AB_FWD=1 model_forward of 1 / 4 / 16 sequences;
 # AB_MATVEC=1 cuda_ops_bench --matvec; AB_SPEC="CONFIGS" the proposer bench (AB_SPEC_ROUNDS rounds, the trees interleaved; SPEC_FULL=1 at --full); AB_PREFILL=1 prefill of 3,712 / 4,096 / 4,115-token
-# prompts (AB_PREFILL_TOKENS) on Qwen3-8B and 1.7B.
+# prompts (AB_PREFILL_TOKENS) on Qwen3-8B and 1.7B; AB_LADDER="19,64,256" a
+# warm server's TTFT at those prompt sizes (bench.sh --workloads ladder,
+# AB_LADDER_MODELS), each tree.
 # steplog = KESTREL_STEP_LOG of one tinycoder completion with MTP, with DFlash.
 # SPEC_FULL=1: the proposer matrix at --full size (5 prompts x 128 tokens).
 # CONC_MAX_TOKENS=N: the concurrency sweep's answers N tokens long (--quick:
@@ -286,6 +288,16 @@ if has ab; then # this tree ("new") against each overlay .devcarry/ab_NAME.tar.x
                         echo "ab prefill $(basename $M) $(tname $b) $round: $line" | tee -a "$OUT/ab.txt"
                     done
                 done
+            done
+        done
+    fi
+    if [ -n "${AB_LADDER:-}" ]; then # a warm server's TTFT by prompt size (bench.sh's context ladder, AB_LADDER="19,64,256"), each tree
+        for M in ${AB_LADDER_MODELS:-/tmp/q8 /tmp/q17}; do
+            [ -f "$M/config.json" ] || continue
+            for b in "${trees[@]}"; do
+                KESTREL=$b/kestrel timeout 300 bash bench/bench.sh "$M" --quick --workloads ladder --ladder "$AB_LADDER" \
+                    -- --device cuda 2>/dev/null | grep -E "^\| [0-9]+ \| [0-9]+ \| [0-9]+ \|" |
+                    sed "s|^|ab ladder $(basename $M) $(tname $b) |" | tee -a "$OUT/ab.txt"
             done
         done
     fi
