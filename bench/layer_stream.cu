@@ -39,7 +39,9 @@
  *               barrier (all of them, or at most 4 rows); also with 1 and 2
  *               blocks an SM instead of as many as fit (fewer arrivals at
  *               the barrier, fewer loads in flight)
- * The bound: one kernel streaming all of a token's weights (a sum).
+ * The bound: one kernel streaming all of a token's weights (a sum). Last,
+ * the boundary alone: as many ops with no work, as launches and as
+ * barriers (us an op).
  * A development tool for the H200 (bench/gpu_session.sh's layerstream
  * stage builds it with nvcc); not part of the server.
  * usage: layer_stream [1.7b|8b|tiny] [TOKENS] [EXTRA] */
@@ -356,5 +358,40 @@ int main(int argc, char **argv) {
     }
     printf("# per layer: %d launches (launch variants) or barriers (persist); h[0..3] %g %g %g %g\n", 4 + extra,
            href[0], href[1], href[2], href[3]);
+
+    /* the boundary alone: the same number of ops with no work (no rows), one
+     * block an SM a launch (programmatic launch, a graph) or the persistent
+     * grid's barriers */
+    chain ec;
+    ec.n = hc.n;
+    for (int i = 0; i < ec.n; i++) ec.mv[i] = {NULL, NULL, NULL, 0, 0, 0, NULL, 0, 0, 0};
+    CK(cudaMemcpy(dch, &ec, sizeof ec, cudaMemcpyHostToDevice));
+    cudaGraph_t gr;
+    cudaGraphExec_t ge;
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < ec.n; i++) launch_matvec(ec.mv[i], 1, prop.multiProcessorCount, s);
+    CK(cudaStreamEndCapture(s, &gr));
+    CK(cudaGraphInstantiate(&ge, gr, 0));
+    CK(cudaGraphDestroy(gr));
+    int pf0 = 0;
+    for (int v = 0; v < 2; v++) {
+        auto run = [&]() {
+            if (v == 0) {
+                CK(cudaGraphLaunch(ge, s));
+            } else {
+                void *args[] = {(void *)&dch, (void *)&pf0};
+                CK(cudaLaunchCooperativeKernel((void *)k_persist, pblocks, THREADS, args, MAX_K * 4, s));
+            }
+        };
+        for (int t = 0; t < 3; t++) run();
+        CK(cudaEventRecord(e0, s));
+        for (int t = 0; t < tokens; t++) run();
+        CK(cudaEventRecord(e1, s));
+        CK(cudaEventSynchronize(e1));
+        CK(cudaEventElapsedTime(&ms, e0, e1));
+        printf("%-20s %9.2f us an op (%d ops a token, no work)\n", v ? "empty persist" : "empty launch+pdl",
+               1e3 * ms / tokens / ec.n, ec.n);
+    }
+    CK(cudaGraphExecDestroy(ge));
     return 0;
 }
