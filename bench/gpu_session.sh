@@ -348,7 +348,11 @@ if has gemmsweep; then # cuBLASLt candidates for the Qwen3-8B prompt GEMMs at 19
 fi
 if has layerstream; then # a kernel boundary's cost, launches against a persistent kernel (bench/layer_stream.cu)
     NVCC=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc)
-    "$NVCC" -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -o build/layer_stream bench/layer_stream.cu \
+    # with kestrel's own matvecs as one more variant (linked with libkestrel.a), else standalone
+    { "$NVCC" -O3 -std=c++17 -Isrc -gencode arch=compute_90a,code=sm_90a -DKS_WITH_KESTREL -o build/layer_stream \
+          bench/layer_stream.cu build/libkestrel.a -L"$SR/lib/x86_64-linux-gnu" -ljansson -lpcre2-8 -lutf8proc \
+          -lmicrohttpd -lcurl -lxxhash -ldl -lrt -Xlinker --allow-shlib-undefined ||
+      "$NVCC" -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -o build/layer_stream bench/layer_stream.cu; } \
         > "$OUT/layerstream_build.log" 2>&1 &&
         for run in ${LAYERSTREAM_RUNS:-1.7b:200:2 8b:100:2 tiny:500:2 1.7b:200:0}; do # MODEL:TOKENS:EXTRA
             timeout 120 build/layer_stream ${run//:/ }; done | tee "$OUT/layerstream.txt"

@@ -39,6 +39,11 @@
  *               barrier (all of them, or at most 4 rows); also with 1 and 2
  *               blocks an SM instead of as many as fit (fewer arrivals at
  *               the barrier, fewer loads in flight)
+ *   kestrel     (built with -DKS_WITH_KESTREL, linked with libkestrel.a)
+ *               the same chain on kestrel's own tensor-core matvecs
+ *               (ks_cuda_matmul_fused, SwiGLU in gate|up's epilogue, so
+ *               down reads I values) and the same small ops, a graph;
+ *               its h is not compared (other arithmetic)
  * The bound: one kernel streaming all of a token's weights (a sum). Last,
  * the boundary alone: as many ops with no work, as launches and as
  * barriers (us an op).
@@ -53,6 +58,9 @@
 #include <string.h>
 
 #include "bench_cuda.cuh"
+#ifdef KS_WITH_KESTREL /* linked with build/libkestrel.a: the "kestrel" variant */
+#include "backend/cuda/cuda_ops.h"
+#endif
 
 #define WARPS 8
 #define THREADS (WARPS * 32)
@@ -358,6 +366,39 @@ int main(int argc, char **argv) {
     }
     printf("# per layer: %d launches (launch variants) or barriers (persist); h[0..3] %g %g %g %g\n", 4 + extra,
            href[0], href[1], href[2], href[3]);
+
+#ifdef KS_WITH_KESTREL
+    {
+        cudaGraph_t gr;
+        cudaGraphExec_t ge;
+        CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+        for (int i = 0; i < hc.n; i++) {
+            const matvec &m = hc.mv[i];
+            if (!m.w) {
+                launch_matvec(m, 1, (m.rows + WARPS * 2 - 1) / (WARPS * 2), s);
+            } else if (m.swiglu) { /* down: x is gate|up's SwiGLU output, I values */
+                ks_cuda_matmul_fused(s, m.y, m.x, NULL, 0.f, m.w, 2, NULL, 1, m.k, m.rows, KS_MM_PLAIN);
+            } else {
+                bool gu = i + 1 < hc.n && hc.mv[i + 1].swiglu;
+                ks_cuda_matmul_fused(s, m.y, m.x, NULL, 0.f, m.w, 2, NULL, 1, m.k, m.rows,
+                                     gu ? KS_MM_SWIGLU : KS_MM_PLAIN);
+            }
+        }
+        CK(cudaStreamEndCapture(s, &gr));
+        CK(cudaGraphInstantiate(&ge, gr, 0));
+        CK(cudaGraphDestroy(gr));
+        for (int t = 0; t < 3; t++) CK(cudaGraphLaunch(ge, s));
+        CK(cudaEventRecord(e0, s));
+        for (int t = 0; t < tokens; t++) CK(cudaGraphLaunch(ge, s));
+        CK(cudaEventRecord(e1, s));
+        CK(cudaEventSynchronize(e1));
+        CK(cudaEventElapsedTime(&ms, e0, e1));
+        double us = 1e3 * ms / tokens;
+        printf("%-20s %9.1f us a token  %7.0f GB/s  %5.1f%% of the bound\n", "kestrel", us, total * 2 / (us * 1e3),
+               100.0 * bound_us / us);
+        CK(cudaGraphExecDestroy(ge));
+    }
+#endif
 
     /* the boundary alone: the same number of ops with no work (no rows), one
      * block an SM a launch (programmatic launch, a graph) or the persistent
