@@ -288,7 +288,12 @@ int main(int argc, char **argv) {
     CK(cudaEventCreate(&e0));
     CK(cudaEventCreate(&e1));
     int per_sm = 0;
-    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_persist, THREADS, MAX_K * 4));
+    /* the persistent kernel's x staging: the chain's widest k (Qwen3-1.7B's
+     * 6,144: 24 KB, 8 blocks an SM as the launches get; Qwen3-8B's 12,288:
+     * 48 KB, 4) */
+    size_t psmem = 0;
+    for (int i = 0; i < hc.n; i++) psmem = (size_t)hc.mv[i].k * 4 > psmem ? (size_t)hc.mv[i].k * 4 : psmem;
+    CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k_persist, THREADS, psmem));
     int pblocks = per_sm * prop.multiProcessorCount;
     printf("# layer_stream %s: %d layers of %d ops, %.3f GB of weights a token; %s, %d SMs, persistent grid %d blocks "
            "(%d an SM)\n", model, L, 4 + extra, total * 2 / 1e9, prop.name, prop.multiProcessorCount, pblocks, per_sm);
@@ -343,7 +348,7 @@ int main(int argc, char **argv) {
                 CK(cudaGraphLaunch(ge, s));
             } else {
                 void *args[] = {(void *)&dch, (void *)&pf};
-                CK(cudaLaunchCooperativeKernel((void *)k_persist, grid, THREADS, args, MAX_K * 4, s));
+                CK(cudaLaunchCooperativeKernel((void *)k_persist, grid, THREADS, args, psmem, s));
             }
         };
         /* one token from h0: its h must be the first variant's, bitwise */
@@ -421,7 +426,7 @@ int main(int argc, char **argv) {
                 CK(cudaGraphLaunch(ge, s));
             } else {
                 void *args[] = {(void *)&dch, (void *)&pf0};
-                CK(cudaLaunchCooperativeKernel((void *)k_persist, pblocks, THREADS, args, MAX_K * 4, s));
+                CK(cudaLaunchCooperativeKernel((void *)k_persist, pblocks, THREADS, args, psmem, s));
             }
         };
         for (int t = 0; t < 3; t++) run();
