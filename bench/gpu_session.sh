@@ -65,11 +65,14 @@ SR=$PWD/.devcarry/sysroot/usr
 TC=/tmp/sh/shared/models/tinycoder
 { nvidia-smi -L; git rev-parse --short HEAD; } > "$OUT/build.log" 2>&1
 t0=$(date +%s)
-# make against the carried sysroot, for sm_90a (this tree and the ab stage's variants)
+# make against the carried sysroot, for sm_90a (this tree and the ab stage's variants);
+# NVCC and SM90 also build the standalone tools (gemmsweep, layerstream)
+NVCC=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc)
+SM90="-gencode arch=compute_90a,code=sm_90a"
 kmake() {
     make -j16 "$@" CFLAGS="-I$SR/include -I$SR/include/x86_64-linux-gnu" \
         LDFLAGS="-L$SR/lib/x86_64-linux-gnu -Wl,--allow-shlib-undefined" \
-        NVCCFLAGS="-O3 -std=c++17 -Isrc -gencode arch=compute_90a,code=sm_90a -Xcompiler -fPIC"
+        NVCCFLAGS="-O3 -std=c++17 -Isrc $SM90 -Xcompiler -fPIC"
 }
 kmake all build/cuda_ops_bench >> "$OUT/build.log" 2>&1 ||
     { tail -40 "$OUT/build.log"; exit 1; }
@@ -340,19 +343,17 @@ if has cadence; then # forward time vs step period, plain decode, one to 16 stre
     done
 fi
 if has gemmsweep; then # cuBLASLt candidates for the Qwen3-8B prompt GEMMs at 19 / 64 / 256 / 2,048 rows (bench/gemm_sweep.cu)
-    NVCC=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc)
     CUDA_LIB=$(dirname "$(readlink -f "$NVCC")")/../lib64
-    "$NVCC" -O2 -std=c++17 -gencode arch=compute_90a,code=sm_90a -o build/gemm_sweep bench/gemm_sweep.cu \
+    "$NVCC" -O2 -std=c++17 $SM90 -o build/gemm_sweep bench/gemm_sweep.cu \
         -L"$CUDA_LIB" -lcublasLt -Xlinker -rpath -Xlinker "$CUDA_LIB" > "$OUT/gemmsweep_build.log" 2>&1 &&
         timeout 240 build/gemm_sweep ${GEMMSWEEP_MAX:-12} | tee "$OUT/gemmsweep.txt"
 fi
 if has layerstream; then # a kernel boundary's cost, launches against a persistent kernel (bench/layer_stream.cu)
-    NVCC=$(command -v nvcc || ls /usr/local/cuda/bin/nvcc)
     # with kestrel's own matvecs as one more variant (linked with libkestrel.a), else standalone
-    { "$NVCC" -O3 -std=c++17 -Isrc -gencode arch=compute_90a,code=sm_90a -DKS_WITH_KESTREL -o build/layer_stream \
+    { "$NVCC" -O3 -std=c++17 -Isrc $SM90 -DKS_WITH_KESTREL -o build/layer_stream \
           bench/layer_stream.cu build/libkestrel.a -L"$SR/lib/x86_64-linux-gnu" -ljansson -lpcre2-8 -lutf8proc \
           -lmicrohttpd -lcurl -lxxhash -ldl -lrt -Xlinker --allow-shlib-undefined ||
-      "$NVCC" -O3 -std=c++17 -gencode arch=compute_90a,code=sm_90a -o build/layer_stream bench/layer_stream.cu; } \
+      "$NVCC" -O3 -std=c++17 $SM90 -o build/layer_stream bench/layer_stream.cu; } \
         > "$OUT/layerstream_build.log" 2>&1 &&
         for run in ${LAYERSTREAM_RUNS:-1.7b:200:2 8b:100:2 tiny:500:2 1.7b:200:0}; do # MODEL:TOKENS:EXTRA
             timeout 120 build/layer_stream ${run//:/ }; done | tee "$OUT/layerstream.txt"

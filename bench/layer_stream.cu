@@ -226,6 +226,22 @@ __global__ void k_stream(const uint4 *p, size_t n, float *sink) {
     if (acc == 1.2345f) *sink = acc;
 }
 
+/* launch+pdl+next: op i of the chain asks L2, as its blocks finish, for
+ * the start of every row of the next op with weights (the token's last:
+ * the next token's first), cap bytes in all, in 16-byte units */
+static void next_rows_to_l2(const chain &ch, int i, size_t cap, matvec *m) {
+    for (int j = 1; j <= ch.n; j++) {
+        const matvec &nx = ch.mv[(i + j) % ch.n];
+        if (!nx.w) continue;
+        size_t row = (size_t)nx.k * 2, per = cap / nx.rows / 16 * 16;
+        m->nw = nx.w;
+        m->nrows = nx.rows;
+        m->nk = nx.k;
+        m->nrow_bytes = (int)(per < 16 ? 16 : per > row ? row : per);
+        return;
+    }
+}
+
 static void launch_matvec(const matvec &m, int pdl, int blocks, cudaStream_t s) {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(blocks);
@@ -298,58 +314,62 @@ int main(int argc, char **argv) {
     printf("# layer_stream %s: %d layers of %d ops, %.3f GB of weights a token; %s, %d SMs, persistent grid %d blocks "
            "(%d an SM)\n", model, L, 4 + extra, total * 2 / 1e9, prop.name, prop.multiProcessorCount, pblocks, per_sm);
 
+    /* GPU time of one run(), us: the mean of TOKENS after 3 */
+    auto time_us = [&](auto &&run) {
+        for (int t = 0; t < 3; t++) run();
+        CK(cudaEventRecord(e0, s));
+        for (int t = 0; t < tokens; t++) run();
+        CK(cudaEventRecord(e1, s));
+        CK(cudaEventSynchronize(e1));
+        float ms;
+        CK(cudaEventElapsedTime(&ms, e0, e1));
+        return 1e3 * ms / tokens;
+    };
+    /* what record() launches on s, as a graph */
+    auto capture = [&](auto &&record) {
+        cudaGraph_t gr;
+        cudaGraphExec_t ge;
+        CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+        record();
+        CK(cudaStreamEndCapture(s, &gr));
+        CK(cudaGraphInstantiate(&ge, gr, 0));
+        CK(cudaGraphDestroy(gr));
+        return ge;
+    };
+    /* the chain in dch as one cooperative launch of grid blocks */
+    auto persist = [&](int grid, int pf) {
+        void *args[] = {(void *)&dch, (void *)&pf};
+        CK(cudaLaunchCooperativeKernel((void *)k_persist, grid, THREADS, args, psmem, s));
+    };
+    double bound_us = 0;
+    auto report = [&](const char *name, double us, const char *tail) {
+        printf("%-24s %9.1f us a token  %7.0f GB/s  %5.1f%% of the bound  %s\n", name, us, total * 2 / (us * 1e3),
+               100.0 * bound_us / us, tail);
+    };
+
     /* the bound */
     size_t n16 = total * 2 / 16;
-    k_stream<<<prop.multiProcessorCount * 8, 512, 0, s>>>((const uint4 *)W, n16, sink);
-    CK(cudaEventRecord(e0, s));
-    for (int t = 0; t < tokens; t++) k_stream<<<prop.multiProcessorCount * 8, 512, 0, s>>>((const uint4 *)W, n16, sink);
-    CK(cudaEventRecord(e1, s));
-    CK(cudaEventSynchronize(e1));
-    float ms;
-    CK(cudaEventElapsedTime(&ms, e0, e1));
-    double bound_us = 1e3 * ms / tokens;
-    printf("%-16s %9.1f us a token  %7.0f GB/s\n", "stream (bound)", bound_us, total * 2 / (bound_us * 1e3));
+    bound_us = time_us([&] { k_stream<<<prop.multiProcessorCount * 8, 512, 0, s>>>((const uint4 *)W, n16, sink); });
+    report("stream (bound)", bound_us, "");
 
-    const char *names[] = {"launch",          "launch+pdl",          "launch+pdl+l2",      "launch+pdl+next 4MB",
-                           "launch+pdl+next 16MB", "persist",       "persist+l2",         "persist+l2 (4 rows)",
-                           "persist+l2 1 an SM",   "persist+l2 2 an SM"};
+    const char *names[] = {"launch", "launch+pdl", "launch+pdl+l2", "launch+pdl+next 4MB", "launch+pdl+next 16MB",
+                           "persist", "persist+l2", "persist+l2 (4 rows)", "persist+l2", "persist+l2"};
     for (int v = 0; v < 10; v++) {
         cudaGraphExec_t ge = NULL;
-        int rows_per_warp = 2;
-        if (v < 5) {
-            cudaGraph_t gr;
-            CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-            for (int i = 0; i < hc.n; i++) {
-                int blocks = (hc.mv[i].rows + WARPS * rows_per_warp - 1) / (WARPS * rows_per_warp);
-                matvec m = hc.mv[i];
-                if (v >= 3) /* the next op with weights (the token's last: the next token's first) */
-                    for (int j = 1; j <= hc.n; j++) {
-                        const matvec &nx = hc.mv[(i + j) % hc.n];
-                        if (!nx.w) continue;
-                        /* the first cap bytes in all: that share of each row, in 16-byte units */
-                        size_t cap = (size_t)(v == 3 ? 4 : 16) << 20, row = (size_t)nx.k * 2;
-                        size_t per = cap / nx.rows / 16 * 16;
-                        m.nw = nx.w;
-                        m.nrows = nx.rows;
-                        m.nk = nx.k;
-                        m.nrow_bytes = (int)(per < 16 ? 16 : per > row ? row : per);
-                        break;
-                    }
-                launch_matvec(m, v == 0 ? 0 : v == 2 ? 2 : 1, blocks, s);
-            }
-            CK(cudaStreamEndCapture(s, &gr));
-            CK(cudaGraphInstantiate(&ge, gr, 0));
-            CK(cudaGraphDestroy(gr));
-        }
-        int pf = v == 5 ? 0 : v == 7 ? 4 : -1;
-        int grid = v == 8 ? prop.multiProcessorCount : v == 9 && per_sm > 2 ? 2 * prop.multiProcessorCount : pblocks;
-        auto token = [&]() {
-            if (ge) {
-                CK(cudaGraphLaunch(ge, s));
-            } else {
-                void *args[] = {(void *)&dch, (void *)&pf};
-                CK(cudaLaunchCooperativeKernel((void *)k_persist, grid, THREADS, args, psmem, s));
-            }
+        if (v < 5)
+            ge = capture([&] {
+                for (int i = 0; i < hc.n; i++) {
+                    matvec m = hc.mv[i];
+                    if (v >= 3) next_rows_to_l2(hc, i, (size_t)(v == 3 ? 4 : 16) << 20, &m);
+                    launch_matvec(m, v == 0 ? 0 : v == 2 ? 2 : 1, (m.rows + WARPS * 2 - 1) / (WARPS * 2), s);
+                }
+            });
+        /* the last two persistent variants: 1 and (where more fit) 2 blocks an SM */
+        int pf = v == 5 ? 0 : v == 7 ? 4 : -1, sms = prop.multiProcessorCount;
+        int grid = v == 8 ? sms : v == 9 && per_sm > 2 ? 2 * sms : pblocks;
+        auto token = [&] {
+            if (ge) CK(cudaGraphLaunch(ge, s));
+            else persist(grid, pf);
         };
         /* one token from h0: its h must be the first variant's, bitwise */
         CK(cudaMemcpyAsync(h, h0, H * 4, cudaMemcpyHostToDevice, s));
@@ -357,52 +377,30 @@ int main(int argc, char **argv) {
         CK(cudaMemcpyAsync(hout, h, H * 4, cudaMemcpyDeviceToHost, s));
         CK(cudaStreamSynchronize(s));
         if (v == 0) memcpy(href, hout, H * 4);
-        int same = !memcmp(href, hout, H * 4);
-        for (int t = 0; t < 3; t++) token();
-        CK(cudaEventRecord(e0, s));
-        for (int t = 0; t < tokens; t++) token();
-        CK(cudaEventRecord(e1, s));
-        CK(cudaEventSynchronize(e1));
-        CK(cudaEventElapsedTime(&ms, e0, e1));
-        double us = 1e3 * ms / tokens;
-        printf("%-20s %9.1f us a token  %7.0f GB/s  %5.1f%% of the bound  %s\n", names[v], us,
-               total * 2 / (us * 1e3), 100.0 * bound_us / us, same ? "h bitwise as launch" : "h DIFFERS from launch");
+        char name[64];
+        snprintf(name, sizeof name, ge ? "%s" : "%s, %d an SM", names[v], grid / sms);
+        report(name, time_us(token), memcmp(href, hout, H * 4) ? "h DIFFERS from launch" : "h bitwise as launch");
         if (ge) CK(cudaGraphExecDestroy(ge));
     }
     printf("# per layer: %d launches (launch variants) or barriers (persist); h[0..3] %g %g %g %g\n", 4 + extra,
            href[0], href[1], href[2], href[3]);
 
 #ifdef KS_WITH_KESTREL
-    {
-        cudaGraph_t gr;
-        cudaGraphExec_t ge;
-        CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    cudaGraphExec_t kg = capture([&] {
         for (int i = 0; i < hc.n; i++) {
             const matvec &m = hc.mv[i];
-            if (!m.w) {
+            /* gate|up (the op before down) writes SwiGLU's I values from its
+             * epilogue, which down reads plain */
+            bool gu = i + 1 < hc.n && hc.mv[i + 1].swiglu;
+            if (!m.w)
                 launch_matvec(m, 1, (m.rows + WARPS * 2 - 1) / (WARPS * 2), s);
-            } else if (m.swiglu) { /* down: x is gate|up's SwiGLU output, I values */
-                ks_cuda_matmul_fused(s, m.y, m.x, NULL, 0.f, m.w, 2, NULL, 1, m.k, m.rows, KS_MM_PLAIN);
-            } else {
-                bool gu = i + 1 < hc.n && hc.mv[i + 1].swiglu;
+            else
                 ks_cuda_matmul_fused(s, m.y, m.x, NULL, 0.f, m.w, 2, NULL, 1, m.k, m.rows,
                                      gu ? KS_MM_SWIGLU : KS_MM_PLAIN);
-            }
         }
-        CK(cudaStreamEndCapture(s, &gr));
-        CK(cudaGraphInstantiate(&ge, gr, 0));
-        CK(cudaGraphDestroy(gr));
-        for (int t = 0; t < 3; t++) CK(cudaGraphLaunch(ge, s));
-        CK(cudaEventRecord(e0, s));
-        for (int t = 0; t < tokens; t++) CK(cudaGraphLaunch(ge, s));
-        CK(cudaEventRecord(e1, s));
-        CK(cudaEventSynchronize(e1));
-        CK(cudaEventElapsedTime(&ms, e0, e1));
-        double us = 1e3 * ms / tokens;
-        printf("%-20s %9.1f us a token  %7.0f GB/s  %5.1f%% of the bound\n", "kestrel", us, total * 2 / (us * 1e3),
-               100.0 * bound_us / us);
-        CK(cudaGraphExecDestroy(ge));
-    }
+    });
+    report("kestrel", time_us([&] { CK(cudaGraphLaunch(kg, s)); }), "(h not compared: other arithmetic)");
+    CK(cudaGraphExecDestroy(kg));
 #endif
 
     /* the boundary alone: the same number of ops with no work (no rows), one
@@ -412,32 +410,13 @@ int main(int argc, char **argv) {
     ec.n = hc.n;
     for (int i = 0; i < ec.n; i++) ec.mv[i] = {NULL, NULL, NULL, 0, 0, 0, NULL, 0, 0, 0};
     CK(cudaMemcpy(dch, &ec, sizeof ec, cudaMemcpyHostToDevice));
-    cudaGraph_t gr;
-    cudaGraphExec_t ge;
-    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-    for (int i = 0; i < ec.n; i++) launch_matvec(ec.mv[i], 1, prop.multiProcessorCount, s);
-    CK(cudaStreamEndCapture(s, &gr));
-    CK(cudaGraphInstantiate(&ge, gr, 0));
-    CK(cudaGraphDestroy(gr));
-    int pf0 = 0;
-    for (int v = 0; v < 2; v++) {
-        auto run = [&]() {
-            if (v == 0) {
-                CK(cudaGraphLaunch(ge, s));
-            } else {
-                void *args[] = {(void *)&dch, (void *)&pf0};
-                CK(cudaLaunchCooperativeKernel((void *)k_persist, pblocks, THREADS, args, psmem, s));
-            }
-        };
-        for (int t = 0; t < 3; t++) run();
-        CK(cudaEventRecord(e0, s));
-        for (int t = 0; t < tokens; t++) run();
-        CK(cudaEventRecord(e1, s));
-        CK(cudaEventSynchronize(e1));
-        CK(cudaEventElapsedTime(&ms, e0, e1));
-        printf("%-20s %9.2f us an op (%d ops a token, no work)\n", v ? "empty persist" : "empty launch+pdl",
-               1e3 * ms / tokens / ec.n, ec.n);
-    }
-    CK(cudaGraphExecDestroy(ge));
+    cudaGraphExec_t eg = capture([&] {
+        for (int i = 0; i < ec.n; i++) launch_matvec(ec.mv[i], 1, prop.multiProcessorCount, s);
+    });
+    printf("%-24s %9.2f us an op (%d ops a token, no work)\n", "empty launch+pdl",
+           time_us([&] { CK(cudaGraphLaunch(eg, s)); }) / ec.n, ec.n);
+    printf("%-24s %9.2f us an op (%d ops a token, no work)\n", "empty persist", time_us([&] { persist(pblocks, 0); }) / ec.n,
+           ec.n);
+    CK(cudaGraphExecDestroy(eg));
     return 0;
 }
