@@ -44,7 +44,8 @@
 # sequence count at up to 16 streams); BATCH_PARTS="sweep cadence stall"
 # picks among its three parts. steps = every forward of Qwen3-8B prefills
 # of 4,096 and 4,115 tokens, timed (KESTREL_STEP_LOG; STEPS_TOKENS,
-# STEPS_MODELS; with each ab tree where the ab stage ran);
+# STEPS_MODELS; with each ab tree where the ab stage ran; STEPS_PROFILE=1
+# adds the CUDA op profile of each run, graphs off);
 # gemmsweep = bench/gemm_sweep.cu: cuBLASLt's candidates for the Qwen3-8B
 # prompt GEMMs timed at 19 / 64 / 256 / 2,048 rows, row invariance and
 # determinism checked. layerstream = bench/layer_stream.cu: a decode
@@ -298,8 +299,13 @@ if has ab; then # this tree ("new") against each overlay .devcarry/ab_NAME.tar.x
         for M in ${AB_LADDER_MODELS:-/tmp/q8 /tmp/q17}; do
             [ -f "$M/config.json" ] || continue
             for b in "${trees[@]}"; do
+                # (bench.sh writes its tables to bench/results/*.md and names them on stderr; --no-pld: no spec on/off boots)
+                log="$OUT/ladder-$(basename $M)-$(tname $b).log"
                 KESTREL=$b/kestrel timeout 300 bash bench/bench.sh "$M" --quick --workloads ladder --ladder "$AB_LADDER" \
-                    -- --device cuda 2>/dev/null | grep -E "^\| [0-9]+ \| [0-9]+ \| [0-9]+ \|" |
+                    --prompts /tmp/sh/shared/models/tinycoder/prompts \
+                    -- --device cuda --no-pld > /dev/null 2> "$log"
+                md=$(grep -o 'bench/results/[^ ]*\.md' "$log" | head -1)
+                [ -n "$md" ] && grep -E "^\| [0-9]+ \| [0-9,.]+ \| 200 \|" "$md" |
                     sed "s|^|ab ladder $(basename $M) $(tname $b) |" | tee -a "$OUT/ab.txt"
             done
         done
@@ -365,9 +371,9 @@ if has steps; then # each forward of prefills of STEPS_TOKENS tokens (default 40
             for ntok in ${STEPS_TOKENS:-4096 4115}; do
                 for b in "${trees[@]:-build}"; do
                     echo "== $(basename $M) $ntok tokens, $(tname $b), round $round" | tee -a "$OUT/steps.txt"
-                    KESTREL_STEP_LOG=1 $b/kestrel run $M -p "$(prompt_of_tokens $ntok)" -n 2 \
-                        --temp 0 --ignore-eos --device cuda --no-pld 2>&1 >/dev/null | grep "kestrel: \(step\|prompt\)" |
-                        sed 's/ (cuda.*//' | tee -a "$OUT/steps.txt"
+                    env KESTREL_STEP_LOG=1 ${STEPS_PROFILE:+KESTREL_CUDA_PROFILE=1 KESTREL_CUDA_GRAPHS=0} $b/kestrel run $M \
+                        -p "$(prompt_of_tokens $ntok)" -n 2 --temp 0 --ignore-eos --device cuda --no-pld 2>&1 >/dev/null |
+                        grep "kestrel: \(step\|prompt\|CUDA op\)\|^  [a-z]" | sed 's/ (cuda.*//' | tee -a "$OUT/steps.txt"
                 done
             done
         done

@@ -34,11 +34,12 @@ static void dev_read(backend *be, void *h, const void *d, size_t bytes) {
 /* One case of the prompt matmul in one mode against the CPU: ADD starts
  * from a random out, SWIGLU_IN takes (n, 2k) [gate | up] rows, a norm (nc /
  * ng, else NULL) normalises the input rows first; then the first 1 / 7 /
- * 64 / 300 rows alone, bitwise. */
+ * 64 / 65 / 300 / 513 rows alone, bitwise (k_gemm.cu's row tiers: <= 64,
+ * <= 512 and more rows may each take another algorithm). */
 static void check_prompt_matmul(backend *cpu, backend *gpu, const bk_weight *wc, const bk_weight *wg,
                                 const bk_weight *bc, const bk_weight *bg, const bk_weight *nc, const bk_weight *ng,
                                 const float *wf, int rows, int k, int mode) {
-    int n = 512, kin = mode & BK_MM_SWIGLU_IN ? 2 * k : k;
+    int n = 700, kin = mode & BK_MM_SWIGLU_IN ? 2 * k : k;
     float *x = malloc((size_t)n * kin * 4), *act = malloc((size_t)n * k * 4), *base = malloc((size_t)n * rows * 4),
           *oc = malloc((size_t)n * rows * 4), *og = malloc((size_t)n * rows * 4), *os = malloc((size_t)n * rows * 4);
     for (size_t i = 0; i < (size_t)n * kin; i++) x[i] = frnd() * (mode & BK_MM_SWIGLU_IN ? 3.0f : 1.0f);
@@ -61,13 +62,13 @@ static void check_prompt_matmul(backend *cpu, backend *gpu, const bk_weight *wc,
         }
     CHECK_MSG(worst < 8e-3, "prompt gemm %dx%d mode %d%s: max err %g of sum|wx|", rows, k, mode, nc ? " normed" : "",
               worst);
-    int ns[4] = {1, 7, 64, 300};
-    for (int i = 0; i < 4; i++) {
+    int ns[6] = {1, 7, 64, 65, 300, 513};
+    for (int i = 0; i < 6; i++) {
         gpu->ops->buf_upload(gpu, dout, base, (size_t)ns[i] * rows * 4);
         gpu->ops->matmul_prompt(gpu, dout, dx, ng, 1e-6f, wg, bg, ns[i], mode);
         dev_read(gpu, os, dout, (size_t)ns[i] * rows * 4);
         CHECK_MSG(!memcmp(os, og, (size_t)ns[i] * rows * 4),
-                  "prompt gemm %dx%d mode %d%s: %d rows differ from the same rows of 512", rows, k, mode,
+                  "prompt gemm %dx%d mode %d%s: %d rows differ from the same rows of 700", rows, k, mode,
                   nc ? " normed" : "", ns[i]);
     }
     gpu->ops->buf_free(gpu, dx);

@@ -10,9 +10,11 @@
  * sequence as on CUDA. This
  * catches a recording keyed on too little (a host-side value that changes
  * between calls with one key) or a buffer that moves under a recording.
- * Every second eager forward advances the backend's epoch, as the CUDA
- * backend's does when a scratch buffer grows: graphs recorded before are
- * refused as stale and the model must record them again. */
+ * Every eager forward advances the backend's epoch, as the CUDA backend's
+ * does when a scratch buffer grows: graphs recorded before are refused as
+ * stale and the model must record them again. (Every second one made the
+ * MTP run's staleness hang on the parity of the engine's start-up
+ * forwards.) */
 #include <jansson.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -67,7 +69,10 @@ static backend *cpu(backend *be) { return st(be)->cpu; }
 static int rec(backend *be, const rec_op *op) {
     rec_graph *g = st(be)->cur;
     if (!g) {
-        if (op->k == R_EMBED && ++st(be)->eager % 2 == 0) st(be)->epoch++; /* a scratch buffer grew */
+        if (op->k == R_EMBED) { /* an eager forward: a scratch buffer grew */
+            st(be)->eager++;
+            st(be)->epoch++;
+        }
         return 0;
     }
     if (g->n == g->cap) {

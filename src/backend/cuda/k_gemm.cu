@@ -10,13 +10,21 @@
  * column-major terms: D (rows x n, ld rows) = op_T(A: k x rows, ld k) *
  * B (k x n, ld k) (+ C = D), which is out row-major.
  *
- * Row invariance (DESIGN.md principle 2): the algorithm is chosen once per
- * weight shape, by the heuristic for GEMM_REF_M rows, and used for every n
- * (timing the heuristic's other candidates on scratch picked slower ones:
- * 0.72-0.91x prefill on the H200, so the first is taken; a sweep of its
- * first 8 on random data found none faster across the Qwen3-8B shapes),
- * so a row's sum does not depend on how many rows share the call; the CUDA
- * tests check it bitwise (n = 1 .. 300 against one call of 512 rows).
+ * Row invariance (DESIGN.md principle 2): a row's sum must not depend on
+ * how many rows share the call. Each weight shape has a reference
+ * algorithm, the heuristic's first for GEMM_REF_M rows, which calls of more
+ * than 512 rows use (timing its other candidates picked slower ones for
+ * long prompts: 0.72-0.91x prefill on the H200). That algorithm has few
+ * CTAs at a few rows (Qwen3-8B: 42 us for a 19-row qkv that reads its
+ * weights in 13), so calls of <= 64 and <= 512 rows take the heuristic's
+ * first for 32 and for 256 rows instead — or its next, and so on — where its
+ * outputs are bitwise the reference's (checked once, at the shape's first
+ * call, on the shape's own weights and hashed inputs at 32 / 64 and 256 /
+ * 512 rows: pick_tiers); a candidate that differs anywhere (a split k,
+ * another accumulation order) is never used. No timing: the choice is the
+ * same on every run of one GPU and cuBLASLt, and so are the rows' bits.
+ * The CUDA tests check the invariance bitwise (n = 1 .. 513 against one
+ * call of 700).
  *
  * cuBLASLt is opened at run time (dlopen): the binary links only the static
  * CUDA runtime and starts where no CUDA library is installed. Without it,
@@ -67,11 +75,36 @@ __global__ void k_swiglu_to_16(T *__restrict__ out, const float *gu, int n, int 
     }
 }
 
+/* x (n, k) 16-bit values in [-1, 1) from a hash of the index: the tiers'
+ * probe input (pick_tiers) */
+template <typename T>
+__global__ void k_probe_fill(T *__restrict__ x, long long n) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+        unsigned h = (unsigned)i * 2654435761u;
+        h ^= h >> 15;
+        h *= 2246822519u;
+        h ^= h >> 13;
+        store1(x + i, (float)(h >> 8) * (2.0f / 16777216.0f) - 1.0f);
+    }
+}
+
+/* *differs |= 1 where a and b (n words) are not bitwise equal */
+__global__ void k_words_differ(const unsigned *a, const unsigned *b, long long n, unsigned *differs) {
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+        if (a[i] != b[i]) *differs = 1;
+}
+
 #ifdef KS_HAVE_LT
 
 #define GEMM_REF_M 4096
 #define GEMM_WS_BYTES (32u << 20)
 #define GEMM_MAX_SHAPES 64
+/* row tiers: calls of <= tier_rows[t] rows take algo[t], the heuristic's
+ * choice for tier_probe[t] rows; the last tier is the reference algorithm */
+#define GEMM_TIERS 3
+static const int tier_rows[GEMM_TIERS - 1] = {64, 512}, tier_probe[GEMM_TIERS - 1] = {32, 256};
+#define GEMM_PROBE_MAX 512
+#define GEMM_CANDS 8
 
 static struct {
     int tried, ok;
@@ -88,9 +121,9 @@ static struct {
     decltype(&cublasLtMatmul) matmul;
     cublasLtHandle_t h;
     struct {
-        int rows, k, wtype, bias, ok;
+        int rows, k, wtype, bias, ok, picked;
         cublasLtMatmulDesc_t desc;
-        cublasLtMatmulAlgo_t algo;
+        cublasLtMatmulAlgo_t algo[GEMM_TIERS]; /* by row tier; [GEMM_TIERS - 1] the reference */
     } shapes[GEMM_MAX_SHAPES];
     int n_shapes;
 } lt;
@@ -133,8 +166,29 @@ static int lt_open(void) {
 
 static cudaDataType_t dt_of(int wtype) { return wtype == 2 ? CUDA_R_16BF : CUDA_R_16F; }
 
-/* The shape's descriptor and algorithm (chosen for GEMM_REF_M rows); -1
- * when cuBLASLt has none for it. */
+/* cuBLASLt's first (up to) max candidates for shape si at m rows; their count */
+static int heuristic_at(int si, int m, cublasLtMatmulHeuristicResult_t *res, int max) {
+    int rows = lt.shapes[si].rows, k = lt.shapes[si].k;
+    cudaDataType_t dt = dt_of(lt.shapes[si].wtype);
+    cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
+    cublasLtMatmulPreference_t pref = NULL;
+    int ok = lt.layout_create(&la, dt, k, rows, k) == CUBLAS_STATUS_SUCCESS;
+    ok = ok && lt.layout_create(&lb, dt, k, m, k) == CUBLAS_STATUS_SUCCESS;
+    ok = ok && lt.layout_create(&lc, CUDA_R_32F, rows, m, rows) == CUBLAS_STATUS_SUCCESS;
+    ok = ok && lt.pref_create(&pref) == CUBLAS_STATUS_SUCCESS;
+    uint64_t wsb = GEMM_WS_BYTES;
+    ok = ok && lt.pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb) == CUBLAS_STATUS_SUCCESS;
+    int nres = 0;
+    ok = ok && lt.heuristic(lt.h, lt.shapes[si].desc, la, lb, lc, lc, pref, max, res, &nres) == CUBLAS_STATUS_SUCCESS;
+    if (la) lt.layout_destroy(la);
+    if (lb) lt.layout_destroy(lb);
+    if (lc) lt.layout_destroy(lc);
+    if (pref) lt.pref_destroy(pref);
+    return ok ? nres : 0;
+}
+
+/* The shape's descriptor and reference algorithm (chosen for GEMM_REF_M
+ * rows, every tier's until pick_tiers runs); -1 when cuBLASLt has none. */
 static int shape_of(int rows, int k, int wtype, int bias) {
     for (int i = 0; i < lt.n_shapes; i++)
         if (lt.shapes[i].rows == rows && lt.shapes[i].k == k && lt.shapes[i].wtype == wtype && lt.shapes[i].bias == bias)
@@ -146,10 +200,7 @@ static int shape_of(int rows, int k, int wtype, int bias) {
     lt.shapes[i].k = k;
     lt.shapes[i].wtype = wtype;
     lt.shapes[i].bias = bias;
-    cudaDataType_t dt = dt_of(wtype);
     cublasLtMatmulDesc_t d = NULL;
-    cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
-    cublasLtMatmulPreference_t pref = NULL;
     int ok = lt.desc_create(&d, CUBLAS_COMPUTE_32F, CUDA_R_32F) == CUBLAS_STATUS_SUCCESS;
     cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
     ok = ok && lt.desc_set(d, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta) == CUBLAS_STATUS_SUCCESS;
@@ -160,28 +211,98 @@ static int shape_of(int rows, int k, int wtype, int bias) {
         ok = lt.desc_set(d, CUBLASLT_MATMUL_DESC_EPILOGUE, &ep, sizeof ep) == CUBLAS_STATUS_SUCCESS &&
              lt.desc_set(d, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bt, sizeof bt) == CUBLAS_STATUS_SUCCESS;
     }
-    ok = ok && lt.layout_create(&la, dt, k, rows, k) == CUBLAS_STATUS_SUCCESS;
-    ok = ok && lt.layout_create(&lb, dt, k, GEMM_REF_M, k) == CUBLAS_STATUS_SUCCESS;
-    ok = ok && lt.layout_create(&lc, CUDA_R_32F, rows, GEMM_REF_M, rows) == CUBLAS_STATUS_SUCCESS;
-    ok = ok && lt.pref_create(&pref) == CUBLAS_STATUS_SUCCESS;
-    uint64_t wsb = GEMM_WS_BYTES;
-    ok = ok && lt.pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb) == CUBLAS_STATUS_SUCCESS;
+    lt.shapes[i].desc = d;
     cublasLtMatmulHeuristicResult_t res;
-    int nres = 0;
-    ok = ok && lt.heuristic(lt.h, d, la, lb, lc, lc, pref, 1, &res, &nres) == CUBLAS_STATUS_SUCCESS && nres > 0;
-    if (la) lt.layout_destroy(la);
-    if (lb) lt.layout_destroy(lb);
-    if (lc) lt.layout_destroy(lc);
-    if (pref) lt.pref_destroy(pref);
-    if (!ok) {
+    if (!ok || heuristic_at(i, GEMM_REF_M, &res, 1) < 1) {
         fprintf(stderr, "kestrel: cuBLASLt has no algorithm for %d x %d; those prompt matmuls use the vector kernel\n",
                 rows, k);
         return -1;
     }
-    lt.shapes[i].desc = d;
-    lt.shapes[i].algo = res.algo;
+    for (int t = 0; t < GEMM_TIERS; t++) lt.shapes[i].algo[t] = res.algo;
     lt.shapes[i].ok = 1;
     return i;
+}
+
+/* out (n, rows) (beta 1: +)= x16 (n, k) @ w^T with algorithm a of shape si */
+static cublasStatus_t lt_matmul(int si, const cublasLtMatmulAlgo_t *a, float beta, const void *w, const void *x16,
+                                float *out, int n, void *ws, ks_stream s) {
+    int rows = lt.shapes[si].rows, k = lt.shapes[si].k;
+    cudaDataType_t dt = dt_of(lt.shapes[si].wtype);
+    cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
+    int ok = lt.layout_create(&la, dt, k, rows, k) == CUBLAS_STATUS_SUCCESS &&
+             lt.layout_create(&lb, dt, k, n, k) == CUBLAS_STATUS_SUCCESS &&
+             lt.layout_create(&lc, CUDA_R_32F, rows, n, rows) == CUBLAS_STATUS_SUCCESS;
+    float alpha = 1.f; /* C = D = out */
+    cublasStatus_t st = CUBLAS_STATUS_NOT_INITIALIZED;
+    if (ok)
+        st = lt.matmul(lt.h, lt.shapes[si].desc, &alpha, w, la, x16, lb, &beta, out, lc, out, lc, a, ws, GEMM_WS_BYTES,
+                       s);
+    if (la) lt.layout_destroy(la);
+    if (lb) lt.layout_destroy(lb);
+    if (lc) lt.layout_destroy(lc);
+    return st;
+}
+
+/* 1 where algorithm a's first n rows of shape si are bitwise ref's (x16's
+ * first n rows through w; out: scratch of n rows, differs: one device word) */
+static int same_rows(int si, const cublasLtMatmulAlgo_t *a, const void *w, const void *x16, const float *ref,
+                     float *out, int n, void *ws, unsigned *differs, ks_stream s) {
+    long long words = (long long)n * lt.shapes[si].rows;
+    unsigned h = 1;
+    cudaMemsetAsync(differs, 0, 4, s);
+    cudaMemsetAsync(out, 0xff, (size_t)words * 4, s); /* a row it does not write differs */
+    if (lt_matmul(si, a, 0.f, w, x16, out, n, ws, s) != CUBLAS_STATUS_SUCCESS) return 0;
+    k_words_differ<<<256, 256, 0, s>>>((const unsigned *)ref, (const unsigned *)out, words, differs);
+    return cudaMemcpyAsync(&h, differs, 4, cudaMemcpyDeviceToHost, s) == cudaSuccess &&
+           cudaStreamSynchronize(s) == cudaSuccess && h == 0;
+}
+
+/* The row tiers' algorithms of shape si (see the top of the file), on its
+ * weights w (and bias: the descriptor's epilogue reads it). Scratch is
+ * allocated and freed here; any failure leaves the reference in a tier.
+ * Synchronizes the stream. */
+static void pick_tiers(int si, const void *w, const float *bias, ks_stream s) {
+    int rows = lt.shapes[si].rows, k = lt.shapes[si].k, wtype = lt.shapes[si].wtype;
+    lt.shapes[si].picked = 1;
+    size_t xb = ((size_t)GEMM_PROBE_MAX * k * 2 + 255) / 256 * 256, ob = (size_t)GEMM_PROBE_MAX * rows * 4;
+    char *scratch = (char *)ks_cuda_malloc(xb + 2 * ob + 256 + GEMM_WS_BYTES, KS_MEM_WORKSPACE);
+    if (!scratch) return; /* (only speed is lost) */
+    void *x16 = scratch, *ws = scratch + xb + 2 * ob + 256;
+    float *ref = (float *)(scratch + xb), *out = (float *)(scratch + xb + ob);
+    unsigned *differs = (unsigned *)(scratch + xb + 2 * ob);
+    if (bias) lt.desc_set(lt.shapes[si].desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
+    long long nx = (long long)GEMM_PROBE_MAX * k;
+    if (wtype == 2) k_probe_fill<__nv_bfloat16><<<256, 256, 0, s>>>((__nv_bfloat16 *)x16, nx);
+    else k_probe_fill<__half><<<256, 256, 0, s>>>((__half *)x16, nx);
+    const cublasLtMatmulAlgo_t *ra = &lt.shapes[si].algo[GEMM_TIERS - 1];
+    int pick[GEMM_TIERS - 1] = {-1, -1};
+    if (lt_matmul(si, ra, 0.f, w, x16, ref, GEMM_PROBE_MAX, ws, s) == CUBLAS_STATUS_SUCCESS)
+        for (int t = 0; t < GEMM_TIERS - 1; t++) {
+            cublasLtMatmulHeuristicResult_t res[GEMM_CANDS];
+            int nc = heuristic_at(si, tier_probe[t], res, GEMM_CANDS);
+            for (int c = 0; c < nc && pick[t] < 0; c++)
+                if (same_rows(si, &res[c].algo, w, x16, ref, out, tier_probe[t], ws, differs, s) &&
+                    same_rows(si, &res[c].algo, w, x16, ref, out, tier_rows[t], ws, differs, s)) {
+                    pick[t] = c;
+                    lt.shapes[si].algo[t] = res[c].algo;
+                }
+        }
+    /* each tier's algorithm once more at a few sizes, with beta 0 and 1: a
+     * kernel variant is loaded at its first launch (CUDA's lazy loading), and
+     * cuBLASLt may launch another variant for the source read of beta 1 or
+     * another size — outside the request that would otherwise pay for it */
+    const int warm[GEMM_TIERS][3] = {{1, 16, 64}, {128, 256, 512}, {GEMM_PROBE_MAX, GEMM_PROBE_MAX, GEMM_PROBE_MAX}};
+    for (int t = 0; t < GEMM_TIERS; t++)
+        for (int j = 0; j < 3; j++)
+            for (int beta = 0; beta < 2; beta++)
+                lt_matmul(si, &lt.shapes[si].algo[t], (float)beta, w, x16, out, warm[t][j], ws, s);
+    cudaStreamSynchronize(s);
+    cudaGetLastError(); /* a candidate that failed to launch is simply not used */
+    ks_cuda_free(scratch);
+    if (getenv("KESTREL_CUDA_PROFILE"))
+        fprintf(stderr, "kestrel: gemm %d x %d: <= %d rows the heuristic's candidate %d for %d, <= %d rows %d for %d "
+                        "(-1: the reference)\n", rows, k, tier_rows[0], pick[0], tier_probe[0], tier_rows[1], pick[1],
+                tier_probe[1]);
 }
 
 /* the GEMM, or -1 where cuBLASLt cannot serve the shape */
@@ -190,6 +311,9 @@ static int gemm(ks_stream s, float *out, const float *x, const float *g, float e
     if (wtype == 0 || k % 8 || rows % 4 || !lt_open()) return -1;
     int si = shape_of(rows, k, wtype, bias != NULL);
     if (si < 0) return -1;
+    cudaStreamCaptureStatus cs;
+    if (!lt.shapes[si].picked && cudaStreamIsCapturing(s, &cs) == cudaSuccess && cs == cudaStreamCaptureStatusNone)
+        pick_tiers(si, w, bias, s);
     size_t need = ((size_t)n * k * 2 + 255) / 256 * 256; /* x in 16-bit, then cuBLASLt's scratch */
     char *stage = (char *)ks_cuda_workspace(&ks_prompt_ws, s, need + GEMM_WS_BYTES, "gemm staging");
     if (!stage) return 0;
@@ -208,24 +332,15 @@ static int gemm(ks_stream s, float *out, const float *x, const float *g, float e
     else
         ks_launch(k_to_16<__half>, blocks, 256, 0, s, (__half *)stage, x, cnt);
     CUDA_CHECK_LAUNCH();
-    cublasLtMatmulDesc_t d = lt.shapes[si].desc;
-    if (bias && lt.desc_set(d, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias) != CUBLAS_STATUS_SUCCESS) {
+    if (bias && lt.desc_set(lt.shapes[si].desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias) !=
+                    CUBLAS_STATUS_SUCCESS) {
         ks_cuda_fail("gemm: bias pointer", cudaErrorUnknown, __FILE__, __LINE__);
         return 0;
     }
-    cudaDataType_t dt = dt_of(wtype);
-    cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
-    int ok = lt.layout_create(&la, dt, k, rows, k) == CUBLAS_STATUS_SUCCESS &&
-             lt.layout_create(&lb, dt, k, n, k) == CUBLAS_STATUS_SUCCESS &&
-             lt.layout_create(&lc, CUDA_R_32F, rows, n, rows) == CUBLAS_STATUS_SUCCESS;
-    float alpha = 1.f, beta = mode & KS_MM_ADD ? 1.f : 0.f; /* C = D = out */
-    cublasStatus_t st = CUBLAS_STATUS_NOT_INITIALIZED;
-    if (ok)
-        st = lt.matmul(lt.h, d, &alpha, w, la, stage, lb, &beta, out, lc, out, lc, &lt.shapes[si].algo, stage + need,
-                       GEMM_WS_BYTES, s);
-    if (la) lt.layout_destroy(la);
-    if (lb) lt.layout_destroy(lb);
-    if (lc) lt.layout_destroy(lc);
+    int t = 0;
+    while (t < GEMM_TIERS - 1 && n > tier_rows[t]) t++;
+    cublasStatus_t st = lt_matmul(si, &lt.shapes[si].algo[t], mode & KS_MM_ADD ? 1.f : 0.f, w, stage, out, n,
+                                  stage + need, s);
     if (st != CUBLAS_STATUS_SUCCESS) {
         char what[96];
         snprintf(what, sizeof what, "cublasLtMatmul status %d (%d x %d, %d rows)", (int)st, rows, k, n);
