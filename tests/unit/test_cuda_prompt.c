@@ -34,8 +34,9 @@ static void dev_read(backend *be, void *h, const void *d, size_t bytes) {
 /* One case of the prompt matmul in one mode against the CPU: ADD starts
  * from a random out, SWIGLU_IN takes (n, 2k) [gate | up] rows, a norm (nc /
  * ng, else NULL) normalises the input rows first; then the first 1 / 7 /
- * 64 / 65 / 300 / 513 rows alone, bitwise (k_gemm.cu's row tiers: <= 64,
- * <= 512 and more rows may each take another algorithm). */
+ * 64 / 65 / 129 / 268 / 513 rows alone, bitwise (k_gemm.cu's row tiers:
+ * <= 64, <= 128, <= 256, <= 512 and more rows may each take another
+ * algorithm). */
 static void check_prompt_matmul(backend *cpu, backend *gpu, const bk_weight *wc, const bk_weight *wg,
                                 const bk_weight *bc, const bk_weight *bg, const bk_weight *nc, const bk_weight *ng,
                                 const float *wf, int rows, int k, int mode) {
@@ -62,8 +63,8 @@ static void check_prompt_matmul(backend *cpu, backend *gpu, const bk_weight *wc,
         }
     CHECK_MSG(worst < 8e-3, "prompt gemm %dx%d mode %d%s: max err %g of sum|wx|", rows, k, mode, nc ? " normed" : "",
               worst);
-    int ns[6] = {1, 7, 64, 65, 300, 513};
-    for (int i = 0; i < 6; i++) {
+    int ns[] = {1, 7, 64, 65, 129, 268, 513};
+    for (int i = 0; i < (int)(sizeof ns / sizeof *ns); i++) {
         gpu->ops->buf_upload(gpu, dout, base, (size_t)ns[i] * rows * 4);
         gpu->ops->matmul_prompt(gpu, dout, dx, ng, 1e-6f, wg, bg, ns[i], mode);
         dev_read(gpu, os, dout, (size_t)ns[i] * rows * 4);

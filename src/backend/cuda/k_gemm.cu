@@ -16,11 +16,14 @@
  * than 512 rows use (timing its other candidates picked slower ones for
  * long prompts: 0.72-0.91x prefill on the H200). That algorithm has few
  * CTAs at a few rows (Qwen3-8B: 42 us for a 19-row qkv that reads its
- * weights in 13), so calls of <= 64 and <= 512 rows take the heuristic's
- * first for 32 and for 256 rows instead — or its next, and so on — where its
- * outputs are bitwise the reference's (checked once, at the shape's first
- * call, on the shape's own weights and hashed inputs at 32 / 64 and 256 /
- * 512 rows: pick_tiers); a candidate that differs anywhere (a split k,
+ * weights in 13), so calls of <= 64, <= 128, <= 256 and <= 512 rows take
+ * the heuristic's first for 32, 128, 256 and 512 rows instead (an
+ * algorithm chosen for 256 rows runs 268 as two tiles of 256: Qwen3-8B's
+ * TTFT at 268 tokens gained 3% where 256 rows gained 1.7x) — or its next,
+ * and so on — where its outputs are bitwise the reference's (checked once,
+ * at the shape's first call, on the shape's own weights and hashed inputs
+ * at the tier's probe and largest row counts: pick_tiers); a candidate
+ * that differs anywhere (a split k,
  * another accumulation order) is never used. No timing: the choice is the
  * same on every run of one GPU and cuBLASLt, and so are the rows' bits.
  * The CUDA tests check the invariance bitwise (n = 1 .. 513 against one
@@ -101,8 +104,8 @@ __global__ void k_words_differ(const unsigned *a, const unsigned *b, long long n
 #define GEMM_MAX_SHAPES 64
 /* row tiers: calls of <= tier_rows[t] rows take algo[t], the heuristic's
  * choice for tier_probe[t] rows; the last tier is the reference algorithm */
-#define GEMM_TIERS 3
-static const int tier_rows[GEMM_TIERS - 1] = {64, 512}, tier_probe[GEMM_TIERS - 1] = {32, 256};
+#define GEMM_TIERS 5
+static const int tier_rows[GEMM_TIERS - 1] = {64, 128, 256, 512}, tier_probe[GEMM_TIERS - 1] = {32, 128, 256, 512};
 #define GEMM_PROBE_MAX 512
 #define GEMM_CANDS 8
 
@@ -275,7 +278,8 @@ static void pick_tiers(int si, const void *w, const float *bias, ks_stream s) {
     if (wtype == 2) k_probe_fill<__nv_bfloat16><<<256, 256, 0, s>>>((__nv_bfloat16 *)x16, nx);
     else k_probe_fill<__half><<<256, 256, 0, s>>>((__half *)x16, nx);
     const cublasLtMatmulAlgo_t *ra = &lt.shapes[si].algo[GEMM_TIERS - 1];
-    int pick[GEMM_TIERS - 1] = {-1, -1};
+    int pick[GEMM_TIERS - 1];
+    for (int t = 0; t < GEMM_TIERS - 1; t++) pick[t] = -1;
     if (lt_matmul(si, ra, 0.f, w, x16, ref, GEMM_PROBE_MAX, ws, s) == CUBLAS_STATUS_SUCCESS)
         for (int t = 0; t < GEMM_TIERS - 1; t++) {
             cublasLtMatmulHeuristicResult_t res[GEMM_CANDS];
@@ -291,18 +295,23 @@ static void pick_tiers(int si, const void *w, const float *bias, ks_stream s) {
      * kernel variant is loaded at its first launch (CUDA's lazy loading), and
      * cuBLASLt may launch another variant for the source read of beta 1 or
      * another size — outside the request that would otherwise pay for it */
-    const int warm[GEMM_TIERS][3] = {{1, 16, 64}, {128, 256, 512}, {GEMM_PROBE_MAX, GEMM_PROBE_MAX, GEMM_PROBE_MAX}};
-    for (int t = 0; t < GEMM_TIERS; t++)
+    for (int t = 0; t < GEMM_TIERS; t++) { /* a tier's smallest, middle and largest row counts */
+        int lo = t ? tier_rows[t - 1] + 1 : 1, hi = t < GEMM_TIERS - 1 ? tier_rows[t] : GEMM_PROBE_MAX;
+        if (t == GEMM_TIERS - 1) lo = hi;
+        const int sizes[3] = {lo, (lo + hi) / 2, hi};
         for (int j = 0; j < 3; j++)
             for (int beta = 0; beta < 2; beta++)
-                lt_matmul(si, &lt.shapes[si].algo[t], (float)beta, w, x16, out, warm[t][j], ws, s);
+                lt_matmul(si, &lt.shapes[si].algo[t], (float)beta, w, x16, out, sizes[j], ws, s);
+    }
     cudaStreamSynchronize(s);
     cudaGetLastError(); /* a candidate that failed to launch is simply not used */
     ks_cuda_free(scratch);
-    if (getenv("KESTREL_CUDA_PROFILE"))
-        fprintf(stderr, "kestrel: gemm %d x %d: <= %d rows the heuristic's candidate %d for %d, <= %d rows %d for %d "
-                        "(-1: the reference)\n", rows, k, tier_rows[0], pick[0], tier_probe[0], tier_rows[1], pick[1],
-                tier_probe[1]);
+    if (getenv("KESTREL_CUDA_PROFILE")) {
+        fprintf(stderr, "kestrel: gemm %d x %d, the heuristic's candidate per tier (-1: the reference):", rows, k);
+        for (int t = 0; t < GEMM_TIERS - 1; t++)
+            fprintf(stderr, " <= %d rows %d (for %d)", tier_rows[t], pick[t], tier_probe[t]);
+        fprintf(stderr, "\n");
+    }
 }
 
 /* the GEMM, or -1 where cuBLASLt cannot serve the shape */
