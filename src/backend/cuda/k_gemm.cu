@@ -23,8 +23,8 @@
  * and so on — where its outputs are bitwise the reference's (checked once,
  * at the shape's first call, on the shape's own weights and hashed inputs
  * at the tier's probe and largest row counts: pick_tiers); a candidate
- * that differs anywhere (a split k,
- * another accumulation order) is never used. No timing: the choice is the
+ * that differs anywhere (a split k, another accumulation order) is never
+ * used. No timing: the choice is the
  * same on every run of one GPU and cuBLASLt, and so are the rows' bits.
  * The CUDA tests check the invariance bitwise (n = 1 .. 513 against one
  * call of 700).
@@ -269,7 +269,11 @@ static void pick_tiers(int si, const void *w, const float *bias, ks_stream s) {
     lt.shapes[si].picked = 1;
     size_t xb = ((size_t)GEMM_PROBE_MAX * k * 2 + 255) / 256 * 256, ob = (size_t)GEMM_PROBE_MAX * rows * 4;
     char *scratch = (char *)ks_cuda_malloc(xb + 2 * ob + 256 + GEMM_WS_BYTES, KS_MEM_WORKSPACE);
-    if (!scratch) return; /* (only speed is lost) */
+    if (!scratch) { /* only speed is lost */
+        fprintf(stderr, "kestrel: no room for the GEMM tier check of %d x %d; its short prompt chunks use the "
+                        "reference algorithm\n", rows, k);
+        return;
+    }
     void *x16 = scratch, *ws = scratch + xb + 2 * ob + 256;
     float *ref = (float *)(scratch + xb), *out = (float *)(scratch + xb + ob);
     unsigned *differs = (unsigned *)(scratch + xb + 2 * ob);
