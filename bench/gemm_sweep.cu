@@ -31,15 +31,6 @@
 
 static const size_t WS = 32u << 20; /* k_gemm.cu's GEMM_WS_BYTES */
 
-__global__ void k_fill(__nv_bfloat16 *p, size_t n, unsigned seed) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        unsigned h = (unsigned)i * 2654435761u ^ seed;
-        h ^= h >> 13;
-        h *= 0x5bd1e995u;
-        h ^= h >> 15;
-        p[i] = __float2bfloat16(((h & 0xffff) / 65536.0f - 0.5f) * 0.1f);
-    }
-}
 
 static cublasLtMatrixLayout_t layout(cudaDataType_t t, int r, int c) {
     cublasLtMatrixLayout_t l;

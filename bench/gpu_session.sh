@@ -52,6 +52,10 @@
 # token's chain of matvecs (Qwen3-1.7B / 8B / tinycoder shapes) as one
 # kernel a matvec against one persistent kernel with grid barriers, each
 # against a stream of the same bytes (LAYERSTREAM_RUNS, MODEL:TOKENS:EXTRA).
+# mvsweep = bench/matvec_sweep.cu: the tensor-core matvec's tile choices
+# at the decode shapes of Qwen3-1.7B / 8B / tinycoder, 1 / 4 / 8 / 16
+# tokens, weights from DRAM, outputs checked bitwise (MVSWEEP_SHAPES: a
+# shape-name prefix, e.g. 1.7b).
 set -u
 OUT=${1:?usage: bench/gpu_session.sh OUT [STAGES]}
 STAGES=${2:-test real profile spec}
@@ -363,6 +367,12 @@ if has layerstream; then # a kernel boundary's cost, launches against a persiste
         > "$OUT/layerstream_build.log" 2>&1 &&
         for run in ${LAYERSTREAM_RUNS:-1.7b:200:2 8b:100:2 tiny:500:2 1.7b:200:0}; do # MODEL:TOKENS:EXTRA
             timeout 120 build/layer_stream ${run//:/ }; done | tee "$OUT/layerstream.txt"
+fi
+if has mvsweep; then # the tensor-core matvec's tile choices against each other and its rule (bench/matvec_sweep.cu)
+    "$NVCC" -O3 -std=c++17 -Isrc $SM90 -diag-suppress 550 -o build/matvec_sweep bench/matvec_sweep.cu build/libkestrel.a \
+        -L"$SR/lib/x86_64-linux-gnu" -ljansson -lpcre2-8 -lutf8proc -lmicrohttpd -lcurl -lxxhash -ldl -lrt \
+        -Xlinker --allow-shlib-undefined > "$OUT/mvsweep_build.log" 2>&1 &&
+        timeout 300 build/matvec_sweep ${MVSWEEP_SHAPES:-} | tee "$OUT/mvsweep.txt"
 fi
 if has steps; then # each forward of prefills of STEPS_TOKENS tokens (default 4096 4115: a 19-row third chunk), timed
     # (KESTREL_STEP_LOG), STEPS_ROUNDS rounds, on STEPS_MODELS (default Qwen3-8B), with each ab tree where the ab stage ran

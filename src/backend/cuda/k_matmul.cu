@@ -529,8 +529,8 @@ static void launch_tc(ks_stream s, float *out, const float *x, const __nv_bfloat
     else if (n > 8) { /* batched decode, verify blocks: more rows a block share its x loads */
         if (rows >= 384 * 64) launch_tc_v<1, 4, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
         else if (rows >= 192 * 32) launch_tc_v<2, 2, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
-        else if (SW) launch_tc_v<4, 2, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
-        else launch_tc_v<4, 1, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
+        else if constexpr (SW) launch_tc_v<4, 2, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
+        else launch_tc_v<4, 1, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e); /* (SwiGLU pairs tiles: no MT 1) */
     }
     else if (rows >= 768 * 32) launch_tc_v<2, 2, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
     else if constexpr (!SW && !NORM) {

@@ -1,0 +1,199 @@
+/* matvec_sweep.cu — the tensor-core matvec's tile choices (k blocks a
+ * round U, 16-row tiles a block MT, pipelined or not) timed against each
+ * other and against the launcher's own rule, at the decode shapes of
+ * Qwen3-1.7B, Qwen3-8B and tinycoder as the model runs them (the input norm
+ * folded where fold_norm folds it, gate|up as SwiGLU, o and down adding into
+ * the residual), at 1 / 4 / 8 / 16 tokens. Each timing is a CUDA graph of
+ * back-to-back launches (programmatic launch as in decode) over rotating
+ * copies of the weights, at least 256 MB of them, so the weights come from
+ * DRAM as in a decode step, not from L2; the best of 5 replays. Every
+ * choice's output is checked bitwise against the first's (tiles never
+ * change a row's arithmetic: a mismatch is a bug, printed as DIFFERS).
+ * Lines: "SHAPE n=N choice us GB/s" and "SHAPE n=N rule ... (CHOICE)".
+ * It includes k_matmul.cu to reach its tile templates and links with
+ * libkestrel.a for the rest (bench/gpu_session.sh's mvsweep stage builds
+ * it with nvcc); a development tool for the H200, not part of the server.
+ * usage: matvec_sweep [SHAPE-PREFIX] (e.g. "1.7b": those shapes only) */
+#include "backend/cuda/k_matmul.cu"
+
+#include "bench_cuda.cuh"
+
+#include <stdio.h>
+#include <string.h>
+#include <vector>
+
+typedef void (*launcher)(ks_stream, float *, const float *, const __nv_bfloat16 *, const float *, int, int, int,
+                         mm_epi);
+
+/* launch_tc_v<U, MT, SW, PIPE, NORM>, or NULL where the form cannot take
+ * the tile (SwiGLU pairs tiles: MT even) */
+template <int U, int MT, bool SW, bool PIPE, bool NORM>
+static launcher form() {
+    if constexpr (SW && MT % 2) return nullptr;
+    else return &launch_tc_v<U, MT, SW, PIPE, NORM>;
+}
+
+struct choice {
+    const char *name;
+    launcher f[4]; /* by SW * 2 + NORM */
+};
+#define CHOICE(U, MT, P, NAME)                                                                                      \
+    {                                                                                                               \
+        NAME, {                                                                                                     \
+            form<U, MT, false, P, false>(), form<U, MT, false, P, true>(), form<U, MT, true, P, false>(),          \
+                form<U, MT, true, P, true>()                                                                        \
+        }                                                                                                           \
+    }
+static const choice choices[] = {
+    CHOICE(1, 1, false, "(1,1)"),  CHOICE(2, 1, false, "(2,1)"), CHOICE(4, 1, false, "(4,1)"),
+    CHOICE(8, 1, false, "(8,1)"),  CHOICE(2, 2, false, "(2,2)"), CHOICE(4, 2, false, "(4,2)"),
+    CHOICE(2, 2, true, "(2,2)p"), CHOICE(1, 4, false, "(1,4)"), CHOICE(2, 4, false, "(2,4)"),
+};
+#define N_CHOICES (int)(sizeof choices / sizeof *choices)
+
+struct shape {
+    const char *name;
+    int rows, k;
+    bool sw, add; /* SwiGLU gate|up (rows = 2 x outputs); o / down add into the residual */
+    bool norm;    /* the input norm, folded where fold_norm folds it */
+};
+static const shape shapes[] = {
+    {"1.7b qkv", 4096, 2048, false, false, true},      {"1.7b o", 2048, 2048, false, true, false},
+    {"1.7b gate_up", 12288, 2048, true, false, true},  {"1.7b down", 2048, 6144, false, true, false},
+    {"1.7b lm_head", 151936, 2048, false, false, true}, {"8b qkv", 6144, 4096, false, false, true},
+    {"8b o", 4096, 4096, false, true, false},          {"8b gate_up", 24576, 4096, true, false, true},
+    {"8b down", 4096, 12288, false, true, false},      {"8b lm_head", 151936, 4096, false, false, true},
+    {"tiny qkv", 768, 512, false, false, true},        {"tiny o", 512, 512, false, true, false},
+    {"tiny gate_up", 3072, 512, true, false, true},    {"tiny down", 512, 1536, false, true, false},
+    {"tiny lm_head", 8192, 512, false, false, true},
+};
+
+/* us per launch: a graph of `reps` launches of f (NULL: the launcher's
+ * rule, ks_cuda_matmul_fused) over the copies in turn, best of 5 replays */
+static double time_it(cudaStream_t s, launcher f, const shape &sh, const std::vector<__nv_bfloat16 *> &ws,
+                      float *out, const float *x, const float *g, int n, int reps) {
+    mm_epi e = {sh.norm ? g : NULL, NULL, 1e-6f, sh.add, NULL, NULL, NULL, 0, 0, 0};
+    cudaGraph_t graph;
+    cudaGraphExec_t exec;
+    CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    for (int r = 0; r < reps; r++) {
+        const __nv_bfloat16 *w = ws[r % ws.size()];
+        if (f) f(s, out, x, w, NULL, n, sh.k, sh.rows, e);
+        else
+            ks_cuda_matmul_fused(s, out, x, sh.norm ? g : NULL, 1e-6f, w, 2, NULL, n, sh.k, sh.rows,
+                                 sh.sw ? KS_MM_SWIGLU : sh.add ? KS_MM_ADD : KS_MM_PLAIN);
+    }
+    CK(cudaStreamEndCapture(s, &graph));
+    CK(cudaGraphInstantiate(&exec, graph, 0));
+    cudaEvent_t a, b;
+    CK(cudaEventCreate(&a));
+    CK(cudaEventCreate(&b));
+    float best = 1e30f;
+    for (int i = 0; i < 6; i++) {
+        CK(cudaEventRecord(a, s));
+        CK(cudaGraphLaunch(exec, s));
+        CK(cudaEventRecord(b, s));
+        CK(cudaEventSynchronize(b));
+        float ms;
+        CK(cudaEventElapsedTime(&ms, a, b));
+        if (i > 0 && ms < best) best = ms; /* the first replay warms */
+    }
+    CK(cudaEventDestroy(a));
+    CK(cudaEventDestroy(b));
+    CK(cudaGraphExecDestroy(exec));
+    CK(cudaGraphDestroy(graph));
+    return best * 1000.0 / reps;
+}
+
+/* one call of f (NULL: the rule) on copy 0, out cleared first; its output to host */
+static void run_once(cudaStream_t s, launcher f, const shape &sh, const __nv_bfloat16 *w, float *out, const float *x,
+                     const float *g, int n, std::vector<float> &host) {
+    int outs = sh.sw ? sh.rows / 2 : sh.rows;
+    mm_epi e = {sh.norm ? g : NULL, NULL, 1e-6f, sh.add, NULL, NULL, NULL, 0, 0, 0};
+    CK(cudaMemsetAsync(out, 0, (size_t)n * outs * 4, s));
+    if (f) f(s, out, x, w, NULL, n, sh.k, sh.rows, e);
+    else
+        ks_cuda_matmul_fused(s, out, x, sh.norm ? g : NULL, 1e-6f, w, 2, NULL, n, sh.k, sh.rows,
+                             sh.sw ? KS_MM_SWIGLU : sh.add ? KS_MM_ADD : KS_MM_PLAIN);
+    host.resize((size_t)n * outs);
+    CK(cudaMemcpyAsync(host.data(), out, host.size() * 4, cudaMemcpyDeviceToHost, s));
+    CK(cudaStreamSynchronize(s));
+}
+
+int main(int argc, char **argv) {
+    const char *only = argc > 1 ? argv[1] : "";
+    cudaStream_t s;
+    CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
+    cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    printf("# matvec_sweep: %s, %d SMs; choice = (k blocks a round, 16-row tiles a block), p = pipelined\n", prop.name,
+           prop.multiProcessorCount);
+    const int ns[4] = {1, 4, 8, 16};
+    int max_k = 12288, max_rows = 151936;
+    float *x, *g, *out;
+    CK(cudaMalloc(&x, (size_t)16 * max_k * 4));
+    CK(cudaMalloc(&g, (size_t)max_k * 4));
+    CK(cudaMalloc(&out, (size_t)16 * max_rows * 4));
+    {
+        std::vector<float> hx((size_t)16 * max_k), hg(max_k);
+        for (size_t i = 0; i < hx.size(); i++) hx[i] = (float)((i * 7919) % 2001) / 1000.0f - 1.0f;
+        for (int i = 0; i < max_k; i++) hg[i] = 0.5f + (float)(i % 17) / 16.0f;
+        CK(cudaMemcpy(x, hx.data(), hx.size() * 4, cudaMemcpyHostToDevice));
+        CK(cudaMemcpy(g, hg.data(), hg.size() * 4, cudaMemcpyHostToDevice));
+    }
+    int failures = 0;
+    for (const shape &sh : shapes) {
+        if (strncmp(sh.name, only, strlen(only))) continue;
+        if (sh.norm && !fold_norm(sh.k, sh.rows, sh.sw)) {
+            printf("# %s: the model runs its norm apart (fold_norm), so the plain product is swept\n", sh.name);
+        }
+        shape run = sh;
+        run.norm = sh.norm && fold_norm(sh.k, sh.rows, sh.sw);
+        size_t bytes = (size_t)sh.rows * sh.k * 2;
+        int copies = (int)((256u << 20) / bytes) + 1;
+        if (copies > 64) copies = 64;
+        std::vector<__nv_bfloat16 *> ws(copies);
+        for (int c = 0; c < copies; c++) {
+            CK(cudaMalloc(&ws[c], bytes));
+            k_fill<<<1024, 256, 0, s>>>(ws[c], (size_t)sh.rows * sh.k, 77u * (c + 1));
+        }
+        CK(cudaStreamSynchronize(s));
+        int reps = copies < 16 ? 16 : copies;
+        for (int n : ns) {
+            std::vector<float> ref, got;
+            int first = -1;
+            double best_t = 1e30;
+            const char *best_c = "";
+            for (int c = 0; c < N_CHOICES; c++) {
+                launcher f = choices[c].f[run.sw * 2 + run.norm];
+                if (!f) continue;
+                run_once(s, f, run, ws[0], out, x, g, n, got);
+                bool same = true;
+                if (first < 0) {
+                    ref = got;
+                    first = c;
+                } else {
+                    same = !memcmp(ref.data(), got.data(), ref.size() * 4);
+                    failures += !same;
+                }
+                double t = time_it(s, f, run, ws, out, x, g, n, reps);
+                if (t < best_t) {
+                    best_t = t;
+                    best_c = choices[c].name;
+                }
+                printf("%-13s n=%-2d %-7s %8.2f us %6.0f GB/s%s\n", sh.name, n, choices[c].name, t,
+                       bytes / (t * 1e-6) / 1e9, same ? "" : "  DIFFERS from the first choice");
+            }
+            run_once(s, NULL, sh, ws[0], out, x, g, n, got);
+            bool same = run.norm == sh.norm && !memcmp(ref.data(), got.data(), ref.size() * 4);
+            double t = time_it(s, NULL, sh, ws, out, x, g, n, reps);
+            printf("%-13s n=%-2d rule    %8.2f us %6.0f GB/s%s  (best choice %s %.2f us)\n", sh.name, n, t,
+                   bytes / (t * 1e-6) / 1e9, same ? "" : run.norm == sh.norm ? "  DIFFERS" : "  (norm apart)", best_c,
+                   best_t);
+            if (!same && run.norm == sh.norm) failures++;
+        }
+        for (auto *w : ws) CK(cudaFree(w));
+    }
+    printf("# %d outputs differed\n", failures);
+    return failures ? 1 : 0;
+}
