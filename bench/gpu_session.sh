@@ -84,6 +84,12 @@ kmake all build/cuda_ops_bench >> "$OUT/build.log" 2>&1 ||
 echo "build: $(( $(date +%s) - t0 )) s"
 
 has() { case " $STAGES " in *" $1 "*) return 0 ;; esac; return 1; }
+# nvcc_kestrel OUTBIN SRC [NVCC FLAGS...]: a standalone tool linked with build/libkestrel.a and the carried libraries
+nvcc_kestrel() {
+    local bin=$1 src=$2; shift 2
+    "$NVCC" -O3 -std=c++17 -Isrc $SM90 "$@" -o "$bin" "$src" build/libkestrel.a -L"$SR/lib/x86_64-linux-gnu" \
+        -ljansson -lpcre2-8 -lutf8proc -lmicrohttpd -lcurl -lxxhash -ldl -lrt -Xlinker --allow-shlib-undefined
+}
 # a tree's name in the ab and steps stages: build is this tree ("new"), /tmp/ab_NAME/build an overlay's
 tname() { [ "$1" = build ] && echo new || { local d=${1#/tmp/ab_}; echo ${d%/build}; }; }
 
@@ -360,18 +366,14 @@ if has gemmsweep; then # cuBLASLt candidates for the Qwen3-8B prompt GEMMs at 19
 fi
 if has layerstream; then # a kernel boundary's cost, launches against a persistent kernel (bench/layer_stream.cu)
     # with kestrel's own matvecs as one more variant (linked with libkestrel.a), else standalone
-    { "$NVCC" -O3 -std=c++17 -Isrc $SM90 -DKS_WITH_KESTREL -o build/layer_stream \
-          bench/layer_stream.cu build/libkestrel.a -L"$SR/lib/x86_64-linux-gnu" -ljansson -lpcre2-8 -lutf8proc \
-          -lmicrohttpd -lcurl -lxxhash -ldl -lrt -Xlinker --allow-shlib-undefined ||
+    { nvcc_kestrel build/layer_stream bench/layer_stream.cu -DKS_WITH_KESTREL ||
       "$NVCC" -O3 -std=c++17 $SM90 -o build/layer_stream bench/layer_stream.cu; } \
         > "$OUT/layerstream_build.log" 2>&1 &&
         for run in ${LAYERSTREAM_RUNS:-1.7b:200:2 8b:100:2 tiny:500:2 1.7b:200:0}; do # MODEL:TOKENS:EXTRA
             timeout 120 build/layer_stream ${run//:/ }; done | tee "$OUT/layerstream.txt"
 fi
 if has mvsweep; then # the tensor-core matvec's tile choices against each other and its rule (bench/matvec_sweep.cu)
-    "$NVCC" -O3 -std=c++17 -Isrc $SM90 -diag-suppress 550 -o build/matvec_sweep bench/matvec_sweep.cu build/libkestrel.a \
-        -L"$SR/lib/x86_64-linux-gnu" -ljansson -lpcre2-8 -lutf8proc -lmicrohttpd -lcurl -lxxhash -ldl -lrt \
-        -Xlinker --allow-shlib-undefined > "$OUT/mvsweep_build.log" 2>&1 &&
+    nvcc_kestrel build/matvec_sweep bench/matvec_sweep.cu -diag-suppress 550 > "$OUT/mvsweep_build.log" 2>&1 &&
         timeout 300 build/matvec_sweep ${MVSWEEP_SHAPES:-} | tee "$OUT/mvsweep.txt"
 fi
 if has steps; then # each forward of prefills of STEPS_TOKENS tokens (default 4096 4115: a 19-row third chunk), timed

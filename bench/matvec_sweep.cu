@@ -68,21 +68,24 @@ static const shape shapes[] = {
     {"tiny lm_head", 8192, 512, false, false, true},
 };
 
+/* one launch of f (NULL: the launcher's rule, ks_cuda_matmul_fused) on w */
+static void launch_one(cudaStream_t s, launcher f, const shape &sh, const __nv_bfloat16 *w, float *out, const float *x,
+                       const float *g, int n) {
+    mm_epi e = {sh.norm ? g : NULL, NULL, 1e-6f, sh.add, NULL, NULL, NULL, 0, 0, 0};
+    if (f) f(s, out, x, w, NULL, n, sh.k, sh.rows, e);
+    else
+        ks_cuda_matmul_fused(s, out, x, sh.norm ? g : NULL, 1e-6f, w, 2, NULL, n, sh.k, sh.rows,
+                             sh.sw ? KS_MM_SWIGLU : sh.add ? KS_MM_ADD : KS_MM_PLAIN);
+}
+
 /* us per launch: a graph of `reps` launches of f (NULL: the launcher's
  * rule, ks_cuda_matmul_fused) over the copies in turn, best of 5 replays */
 static double time_it(cudaStream_t s, launcher f, const shape &sh, const std::vector<__nv_bfloat16 *> &ws,
                       float *out, const float *x, const float *g, int n, int reps) {
-    mm_epi e = {sh.norm ? g : NULL, NULL, 1e-6f, sh.add, NULL, NULL, NULL, 0, 0, 0};
     cudaGraph_t graph;
     cudaGraphExec_t exec;
     CK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-    for (int r = 0; r < reps; r++) {
-        const __nv_bfloat16 *w = ws[r % ws.size()];
-        if (f) f(s, out, x, w, NULL, n, sh.k, sh.rows, e);
-        else
-            ks_cuda_matmul_fused(s, out, x, sh.norm ? g : NULL, 1e-6f, w, 2, NULL, n, sh.k, sh.rows,
-                                 sh.sw ? KS_MM_SWIGLU : sh.add ? KS_MM_ADD : KS_MM_PLAIN);
-    }
+    for (int r = 0; r < reps; r++) launch_one(s, f, sh, ws[r % ws.size()], out, x, g, n);
     CK(cudaStreamEndCapture(s, &graph));
     CK(cudaGraphInstantiate(&exec, graph, 0));
     cudaEvent_t a, b;
@@ -109,12 +112,8 @@ static double time_it(cudaStream_t s, launcher f, const shape &sh, const std::ve
 static void run_once(cudaStream_t s, launcher f, const shape &sh, const __nv_bfloat16 *w, float *out, const float *x,
                      const float *g, int n, std::vector<float> &host) {
     int outs = sh.sw ? sh.rows / 2 : sh.rows;
-    mm_epi e = {sh.norm ? g : NULL, NULL, 1e-6f, sh.add, NULL, NULL, NULL, 0, 0, 0};
     CK(cudaMemsetAsync(out, 0, (size_t)n * outs * 4, s));
-    if (f) f(s, out, x, w, NULL, n, sh.k, sh.rows, e);
-    else
-        ks_cuda_matmul_fused(s, out, x, sh.norm ? g : NULL, 1e-6f, w, 2, NULL, n, sh.k, sh.rows,
-                             sh.sw ? KS_MM_SWIGLU : sh.add ? KS_MM_ADD : KS_MM_PLAIN);
+    launch_one(s, f, sh, w, out, x, g, n);
     host.resize((size_t)n * outs);
     CK(cudaMemcpyAsync(host.data(), out, host.size() * 4, cudaMemcpyDeviceToHost, s));
     CK(cudaStreamSynchronize(s));

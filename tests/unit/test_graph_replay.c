@@ -58,7 +58,7 @@ typedef struct {
     rec_graph *cur; /* capturing into this, or NULL */
     int recorded, launched;
     long prompt_calls; /* matmul_prompt calls (prompt rows took the bulk path) */
-    int eager, epoch, refused; /* forwards run eagerly; the epoch; launches refused as stale */
+    int epoch, refused; /* the epoch (eager forwards so far); launches refused as stale */
     int end_delay_us;          /* graph_end sleeps this long (a CUDA graph's instantiation) */
 } rec_state;
 
@@ -69,10 +69,7 @@ static backend *cpu(backend *be) { return st(be)->cpu; }
 static int rec(backend *be, const rec_op *op) {
     rec_graph *g = st(be)->cur;
     if (!g) {
-        if (op->k == R_EMBED) { /* an eager forward: a scratch buffer grew */
-            st(be)->eager++;
-            st(be)->epoch++;
-        }
+        if (op->k == R_EMBED) st(be)->epoch++; /* an eager forward: a scratch buffer grew */
         return 0;
     }
     if (g->n == g->cap) {

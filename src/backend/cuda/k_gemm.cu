@@ -169,23 +169,34 @@ static int lt_open(void) {
 
 static cudaDataType_t dt_of(int wtype) { return wtype == 2 ? CUDA_R_16BF : CUDA_R_16F; }
 
-/* cuBLASLt's first (up to) max candidates for shape si at m rows; their count */
-static int heuristic_at(int si, int m, cublasLtMatmulHeuristicResult_t *res, int max) {
+/* The three layouts of shape si at m rows — A the weights (k x rows, ld k),
+ * B x (k x m), C = D out (rows x m, fp32) — in l[3]; 0 when one fails
+ * (the made ones still go to layouts_free) */
+static int layouts_of(int si, int m, cublasLtMatrixLayout_t l[3]) {
     int rows = lt.shapes[si].rows, k = lt.shapes[si].k;
     cudaDataType_t dt = dt_of(lt.shapes[si].wtype);
-    cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
+    l[0] = l[1] = l[2] = NULL;
+    return lt.layout_create(&l[0], dt, k, rows, k) == CUBLAS_STATUS_SUCCESS &&
+           lt.layout_create(&l[1], dt, k, m, k) == CUBLAS_STATUS_SUCCESS &&
+           lt.layout_create(&l[2], CUDA_R_32F, rows, m, rows) == CUBLAS_STATUS_SUCCESS;
+}
+
+static void layouts_free(cublasLtMatrixLayout_t l[3]) {
+    for (int i = 0; i < 3; i++)
+        if (l[i]) lt.layout_destroy(l[i]);
+}
+
+/* cuBLASLt's first (up to) max candidates for shape si at m rows; their count */
+static int heuristic_at(int si, int m, cublasLtMatmulHeuristicResult_t *res, int max) {
+    cublasLtMatrixLayout_t l[3];
     cublasLtMatmulPreference_t pref = NULL;
-    int ok = lt.layout_create(&la, dt, k, rows, k) == CUBLAS_STATUS_SUCCESS;
-    ok = ok && lt.layout_create(&lb, dt, k, m, k) == CUBLAS_STATUS_SUCCESS;
-    ok = ok && lt.layout_create(&lc, CUDA_R_32F, rows, m, rows) == CUBLAS_STATUS_SUCCESS;
-    ok = ok && lt.pref_create(&pref) == CUBLAS_STATUS_SUCCESS;
+    int ok = layouts_of(si, m, l) && lt.pref_create(&pref) == CUBLAS_STATUS_SUCCESS;
     uint64_t wsb = GEMM_WS_BYTES;
     ok = ok && lt.pref_set(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &wsb, sizeof wsb) == CUBLAS_STATUS_SUCCESS;
     int nres = 0;
-    ok = ok && lt.heuristic(lt.h, lt.shapes[si].desc, la, lb, lc, lc, pref, max, res, &nres) == CUBLAS_STATUS_SUCCESS;
-    if (la) lt.layout_destroy(la);
-    if (lb) lt.layout_destroy(lb);
-    if (lc) lt.layout_destroy(lc);
+    ok = ok && lt.heuristic(lt.h, lt.shapes[si].desc, l[0], l[1], l[2], l[2], pref, max, res, &nres) ==
+                   CUBLAS_STATUS_SUCCESS;
+    layouts_free(l);
     if (pref) lt.pref_destroy(pref);
     return ok ? nres : 0;
 }
@@ -229,20 +240,13 @@ static int shape_of(int rows, int k, int wtype, int bias) {
 /* out (n, rows) (beta 1: +)= x16 (n, k) @ w^T with algorithm a of shape si */
 static cublasStatus_t lt_matmul(int si, const cublasLtMatmulAlgo_t *a, float beta, const void *w, const void *x16,
                                 float *out, int n, void *ws, ks_stream s) {
-    int rows = lt.shapes[si].rows, k = lt.shapes[si].k;
-    cudaDataType_t dt = dt_of(lt.shapes[si].wtype);
-    cublasLtMatrixLayout_t la = NULL, lb = NULL, lc = NULL;
-    int ok = lt.layout_create(&la, dt, k, rows, k) == CUBLAS_STATUS_SUCCESS &&
-             lt.layout_create(&lb, dt, k, n, k) == CUBLAS_STATUS_SUCCESS &&
-             lt.layout_create(&lc, CUDA_R_32F, rows, n, rows) == CUBLAS_STATUS_SUCCESS;
+    cublasLtMatrixLayout_t l[3];
     float alpha = 1.f; /* C = D = out */
     cublasStatus_t st = CUBLAS_STATUS_NOT_INITIALIZED;
-    if (ok)
-        st = lt.matmul(lt.h, lt.shapes[si].desc, &alpha, w, la, x16, lb, &beta, out, lc, out, lc, a, ws, GEMM_WS_BYTES,
-                       s);
-    if (la) lt.layout_destroy(la);
-    if (lb) lt.layout_destroy(lb);
-    if (lc) lt.layout_destroy(lc);
+    if (layouts_of(si, n, l))
+        st = lt.matmul(lt.h, lt.shapes[si].desc, &alpha, w, l[0], x16, l[1], &beta, out, l[2], out, l[2], a, ws,
+                       GEMM_WS_BYTES, s);
+    layouts_free(l);
     return st;
 }
 
