@@ -524,6 +524,16 @@ static void launch_tc(ks_stream s, float *out, const float *x, const __nv_bfloat
      * too: the (4,2) tile with the norm's loads needed 184 registers, one
      * block an SM (Qwen3-1.7B decode with its norms folded this way 660 /
      * 662 tok/s against 624 / 629 with them apart). */
+    /* bench/matvec_sweep.cu (H200, weights from DRAM, twenty-seventh
+     * session): Qwen3-1.7B's gate|up with its norm (12,288 x 2,048) on
+     * (1,4) 16.4 us against the pipelined (2,2)'s 16.7 at 1 token, 18.6
+     * against 20.0 at 16 */
+    if constexpr (SW && NORM) {
+        if (k >= 2048 && rows < 768 * 32) {
+            launch_tc_v<1, 4, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
+            return;
+        }
+    }
     if (SW ? rows >= 768 * 32 || (NORM && k >= 2048) : rows >= 192 * 32 && rows < 768 * 32)
         launch_tc_v<2, 2, SW, true, NORM>(s, out, x, w, bias, n, k, rows, e);
     else if (n > 8) { /* batched decode, verify blocks: more rows a block share its x loads */
@@ -532,7 +542,14 @@ static void launch_tc(ks_stream s, float *out, const float *x, const __nv_bfloat
         else if constexpr (SW) launch_tc_v<4, 2, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
         else launch_tc_v<4, 1, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e); /* (SwiGLU pairs tiles: no MT 1) */
     }
-    else if (rows >= 768 * 32) launch_tc_v<2, 2, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
+    else if (!SW && rows >= 768 * 32) {
+        /* the lm_heads (matvec_sweep, 1 token): Qwen3-8B's (k 4096) on
+         * (2,4) 286 us against (2,2)'s 292, Qwen3-1.7B's (k 2048, norm
+         * folded) on (1,4) 149 against 155 — 8 or 4 tiles' k blocks in
+         * flight a warp, by k */
+        if (k >= 4096) launch_tc_v<2, 4, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
+        else launch_tc_v<1, 4, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
+    }
     else if constexpr (!SW && !NORM) {
         /* fewer 16-row blocks than SMs (Qwen3-1.7B's o and down): 8 k blocks
          * in flight a warp, not 4 — H200, 1 token: o 4.3 -> 3.7 us, down
@@ -540,6 +557,12 @@ static void launch_tc(ks_stream s, float *out, const float *x, const __nv_bfloat
          * (k >= 2048 leaves tinycoder's launch-bound shapes as they were) */
         if (rows <= 2048 && k >= 2048)
             launch_tc_v<8, 1, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
+        /* 4,096 rows at k >= 4096 (Qwen3-8B's o and down): one k block a
+         * round (matvec_sweep, 1 / 4 / 8 tokens: o 10.4 / 10.4 / 10.6 us
+         * against (4,1)'s 11.0 / 11.9 / 12.2, down 26.2 / 26.1 / 26.4
+         * against 27.0 / 28.9 / 29.5) */
+        else if (rows >= 4096 && rows < 192 * 32 && k >= 4096)
+            launch_tc_v<1, 1, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
         else if (rows >= 192 * 32) launch_tc_v<4, 2, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
         else launch_tc_v<4, 1, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
     }
