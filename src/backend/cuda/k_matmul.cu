@@ -520,31 +520,39 @@ static void launch_tc(ks_stream s, float *out, const float *x, const __nv_bfloat
      * 35 -> 37). At 16 tokens (x split once, PRE) in place of (1,4) / (2,2):
      * SwiGLU with its norm 65.7 -> 61.9 us, qkv with its norm 20.3 -> 19.9,
      * Qwen3-8B model_forward of 16 sequences 7.305 -> 6.997 -> 6.938 ms
-     * (one call, H200). A SwiGLU with its norm folded at k >= 2048 takes it
-     * too: the (4,2) tile with the norm's loads needed 184 registers, one
-     * block an SM (Qwen3-1.7B decode with its norms folded this way 660 /
-     * 662 tok/s against 624 / 629 with them apart). */
+     * (one call, H200). */
     /* bench/matvec_sweep.cu (H200, weights from DRAM, twenty-seventh
-     * session): Qwen3-1.7B's gate|up with its norm (12,288 x 2,048) on
-     * (1,4) 16.4 us against the pipelined (2,2)'s 16.7 at 1 token, 18.6
-     * against 20.0 at 16 */
+     * session, 1 / 4 / 8 / 16 tokens): Qwen3-1.7B's gate|up with its norm
+     * (12,288 x 2,048) on the pipelined (1,2) in 13.5 / 13.9 / 13.9 / 17.5
+     * us against the pipelined (2,2)'s 16.7 / 17.1 / 17.1 / 20.0 and
+     * (1,4)'s 16.6 / 15.8 / 16.1 / 18.4 (the unpipelined (4,2) with the
+     * norm's loads needed 184 registers, one block an SM) */
     if constexpr (SW && NORM) {
         if (k >= 2048 && rows < 768 * 32) {
-            launch_tc_v<1, 4, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
+            launch_tc_v<1, 2, SW, true, NORM>(s, out, x, w, bias, n, k, rows, e);
             return;
         }
     }
-    if (SW ? rows >= 768 * 32 || (NORM && k >= 2048) : rows >= 192 * 32 && rows < 768 * 32)
+    /* fewer 16-row blocks than SMs at k >= 2048 (Qwen3-1.7B's o, k 2048,
+     * and down, k 6144), pipelined (matvec_sweep, 1 / 4 / 8 / 16 tokens):
+     * o on (4,2) 3.4 / 3.9 / 4.0 us against (8,1)'s 4.3 / 4.5 / 4.7, down
+     * on (8,1) 9.3 / 9.7 / 10.5 against 9.9 / 10.6 / 11.0; above 8 tokens
+     * both on (4,1): o 6.1 against 6.3, down 14.3 against 14.8 */
+    if constexpr (!SW && !NORM) {
+        if (rows <= 2048 && k >= 2048) {
+            if (n > 8) launch_tc_v<4, 1, SW, true, NORM>(s, out, x, w, bias, n, k, rows, e);
+            else if (k >= 4096) launch_tc_v<8, 1, SW, true, NORM>(s, out, x, w, bias, n, k, rows, e);
+            else launch_tc_v<4, 2, SW, true, NORM>(s, out, x, w, bias, n, k, rows, e);
+            return;
+        }
+    }
+    if (SW ? rows >= 768 * 32 : rows >= 192 * 32 && rows < 768 * 32)
         launch_tc_v<2, 2, SW, true, NORM>(s, out, x, w, bias, n, k, rows, e);
     else if (n > 8) { /* batched decode, verify blocks: more rows a block share its x loads */
         if (rows >= 384 * 64) launch_tc_v<1, 4, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
         else if (rows >= 192 * 32) launch_tc_v<2, 2, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
         else if constexpr (SW) launch_tc_v<4, 2, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
-        /* (SwiGLU pairs tiles: no MT 1) Qwen3-1.7B's o and down at 16
-         * tokens, matvec_sweep: 6.3 / 15.1 us on (8,1) against (4,1)'s 7.1 / 16.5 */
-        else if (!NORM && rows <= 2048 && k >= 2048)
-            launch_tc_v<8, 1, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
-        else launch_tc_v<4, 1, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
+        else launch_tc_v<4, 1, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e); /* (SwiGLU pairs tiles: no MT 1) */
     }
     else if (!SW && rows >= 768 * 32) {
         /* the lm_heads (matvec_sweep, 1 token): Qwen3-8B's (k 4096) on
@@ -555,17 +563,11 @@ static void launch_tc(ks_stream s, float *out, const float *x, const __nv_bfloat
         else launch_tc_v<1, 4, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
     }
     else if constexpr (!SW && !NORM) {
-        /* fewer 16-row blocks than SMs (Qwen3-1.7B's o and down): 8 k blocks
-         * in flight a warp, not 4 — H200, 1 token: o 4.3 -> 3.7 us, down
-         * 9.9 -> 8.5; Qwen3-1.7B decode 672.8 / 670.6 -> 684.1 / 684.8 tok/s
-         * (k >= 2048 leaves tinycoder's launch-bound shapes as they were) */
-        if (rows <= 2048 && k >= 2048)
-            launch_tc_v<8, 1, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
         /* 4,096 rows at k >= 4096 (Qwen3-8B's o and down): one k block a
          * round (matvec_sweep, 1 / 4 / 8 tokens: o 10.4 / 10.4 / 10.6 us
          * against (4,1)'s 11.0 / 11.9 / 12.2, down 26.2 / 26.1 / 26.4
          * against 27.0 / 28.9 / 29.5) */
-        else if (rows >= 4096 && rows < 192 * 32 && k >= 4096)
+        if (rows >= 4096 && rows < 192 * 32 && k >= 4096)
             launch_tc_v<1, 1, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
         else if (rows >= 192 * 32) launch_tc_v<4, 2, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
         else launch_tc_v<4, 1, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
