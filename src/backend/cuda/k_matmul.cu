@@ -490,20 +490,17 @@ static void launch_tc_v(ks_stream s, float *out, const float *x, const __nv_bflo
     }
 }
 
-/* Tiles per block and k blocks in flight: more rows per block share each
- * x load (which matters with many tokens) but leave fewer blocks, so they
- * are taken only for matrices with rows to spare. From an H200 sweep at
- * Qwen3-8B shapes (BENCHMARKS.md): 16 tokens, (4,1) read gate_up in 66 us
- * and lm_head in 323 us vs 78 / 439 with (1,4), (2,2) qkv in 24 vs 27, and
- * 4096-row matrices are fastest with (1,4); 1 token, (2,2) read gate_up in
- * 50 us vs 54, (2,4) qkv (6144 rows) in 15.8 vs 17.7, and (1,4) is best
- * on 4096-row matrices (with 2 tiles they leave SMs without a block).
- * Tiles never change a row's arithmetic, so the choice may follow the
- * token count. The SwiGLU form of a large gate|up at up to 8 tokens takes
- * (2,4) (cuda_ops_bench --matvec: 51.7 vs 53.9 us; Qwen3-8B decode 204.7
- * vs 202.0 tok/s, two runs each). Fewer k blocks in flight for k <= 2048
- * ((1,1) / (2,2): Qwen3-1.7B's matvecs 10-20% faster on their own, its
- * decode +1%) cost tinycoder's decode 8% and were left out. */
+/* Tiles per block and k blocks in flight, (U, MT), pipelined or not: more
+ * rows per block share each x load (which matters with many tokens) but
+ * leave fewer blocks; more k blocks a round keep more bytes in flight a
+ * warp but cost registers; pipelining loads the next round while this one
+ * multiplies, at twice the registers. The rule below is a table of the
+ * shapes the H200 was swept at (bench/matvec_sweep.cu: every choice timed
+ * with the weights coming from DRAM, as in a decode step; BENCHMARKS.md,
+ * twenty-sixth and twenty-seventh sessions) and kept where the model's
+ * decode agreed. Tiles never change a row's arithmetic (each warp's k
+ * blocks and the block's reduction stay in order), so the choice may
+ * follow the token count. */
 /* SW: the SwiGLU form (W = [gate; up], out (n, rows / 2)), the same tiles
  * in gate/up pairs, so each product is the plain kernel's: it needs MT even
  * and takes two tiles where the plain form takes one. */
@@ -530,6 +527,23 @@ static void launch_tc(ks_stream s, float *out, const float *x, const __nv_bfloat
     if constexpr (SW && NORM) {
         if (k >= 2048 && rows < 768 * 32) {
             launch_tc_v<1, 2, SW, true, NORM>(s, out, x, w, bias, n, k, rows, e);
+            return;
+        }
+    }
+    /* tinycoder (k 512 / 1536, its weights L2-resident), up to 8 tokens:
+     * gate|up on the pipelined (2,2) (matvec_sweep 2.2 us against (4,2)'s
+     * 2.9) and down (512 x 1536) on (8,1) (2.3 against (4,1)'s 3.0);
+     * tinycoder decode 7,993-8,149 -> 8,375-8,579 tok/s (H200, 6 rounds
+     * interleaved, twenty-seventh session call 7) */
+    if constexpr (SW) {
+        if (n <= 8 && k < 2048 && rows < 768 * 32) {
+            launch_tc_v<2, 2, SW, true, NORM>(s, out, x, w, bias, n, k, rows, e);
+            return;
+        }
+    }
+    if constexpr (!SW && !NORM) {
+        if (n <= 8 && rows <= 2048 && k >= 1024 && k < 2048) {
+            launch_tc_v<8, 1, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
             return;
         }
     }
