@@ -500,7 +500,17 @@ static void launch_tc_v(ks_stream s, float *out, const float *x, const __nv_bflo
  * twenty-sixth and twenty-seventh sessions) and kept where the model's
  * decode agreed. Tiles never change a row's arithmetic (each warp's k
  * blocks and the block's reduction stay in order), so the choice may
- * follow the token count. */
+ * follow the token count. The table, first match (n tokens; p pipelined):
+ *   SwiGLU with its norm, k >= 2048, rows < 24,576   (1,2)p  Qwen3-1.7B gate|up
+ *   SwiGLU, k < 2048, rows < 24,576, n <= 8          (2,2)p  tinycoder gate|up
+ *   plain, rows <= 2048, 1024 <= k < 2048, n <= 8    (8,1)   tinycoder down
+ *   plain, rows <= 2048, k >= 2048: n > 8 (4,1)p, k >= 4096 (8,1)p, else
+ *                                   (4,2)p                   Qwen3-1.7B down, o
+ *   SwiGLU rows >= 24,576; other 6,144 <= rows < 24,576 (2,2)p  Qwen3-8B gate|up, qkv
+ *   n > 8: rows >= 24,576 (1,4), >= 6,144 (2,2), SwiGLU (4,2), else (4,1)
+ *   rows >= 24,576: k >= 4096 (2,4), else (1,4)              the lm_heads
+ *   plain, rows >= 4096, k >= 4096                   (1,1)   Qwen3-8B o, down
+ *   SwiGLU (4,2); else (4,1). */
 /* SW: the SwiGLU form (W = [gate; up], out (n, rows / 2)), the same tiles
  * in gate/up pairs, so each product is the plain kernel's: it needs MT even
  * and takes two tiles where the plain form takes one. */
@@ -576,18 +586,20 @@ static void launch_tc(ks_stream s, float *out, const float *x, const __nv_bfloat
         if (k >= 4096) launch_tc_v<2, 4, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
         else launch_tc_v<1, 4, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
     }
-    else if constexpr (!SW && !NORM) {
+    else if constexpr (SW) launch_tc_v<4, 2, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
+    else {
         /* 4,096 rows at k >= 4096 (Qwen3-8B's o and down): one k block a
          * round (matvec_sweep, 1 / 4 / 8 tokens: o 10.4 / 10.4 / 10.6 us
          * against (4,1)'s 11.0 / 11.9 / 12.2, down 26.2 / 26.1 / 26.4
          * against 27.0 / 28.9 / 29.5) */
-        if (rows >= 4096 && rows < 192 * 32 && k >= 4096)
-            launch_tc_v<1, 1, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
-        else if (rows >= 192 * 32) launch_tc_v<4, 2, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
-        else launch_tc_v<4, 1, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
+        if constexpr (!NORM) {
+            if (rows >= 4096 && k >= 4096) {
+                launch_tc_v<1, 1, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
+                return;
+            }
+        }
+        launch_tc_v<4, 1, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
     }
-    else if (SW || rows >= 192 * 32) launch_tc_v<4, 2, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
-    else if constexpr (!SW) launch_tc_v<4, 1, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
 }
 
 /* f32 weights: two float4 per 8 elements, same chunk order */
