@@ -13,6 +13,7 @@
 
 #include "backend/backend.h"
 #include "model/model.h"
+#include "decode_shapes.h"
 
 static double now(void) {
     struct timespec t;
@@ -257,12 +258,10 @@ int main(int argc, char **argv) {
         return 1;
     }
     printf("device: %s\n", backend_describe(be));
-    if (argc > 1 && !strcmp(argv[1], "--matvec")) { /* decode matvecs only, Qwen3-8B and 1.7B shapes, 1 / 4 / 16 tokens */
-        int sh[][2] = {{6144, 4096}, {4096, 4096}, {24576, 4096}, {4096, 12288}, {4096, 2048}, {2048, 2048},
-                       {12288, 2048}, {2048, 6144}};
-        const char *nm[] = {"8b qkv", "8b o", "8b gate_up", "8b down", "1.7b qkv", "1.7b o", "1.7b gate_up", "1.7b down"};
-        for (int si = 0; si < 8; si++) {
-            int rows = sh[si][0], k = sh[si][1];
+    if (argc > 1 && !strcmp(argv[1], "--matvec")) { /* the decode matvecs only (decode_shapes.h), 1 / 4 / 16 tokens */
+        for (int si = 0; si < N_DECODE_SHAPES; si++) {
+            const decode_shape *sh = &decode_shapes[si];
+            int rows = sh->rows, k = sh->k;
             uint32_t rs = 12345u;
             bk_weight w;
             if (random_bf16_weight(be, &w, rows, k, &rs) != 0) return 1;
@@ -273,11 +272,11 @@ int main(int argc, char **argv) {
             free(ones);
             for (int n = 1; n <= 16; n *= 4)
                 for (int f = 0; f < 2; f++) {
-                    /* qkv and gate|up also as the model runs them: the input norm folded or before, gate|up SwiGLU */
-                    if (f && si % 4 != 0 && si % 4 != 2) continue;
-                    int mode = !f ? -1 : si % 4 == 2 ? BK_MM_SWIGLU : BK_MM_PLAIN;
+                    /* those after the input norm also as the model runs them: the norm folded or before, gate|up SwiGLU */
+                    if (f && !sh->norm) continue;
+                    int mode = !f ? -1 : sh->sw ? BK_MM_SWIGLU : BK_MM_PLAIN;
                     double dt = time_matmul(be, &w, n, mode, &g, 100);
-                    printf("matvec %-12s%s %6dx%-5d n=%-2d %7.1f us %6.0f GB/s\n", nm[si],
+                    printf("matvec %-12s%s %6dx%-5d n=%-2d %7.1f us %6.0f GB/s\n", sh->name,
                            !f ? "    " : mode == BK_MM_SWIGLU ? " nsw" : " nrm", rows, k, n, dt * 1e6,
                            (double)rows * k * 2 / dt / 1e9);
                 }

@@ -332,7 +332,7 @@ if has ab; then # this tree ("new") against each overlay .devcarry/ab_NAME.tar.x
             done
         done
     fi
-    if [ -n "${AB_MATVEC:-}" ]; then # the decode matvecs alone at Qwen3-8B / 1.7B shapes, 1 / 4 / 16 tokens
+    if [ -n "${AB_MATVEC:-}" ]; then # the decode matvecs alone (bench/decode_shapes.h), 1 / 4 / 16 tokens
         for b in "${trees[@]}"; do
             $b/cuda_ops_bench --matvec | grep matvec | sed "s|^|ab $(tname $b) |" | tee -a "$OUT/ab.txt"
         done

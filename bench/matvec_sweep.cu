@@ -19,6 +19,7 @@
 #include "backend/cuda/k_matmul.cu"
 
 #include "bench_cuda.cuh"
+#include "decode_shapes.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -55,22 +56,8 @@ static const choice choices[] = {
 };
 #define N_CHOICES (int)(sizeof choices / sizeof *choices)
 
-struct shape {
-    const char *name;
-    int rows, k;
-    bool sw, add; /* SwiGLU gate|up (rows = 2 x outputs); o / down add into the residual */
-    bool norm;    /* the input norm, folded where fold_norm folds it */
-};
-static const shape shapes[] = {
-    {"1.7b qkv", 4096, 2048, false, false, true},      {"1.7b o", 2048, 2048, false, true, false},
-    {"1.7b gate_up", 12288, 2048, true, false, true},  {"1.7b down", 2048, 6144, false, true, false},
-    {"1.7b lm_head", 151936, 2048, false, false, true}, {"8b qkv", 6144, 4096, false, false, true},
-    {"8b o", 4096, 4096, false, true, false},          {"8b gate_up", 24576, 4096, true, false, true},
-    {"8b down", 4096, 12288, false, true, false},      {"8b lm_head", 151936, 4096, false, false, true},
-    {"tiny qkv", 768, 512, false, false, true},        {"tiny o", 512, 512, false, true, false},
-    {"tiny gate_up", 3072, 512, true, false, true},    {"tiny down", 512, 1536, false, true, false},
-    {"tiny lm_head", 8192, 512, false, false, true},
-};
+typedef decode_shape shape;
+static const decode_shape *const shapes = decode_shapes;
 
 /* one launch of f (NULL: the launcher's rule, ks_cuda_matmul_fused) on w */
 static void launch_one(cudaStream_t s, launcher f, const shape &sh, const __nv_bfloat16 *w, float *out, const float *x,
@@ -146,7 +133,8 @@ int main(int argc, char **argv) {
         CK(cudaMemcpy(g, hg.data(), hg.size() * 4, cudaMemcpyHostToDevice));
     }
     int failures = 0;
-    for (const shape &sh : shapes) {
+    for (int si = 0; si < N_DECODE_SHAPES; si++) {
+        const shape &sh = shapes[si];
         if (strncmp(sh.name, only, strlen(only))) continue;
         bool folds = fold_all || fold_norm(sh.k, sh.rows, sh.sw);
         if (sh.norm && !folds) {
