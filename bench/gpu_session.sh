@@ -55,7 +55,8 @@
 # mvsweep = bench/matvec_sweep.cu: the tensor-core matvec's tile choices
 # at the decode shapes of Qwen3-1.7B / 8B / tinycoder, 1 / 4 / 8 / 16
 # tokens, weights from DRAM, outputs checked bitwise (MVSWEEP_SHAPES: a
-# shape-name prefix, e.g. 1.7b).
+# shape-name prefix, e.g. 1.7b; MVSWEEP_ARGS: "fold" and / or "l2", see
+# the tool's header).
 set -u
 OUT=${1:?usage: bench/gpu_session.sh OUT [STAGES]}
 STAGES=${2:-test real profile spec}
@@ -374,7 +375,7 @@ if has layerstream; then # a kernel boundary's cost, launches against a persiste
 fi
 if has mvsweep; then # the tensor-core matvec's tile choices against each other and its rule (bench/matvec_sweep.cu)
     nvcc_kestrel build/matvec_sweep bench/matvec_sweep.cu -diag-suppress 550 > "$OUT/mvsweep_build.log" 2>&1 &&
-        timeout 300 build/matvec_sweep ${MVSWEEP_SHAPES:-} | tee "$OUT/mvsweep.txt"
+        timeout 300 build/matvec_sweep "${MVSWEEP_SHAPES:-}" ${MVSWEEP_ARGS:-} | tee "$OUT/mvsweep.txt"
 fi
 if has steps; then # each forward of prefills of STEPS_TOKENS tokens (default 4096 4115: a 19-row third chunk), timed
     # (KESTREL_STEP_LOG), STEPS_ROUNDS rounds, on STEPS_MODELS (default Qwen3-8B), with each ab tree where the ab stage ran

@@ -13,9 +13,11 @@
  * It includes k_matmul.cu to reach its tile templates and links with
  * libkestrel.a for the rest (bench/gpu_session.sh's mvsweep stage builds
  * it with nvcc); a development tool for the H200, not part of the server.
- * usage: matvec_sweep [SHAPE-PREFIX [fold]] (e.g. "1.7b": those shapes only;
- * fold: every input norm folded into the product, where the model may run
- * it apart — the rule's line then still runs the model's way) */
+ * usage: matvec_sweep [SHAPE-PREFIX [fold] [l2]] (e.g. "1.7b": those shapes
+ * only; fold: every input norm folded into the product, where the model may
+ * run it apart — the rule's line then still runs the model's way; l2: one
+ * copy of the weights, read from L2 after the first replay, as a model
+ * whose weights fit the 50 MB L2 reads them — tinycoder's) */
 #include "backend/cuda/k_matmul.cu"
 
 #include "bench_cuda.cuh"
@@ -112,7 +114,11 @@ static void run_once(cudaStream_t s, launcher f, const shape &sh, const __nv_bfl
 
 int main(int argc, char **argv) {
     const char *only = argc > 1 ? argv[1] : "";
-    bool fold_all = argc > 2 && !strcmp(argv[2], "fold"); /* every input norm folded, as fold_norm might */
+    bool fold_all = false, l2 = false; /* every input norm folded, as fold_norm might; one copy of the weights */
+    for (int a = 2; a < argc; a++) {
+        fold_all |= !strcmp(argv[a], "fold");
+        l2 |= !strcmp(argv[a], "l2");
+    }
     cudaStream_t s;
     CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     cudaDeviceProp prop;
@@ -144,7 +150,7 @@ int main(int argc, char **argv) {
         run.norm = sh.norm && folds;
         bool rule_folds = sh.norm && fold_norm(sh.k, sh.rows, sh.sw); /* the rule's output comparable bitwise */
         size_t bytes = (size_t)sh.rows * sh.k * 2;
-        int copies = (int)((256u << 20) / bytes) + 1;
+        int copies = l2 ? 1 : (int)((256u << 20) / bytes) + 1;
         if (copies > 64) copies = 64;
         std::vector<__nv_bfloat16 *> ws(copies);
         for (int c = 0; c < copies; c++) {
