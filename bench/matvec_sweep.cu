@@ -58,11 +58,8 @@ static const choice choices[] = {
 };
 #define N_CHOICES (int)(sizeof choices / sizeof *choices)
 
-typedef decode_shape shape;
-static const decode_shape *const shapes = decode_shapes;
-
 /* one launch of f (NULL: the launcher's rule, ks_cuda_matmul_fused) on w */
-static void launch_one(cudaStream_t s, launcher f, const shape &sh, const __nv_bfloat16 *w, float *out, const float *x,
+static void launch_one(cudaStream_t s, launcher f, const decode_shape &sh, const __nv_bfloat16 *w, float *out, const float *x,
                        const float *g, int n) {
     mm_epi e = {sh.norm ? g : NULL, NULL, 1e-6f, sh.add, NULL, NULL, NULL, 0, 0, 0};
     if (f) f(s, out, x, w, NULL, n, sh.k, sh.rows, e);
@@ -73,7 +70,7 @@ static void launch_one(cudaStream_t s, launcher f, const shape &sh, const __nv_b
 
 /* us per launch: a graph of `reps` launches of f (NULL: the launcher's
  * rule, ks_cuda_matmul_fused) over the copies in turn, best of 5 replays */
-static double time_it(cudaStream_t s, launcher f, const shape &sh, const std::vector<__nv_bfloat16 *> &ws,
+static double time_it(cudaStream_t s, launcher f, const decode_shape &sh, const std::vector<__nv_bfloat16 *> &ws,
                       float *out, const float *x, const float *g, int n, int reps) {
     cudaGraph_t graph;
     cudaGraphExec_t exec;
@@ -102,7 +99,7 @@ static double time_it(cudaStream_t s, launcher f, const shape &sh, const std::ve
 }
 
 /* one call of f (NULL: the rule) on copy 0, out cleared first; its output to host */
-static void run_once(cudaStream_t s, launcher f, const shape &sh, const __nv_bfloat16 *w, float *out, const float *x,
+static void run_once(cudaStream_t s, launcher f, const decode_shape &sh, const __nv_bfloat16 *w, float *out, const float *x,
                      const float *g, int n, std::vector<float> &host) {
     int outs = sh.sw ? sh.rows / 2 : sh.rows;
     CK(cudaMemsetAsync(out, 0, (size_t)n * outs * 4, s));
@@ -140,13 +137,13 @@ int main(int argc, char **argv) {
     }
     int failures = 0;
     for (int si = 0; si < N_DECODE_SHAPES; si++) {
-        const shape &sh = shapes[si];
+        const decode_shape &sh = decode_shapes[si];
         if (strncmp(sh.name, only, strlen(only))) continue;
         bool folds = fold_all || fold_norm(sh.k, sh.rows, sh.sw);
         if (sh.norm && !folds) {
             printf("# %s: the model runs its norm apart (fold_norm), so the plain product is swept\n", sh.name);
         }
-        shape run = sh;
+        decode_shape run = sh;
         run.norm = sh.norm && folds;
         bool rule_folds = sh.norm && fold_norm(sh.k, sh.rows, sh.sw); /* the rule's output comparable bitwise */
         size_t bytes = (size_t)sh.rows * sh.k * 2;

@@ -551,18 +551,16 @@ static void launch_tc(ks_stream s, float *out, const float *x, const __nv_bfloat
             return;
         }
     }
-    if constexpr (!SW && !NORM) {
-        if (n <= 8 && rows <= 2048 && k >= 1024 && k < 2048) {
-            launch_tc_v<8, 1, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
-            return;
-        }
-    }
     /* fewer 16-row blocks than SMs at k >= 2048 (Qwen3-1.7B's o, k 2048,
      * and down, k 6144), pipelined (matvec_sweep, 1 / 4 / 8 / 16 tokens):
      * o on (4,2) 3.4 / 3.9 / 4.0 us against (8,1)'s 4.3 / 4.5 / 4.7, down
      * on (8,1) 9.3 / 9.7 / 10.5 against 9.9 / 10.6 / 11.0; above 8 tokens
      * both on (4,1): o 6.1 against 6.3, down 14.3 against 14.8 */
     if constexpr (!SW && !NORM) {
+        if (n <= 8 && rows <= 2048 && k >= 1024 && k < 2048) { /* (tinycoder's down, above) */
+            launch_tc_v<8, 1, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
+            return;
+        }
         if (rows <= 2048 && k >= 2048) {
             if (n > 8) launch_tc_v<4, 1, SW, true, NORM>(s, out, x, w, bias, n, k, rows, e);
             else if (k >= 4096) launch_tc_v<8, 1, SW, true, NORM>(s, out, x, w, bias, n, k, rows, e);
