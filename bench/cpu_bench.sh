@@ -7,7 +7,7 @@
 # speed can be stated as a fraction of the bandwidth bound:
 #   bound tok/s = read GB/s / (weight bytes read per token).
 # Writes bench/results/<date>-<host>-<model>-cpu.json; prints a markdown row;
-# --record appends it to BENCHMARKS.md's history table.
+# --record adds it to BENCHMARKS.md's CPU table (above its marker line).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MODEL=${1:-../shared/models/tinycoder}
@@ -74,6 +74,10 @@ row = (f"| {res['date']} | {commit} | {host}: {cpu}, {threads} threads | {res['m
        f"RSS peak {res['rss_peak_mib']:.0f} MiB (anon {res['rss_anon_mib']:.0f}, file-mapped {res['rss_file_mib']:.0f}) |")
 print(json.dumps(res, indent=2))
 print(row)
-if record == "1":
-    with open("BENCHMARKS.md", "a") as f: f.write(row + "\n")
+if record == "1":  # into the CPU table: above its marker line, not at the file's end
+    marker = "<!-- cpu_bench.sh --record inserts rows above this line -->"
+    text = open("BENCHMARKS.md").read()
+    if marker not in text:
+        sys.exit("cpu_bench.sh: BENCHMARKS.md has no '%s' line" % marker)
+    open("BENCHMARKS.md", "w").write(text.replace(marker, row + "\n" + marker, 1))
 PY
