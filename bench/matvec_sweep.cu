@@ -129,7 +129,8 @@ int main(int argc, char **argv) {
     std::vector<int> ns = {1, 4, 8, 16};
     if (const char *e = getenv("MVSWEEP_N")) {
         ns.clear();
-        for (char *p = (char *)e, *end; *p; p = end) {
+        char *end;
+        for (const char *p = e; *p; p = end) {
             long v = strtol(p, &end, 10);
             if (end == p) break;
             if (v >= 1 && v <= 16) ns.push_back((int)v);
