@@ -168,12 +168,8 @@ cat "$BASE.md"
 echo "bench.sh: wrote $(ls "$BASE".json "$BASE".md "$BASE".png "$BASE"-ladder.png 2>/dev/null | tr '\n' ' ')" >&2
 
 if [ "$RECORD" = 1 ]; then
-    marker='<!-- bench.sh --record inserts rows above this line -->'
-    grep -qF -- "$marker" BENCHMARKS.md || { echo "bench.sh: BENCHMARKS.md has no '$marker' line" >&2; exit 1; }
     rows=$(sed -n '/^History rows/,$p' "$BASE.md" | grep '^| ' || true)
     link="[charts](bench/results/$(basename "$BASE").png)"
-    rows=$(printf '%s\n' "$rows" | sed "1s# |\$# ($link) |#")
-    awk -v rows="$rows" -v m="$marker" 'index($0, m) == 1 { print rows } { print }' BENCHMARKS.md > "$tmp/B.md"
-    cat "$tmp/B.md" > BENCHMARKS.md
-    echo "bench.sh: appended $(printf '%s\n' "$rows" | wc -l) rows to BENCHMARKS.md" >&2
+    printf '%s\n' "$rows" | sed "1s# |\$# ($link) |#" |
+        bench/record_rows.sh '<!-- bench.sh --record inserts rows above this line -->'
 fi

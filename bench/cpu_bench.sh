@@ -7,7 +7,7 @@
 # speed can be stated as a fraction of the bandwidth bound:
 #   bound tok/s = read GB/s / (weight bytes read per token).
 # Writes bench/results/<date>-<host>-<model>-cpu.json; prints a markdown row;
-# --record adds it to BENCHMARKS.md's CPU table (above its marker line).
+# --record adds it to BENCHMARKS.md's CPU table (bench/record_rows.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MODEL=${1:-../shared/models/tinycoder}
@@ -38,9 +38,9 @@ done
 COMMIT=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
 HOST=$(hostname)
 CPU=$(grep -m1 "model name" /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')
-python3 - "$MODEL" "$tmp/stats.txt" "$MEMBW" "$COMMIT" "$HOST" "$CPU" "$THREADS" "$RECORD" <<'PY'
+python3 - "$MODEL" "$tmp/stats.txt" "$MEMBW" "$COMMIT" "$HOST" "$CPU" "$THREADS" <<'PY'
 import json, os, re, statistics, struct, sys, datetime, glob
-model, stats, membw, commit, host, cpu, threads, record = sys.argv[1:9]
+model, stats, membw, commit, host, cpu, threads = sys.argv[1:8]
 # bytes of weights read per decoded token: every tensor but mtp.* (embedding
 # rows are a lookup, but tied models read the table as lm_head: count it once)
 nbytes = 0
@@ -74,10 +74,6 @@ row = (f"| {res['date']} | {commit} | {host}: {cpu}, {threads} threads | {res['m
        f"RSS peak {res['rss_peak_mib']:.0f} MiB (anon {res['rss_anon_mib']:.0f}, file-mapped {res['rss_file_mib']:.0f}) |")
 print(json.dumps(res, indent=2))
 print(row)
-if record == "1":  # into the CPU table: above its marker line, not at the file's end
-    marker = "<!-- cpu_bench.sh --record inserts rows above this line -->"
-    text = open("BENCHMARKS.md").read()
-    if marker not in text:
-        sys.exit("cpu_bench.sh: BENCHMARKS.md has no '%s' line" % marker)
-    open("BENCHMARKS.md", "w").write(text.replace(marker, row + "\n" + marker, 1))
+open(os.path.join(os.path.dirname(stats), "row.md"), "w").write(row + "\n")
 PY
+if [ "$RECORD" = 1 ]; then bench/record_rows.sh '<!-- cpu_bench.sh --record inserts rows above this line -->' < "$tmp/row.md"; fi
