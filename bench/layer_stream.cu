@@ -39,6 +39,12 @@
  *               barrier (all of them, or at most 4 rows); also with 1 and 2
  *               blocks an SM instead of as many as fit (fewer arrivals at
  *               the barrier, fewer loads in flight)
+ *   ring [tmap] [early]  one kernel a matvec, at most one block an SM, a
+ *               producer warp filling a shared-memory ring with the
+ *               weights (row copies, or 2-D tensor copies: tmap) while 8
+ *               warps consume it; early: the producer starts before the
+ *               programmatic wait, so the next launch's ring fills while
+ *               this one ends (k_matvec_ring, below)
  *   kestrel     (built with -DKS_WITH_KESTREL, linked with libkestrel.a)
  *               the same chain on kestrel's own tensor-core matvecs
  *               (ks_cuda_matmul_fused, SwiGLU in gate|up's epilogue, so
@@ -52,10 +58,14 @@
  * usage: layer_stream [1.7b|8b|tiny] [TOKENS] [EXTRA] */
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
+#include <cudaTypedefs.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <vector>
 
 #include "bench_cuda.cuh"
 #ifdef KS_WITH_KESTREL /* linked with build/libkestrel.a: the "kestrel" variant */
@@ -90,17 +100,42 @@ __global__ void k_fill(__nv_bfloat16 *p, size_t n, float scale, unsigned seed) {
     }
 }
 
-/* x into shared memory; loads bypass L1 (__ldcg): in the persistent kernel
- * another block wrote x after this SM may have cached it */
-__device__ void stage_x(float *xs, const matvec &m) {
-    for (int i = threadIdx.x; i < m.k; i += THREADS) {
-        float v = __ldcg(m.x + i);
-        if (m.swiglu) {
-            float u = __ldcg(m.x + m.k + i);
-            v = v / (1.0f + __expf(-v)) * u;
+/* x into shared memory (swiglu: silu(gate) * up) by `threads` threads,
+ * tid among them, six float4 loads a thread issued before their stores
+ * (one at a time, each load's L2 latency was paid in turn: ~24 round trips
+ * at k = 6,144). Loads bypass L1 (__ldcg): in the persistent kernel
+ * another block wrote x after this SM may have cached it. */
+__device__ void load_x(float *xs, const matvec &m, int tid, int threads) {
+    const float4 *x4 = reinterpret_cast<const float4 *>(m.x);
+    float4 *o4 = reinterpret_cast<float4 *>(xs);
+    int n4 = m.k / 4;
+    for (int base = tid; base < n4; base += 6 * threads) {
+        float4 v[6], u[6];
+#pragma unroll
+        for (int j = 0; j < 6; j++) {
+            int i = base + j * threads;
+            if (i < n4) {
+                v[j] = __ldcg(x4 + i);
+                if (m.swiglu) u[j] = __ldcg(x4 + n4 + i);
+            }
         }
-        xs[i] = v;
+#pragma unroll
+        for (int j = 0; j < 6; j++) {
+            int i = base + j * threads;
+            if (i >= n4) break;
+            if (m.swiglu) {
+                v[j].x = v[j].x / (1.0f + __expf(-v[j].x)) * u[j].x;
+                v[j].y = v[j].y / (1.0f + __expf(-v[j].y)) * u[j].y;
+                v[j].z = v[j].z / (1.0f + __expf(-v[j].z)) * u[j].z;
+                v[j].w = v[j].w / (1.0f + __expf(-v[j].w)) * u[j].w;
+            }
+            o4[i] = v[j];
+        }
     }
+}
+
+__device__ void stage_x(float *xs, const matvec &m) {
+    load_x(xs, m, threadIdx.x, THREADS);
     __syncthreads();
 }
 
@@ -216,6 +251,175 @@ __global__ void __launch_bounds__(THREADS) k_persist(const chain *ch, int pf_row
     }
 }
 
+/* ring: one matvec a launch, at most one block an SM (grid-stride over
+ * 16-row groups), a producer warp (warp WARPS) streaming the weights by
+ * bulk copies (cp.async.bulk + mbarriers) into a ring of S stages of 16
+ * rows x 256 columns (8 KB), before the programmatic wait (early) or
+ * after it: the weights are constants. A block takes at most 112 KB of
+ * shared memory and 113 registers a thread, so the next launch's blocks
+ * fit beside this one's and fill their rings while this launch ends: the
+ * question is whether that removes the ~3.4 us a launch costs today.
+ * Consumer warp w sums rows 2w and 2w + 1 of each group, lane l the same
+ * 16-byte chunks in the same order as warp_rows: h is bitwise launch's. */
+#define RING_ROWS 16
+#define RING_STAGE (RING_ROWS * 512)
+#define RING_SMEM (112 * 1024)
+#define RING_MAX_S 16
+
+__device__ __forceinline__ unsigned smem_u32(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
+__device__ __forceinline__ void mbar_init(uint64_t *b, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(b)), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(uint64_t *b, unsigned bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(b)), "r"(bytes) : "memory");
+}
+__device__ __forceinline__ void mbar_arrive(uint64_t *b) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(b)) : "memory");
+}
+__device__ __forceinline__ void mbar_wait(uint64_t *b, int parity) {
+    asm volatile("{\n\t.reg .pred P1;\n"
+                 "WAIT_%=:\n\t"
+                 "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n\t"
+                 "@P1 bra.uni DONE_%=;\n\t"
+                 "bra.uni WAIT_%=;\n"
+                 "DONE_%=:\n}" ::"r"(smem_u32(b)),
+                 "r"(parity)
+                 : "memory");
+}
+__device__ __forceinline__ void bulk_copy(void *dst, const void *src, unsigned bytes, uint64_t *bar) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
+                     smem_u32(dst)),
+                 "l"(src), "r"(bytes), "r"(smem_u32(bar))
+                 : "memory");
+}
+
+/* TMAP: the stage as one 2-D tensor copy (a box of 16 rows x 256 columns) */
+__device__ __forceinline__ void tensor_copy(void *dst, const CUtensorMap *tm, int col, int row, uint64_t *bar) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+                 ::"r"(smem_u32(dst)), "l"(reinterpret_cast<uint64_t>(tm)), "r"(col), "r"(row), "r"(smem_u32(bar))
+                 : "memory");
+}
+
+/* the stages a ring block of k columns gets within RING_SMEM (x takes 4k bytes) */
+static int ring_stages(int k) {
+    int s = (RING_SMEM - 4 * k) / RING_STAGE;
+    return s > RING_MAX_S ? RING_MAX_S : s;
+}
+
+template <bool TMAP>
+__global__ void __launch_bounds__(THREADS + 32, 2)
+k_matvec_ring(matvec m, const __grid_constant__ CUtensorMap tm, int S, int early) {
+    extern __shared__ __align__(128) unsigned char smem[];
+    __shared__ __align__(8) uint64_t full[RING_MAX_S], empty[RING_MAX_S];
+    unsigned char *ring = smem;
+    float *xs = reinterpret_cast<float *>(smem + (size_t)S * RING_STAGE);
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int nch = m.k / 256, groups = (m.rows + RING_ROWS - 1) / RING_ROWS;
+    int mine = (int)blockIdx.x < groups ? (groups - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < S; s++) {
+            mbar_init(&full[s], 1);
+            mbar_init(&empty[s], WARPS);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+    asm volatile("griddepcontrol.launch_dependents;");
+    if (warp == WARPS) { /* the producer */
+        if (!early) asm volatile("griddepcontrol.wait;" ::: "memory");
+        for (int q = 0; q < mine * nch; q++) {
+            int s = q % S, grp = blockIdx.x + (q / nch) * gridDim.x, c = q % nch;
+            if (q >= S) mbar_wait(&empty[s], (q / S - 1) & 1);
+            if (lane == 0) mbar_expect_tx(&full[s], RING_STAGE);
+            if constexpr (TMAP) {
+                if (lane == 0) tensor_copy(ring + (size_t)s * RING_STAGE, &tm, c * 256, grp * RING_ROWS, &full[s]);
+                continue;
+            }
+            __syncwarp();
+            if (lane < RING_ROWS) {
+                int r = min(grp * RING_ROWS + lane, m.rows - 1);
+                bulk_copy(ring + (size_t)s * RING_STAGE + lane * 512, m.w + (size_t)r * m.k + c * 256, 512, &full[s]);
+            }
+        }
+        return;
+    }
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    load_x(xs, m, threadIdx.x, THREADS); /* among the consumers */
+    asm volatile("bar.sync 1, %0;" ::"n"(THREADS) : "memory");
+    for (int i = 0; i < mine; i++) {
+        int r = (blockIdx.x + i * gridDim.x) * RING_ROWS + 2 * warp;
+        float acc[2] = {0.f, 0.f};
+        for (int c = 0; c < nch; c++) {
+            int q = i * nch + c, s = q % S;
+            mbar_wait(&full[s], (q / S) & 1);
+            const unsigned char *st = ring + (size_t)s * RING_STAGE + 2 * warp * 512 + lane * 16;
+            uint4 u[2] = {*reinterpret_cast<const uint4 *>(st), *reinterpret_cast<const uint4 *>(st + 512)};
+            __syncwarp();
+            if (lane == 0) mbar_arrive(&empty[s]);
+            const float *xc = xs + (c * 32 + lane) * 8;
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const __nv_bfloat162 *p = reinterpret_cast<const __nv_bfloat162 *>(&u[h]);
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    float2 f = __bfloat1622float2(p[j]);
+                    acc[h] = fmaf(f.x, xc[2 * j], acc[h]);
+                    acc[h] = fmaf(f.y, xc[2 * j + 1], acc[h]);
+                }
+            }
+        }
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+#pragma unroll
+            for (int o = 16; o; o >>= 1) acc[h] += __shfl_xor_sync(0xffffffffu, acc[h], o);
+            if (lane == 0 && r + h < m.rows) m.y[r + h] = acc[h];
+        }
+    }
+}
+
+/* a weight's tensor map for the TMAP ring: (rows, k) bf16, boxes of 16 rows x 256 columns */
+static CUtensorMap weight_map(const matvec &m) {
+    static PFN_cuTensorMapEncodeTiled_v12000 encode;
+    if (!encode) {
+        cudaDriverEntryPointQueryResult q;
+        CK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", (void **)&encode, 12000, cudaEnableDefault, &q));
+        if (q != cudaDriverEntryPointSuccess) {
+            fprintf(stderr, "cuTensorMapEncodeTiled: not found\n");
+            exit(1);
+        }
+    }
+    CUtensorMap tm;
+    cuuint64_t dims[2] = {(cuuint64_t)m.k, (cuuint64_t)m.rows}, strides[1] = {(cuuint64_t)m.k * 2};
+    cuuint32_t box[2] = {256, RING_ROWS}, es[2] = {1, 1};
+    if (encode(&tm, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)m.w, dims, strides, box, es, CU_TENSOR_MAP_INTERLEAVE_NONE,
+               CU_TENSOR_MAP_SWIZZLE_NONE, CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) !=
+        CUDA_SUCCESS) {
+        fprintf(stderr, "cuTensorMapEncodeTiled failed (%d x %d)\n", m.rows, m.k);
+        exit(1);
+    }
+    return tm;
+}
+
+/* how: 0 row copies, 1 tensor copies */
+static void launch_ring(const matvec &m, int early, int how, int sms, cudaStream_t s) {
+    int groups = (m.rows + RING_ROWS - 1) / RING_ROWS, S = ring_stages(m.k);
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(groups < sms ? groups : sms);
+    cfg.blockDim = dim3(THREADS + 32);
+    cfg.dynamicSmemBytes = (size_t)S * RING_STAGE + (size_t)m.k * 4;
+    cfg.stream = s;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    CUtensorMap tm;
+    if (how) tm = weight_map(m);
+    else memset(&tm, 0, sizeof tm);
+    if (how) CK(cudaLaunchKernelEx(&cfg, k_matvec_ring<true>, m, tm, S, early));
+    else CK(cudaLaunchKernelEx(&cfg, k_matvec_ring<false>, m, tm, S, early));
+}
+
 /* the bound: every weight byte of the chain read once, in one launch */
 __global__ void k_stream(const uint4 *p, size_t n, float *sink) {
     float acc = 0.f;
@@ -268,6 +472,10 @@ int main(int argc, char **argv) {
     CK(cudaGetDeviceProperties(&prop, 0));
     CK(cudaFuncSetAttribute(k_matvec, cudaFuncAttributeMaxDynamicSharedMemorySize, MAX_K * 4));
     CK(cudaFuncSetAttribute(k_persist, cudaFuncAttributeMaxDynamicSharedMemorySize, MAX_K * 4));
+    CK(cudaFuncSetAttribute(k_matvec_ring<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, RING_SMEM));
+    CK(cudaFuncSetAttribute(k_matvec_ring<false>, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
+    CK(cudaFuncSetAttribute(k_matvec_ring<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, RING_SMEM));
+    CK(cudaFuncSetAttribute(k_matvec_ring<true>, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
     size_t per_layer = (size_t)Rq * H + (size_t)H * A + (size_t)2 * I * H + (size_t)H * I, total = per_layer * L;
     __nv_bfloat16 *W;
     CK(cudaMalloc(&W, total * 2));
@@ -384,6 +592,47 @@ int main(int argc, char **argv) {
     }
     printf("# per layer: %d launches (launch variants) or barriers (persist); h[0..3] %g %g %g %g\n", 4 + extra,
            href[0], href[1], href[2], href[3]);
+
+    /* the ring launches: early (the producer streams before the wait) and not.
+     * h decays to 0 over a token's layers (SwiGLU of small values is
+     * smaller), so the ring's arithmetic is also checked on layer 0 alone,
+     * every activation against the plain launches' */
+    int per_layer_ops = 4 + extra;
+    std::vector<float> act_ref(act_n), act_got(act_n);
+    for (int ring = 0; ring < 3; ring++) { /* plain, ring row copies, ring tensor copies */
+        CK(cudaMemcpyAsync(h, h0, H * 4, cudaMemcpyHostToDevice, s));
+        for (int i = 0; i < per_layer_ops; i++) {
+            const matvec &m = hc.mv[i];
+            if (ring && m.w) launch_ring(m, 1, ring - 1, prop.multiProcessorCount, s);
+            else launch_matvec(m, 0, (m.rows + WARPS * 2 - 1) / (WARPS * 2), s);
+        }
+        CK(cudaMemcpyAsync(ring ? act_got.data() : act_ref.data(), act, act_n * 4, cudaMemcpyDeviceToHost, s));
+        CK(cudaStreamSynchronize(s));
+        if (ring)
+            printf("# ring (%s copies), layer 0: every activation %s the plain launches' (h[0..1] %g %g)\n",
+                   ring == 1 ? "row" : "tensor", memcmp(act_ref.data(), act_got.data(), act_n * 4) ? "DIFFERS from" : "bitwise as",
+                   act_got[0], act_got[1]);
+    }
+    for (int v = 0; v < 4; v++) {
+        int how = v >> 1, early = !(v & 1);
+        cudaGraphExec_t rg = capture([&] {
+            for (int i = 0; i < hc.n; i++) {
+                const matvec &m = hc.mv[i];
+                if (m.w) launch_ring(m, early, how, prop.multiProcessorCount, s);
+                else launch_matvec(m, 1, (m.rows + WARPS * 2 - 1) / (WARPS * 2), s);
+            }
+        });
+        auto token = [&] { CK(cudaGraphLaunch(rg, s)); };
+        CK(cudaMemcpyAsync(h, h0, H * 4, cudaMemcpyHostToDevice, s));
+        token();
+        CK(cudaMemcpyAsync(hout, h, H * 4, cudaMemcpyDeviceToHost, s));
+        CK(cudaStreamSynchronize(s));
+        char name[64];
+        snprintf(name, sizeof name, "ring%s%s (S %d..%d)", how ? " tmap" : "", early ? " early" : "", ring_stages(I),
+                 ring_stages(H));
+        report(name, time_us(token), memcmp(href, hout, H * 4) ? "h DIFFERS from launch" : "h bitwise as launch");
+        CK(cudaGraphExecDestroy(rg));
+    }
 
 #ifdef KS_WITH_KESTREL
     cudaGraphExec_t kg = capture([&] {
