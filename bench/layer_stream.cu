@@ -39,12 +39,15 @@
  *               barrier (all of them, or at most 4 rows); also with 1 and 2
  *               blocks an SM instead of as many as fit (fewer arrivals at
  *               the barrier, fewer loads in flight)
- *   ring [tmap] [early]  one kernel a matvec, at most one block an SM, a
+ *   ring HOW [early]  one kernel a matvec, at most one block an SM, a
  *               producer warp filling a shared-memory ring with the
- *               weights (row copies, or 2-D tensor copies: tmap) while 8
+ *               weights (2-D tensor copies, or cp.async) while 8
  *               warps consume it; early: the producer starts before the
  *               programmatic wait, so the next launch's ring fills while
  *               this one ends (k_matvec_ring, below)
+ *   persist ring HOW  the chain in one cooperative kernel, one block an SM,
+ *               the producer streaming op after op into a deeper ring
+ *               while the consumers wait at a grid barrier for each op's x
  *   kestrel     (built with -DKS_WITH_KESTREL, linked with libkestrel.a)
  *               the same chain on kestrel's own tensor-core matvecs
  *               (ks_cuda_matmul_fused, SwiGLU in gate|up's epilogue, so
@@ -211,20 +214,23 @@ __global__ void __launch_bounds__(THREADS) k_matvec(matvec m, int pdl) {
 __device__ unsigned bar_count;
 __device__ volatile unsigned bar_gen;
 
+/* thread 0 of each block: arrive, and wait for the last block's arrival */
+__device__ void grid_arrive_wait(unsigned n_blocks) {
+    unsigned gen = bar_gen;
+    __threadfence();
+    if (atomicAdd(&bar_count, 1) == n_blocks - 1) {
+        bar_count = 0;
+        __threadfence();
+        bar_gen = gen + 1;
+    } else {
+        while (bar_gen == gen) __nanosleep(20);
+    }
+    __threadfence();
+}
+
 __device__ void grid_barrier(unsigned n_blocks) {
     __syncthreads();
-    if (threadIdx.x == 0) {
-        unsigned gen = bar_gen;
-        __threadfence();
-        if (atomicAdd(&bar_count, 1) == n_blocks - 1) {
-            bar_count = 0;
-            __threadfence();
-            bar_gen = gen + 1;
-        } else {
-            while (bar_gen == gen) __nanosleep(20);
-        }
-        __threadfence();
-    }
+    if (threadIdx.x == 0) grid_arrive_wait(n_blocks);
     __syncthreads();
 }
 
@@ -264,7 +270,8 @@ __global__ void __launch_bounds__(THREADS) k_persist(const chain *ch, int pf_row
 #define RING_ROWS 16
 #define RING_STAGE (RING_ROWS * 512)
 #define RING_SMEM (112 * 1024)
-#define RING_MAX_S 16
+#define RING_MAX_S 32
+#define PERSIST_SMEM (220 * 1024) /* persist ring: one block an SM */
 
 __device__ __forceinline__ unsigned smem_u32(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
 __device__ __forceinline__ void mbar_init(uint64_t *b, int count) {
@@ -293,7 +300,7 @@ __device__ __forceinline__ void bulk_copy(void *dst, const void *src, unsigned b
                  : "memory");
 }
 
-/* TMAP: the stage as one 2-D tensor copy (a box of 16 rows x 256 columns) */
+/* HOW 1: the stage as one 2-D tensor copy (a box of 16 rows x 256 columns) */
 __device__ __forceinline__ void tensor_copy(void *dst, const CUtensorMap *tm, int col, int row, uint64_t *bar) {
     asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
                  ::"r"(smem_u32(dst)), "l"(reinterpret_cast<uint64_t>(tm)), "r"(col), "r"(row), "r"(smem_u32(bar))
@@ -301,38 +308,39 @@ __device__ __forceinline__ void tensor_copy(void *dst, const CUtensorMap *tm, in
 }
 
 /* the stages a ring block of k columns gets within RING_SMEM (x takes 4k bytes) */
-static int ring_stages(int k) {
-    int s = (RING_SMEM - 4 * k) / RING_STAGE;
+static int ring_stages(int k, int smem = RING_SMEM) {
+    int s = (smem - 4 * k) / RING_STAGE;
     return s > RING_MAX_S ? RING_MAX_S : s;
 }
 
-template <bool TMAP>
-__global__ void __launch_bounds__(THREADS + 32, 2)
-k_matvec_ring(matvec m, const __grid_constant__ CUtensorMap tm, int S, int early) {
-    extern __shared__ __align__(128) unsigned char smem[];
-    __shared__ __align__(8) uint64_t full[RING_MAX_S], empty[RING_MAX_S];
-    unsigned char *ring = smem;
-    float *xs = reinterpret_cast<float *>(smem + (size_t)S * RING_STAGE);
-    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    int nch = m.k / 256, groups = (m.rows + RING_ROWS - 1) / RING_ROWS;
-    int mine = (int)blockIdx.x < groups ? (groups - 1 - (int)blockIdx.x) / (int)gridDim.x + 1 : 0;
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < S; s++) {
-            mbar_init(&full[s], 1);
-            mbar_init(&empty[s], WARPS);
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
-    }
-    __syncthreads();
-    asm volatile("griddepcontrol.launch_dependents;");
-    if (warp == WARPS) { /* the producer */
-        if (!early) asm volatile("griddepcontrol.wait;" ::: "memory");
-        for (int q = 0; q < mine * nch; q++) {
-            int s = q % S, grp = blockIdx.x + (q / nch) * gridDim.x, c = q % nch;
+/* HOW: how the producer copies a stage: 0 one bulk copy a row (lanes
+ * 0-15), 1 one tensor copy (lane 0, map tm), 2 cp.async, 16 bytes a lane
+ * a row (the stage's "full" barrier then counts the 32 lanes' arrivals).
+ * The producer warp: every stage of this block's groups of m, ring stage q
+ * % S for the block's q-th stage (q counts on across ops). */
+template <int HOW>
+__device__ void ring_produce(const matvec &m, const CUtensorMap *tm, unsigned char *ring, uint64_t *full,
+                             uint64_t *empty, int S, int &q) {
+    int lane = threadIdx.x & 31, nch = m.k / 256, groups = (m.rows + RING_ROWS - 1) / RING_ROWS;
+    for (int grp = blockIdx.x; grp < groups; grp += gridDim.x)
+        for (int c = 0; c < nch; c++, q++) {
+            int s = q % S;
             if (q >= S) mbar_wait(&empty[s], (q / S - 1) & 1);
+            if constexpr (HOW == 2) {
+                __nv_bfloat16 *st = reinterpret_cast<__nv_bfloat16 *>(ring + (size_t)s * RING_STAGE);
+#pragma unroll
+                for (int i = 0; i < RING_ROWS; i++) {
+                    int r = min(grp * RING_ROWS + i, m.rows - 1);
+                    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_u32(st + i * 256 + lane * 8)),
+                                 "l"(m.w + (size_t)r * m.k + c * 256 + lane * 8)
+                                 : "memory");
+                }
+                asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_u32(&full[s])) : "memory");
+                continue;
+            }
             if (lane == 0) mbar_expect_tx(&full[s], RING_STAGE);
-            if constexpr (TMAP) {
-                if (lane == 0) tensor_copy(ring + (size_t)s * RING_STAGE, &tm, c * 256, grp * RING_ROWS, &full[s]);
+            if constexpr (HOW == 1) {
+                if (lane == 0) tensor_copy(ring + (size_t)s * RING_STAGE, tm, c * 256, grp * RING_ROWS, &full[s]);
                 continue;
             }
             __syncwarp();
@@ -341,16 +349,19 @@ k_matvec_ring(matvec m, const __grid_constant__ CUtensorMap tm, int S, int early
                 bulk_copy(ring + (size_t)s * RING_STAGE + lane * 512, m.w + (size_t)r * m.k + c * 256, 512, &full[s]);
             }
         }
-        return;
-    }
-    asm volatile("griddepcontrol.wait;" ::: "memory");
-    load_x(xs, m, threadIdx.x, THREADS); /* among the consumers */
-    asm volatile("bar.sync 1, %0;" ::"n"(THREADS) : "memory");
-    for (int i = 0; i < mine; i++) {
-        int r = (blockIdx.x + i * gridDim.x) * RING_ROWS + 2 * warp;
+}
+
+/* The 8 consumer warps: this block's groups of m from the ring, x staged
+ * in xs; warp w sums rows 2w and 2w + 1 of each group, lane l the same
+ * 16-byte chunks in the same order as warp_rows. */
+__device__ void ring_consume(const matvec &m, const unsigned char *ring, const float *xs, uint64_t *full,
+                             uint64_t *empty, int S, int &q) {
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nch = m.k / 256, groups = (m.rows + RING_ROWS - 1) / RING_ROWS;
+    for (int grp = blockIdx.x; grp < groups; grp += gridDim.x) {
+        int r = grp * RING_ROWS + 2 * warp;
         float acc[2] = {0.f, 0.f};
-        for (int c = 0; c < nch; c++) {
-            int q = i * nch + c, s = q % S;
+        for (int c = 0; c < nch; c++, q++) {
+            int s = q % S;
             mbar_wait(&full[s], (q / S) & 1);
             const unsigned char *st = ring + (size_t)s * RING_STAGE + 2 * warp * 512 + lane * 16;
             uint4 u[2] = {*reinterpret_cast<const uint4 *>(st), *reinterpret_cast<const uint4 *>(st + 512)};
@@ -377,6 +388,79 @@ k_matvec_ring(matvec m, const __grid_constant__ CUtensorMap tm, int S, int early
     }
 }
 
+/* the ring's barriers: full (the producer's copies landed), empty (the 8 consumer warps are done) */
+__device__ void ring_init(uint64_t *full, uint64_t *empty, int S, int full_count) {
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < S; s++) {
+            mbar_init(&full[s], full_count);
+            mbar_init(&empty[s], WARPS);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncthreads();
+}
+
+template <int HOW>
+__global__ void __launch_bounds__(THREADS + 32, 2)
+k_matvec_ring(matvec m, const __grid_constant__ CUtensorMap tm, int S, int early) {
+    extern __shared__ __align__(128) unsigned char smem[];
+    __shared__ __align__(8) uint64_t full[RING_MAX_S], empty[RING_MAX_S];
+    float *xs = reinterpret_cast<float *>(smem + (size_t)S * RING_STAGE);
+    int q = 0;
+    ring_init(full, empty, S, HOW == 2 ? 32 : 1);
+    asm volatile("griddepcontrol.launch_dependents;");
+    if (threadIdx.x >> 5 == WARPS) { /* the producer */
+        if (!early) asm volatile("griddepcontrol.wait;" ::: "memory");
+        ring_produce<HOW>(m, &tm, smem, full, empty, S, q);
+        if (HOW == 2) asm volatile("cp.async.wait_all;" ::: "memory"); /* (its copies land before the warp leaves) */
+        return;
+    }
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    load_x(xs, m, threadIdx.x, THREADS); /* among the consumers */
+    asm volatile("bar.sync 1, %0;" ::"n"(THREADS) : "memory");
+    ring_consume(m, smem, xs, full, empty, S, q);
+}
+
+/* persist ring: the whole chain in one cooperative kernel, one block an
+ * SM; the producer streams every op's weights into the ring without
+ * stopping at the ops' boundaries (they are constants), so the memory
+ * stays busy while the consumers wait at the grid barrier for the op's x.
+ * maps: op i's tensor map (HOW 1), in global memory. */
+__device__ void consumer_barrier(unsigned n_blocks) { /* grid_barrier among the consumers (the producer has left) */
+    asm volatile("bar.sync 1, %0;" ::"n"(THREADS) : "memory");
+    if (threadIdx.x == 0) grid_arrive_wait(n_blocks);
+    asm volatile("bar.sync 1, %0;" ::"n"(THREADS) : "memory");
+}
+
+template <int HOW>
+__global__ void __launch_bounds__(THREADS + 32, 1) k_persist_ring(const chain *ch, const CUtensorMap *maps, int S) {
+    extern __shared__ __align__(128) unsigned char smem[];
+    __shared__ __align__(8) uint64_t full[RING_MAX_S], empty[RING_MAX_S];
+    float *xs = reinterpret_cast<float *>(smem + (size_t)S * RING_STAGE);
+    int q = 0;
+    ring_init(full, empty, S, HOW == 2 ? 32 : 1);
+    if (threadIdx.x >> 5 == WARPS) {
+        for (int i = 0; i < ch->n; i++)
+            if (ch->mv[i].w) ring_produce<HOW>(ch->mv[i], maps + i, smem, full, empty, S, q);
+        if (HOW == 2) asm volatile("cp.async.wait_all;" ::: "memory");
+        return;
+    }
+    int g = blockIdx.x * WARPS + (threadIdx.x >> 5), nw = gridDim.x * WARPS;
+    for (int i = 0; i < ch->n; i++) {
+        const matvec &m = ch->mv[i];
+        if (m.w) {
+            load_x(xs, m, threadIdx.x, THREADS);
+            asm volatile("bar.sync 1, %0;" ::"n"(THREADS) : "memory");
+            ring_consume(m, smem, xs, full, empty, S, q);
+        } else {
+            int r0, r1;
+            rows_of(m.rows, g, nw, &r0, &r1);
+            op_rows(m, xs, r0, r1);
+        }
+        consumer_barrier(gridDim.x);
+    }
+}
+
 /* a weight's tensor map for the TMAP ring: (rows, k) bf16, boxes of 16 rows x 256 columns */
 static CUtensorMap weight_map(const matvec &m) {
     static PFN_cuTensorMapEncodeTiled_v12000 encode;
@@ -400,7 +484,7 @@ static CUtensorMap weight_map(const matvec &m) {
     return tm;
 }
 
-/* how: 0 row copies, 1 tensor copies */
+/* how: k_matvec_ring's HOW */
 static void launch_ring(const matvec &m, int early, int how, int sms, cudaStream_t s) {
     int groups = (m.rows + RING_ROWS - 1) / RING_ROWS, S = ring_stages(m.k);
     cudaLaunchConfig_t cfg = {};
@@ -414,10 +498,11 @@ static void launch_ring(const matvec &m, int early, int how, int sms, cudaStream
     cfg.attrs = at;
     cfg.numAttrs = 1;
     CUtensorMap tm;
-    if (how) tm = weight_map(m);
+    if (how == 1) tm = weight_map(m);
     else memset(&tm, 0, sizeof tm);
-    if (how) CK(cudaLaunchKernelEx(&cfg, k_matvec_ring<true>, m, tm, S, early));
-    else CK(cudaLaunchKernelEx(&cfg, k_matvec_ring<false>, m, tm, S, early));
+    if (how == 0) CK(cudaLaunchKernelEx(&cfg, k_matvec_ring<0>, m, tm, S, early));
+    else if (how == 1) CK(cudaLaunchKernelEx(&cfg, k_matvec_ring<1>, m, tm, S, early));
+    else CK(cudaLaunchKernelEx(&cfg, k_matvec_ring<2>, m, tm, S, early));
 }
 
 /* the bound: every weight byte of the chain read once, in one launch */
@@ -472,10 +557,13 @@ int main(int argc, char **argv) {
     CK(cudaGetDeviceProperties(&prop, 0));
     CK(cudaFuncSetAttribute(k_matvec, cudaFuncAttributeMaxDynamicSharedMemorySize, MAX_K * 4));
     CK(cudaFuncSetAttribute(k_persist, cudaFuncAttributeMaxDynamicSharedMemorySize, MAX_K * 4));
-    CK(cudaFuncSetAttribute(k_matvec_ring<false>, cudaFuncAttributeMaxDynamicSharedMemorySize, RING_SMEM));
-    CK(cudaFuncSetAttribute(k_matvec_ring<false>, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
-    CK(cudaFuncSetAttribute(k_matvec_ring<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, RING_SMEM));
-    CK(cudaFuncSetAttribute(k_matvec_ring<true>, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
+    auto ring_attrs = [](const void *f) {
+        CK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, RING_SMEM));
+        CK(cudaFuncSetAttribute(f, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
+    };
+    ring_attrs((const void *)k_matvec_ring<0>);
+    ring_attrs((const void *)k_matvec_ring<1>);
+    ring_attrs((const void *)k_matvec_ring<2>);
     size_t per_layer = (size_t)Rq * H + (size_t)H * A + (size_t)2 * I * H + (size_t)H * I, total = per_layer * L;
     __nv_bfloat16 *W;
     CK(cudaMalloc(&W, total * 2));
@@ -599,7 +687,8 @@ int main(int argc, char **argv) {
      * every activation against the plain launches' */
     int per_layer_ops = 4 + extra;
     std::vector<float> act_ref(act_n), act_got(act_n);
-    for (int ring = 0; ring < 3; ring++) { /* plain, ring row copies, ring tensor copies */
+    static const char *hows[] = {"row", "tensor", "cp.async"};
+    for (int ring = 0; ring < 4; ring++) { /* plain, then the ring's three HOWs */
         CK(cudaMemcpyAsync(h, h0, H * 4, cudaMemcpyHostToDevice, s));
         for (int i = 0; i < per_layer_ops; i++) {
             const matvec &m = hc.mv[i];
@@ -610,11 +699,11 @@ int main(int argc, char **argv) {
         CK(cudaStreamSynchronize(s));
         if (ring)
             printf("# ring (%s copies), layer 0: every activation %s the plain launches' (h[0..1] %g %g)\n",
-                   ring == 1 ? "row" : "tensor", memcmp(act_ref.data(), act_got.data(), act_n * 4) ? "DIFFERS from" : "bitwise as",
+                   hows[ring - 1], memcmp(act_ref.data(), act_got.data(), act_n * 4) ? "DIFFERS from" : "bitwise as",
                    act_got[0], act_got[1]);
     }
-    for (int v = 0; v < 4; v++) {
-        int how = v >> 1, early = !(v & 1);
+    for (int v = 0; v < 4; v++) { /* tensor and cp.async copies (row copies were slower), early and not */
+        int how = 1 + (v >> 1), early = !(v & 1);
         cudaGraphExec_t rg = capture([&] {
             for (int i = 0; i < hc.n; i++) {
                 const matvec &m = hc.mv[i];
@@ -628,10 +717,55 @@ int main(int argc, char **argv) {
         CK(cudaMemcpyAsync(hout, h, H * 4, cudaMemcpyDeviceToHost, s));
         CK(cudaStreamSynchronize(s));
         char name[64];
-        snprintf(name, sizeof name, "ring%s%s (S %d..%d)", how ? " tmap" : "", early ? " early" : "", ring_stages(I),
+        snprintf(name, sizeof name, "ring %s%s (S %d..%d)", hows[how], early ? " early" : "", ring_stages(I),
                  ring_stages(H));
         report(name, time_us(token), memcmp(href, hout, H * 4) ? "h DIFFERS from launch" : "h bitwise as launch");
         CK(cudaGraphExecDestroy(rg));
+    }
+
+    /* persist ring: one cooperative kernel a token, one block an SM, the
+     * ring as deep as PERSIST_SMEM allows; layer 0 alone checked first */
+    {
+        int maxk = 0, sms = prop.multiProcessorCount;
+        for (int i = 0; i < hc.n; i++) maxk = hc.mv[i].k > maxk ? hc.mv[i].k : maxk;
+        int S = ring_stages(maxk, PERSIST_SMEM);
+        size_t smem = (size_t)S * RING_STAGE + (size_t)maxk * 4;
+        std::vector<CUtensorMap> maps(hc.n);
+        for (int i = 0; i < hc.n; i++)
+            if (hc.mv[i].w) maps[i] = weight_map(hc.mv[i]);
+        CUtensorMap *dmaps;
+        CK(cudaMalloc(&dmaps, maps.size() * sizeof(CUtensorMap)));
+        CK(cudaMemcpy(dmaps, maps.data(), maps.size() * sizeof(CUtensorMap), cudaMemcpyHostToDevice));
+        chain l0 = hc;
+        l0.n = per_layer_ops;
+        chain *dl0;
+        CK(cudaMalloc(&dl0, sizeof l0));
+        CK(cudaMemcpy(dl0, &l0, sizeof l0, cudaMemcpyHostToDevice));
+        for (int how = 1; how <= 2; how++) {
+            const void *f = how == 1 ? (const void *)k_persist_ring<1> : (const void *)k_persist_ring<2>;
+            CK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+            CK(cudaFuncSetAttribute(f, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
+            auto run_chain = [&](chain *c) {
+                void *args[] = {(void *)&c, (void *)&dmaps, (void *)&S};
+                CK(cudaLaunchCooperativeKernel(f, sms, THREADS + 32, args, smem, s));
+            };
+            CK(cudaMemcpyAsync(h, h0, H * 4, cudaMemcpyHostToDevice, s));
+            run_chain(dl0);
+            CK(cudaMemcpyAsync(act_got.data(), act, act_n * 4, cudaMemcpyDeviceToHost, s));
+            CK(cudaStreamSynchronize(s));
+            printf("# persist ring (%s copies), layer 0: every activation %s the plain launches'\n", hows[how],
+                   memcmp(act_ref.data(), act_got.data(), act_n * 4) ? "DIFFERS from" : "bitwise as");
+            CK(cudaMemcpyAsync(h, h0, H * 4, cudaMemcpyHostToDevice, s));
+            run_chain(dch);
+            CK(cudaMemcpyAsync(hout, h, H * 4, cudaMemcpyDeviceToHost, s));
+            CK(cudaStreamSynchronize(s));
+            char name[64];
+            snprintf(name, sizeof name, "persist ring %s (S %d)", hows[how], S);
+            report(name, time_us([&] { run_chain(dch); }),
+                   memcmp(href, hout, H * 4) ? "h DIFFERS from launch" : "h bitwise as launch");
+        }
+        CK(cudaFree(dl0));
+        CK(cudaFree(dmaps));
     }
 
 #ifdef KS_WITH_KESTREL
