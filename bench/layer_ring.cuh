@@ -16,7 +16,7 @@
  * and 113 registers a thread, so the next launch's blocks fit beside this
  * one's and fill their rings while this launch ends. The question was
  * whether that removes the ~3.4 us a launch costs today; early gained
- * 3-7% over a ring filled after the wait, but the ring's own rate (2.2-2.9
+ * 1-7% over a ring filled after the wait, but the ring's own rate (2.2-2.9
  * TB/s with tensor copies) kept it below kestrel's launches.
  * Consumer warp w sums rows 2w and 2w + 1 of each group, lane l the same
  * 16-byte chunks in the same order as warp_rows: h is bitwise launch's. */
