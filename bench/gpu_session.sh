@@ -368,7 +368,7 @@ fi
 if has layerstream; then # a kernel boundary's cost, launches against a persistent kernel (bench/layer_stream.cu)
     # with kestrel's own matvecs as one more variant (linked with libkestrel.a), else standalone
     { nvcc_kestrel build/layer_stream bench/layer_stream.cu -DKS_WITH_KESTREL ||
-      "$NVCC" -O3 -std=c++17 $SM90 -o build/layer_stream bench/layer_stream.cu; } \
+      "$NVCC" -O3 -std=c++17 -Isrc $SM90 -o build/layer_stream bench/layer_stream.cu; } \
         > "$OUT/layerstream_build.log" 2>&1 &&
         for run in ${LAYERSTREAM_RUNS:-1.7b:200:2 8b:100:2 tiny:500:2 1.7b:200:0}; do # MODEL:TOKENS:EXTRA
             timeout 120 build/layer_stream ${run//:/ }; done | tee "$OUT/layerstream.txt"

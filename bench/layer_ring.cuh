@@ -26,15 +26,14 @@
 #define RING_MAX_S 32
 #define PERSIST_SMEM (220 * 1024) /* persist ring: one block an SM */
 
-__device__ __forceinline__ unsigned smem_u32(const void *p) { return (unsigned)__cvta_generic_to_shared(p); }
 __device__ __forceinline__ void mbar_init(uint64_t *b, int count) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_u32(b)), "r"(count) : "memory");
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(b)), "r"(count) : "memory");
 }
 __device__ __forceinline__ void mbar_expect_tx(uint64_t *b, unsigned bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_u32(b)), "r"(bytes) : "memory");
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_addr(b)), "r"(bytes) : "memory");
 }
 __device__ __forceinline__ void mbar_arrive(uint64_t *b) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_u32(b)) : "memory");
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(b)) : "memory");
 }
 __device__ __forceinline__ void mbar_wait(uint64_t *b, int parity) {
     asm volatile("{\n\t.reg .pred P1;\n"
@@ -42,21 +41,21 @@ __device__ __forceinline__ void mbar_wait(uint64_t *b, int parity) {
                  "mbarrier.try_wait.parity.shared::cta.b64 P1, [%0], %1;\n\t"
                  "@P1 bra.uni DONE_%=;\n\t"
                  "bra.uni WAIT_%=;\n"
-                 "DONE_%=:\n}" ::"r"(smem_u32(b)),
+                 "DONE_%=:\n}" ::"r"(smem_addr(b)),
                  "r"(parity)
                  : "memory");
 }
 __device__ __forceinline__ void bulk_copy(void *dst, const void *src, unsigned bytes, uint64_t *bar) {
     asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];" ::"r"(
-                     smem_u32(dst)),
-                 "l"(src), "r"(bytes), "r"(smem_u32(bar))
+                     smem_addr(dst)),
+                 "l"(src), "r"(bytes), "r"(smem_addr(bar))
                  : "memory");
 }
 
 /* HOW 1: the stage as one 2-D tensor copy (a box of 16 rows x 256 columns) */
 __device__ __forceinline__ void tensor_copy(void *dst, const CUtensorMap *tm, int col, int row, uint64_t *bar) {
     asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
-                 ::"r"(smem_u32(dst)), "l"(reinterpret_cast<uint64_t>(tm)), "r"(col), "r"(row), "r"(smem_u32(bar))
+                 ::"r"(smem_addr(dst)), "l"(reinterpret_cast<uint64_t>(tm)), "r"(col), "r"(row), "r"(smem_addr(bar))
                  : "memory");
 }
 
@@ -84,11 +83,11 @@ __device__ void ring_produce(const matvec &m, const CUtensorMap *tm, unsigned ch
 #pragma unroll
                 for (int i = 0; i < RING_ROWS; i++) {
                     int r = min(grp * RING_ROWS + i, m.rows - 1);
-                    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_u32(st + i * 256 + lane * 8)),
+                    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(smem_addr(st + i * 256 + lane * 8)),
                                  "l"(m.w + (size_t)r * m.k + c * 256 + lane * 8)
                                  : "memory");
                 }
-                asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_u32(&full[s])) : "memory");
+                asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(smem_addr(&full[s])) : "memory");
                 continue;
             }
             if (lane == 0) mbar_expect_tx(&full[s], RING_STAGE);

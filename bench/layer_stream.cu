@@ -72,6 +72,7 @@
 
 #include <vector>
 
+#include "backend/cuda/cuda_common.cuh" /* smem_addr */
 #include "bench_cuda.cuh"
 #ifdef KS_WITH_KESTREL /* linked with build/libkestrel.a: the "kestrel" variant */
 #include "backend/cuda/cuda_ops.h"
@@ -129,10 +130,9 @@ __device__ void load_x(float *xs, const matvec &m, int tid, int threads) {
             int i = base + j * threads;
             if (i >= n4) break;
             if (m.swiglu) {
-                v[j].x = v[j].x / (1.0f + __expf(-v[j].x)) * u[j].x;
-                v[j].y = v[j].y / (1.0f + __expf(-v[j].y)) * u[j].y;
-                v[j].z = v[j].z / (1.0f + __expf(-v[j].z)) * u[j].z;
-                v[j].w = v[j].w / (1.0f + __expf(-v[j].w)) * u[j].w;
+                float *g = &v[j].x, *up = &u[j].x;
+#pragma unroll
+                for (int c = 0; c < 4; c++) g[c] = g[c] / (1.0f + __expf(-g[c])) * up[c];
             }
             o4[i] = v[j];
         }
@@ -313,13 +313,14 @@ int main(int argc, char **argv) {
     CK(cudaGetDeviceProperties(&prop, 0));
     CK(cudaFuncSetAttribute(k_matvec, cudaFuncAttributeMaxDynamicSharedMemorySize, MAX_K * 4));
     CK(cudaFuncSetAttribute(k_persist, cudaFuncAttributeMaxDynamicSharedMemorySize, MAX_K * 4));
-    auto ring_attrs = [](const void *f) {
-        CK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, RING_SMEM));
+    /* a ring kernel's shared memory: smem bytes, the carveout's most */
+    auto ring_attrs = [](const void *f, int smem) {
+        CK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
         CK(cudaFuncSetAttribute(f, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
     };
-    ring_attrs((const void *)k_matvec_ring<0>);
-    ring_attrs((const void *)k_matvec_ring<1>);
-    ring_attrs((const void *)k_matvec_ring<2>);
+    ring_attrs((const void *)k_matvec_ring<0>, RING_SMEM);
+    ring_attrs((const void *)k_matvec_ring<1>, RING_SMEM);
+    ring_attrs((const void *)k_matvec_ring<2>, RING_SMEM);
     size_t per_layer = (size_t)Rq * H + (size_t)H * A + (size_t)2 * I * H + (size_t)H * I, total = per_layer * L;
     __nv_bfloat16 *W;
     CK(cudaMalloc(&W, total * 2));
@@ -398,6 +399,14 @@ int main(int argc, char **argv) {
         printf("%-24s %9.1f us a token  %7.0f GB/s  %5.1f%% of the bound  %s\n", name, us, total * 2 / (us * 1e3),
                100.0 * bound_us / us, tail);
     };
+    /* run() once from h0 on s, then bytes of dev (what it left) into host */
+    auto from_h0 = [&](auto &&run, void *host, const void *dev, size_t bytes) {
+        CK(cudaMemcpyAsync(h, h0, H * 4, cudaMemcpyHostToDevice, s));
+        run();
+        CK(cudaMemcpyAsync(host, dev, bytes, cudaMemcpyDeviceToHost, s));
+        CK(cudaStreamSynchronize(s));
+    };
+    auto h_check = [&] { return memcmp(href, hout, H * 4) ? "h DIFFERS from launch" : "h bitwise as launch"; };
 
     /* the bound */
     size_t n16 = total * 2 / 16;
@@ -424,14 +433,11 @@ int main(int argc, char **argv) {
             else persist(grid, pf);
         };
         /* one token from h0: its h must be the first variant's, bitwise */
-        CK(cudaMemcpyAsync(h, h0, H * 4, cudaMemcpyHostToDevice, s));
-        token();
-        CK(cudaMemcpyAsync(hout, h, H * 4, cudaMemcpyDeviceToHost, s));
-        CK(cudaStreamSynchronize(s));
+        from_h0(token, hout, h, H * 4);
         if (v == 0) memcpy(href, hout, H * 4);
         char name[64];
         snprintf(name, sizeof name, ge ? "%s" : "%s, %d an SM", names[v], grid / sms);
-        report(name, time_us(token), memcmp(href, hout, H * 4) ? "h DIFFERS from launch" : "h bitwise as launch");
+        report(name, time_us(token), h_check());
         if (ge) CK(cudaGraphExecDestroy(ge));
     }
     bool h_zero = true;
@@ -449,14 +455,14 @@ int main(int argc, char **argv) {
     std::vector<float> act_ref(act_n), act_got(act_n);
     static const char *hows[] = {"row", "tensor", "cp.async"};
     for (int ring = 0; ring < 4; ring++) { /* plain, then the ring's three HOWs */
-        CK(cudaMemcpyAsync(h, h0, H * 4, cudaMemcpyHostToDevice, s));
-        for (int i = 0; i < per_layer_ops; i++) {
-            const matvec &m = hc.mv[i];
-            if (ring && m.w) launch_ring(m, 1, ring - 1, prop.multiProcessorCount, s);
-            else launch_matvec(m, 0, (m.rows + WARPS * 2 - 1) / (WARPS * 2), s);
-        }
-        CK(cudaMemcpyAsync(ring ? act_got.data() : act_ref.data(), act, act_n * 4, cudaMemcpyDeviceToHost, s));
-        CK(cudaStreamSynchronize(s));
+        auto layer0 = [&] {
+            for (int i = 0; i < per_layer_ops; i++) {
+                const matvec &m = hc.mv[i];
+                if (ring && m.w) launch_ring(m, 1, ring - 1, prop.multiProcessorCount, s);
+                else launch_matvec(m, 0, (m.rows + WARPS * 2 - 1) / (WARPS * 2), s);
+            }
+        };
+        from_h0(layer0, ring ? act_got.data() : act_ref.data(), act, act_n * 4);
         if (ring)
             printf("# ring (%s copies), layer 0: every activation %s the plain launches' (h[0..1] %g %g)\n",
                    hows[ring - 1], memcmp(act_ref.data(), act_got.data(), act_n * 4) ? "DIFFERS from" : "bitwise as",
@@ -472,14 +478,11 @@ int main(int argc, char **argv) {
             }
         });
         auto token = [&] { CK(cudaGraphLaunch(rg, s)); };
-        CK(cudaMemcpyAsync(h, h0, H * 4, cudaMemcpyHostToDevice, s));
-        token();
-        CK(cudaMemcpyAsync(hout, h, H * 4, cudaMemcpyDeviceToHost, s));
-        CK(cudaStreamSynchronize(s));
+        from_h0(token, hout, h, H * 4);
         char name[64];
         snprintf(name, sizeof name, "ring %s%s (S %d..%d)", hows[how], early ? " early" : "", ring_stages(I),
                  ring_stages(H));
-        report(name, time_us(token), memcmp(href, hout, H * 4) ? "h DIFFERS from launch" : "h bitwise as launch");
+        report(name, time_us(token), h_check());
         CK(cudaGraphExecDestroy(rg));
     }
 
@@ -503,26 +506,18 @@ int main(int argc, char **argv) {
         CK(cudaMemcpy(dl0, &l0, sizeof l0, cudaMemcpyHostToDevice));
         for (int how = 1; how <= 2; how++) {
             const void *f = how == 1 ? (const void *)k_persist_ring<1> : (const void *)k_persist_ring<2>;
-            CK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
-            CK(cudaFuncSetAttribute(f, cudaFuncAttributePreferredSharedMemoryCarveout, 100));
+            ring_attrs(f, (int)smem);
             auto run_chain = [&](chain *c) {
                 void *args[] = {(void *)&c, (void *)&dmaps, (void *)&S};
                 CK(cudaLaunchCooperativeKernel(f, sms, THREADS + 32, args, smem, s));
             };
-            CK(cudaMemcpyAsync(h, h0, H * 4, cudaMemcpyHostToDevice, s));
-            run_chain(dl0);
-            CK(cudaMemcpyAsync(act_got.data(), act, act_n * 4, cudaMemcpyDeviceToHost, s));
-            CK(cudaStreamSynchronize(s));
+            from_h0([&] { run_chain(dl0); }, act_got.data(), act, act_n * 4);
             printf("# persist ring (%s copies), layer 0: every activation %s the plain launches'\n", hows[how],
                    memcmp(act_ref.data(), act_got.data(), act_n * 4) ? "DIFFERS from" : "bitwise as");
-            CK(cudaMemcpyAsync(h, h0, H * 4, cudaMemcpyHostToDevice, s));
-            run_chain(dch);
-            CK(cudaMemcpyAsync(hout, h, H * 4, cudaMemcpyDeviceToHost, s));
-            CK(cudaStreamSynchronize(s));
+            from_h0([&] { run_chain(dch); }, hout, h, H * 4);
             char name[64];
             snprintf(name, sizeof name, "persist ring %s (S %d)", hows[how], S);
-            report(name, time_us([&] { run_chain(dch); }),
-                   memcmp(href, hout, H * 4) ? "h DIFFERS from launch" : "h bitwise as launch");
+            report(name, time_us([&] { run_chain(dch); }), h_check());
         }
         CK(cudaFree(dl0));
         CK(cudaFree(dmaps));
