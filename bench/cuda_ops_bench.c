@@ -3,7 +3,7 @@
  * 151936) and prints achieved GB/s (matmul: bytes of weights read / time) and
  * TFLOP/s for prefill-sized matmuls. Not a test: a tuning aid for the GPU
  * machine. usage: build/cuda_ops_bench [MODEL_DIR [SEQS] | --matvec | --attention POOL_TOKENS |
- * --prompt-attention]
+ * --prompt-attention | --argmax]
  * (SEQS: only the model_forward of that many sequences, 1, 4 or 16) */
 #include <stdio.h>
 #include <stdlib.h>
@@ -217,6 +217,28 @@ static void time_attention(backend *be, int capacity) {
     }
 }
 
+/* The greedy argmax over Qwen3's vocabulary (151,936 logits a row), 1 and
+ * 16 rows (decode, a verify), launches back to back */
+static void time_argmax(backend *be) {
+    int cols = 151936;
+    for (int n = 1; n <= 16; n *= 16) {
+        float *h = malloc((size_t)n * cols * 4), *d = be->ops->buf_alloc(be, (size_t)n * cols * 4);
+        int32_t *ids = be->ops->buf_alloc(be, (size_t)n * 4);
+        uint32_t st = 7;
+        for (size_t i = 0; i < (size_t)n * cols; i++) h[i] = rnd(&st, 10.f);
+        be->ops->buf_upload(be, d, h, (size_t)n * cols * 4);
+        be->ops->argmax(be, ids, d, n, cols);
+        sync(be);
+        double t0 = now();
+        for (int r = 0; r < 200; r++) be->ops->argmax(be, ids, d, n, cols);
+        sync(be);
+        printf("argmax rows=%-2d cols=%d %9.1f us\n", n, cols, (now() - t0) / 200 * 1e6);
+        be->ops->buf_free(be, d);
+        be->ops->buf_free(be, ids);
+        free(h);
+    }
+}
+
 /* The prompt attention: one sequence's causal prefill of P = 1k / 4k / 16k
  * tokens (64-row tiles), Qwen3-8B heads (32 / 8 x 128) */
 static void time_prompt_attention(backend *be) {
@@ -288,6 +310,11 @@ int main(int argc, char **argv) {
     }
     if (argc > 1 && !strcmp(argv[1], "--prompt-attention")) { /* the prompt attention only */
         time_prompt_attention(be);
+        backend_free(be);
+        return 0;
+    }
+    if (argc > 1 && !strcmp(argv[1], "--argmax")) { /* the greedy argmax only */
+        time_argmax(be);
         backend_free(be);
         return 0;
     }

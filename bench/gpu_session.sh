@@ -29,9 +29,12 @@
 # plain decode runs (and cuda_ops_bench --attention) with this tree and with
 # one more build per .devcarry/ab_NAME.tar.xz (bench/ab_overlay.sh writes
 # them), whose files replace this tree's (also the decode and the prompt
-# attention alone, cuda_ops_bench --attention / --prompt-attention) — variants measured against each other in one call,
+# attention alone, cuda_ops_bench --attention / --prompt-attention, and the
+# greedy argmax, --argmax) — variants measured against each other in one call,
 # interleaved (AB_MODELS, AB_ROUNDS); AB_LONG="new NAME.." adds decode after
-# ~16k / ~64k tokens; AB_FWD=1 model_forward of 1 / 4 / 16 sequences;
+# ~16k / ~64k tokens; AB_DRAFTER=1 Qwen3-8B drafted by Qwen3-1.7B and
+# tinycoder by its drafter, 32 tokens after ~4k (the draft model's first
+# catch-up; carry drafter.tar.xz); AB_FWD=1 model_forward of 1 / 4 / 16 sequences;
 # AB_MATVEC=1 cuda_ops_bench --matvec; AB_SPEC="CONFIGS" the proposer bench (AB_SPEC_ROUNDS rounds, the trees interleaved; SPEC_FULL=1 at --full); AB_PREFILL=1 prefill of 3,712 / 4,096 / 4,115-token
 # prompts (AB_PREFILL_TOKENS) on Qwen3-8B and 1.7B; AB_LADDER="19,64,256" a
 # warm server's TTFT at those prompt sizes (bench.sh --workloads ladder,
@@ -324,6 +327,7 @@ if has ab; then # this tree ("new") against each overlay .devcarry/ab_NAME.tar.x
     for b in "${trees[@]}"; do # decode attention alone, a pool of 128k tokens
         $b/cuda_ops_bench --attention 131072 | grep attention | sed "s|^|ab $(tname $b) |" | tee -a "$OUT/ab.txt"
         $b/cuda_ops_bench --prompt-attention | grep attention | sed "s|^|ab $(tname $b) |" | tee -a "$OUT/ab.txt"
+        $b/cuda_ops_bench --argmax | grep argmax | sed "s|^|ab $(tname $b) |" | tee -a "$OUT/ab.txt"
     done
     if [ -n "${AB_SPEC:-}" ]; then # the proposer matrix on tinycoder (AB_SPEC: its CONFIGS), the trees interleaved
         for round in $(seq ${AB_SPEC_ROUNDS:-1}); do # (SPEC_FULL=1: --full; WORKLOADS narrows)
@@ -341,6 +345,19 @@ if has ab; then # this tree ("new") against each overlay .devcarry/ab_NAME.tar.x
     if [ -n "${AB_FWD:-}" ] && [ -f /tmp/q8/config.json ]; then # Qwen3-8B model_forward of 1 / 4 / 16 decode sequences
         for b in "${trees[@]}"; do
             $b/cuda_ops_bench /tmp/q8 2>&1 | grep "forward decode" | sed "s|^|ab $(tname $b) |" | tee -a "$OUT/ab.txt"
+        done
+    fi
+    if [ -n "${AB_DRAFTER:-}" ]; then # a draft model's first proposal after a long prompt (its catch-up), the trees interleaved
+        p4k=$(head -c 15000 /tmp/all.txt)
+        for round in $(seq ${AB_ROUNDS:-2}); do
+            for b in "${trees[@]}"; do
+                for M in "/tmp/q8 --drafter /tmp/q17" "$TC --drafter $TC/drafter --no-mtp"; do
+                    [ -f "${M%% *}/config.json" ] || continue
+                    md=$(timeout 60 $b/kestrel run $M -p "$p4k" -n 32 --temp 0 --ignore-eos --device cuda 2>/tmp/dr_err.txt | md5sum | cut -c1-8)
+                    echo "ab drafter $(basename ${M%% *}) $(tname $b) $round: stdout $md, $(grep 'kestrel: prompt' /tmp/dr_err.txt | sed 's/ (cuda[^;]*;/;/')" |
+                        tee -a "$OUT/ab.txt"
+                done
+            done
         done
     fi
     if [ -n "${AB_LONG:-}" ] && [ -f /tmp/q8/config.json ]; then # Qwen3-8B decode after ~16k and ~64k tokens

@@ -207,9 +207,9 @@ typedef struct {
 static int drafter_pass(engine *e, const probe_ctx *pc, void *arg) {
     drafter_probe *d = arg;
     kv_seq *seqs[1] = {&d->s};
-    int32_t row = 0;
-    model_batch b = {1, pc->tok, pc->pos, pc->seq_idx, 1, seqs, 1, &row, 0, NULL, false};
-    return model_forward(e->cfg.drafter, &d->kv, &b, pc->logits);
+    int32_t row = 0, id;
+    model_batch b = {1, pc->tok, pc->pos, pc->seq_idx, 1, seqs, 1, &row, 0, &id, false};
+    return model_forward(e->cfg.drafter, &d->kv, &b, NULL); /* the greedy id only, as drafter.c asks */
 }
 
 double engine_measure_mtp(engine *e) {

@@ -1,16 +1,20 @@
-/* drafter.c — draft-model proposer (see drafter.h). */
+/* drafter.c — draft-model proposer (see drafter.h). Only the greedy id of
+ * each forward leaves the backend (model_batch.argmax: 4 bytes, not a
+ * vocabulary of logits and a host scan), and a catch-up of more than
+ * DRAFTER_PROMPT_ROWS tokens (a request's prompt) runs as prompt rows, on
+ * the backend's bulk path, not as that many decode rows. */
 #include "spec/drafter.h"
 
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/err.h"
-#include "sample/sample.h"
+
+#define DRAFTER_PROMPT_ROWS 32 /* up to here a catch-up is decode rows (a verify's shapes, CUDA graphs) */
 
 struct drafter {
     model *m;
     kv_cache kv;
-    float *logits;   /* (vocab) */
     int32_t *pos, *seq, *tok;
     int cap;         /* entries in pos/seq/tok */
 };
@@ -31,11 +35,6 @@ int drafter_new(drafter **out, model *dm, int kv_tokens) {
         free(d);
         return rc;
     }
-    d->logits = malloc((size_t)dm->cfg.vocab_size * sizeof *d->logits);
-    if (!d->logits) {
-        drafter_free(d);
-        return err_set(KS_ENOMEM, "drafter: out of memory");
-    }
     *out = d;
     return KS_OK;
 }
@@ -43,7 +42,6 @@ int drafter_new(drafter **out, model *dm, int kv_tokens) {
 void drafter_free(drafter *d) {
     if (!d) return;
     if (d->kv.n_blocks) kv_cache_free(&d->kv);
-    free(d->logits);
     free(d->pos);
     free(d->seq);
     free(d->tok);
@@ -72,14 +70,22 @@ static int step(drafter *d, drafter_seq *s, const int32_t *tokens, int n, int fr
         d->pos[i] = from + i;
         d->seq[i] = 0;
     }
-    int32_t row = n - 1;
+    int32_t row = n - 1, id = 0;
     kv_seq *seqs[1] = {&s->kv};
-    model_batch b = {n, tokens, d->pos, d->seq, 1, seqs, 1, &row, 0, NULL, false};
-    int rc = model_forward(d->m, &d->kv, &b, d->logits);
+    model_batch b = {n, tokens, d->pos, d->seq, 1, seqs, 1, &row, n > DRAFTER_PROMPT_ROWS ? n : 0, &id, false};
+    int rc = model_forward(d->m, &d->kv, &b, NULL);
     if (rc) return rc;
     s->n_cached = from + n;
     s->kv.n_tokens = s->n_cached;
-    return 1 + sample_argmax(d->logits, d->m->cfg.vocab_size); /* token + 1 (0 = none) */
+    return 1 + id; /* token + 1 (0 = none) */
+}
+
+int drafter_warm(drafter *d) {
+    int32_t tok[DRAFTER_PROMPT_ROWS + 1] = {0};
+    drafter_seq s = {0};
+    int r = step(d, &s, tok, DRAFTER_PROMPT_ROWS + 1, 0);
+    drafter_seq_release(d, &s);
+    return r < 0 ? r : KS_OK;
 }
 
 int drafter_propose(drafter *d, drafter_seq *s, const int32_t *ctx, int n_ctx, int k, int32_t *out) {

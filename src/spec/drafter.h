@@ -2,7 +2,8 @@
  * (e.g. the 2-layer tinycoder/drafter): same tokenizer, its own paged KV
  * cache. For each sequence the drafter keeps KV for a prefix of the
  * sequence's tokens; a proposal first catches up on the tokens it has not
- * seen (one forward), then decodes greedily, one token per forward. Greedy
+ * seen (one forward; a long one, such as a request's prompt, as prompt
+ * rows), then decodes greedily, one token per forward. Greedy
  * drafts are deterministic (q = 1{d}), so the verifier's rejection rule keeps
  * sampling exact at any temperature.
  *
@@ -26,6 +27,10 @@ typedef struct {
 /* kv_tokens: the drafter's KV pool (tokens over all sequences). */
 int drafter_new(drafter **out, model *dm, int kv_tokens);
 void drafter_free(drafter *d);
+/* Readies the catch-up's prompt path outside the first request (a
+ * backend's GEMM library chooses and loads its kernels on first use): one
+ * catch-up just long enough to take it, on a scratch sequence. */
+int drafter_warm(drafter *d);
 /* Writes up to k draft tokens continuing ctx[0..n_ctx) into out; returns how
  * many (0 when the drafter's KV is full), negative on failure. */
 int drafter_propose(drafter *d, drafter_seq *s, const int32_t *ctx, int n_ctx, int k, int32_t *out);

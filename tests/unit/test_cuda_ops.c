@@ -9,6 +9,7 @@
 
 #include "backend/backend.h"
 #include "kv_upload.h"
+#include "sample/sample.h"
 #include "test.h"
 
 static unsigned rng_state = 12345;
@@ -700,5 +701,54 @@ TEST(test_cuda_matmul_fused_side_equals_the_two_calls) {
         for (int i = 0; i < 4; i++) p.gpu->ops->weight_release(p.gpu, ws[i]);
         free(x); free(s0); free(a1); free(a2); free(b1); free(b2); free(hw); free(hw2); free(hg); free(hb);
     }
+    close_pair(&p);
+}
+
+/* The device argmax against sample_argmax's rule (the host loop): rows
+ * narrower and wider than a block's slice, the maximum repeated across
+ * slices, signed zeros, NaN first and NaN elsewhere, all -inf; called twice
+ * with other rows (the accumulators are reset by each launch). */
+TEST(test_cuda_argmax_matches_the_host_rule) {
+    pair p = {0};
+    if (!open_pair(&p)) SKIP("no CUDA GPU");
+    enum { ROWS = 8 };
+    const int widths[] = {1, 7, 4096, 4097, 8192, 151936, 300001};
+    int checked = 0;
+    for (int wi = 0; wi < 7; wi++) {
+        int cols = widths[wi];
+        size_t bytes = (size_t)ROWS * cols * 4;
+        float *h = malloc(bytes);
+        float *d = p.gpu->ops->buf_alloc(p.gpu, bytes);
+        int32_t *dout = p.gpu->ops->buf_alloc(p.gpu, ROWS * 4), got[ROWS];
+        for (int round = 0; round < 2; round++) {
+            for (int r = 0; r < ROWS; r++) {
+                float *x = h + (size_t)r * cols;
+                for (int i = 0; i < cols; i++) x[i] = frand() * 8;
+                int a = (int)((unsigned)(frand() * 1e6f + 1e6f) % cols), b = cols - 1 - a / 3;
+                switch ((r + round) % ROWS) {
+                case 1: x[a] = x[b] = 100.f; break;                          /* a tie: the lower index */
+                case 2: for (int i = 0; i < cols; i++) x[i] = i % 3 ? 0.f : -0.f; break; /* zeros tie */
+                case 3: x[0] = NAN; x[a] = 100.f; break;                      /* NaN first: 0 */
+                case 4: x[a] = NAN; x[b] = 50.f; break;                       /* NaN elsewhere: ignored */
+                case 5: for (int i = 0; i < cols; i++) x[i] = -INFINITY; break;
+                case 6: x[cols - 1] = 1e30f; break;                           /* the last value */
+                case 7: x[0] = x[b] = 100.f; break;                          /* the first value */
+                default: break;
+                }
+            }
+            p.gpu->ops->buf_upload(p.gpu, d, h, bytes);
+            p.gpu->ops->argmax(p.gpu, dout, d, ROWS, cols);
+            CHECK(p.gpu->ops->buf_download(p.gpu, got, dout, sizeof got) == 0);
+            for (int r = 0; r < ROWS; r++) {
+                int want = sample_argmax(h + (size_t)r * cols, cols);
+                CHECK_MSG(got[r] == want, "argmax cols %d row %d round %d: %d, host %d", cols, r, round, got[r], want);
+                checked++;
+            }
+        }
+        p.gpu->ops->buf_free(p.gpu, d);
+        p.gpu->ops->buf_free(p.gpu, dout);
+        free(h);
+    }
+    printf("    %d argmax rows compared with the host loop\n", checked);
     close_pair(&p);
 }

@@ -1,43 +1,81 @@
 /* k_argmax.cu — out[r] = the index of the largest value of row r of in
- * (n, cols), the lowest such index on ties (as sample_argmax on the host).
- * One block per row: each thread scans its stride keeping the first maximum
- * it meets, then a fixed-order tree picks the larger value, the lower index
- * on ties. */
+ * (n, cols), the lowest such index on ties, NaNs never chosen unless the
+ * row's first value is NaN (then 0): sample_argmax's rule on the host
+ * (best = 0; best = i where x[i] > x[best]).
+ * A row is cut in slices of AM_SPAN values, one block each (grid (slices,
+ * n)), so a 151,936-wide vocabulary is read by 38 SMs with all of a
+ * thread's loads in flight at once, not by one block in ~150 rounds of L2
+ * loads. Each value becomes one 64-bit key, (order-preserving bits of the
+ * value) << 32 | ~index: the largest key is the largest value at its lowest
+ * index, whatever order the keys meet in. A block's largest key goes to
+ * the row's accumulator by atomicMax; the last block of the row to arrive
+ * (an arrival counter) takes the accumulator, writes the index and leaves
+ * both at zero for the next launch.
+ * Workspace (this file's, grown outside graph capture, zero between
+ * launches): acc (n) u64, then arrived (n) u32. */
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
 
 #define AM_THREADS 256
+#define AM_PER_THREAD 16
+#define AM_SPAN (AM_THREADS * AM_PER_THREAD) /* values of a block's slice */
 
-__global__ void __launch_bounds__(AM_THREADS) k_argmax(int32_t *out, const float *in, int cols) {
-    pdl_start();
-    const float *x = in + (size_t)blockIdx.x * cols;
-    __shared__ float bv[AM_THREADS];
-    __shared__ int bi[AM_THREADS];
-    int t = threadIdx.x, best = t < cols ? t : 0;
-    float v = x[best];
-    for (int i = t + AM_THREADS; i < cols; i += AM_THREADS)
-        if (x[i] > v) {
-            v = x[i];
-            best = i;
-        }
-    bv[t] = v;
-    bi[t] = best;
-    __syncthreads();
-    for (int h = AM_THREADS / 2; h > 0; h >>= 1) {
-        if (t < h) {
-            float o = bv[t + h];
-            int oi = bi[t + h];
-            if (o > bv[t] || (o == bv[t] && oi < bi[t])) {
-                bv[t] = o;
-                bi[t] = oi;
-            }
-        }
-        __syncthreads();
-    }
-    if (t == 0) out[blockIdx.x] = bi[0];
+/* value -> 32 bits that order as the floats do (-0 taken as +0, so the two
+ * tie); NaN -> 0, below every number's key (-inf's is 0x007fffff) */
+__device__ __forceinline__ uint32_t am_order(float v) {
+    if (v != v) return 0u;
+    uint32_t u = __float_as_uint(v == 0.f ? 0.f : v);
+    return (u & 0x80000000u) ? ~u : u | 0x80000000u;
 }
+
+__global__ void __launch_bounds__(AM_THREADS)
+k_argmax(int32_t *out, const float *in, int cols, unsigned long long *acc, unsigned int *arrived) {
+    pdl_start();
+    __shared__ unsigned long long wbest[AM_THREADS / 32];
+    int row = blockIdx.y, t = threadIdx.x;
+    const float *x = in + (size_t)row * cols;
+    int base = blockIdx.x * AM_SPAN + t;
+    float v[AM_PER_THREAD];
+#pragma unroll
+    for (int i = 0; i < AM_PER_THREAD; i++) { /* every load issued before any compare */
+        int c = base + i * AM_THREADS;
+        v[i] = c < cols ? x[c] : __int_as_float(0x7fc00000); /* NaN: key 0 */
+    }
+    unsigned long long best = 0ull;
+#pragma unroll
+    for (int i = 0; i < AM_PER_THREAD; i++) {
+        unsigned int c = (unsigned int)(base + i * AM_THREADS);
+        unsigned long long key = (unsigned long long)am_order(v[i]) << 32 | (0xffffffffu - c);
+        if (am_order(v[i]) && key > best) best = key;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) {
+        unsigned long long b = __shfl_xor_sync(0xffffffffu, best, o);
+        best = b > best ? b : best;
+    }
+    if ((t & 31) == 0) wbest[t >> 5] = best;
+    __syncthreads();
+    if (t != 0) return;
+    for (int w = 1; w < AM_THREADS / 32; w++) best = wbest[w] > best ? wbest[w] : best;
+    if (best) atomicMax(acc + row, best);
+    __threadfence(); /* the key reaches the accumulator before this block counts as arrived */
+    if (atomicAdd(arrived + row, 1u) != gridDim.x - 1) return;
+    __threadfence();
+    unsigned long long k = atomicExch(acc + row, 0ull);
+    arrived[row] = 0;
+    float first = x[0];
+    out[row] = first != first || !k ? 0 : (int32_t)(0xffffffffu - (uint32_t)(k & 0xffffffffu));
+}
+
+static ks_workspace am_ws;
 
 extern "C" void ks_cuda_argmax(ks_stream s, int32_t *out, const float *in, int n, int cols) {
     if (n <= 0 || cols <= 0) return;
-    ks_launch(k_argmax, n, AM_THREADS, 0, s, out, in, cols);
+    size_t had = am_ws.bytes;
+    unsigned long long *acc = (unsigned long long *)ks_cuda_workspace(&am_ws, s, (size_t)n * 12, "argmax accumulators");
+    if (!acc) return;
+    if (am_ws.bytes != had) CUDA_CHECK(cudaMemsetAsync(acc, 0, am_ws.bytes, s));
+    unsigned int *arrived = (unsigned int *)(acc + n);
+    dim3 grid((cols + AM_SPAN - 1) / AM_SPAN, n);
+    ks_launch(k_argmax, grid, AM_THREADS, 0, s, out, in, cols, acc, arrived);
 }
