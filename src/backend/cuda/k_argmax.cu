@@ -11,8 +11,9 @@
  * the row's accumulator by atomicMax; the last block of the row to arrive
  * (an arrival counter) takes the accumulator, writes the index and leaves
  * both at zero for the next launch.
- * Workspace (this file's, grown outside graph capture, zero between
- * launches): acc (n) u64, then arrived (n) u32. */
+ * Workspace (this file's, grown outside graph capture, every byte zero
+ * between launches, so any n may lay it out): acc (n) u64, then arrived
+ * (n) u32. */
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
 
@@ -44,9 +45,9 @@ k_argmax(int32_t *out, const float *in, int cols, unsigned long long *acc, unsig
     unsigned long long best = 0ull;
 #pragma unroll
     for (int i = 0; i < AM_PER_THREAD; i++) {
-        unsigned int c = (unsigned int)(base + i * AM_THREADS);
-        unsigned long long key = (unsigned long long)am_order(v[i]) << 32 | (0xffffffffu - c);
-        if (am_order(v[i]) && key > best) best = key;
+        uint32_t o = am_order(v[i]);
+        unsigned long long key = (unsigned long long)o << 32 | (0xffffffffu - (uint32_t)(base + i * AM_THREADS));
+        if (o && key > best) best = key; /* (a NaN is no candidate) */
     }
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) {
