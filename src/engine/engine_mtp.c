@@ -69,11 +69,12 @@ static int mtp_best_depth(const engine *e, const seq_state *s, double bar) {
  * sequences; output never depends on it. Returns the head passes run. */
 int engine_mtp_update(engine *e, int na, const int *feed, const int *tstart, const int *pstart, const int *done) {
     int n = 0, n_rows = 0;
-    int row_of[na];
+    int row_of[na], q_lo[na], q_hi[na], hid0[na]; /* a sequence's entries q_lo..q_hi - 1, hidden row of q: hid0 + q */
     kv_seq *seqs[na];
     for (int i = 0; i < na; i++) {
         seq_state *s = e->active[i];
         row_of[i] = -1;
+        q_lo[i] = q_hi[i] = 0;
         seqs[i] = &s->mkv;
         if (done[i] || !s->use_mtp || !feed[i]) continue;
         s->n_mtp_draft = 0;
@@ -115,20 +116,38 @@ int engine_mtp_update(engine *e, int na, const int *feed, const int *tstart, con
             s->use_mtp = false;
             continue;
         }
-        for (int q = s->mtp_next; q < q_end; q++, n++) {
-            e->mtp_tok[n] = s->ctx[q];
-            e->mtp_pos[n] = q;
-            e->mtp_idx[n] = q - s->mtp_q0;
-            e->mtp_hid[n] = tstart[i] + (q - 1 - p0);
-            e->mtp_seq[n] = i;
-        }
+        q_lo[i] = s->mtp_next;
+        q_hi[i] = q_end;
+        hid0[i] = tstart[i] - 1 - p0;
+        n += q_end - s->mtp_next;
         s->mtp_next = q_end;
-        if (q_end == s->n_ctx) { /* the newest token's entry drafts the next one */
-            row_of[i] = n_rows;
-            e->mtp_rows[n_rows++] = n - 1;
-        }
     }
     if (!n) return 0;
+    /* the entries, sequences of more than ENGINE_MTP_PROMPT_ROWS first (a
+     * prompt chunk's: prompt rows, the backend's bulk path) and the rest
+     * after them as decode rows; the drafting rows (the newest token's
+     * entry drafts the next one) in sequence order */
+    int n_prompt = 0, last[na];
+    n = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < na; i++) {
+            if ((q_hi[i] - q_lo[i] > ENGINE_MTP_PROMPT_ROWS) != (pass == 0) || q_hi[i] <= q_lo[i]) continue;
+            seq_state *s = e->active[i];
+            for (int q = q_lo[i]; q < q_hi[i]; q++, n++) {
+                e->mtp_tok[n] = s->ctx[q];
+                e->mtp_pos[n] = q;
+                e->mtp_idx[n] = q - s->mtp_q0;
+                e->mtp_hid[n] = hid0[i] + q;
+                e->mtp_seq[n] = i;
+            }
+            last[i] = n - 1;
+            if (pass == 0) n_prompt = n;
+        }
+    for (int i = 0; i < na; i++)
+        if (q_hi[i] > q_lo[i] && q_hi[i] == e->active[i]->n_ctx) {
+            row_of[i] = n_rows;
+            e->mtp_rows[n_rows++] = last[i];
+        }
     /* the chain: every drafting sequence (row j: the j-th with a row) goes
      * as deep as the deepest one chose; the passes after the first take
      * their tokens from the one before on the device, and the ids of all of
@@ -136,7 +155,7 @@ int engine_mtp_update(engine *e, int na, const int *feed, const int *tstart, con
     int depth = 1;
     for (int i = 0; i < na; i++)
         if (row_of[i] >= 0 && e->active[i]->mtp_depth > depth) depth = e->active[i]->mtp_depth;
-    model_batch b = {n, e->mtp_tok, e->mtp_idx, e->mtp_seq, na, seqs, n_rows, e->mtp_rows, 0, NULL, false};
+    model_batch b = {n, e->mtp_tok, e->mtp_idx, e->mtp_seq, na, seqs, n_rows, e->mtp_rows, n_prompt, NULL, false};
     if (model_mtp_forward(e->m, &e->mtp_kv, &b, e->mtp_pos, e->mtp_hid, MTP_SRC_TARGET, NULL,
                           depth == 1 ? e->mtp_ids : NULL) != 0) {
         for (int i = 0; i < na; i++) e->active[i]->use_mtp = false;

@@ -65,7 +65,9 @@ static void mtp_ops(model *m, const void *ctx) {
     int n = x->n, H = c->hidden_size;
     op->mtp_input(be, m->mtp_in, &m->embed, x->tokens, x->src == MTP_SRC_MTP ? m->mtp_hid : m->hid, m->d_hid_idx,
                   &m->mtp->pre_e, &m->mtp->pre_h, n, H, c->rms_norm_eps);
-    op->matmul(be, m->x, m->mtp_in, &m->mtp->fc, NULL, n);
+    int np = x->ab->n_prompt, H2 = 2 * H; /* prompt rows (a prompt chunk's entries) on the bulk path */
+    if (np) op->matmul_prompt(be, m->x, m->mtp_in, NULL, 0, &m->mtp->fc, NULL, np, BK_MM_PLAIN);
+    if (n > np) op->matmul(be, m->x + (size_t)np * H, m->mtp_in + (size_t)np * H2, &m->mtp->fc, NULL, n - np);
     model_layer_forward(m, &m->mtp->layer, x->mkv->k[0], x->mkv->v[0], x->ab, m->d_pos2, n, NULL);
     op->rmsnorm(be, m->mtp_hid, H, m->x, H, &m->mtp->norm, n, 1, H, c->rms_norm_eps); /* the next pass's input */
     if (x->n_logits <= 0) return;
@@ -90,7 +92,7 @@ int model_mtp_forward(model *m, kv_cache *mkv, const model_batch *b, const int32
         return err_set(KS_EINVAL, "MTP: a chained pass of %d entries after a pass of %d ids", n, m->mtp_last);
     if (!chained) m->mtp_chain = m->mtp_last = 0;
     bk_attn_batch ab;
-    bool graph = model_graphs_on(m, n);
+    bool graph = model_graphs_on(m, n) && b->n_prompt == 0; /* (prompt rows are not replayed: model_forward_dev) */
     int rc = model_prepare_batch(m, mkv, b, graph, &ab); /* (a chain's buffers stay: its passes are no larger) */
     if (rc) return rc;
     if (m->mtp_chain + b->n_logits > MODEL_MTP_MAX_CHAIN * m->cap_logits)
@@ -105,7 +107,7 @@ int model_mtp_forward(model *m, kv_cache *mkv, const model_batch *b, const int32
                  m->d_mtp_ids + m->mtp_chain};
     model_graph_key k = {.tag = src == MTP_SRC_MTP ? MODEL_GRAPH_MTP_SELF : MODEL_GRAPH_MTP_TARGET, .n = n,
                          .n_logits = b->n_logits, .n_seqs = b->n_seqs, .kv = mkv->k[0], .kv_blocks = mkv->n_blocks,
-                         .chain_in = chain_in, .chain_out = m->mtp_chain};
+                         .chain_in = chain_in, .chain_out = m->mtp_chain, .n_prompt = ab.n_prompt};
     if ((rc = model_graph_run(m, &k, graph, mtp_ops, &x))) return rc;
     if (b->n_logits <= 0) return KS_OK; /* entries only: nothing to wait for */
     m->mtp_last = b->n_logits;
