@@ -1,8 +1,8 @@
 /* bench_cuda.cuh — what the standalone CUDA bench tools (gemm_sweep.cu,
  * layer_stream.cu, matvec_sweep.cu) share: CK(call) exits with the file,
  * line and CUDA's message when a runtime call fails (a tool, not the
- * server: no recovery); k_fill writes n bf16 values in [-0.05, 0.05) from
- * a hash of the index and a seed. */
+ * server: no recovery); k_fill writes n bf16 values in [-scale, scale)
+ * from a hash of the index and a seed (the server's ks_hash_unit). */
 #ifndef KS_BENCH_CUDA_CUH
 #define KS_BENCH_CUDA_CUH
 
@@ -10,6 +10,8 @@
 #include <cuda_runtime.h>
 #include <stdio.h>
 #include <stdlib.h>
+
+#include "backend/cuda/cuda_common.cuh" /* ks_hash_unit */
 
 #define CK(x)                                                                                   \
     do {                                                                                        \
@@ -20,14 +22,9 @@
         }                                                                                       \
     } while (0)
 
-__global__ void k_fill(__nv_bfloat16 *p, size_t n, unsigned seed) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        unsigned h = (unsigned)i * 2654435761u ^ seed;
-        h ^= h >> 13;
-        h *= 0x5bd1e995u;
-        h ^= h >> 15;
-        p[i] = __float2bfloat16(((h & 0xffff) / 65536.0f - 0.5f) * 0.1f);
-    }
+__global__ void k_fill(__nv_bfloat16 *p, size_t n, float scale, unsigned seed) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        p[i] = __float2bfloat16(ks_hash_unit((long long)i, seed) * scale);
 }
 
 #endif

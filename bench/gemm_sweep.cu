@@ -97,8 +97,8 @@ int main(int argc, char **argv) {
         CK(cudaMalloc(&x, (size_t)NMAX * k * 2));
         CK(cudaMalloc(&o1, (size_t)NMAX * rows * 4));
         CK(cudaMalloc(&o2, (size_t)NMAX * rows * 4));
-        k_fill<<<1024, 256>>>(w, (size_t)rows * k, 1u + (unsigned)si);
-        k_fill<<<1024, 256>>>(x, (size_t)NMAX * k, 77u);
+        k_fill<<<1024, 256>>>(w, (size_t)rows * k, 0.05f, 1u + (unsigned)si);
+        k_fill<<<1024, 256>>>(x, (size_t)NMAX * k, 0.05f, 77u);
         CK(cudaDeviceSynchronize());
         cublasLtMatmulDesc_t d;
         LK(cublasLtMatmulDescCreate(&d, CUBLAS_COMPUTE_32F, CUDA_R_32F));

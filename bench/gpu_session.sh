@@ -378,7 +378,7 @@ if has cadence; then # forward time vs step period, plain decode, one to 16 stre
 fi
 if has gemmsweep; then # cuBLASLt candidates for the Qwen3-8B prompt GEMMs at 19 / 64 / 256 / 2,048 rows (bench/gemm_sweep.cu)
     CUDA_LIB=$(dirname "$(readlink -f "$NVCC")")/../lib64
-    "$NVCC" -O2 -std=c++17 $SM90 -o build/gemm_sweep bench/gemm_sweep.cu \
+    "$NVCC" -O2 -std=c++17 -Isrc $SM90 -o build/gemm_sweep bench/gemm_sweep.cu \
         -L"$CUDA_LIB" -lcublasLt -Xlinker -rpath -Xlinker "$CUDA_LIB" > "$OUT/gemmsweep_build.log" 2>&1 &&
         timeout 240 build/gemm_sweep ${GEMMSWEEP_MAX:-12} | tee "$OUT/gemmsweep.txt"
 fi

@@ -96,16 +96,6 @@ struct chain {
     int n;
 };
 
-__global__ void k_fill(__nv_bfloat16 *p, size_t n, float scale, unsigned seed) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        unsigned h = (unsigned)i * 2654435761u ^ seed;
-        h ^= h >> 15;
-        h *= 2246822519u;
-        h ^= h >> 13;
-        p[i] = __float2bfloat16(((h >> 8) * (2.0f / 16777216.0f) - 1.0f) * scale);
-    }
-}
-
 /* x into shared memory (swiglu: silu(gate) * up) by `threads` threads,
  * tid among them, six float4 loads a thread issued before their stores
  * (one at a time, each load's L2 latency was paid in turn: ~24 round trips

@@ -167,7 +167,7 @@ int main(int argc, char **argv) {
         std::vector<__nv_bfloat16 *> ws(copies);
         for (int c = 0; c < copies; c++) {
             CK(cudaMalloc(&ws[c], bytes));
-            k_fill<<<1024, 256, 0, s>>>(ws[c], (size_t)sh.rows * sh.k, 77u * (c + 1));
+            k_fill<<<1024, 256, 0, s>>>(ws[c], (size_t)sh.rows * sh.k, 0.05f, 77u * (c + 1));
         }
         CK(cudaStreamSynchronize(s));
         int reps = reps_env > 0 ? reps_env : copies < 16 ? 16 : copies;

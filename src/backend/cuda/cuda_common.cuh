@@ -186,6 +186,16 @@ __device__ __forceinline__ float warp_max(float v) {
 
 __device__ __forceinline__ uint32_t smem_addr(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
 
+/* a value in [-1, 1) from a hash of index i and a seed: the GEMM tiers'
+ * probe input (k_gemm.cu) and the bench tools' weights (bench_cuda.cuh) */
+__device__ __forceinline__ float ks_hash_unit(long long i, unsigned seed) {
+    unsigned h = (unsigned)i * 2654435761u ^ seed;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    return (float)(h >> 8) * (2.0f / 16777216.0f) - 1.0f;
+}
+
 /* 16 bytes global -> shared, asynchronously; src_bytes 0 writes zeros */
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void *src, int src_bytes) {
     asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes) : "memory");

@@ -82,13 +82,8 @@ __global__ void k_swiglu_to_16(T *__restrict__ out, const float *gu, int n, int 
  * probe input (pick_tiers) */
 template <typename T>
 __global__ void k_probe_fill(T *__restrict__ x, long long n) {
-    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
-        unsigned h = (unsigned)i * 2654435761u;
-        h ^= h >> 15;
-        h *= 2246822519u;
-        h ^= h >> 13;
-        store1(x + i, (float)(h >> 8) * (2.0f / 16777216.0f) - 1.0f);
-    }
+    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x)
+        store1(x + i, ks_hash_unit(i, 0));
 }
 
 /* *differs |= 1 where a and b (n words) are not bitwise equal */
