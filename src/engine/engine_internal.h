@@ -44,10 +44,6 @@
  * request try a drafter that does not pay there) */
 #define SPEC_COST_FORGET (1.0 / 32)
 #define SPEC_DEPTH_WEIGHT 8.0
-/* a sequence's MTP head entries of one step beyond this many (a prompt
- * chunk's) go as prompt rows, the backend's bulk path (engine_mtp.c); up to
- * here they are decode rows (a verify's shapes, CUDA graphs) */
-#define ENGINE_MTP_PROMPT_ROWS 32
 
 struct engine_req {
     atomic_int refs;

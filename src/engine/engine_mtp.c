@@ -123,7 +123,7 @@ int engine_mtp_update(engine *e, int na, const int *feed, const int *tstart, con
         s->mtp_next = q_end;
     }
     if (!n) return 0;
-    /* the entries, sequences of more than ENGINE_MTP_PROMPT_ROWS first (a
+    /* the entries, sequences of more than MODEL_PROPOSER_PROMPT_ROWS first (a
      * prompt chunk's: prompt rows, the backend's bulk path) and the rest
      * after them as decode rows; the drafting rows (the newest token's
      * entry drafts the next one) in sequence order */
@@ -131,7 +131,7 @@ int engine_mtp_update(engine *e, int na, const int *feed, const int *tstart, con
     n = 0;
     for (int pass = 0; pass < 2; pass++)
         for (int i = 0; i < na; i++) {
-            if ((q_hi[i] - q_lo[i] > ENGINE_MTP_PROMPT_ROWS) != (pass == 0) || q_hi[i] <= q_lo[i]) continue;
+            if ((q_hi[i] - q_lo[i] > MODEL_PROPOSER_PROMPT_ROWS) != (pass == 0) || q_hi[i] <= q_lo[i]) continue;
             seq_state *s = e->active[i];
             for (int q = q_lo[i]; q < q_hi[i]; q++, n++) {
                 e->mtp_tok[n] = s->ctx[q];

@@ -22,6 +22,13 @@
 
 #define MODEL_MAX_GRAPHS 64
 #define MODEL_GRAPH_MAX_TOKENS 16
+/* A proposer's pass (a draft model's catch-up, the MTP head's entries)
+ * takes a sequence's rows as prompt rows (model_batch.n_prompt: the bulk
+ * path) beyond this many, a prompt chunk's; up to here they stay decode
+ * rows, a verify's shapes, replayed as CUDA graphs. Proposer output only
+ * shapes drafts, so the cut may follow the count. */
+#define MODEL_PROPOSER_PROMPT_ROWS 32
+_Static_assert(MODEL_PROPOSER_PROMPT_ROWS >= MODEL_GRAPH_MAX_TOKENS, "prompt rows are never replayed");
 /* The MLP runs over row tiles (model_mlp_rows: the largest power of two up
  * to MODEL_MLP_ROWS whose gate|up output, 2 x intermediate floats a row,
  * fits MODEL_MLP_BYTES): that output is the largest activation, so a

@@ -1,7 +1,7 @@
 /* drafter.c — draft-model proposer (see drafter.h). Only the greedy id of
  * each forward leaves the backend (model_batch.argmax: 4 bytes, not a
  * vocabulary of logits and a host scan), and a catch-up of more than
- * DRAFTER_PROMPT_ROWS tokens (a request's prompt) runs as prompt rows, on
+ * MODEL_PROPOSER_PROMPT_ROWS tokens (a request's prompt) runs as prompt rows, on
  * the backend's bulk path, not as that many decode rows. */
 #include "spec/drafter.h"
 
@@ -9,8 +9,6 @@
 #include <string.h>
 
 #include "base/err.h"
-
-#define DRAFTER_PROMPT_ROWS 32 /* up to here a catch-up is decode rows (a verify's shapes, CUDA graphs) */
 
 struct drafter {
     model *m;
@@ -72,7 +70,7 @@ static int step(drafter *d, drafter_seq *s, const int32_t *tokens, int n, int fr
     }
     int32_t row = n - 1, id = 0;
     kv_seq *seqs[1] = {&s->kv};
-    model_batch b = {n, tokens, d->pos, d->seq, 1, seqs, 1, &row, n > DRAFTER_PROMPT_ROWS ? n : 0, &id, false};
+    model_batch b = {n, tokens, d->pos, d->seq, 1, seqs, 1, &row, n > MODEL_PROPOSER_PROMPT_ROWS ? n : 0, &id, false};
     int rc = model_forward(d->m, &d->kv, &b, NULL);
     if (rc) return rc;
     s->n_cached = from + n;
@@ -81,9 +79,9 @@ static int step(drafter *d, drafter_seq *s, const int32_t *tokens, int n, int fr
 }
 
 int drafter_warm(drafter *d) {
-    int32_t tok[DRAFTER_PROMPT_ROWS + 1] = {0};
+    int32_t tok[MODEL_PROPOSER_PROMPT_ROWS + 1] = {0};
     drafter_seq s = {0};
-    int r = step(d, &s, tok, DRAFTER_PROMPT_ROWS + 1, 0);
+    int r = step(d, &s, tok, MODEL_PROPOSER_PROMPT_ROWS + 1, 0);
     drafter_seq_release(d, &s);
     return r < 0 ? r : KS_OK;
 }
