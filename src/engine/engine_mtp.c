@@ -60,6 +60,32 @@ static int mtp_best_depth(const engine *e, const seq_state *s, double bar) {
     return engine_best_chain(e, rate, e->cfg.mtp_depth, e->src_ratio[DRAFT_SRC_MTP], bar, s->n_cached);
 }
 
+/* The pass's rows: sequence i's entries q_lo[i]..q_hi[i] - 1 (hidden row
+ * hid0[i] + q), those of sequences with more than MODEL_PROPOSER_PROMPT_ROWS
+ * first (a prompt chunk's: prompt rows, the backend's bulk path), the rest
+ * after them as decode rows; last[i]: the row of i's newest entry. Returns
+ * the prompt rows. */
+static int lay_out_entries(engine *e, int na, const int *q_lo, const int *q_hi, const int *hid0, int *last) {
+    int n = 0, n_prompt = 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < na; i++) {
+            if (q_hi[i] <= q_lo[i] || (q_hi[i] - q_lo[i] > MODEL_PROPOSER_PROMPT_ROWS) != (pass == 0)) continue;
+            const int32_t *ctx = e->active[i]->ctx;
+            int q0 = e->active[i]->mtp_q0;
+            for (int q = q_lo[i]; q < q_hi[i]; q++, n++) {
+                e->mtp_tok[n] = ctx[q];
+                e->mtp_pos[n] = q;
+                e->mtp_idx[n] = q - q0;
+                e->mtp_hid[n] = hid0[i] + q;
+                e->mtp_seq[n] = i;
+            }
+            last[i] = n - 1;
+        }
+        if (pass == 0) n_prompt = n;
+    }
+    return n_prompt;
+}
+
 /* After a target forward: enter the positions whose hidden states it just
  * produced into each sequence's head (dropping the recursive draft entries of
  * the last step), then draft the next step's tokens: the entry of the newest
@@ -123,26 +149,8 @@ int engine_mtp_update(engine *e, int na, const int *feed, const int *tstart, con
         s->mtp_next = q_end;
     }
     if (!n) return 0;
-    /* the entries, sequences of more than MODEL_PROPOSER_PROMPT_ROWS first (a
-     * prompt chunk's: prompt rows, the backend's bulk path) and the rest
-     * after them as decode rows; the drafting rows (the newest token's
-     * entry drafts the next one) in sequence order */
-    int n_prompt = 0, last[na];
-    n = 0;
-    for (int pass = 0; pass < 2; pass++)
-        for (int i = 0; i < na; i++) {
-            if ((q_hi[i] - q_lo[i] > MODEL_PROPOSER_PROMPT_ROWS) != (pass == 0) || q_hi[i] <= q_lo[i]) continue;
-            seq_state *s = e->active[i];
-            for (int q = q_lo[i]; q < q_hi[i]; q++, n++) {
-                e->mtp_tok[n] = s->ctx[q];
-                e->mtp_pos[n] = q;
-                e->mtp_idx[n] = q - s->mtp_q0;
-                e->mtp_hid[n] = hid0[i] + q;
-                e->mtp_seq[n] = i;
-            }
-            last[i] = n - 1;
-            if (pass == 0) n_prompt = n;
-        }
+    /* the drafting rows (the newest token's entry drafts the next one), in sequence order */
+    int last[na], n_prompt = lay_out_entries(e, na, q_lo, q_hi, hid0, last);
     for (int i = 0; i < na; i++)
         if (q_hi[i] > q_lo[i] && q_hi[i] == e->active[i]->n_ctx) {
             row_of[i] = n_rows;

@@ -39,6 +39,14 @@ enum { KS_MEM_WEIGHTS, KS_MEM_BUFFERS, KS_MEM_WORKSPACE, KS_MEM_KINDS };
 extern "C" void *ks_cuda_malloc(size_t bytes, int kind);
 extern "C" void ks_cuda_free(void *p);
 extern "C" void *ks_cuda_workspace(ks_workspace *w, cudaStream_t s, size_t need, const char *what);
+/* The same for counters and accumulators that kernels keep at zero between
+ * launches (the last block to arrive resets them): zeroed when (re)made. */
+static inline void *ks_cuda_zeroed_workspace(ks_workspace *w, cudaStream_t s, size_t need, const char *what) {
+    size_t had = w->bytes;
+    void *p = ks_cuda_workspace(w, s, need, what);
+    if (p && w->bytes != had) CUDA_CHECK(cudaMemsetAsync(p, 0, w->bytes, s));
+    return p;
+}
 /* The prompt rows' ops share one workspace (cuda_backend.cu): the GEMM's
  * staging and cuBLASLt's scratch, the prompt attention's partials. One op
  * runs at a time on the stream and every kernel writes only after its

@@ -72,10 +72,9 @@ static ks_workspace am_ws;
 
 extern "C" void ks_cuda_argmax(ks_stream s, int32_t *out, const float *in, int n, int cols) {
     if (n <= 0 || cols <= 0) return;
-    size_t had = am_ws.bytes;
-    unsigned long long *acc = (unsigned long long *)ks_cuda_workspace(&am_ws, s, (size_t)n * 12, "argmax accumulators");
+    unsigned long long *acc =
+        (unsigned long long *)ks_cuda_zeroed_workspace(&am_ws, s, (size_t)n * 12, "argmax accumulators");
     if (!acc) return;
-    if (am_ws.bytes != had) CUDA_CHECK(cudaMemsetAsync(acc, 0, am_ws.bytes, s));
     unsigned int *arrived = (unsigned int *)(acc + n);
     dim3 grid((cols + AM_SPAN - 1) / AM_SPAN, n);
     ks_launch(k_argmax, grid, AM_THREADS, 0, s, out, in, cols, acc, arrived);

@@ -356,11 +356,9 @@ static void launch_decode(ks_stream s, float *out, const float *q, int q_stride,
     float *ws = ks_partials_ws(&att_ws, s, n, (size_t)nh * Z, hd, ATT_WS_BYTES, "attention workspace", &slice);
     if (!ws) return;
     /* one arrival counter per (token of a slice, head group), zero between launches */
-    size_t had = att_arrived_ws.bytes;
-    int *arrived = (int *)ks_cuda_workspace(&att_arrived_ws, s, (size_t)slice * groups * sizeof(int),
-                                            "attention arrival counters");
+    int *arrived = (int *)ks_cuda_zeroed_workspace(&att_arrived_ws, s, (size_t)slice * groups * sizeof(int),
+                                                   "attention arrival counters");
     if (!arrived) return;
-    if (att_arrived_ws.bytes != had) CUDA_CHECK(cudaMemsetAsync(arrived, 0, att_arrived_ws.bytes, s));
     float *part_o = ws, *part_ml = ws + (size_t)slice * nh * Z * hd;
     for (int t0 = 0; t0 < n; t0 += slice) {
         int nt = n - t0 < slice ? n - t0 : slice;
