@@ -186,8 +186,8 @@ static double time_matmul(backend *be, const bk_weight *w, int n, int mode, cons
  * context: the work split follows the pool, blocks past the keys return) */
 static void time_attention(backend *be, int capacity) {
     int nh = 32, nkv = 8, hd = 128, bs = 16;
-    int ctxs[] = {512, 4096, 16384, 65536};
-    for (int ci = 0; ci < 4; ci++) {
+    int ctxs[] = {512, 2048, 4096, 16384, 65536};
+    for (int ci = 0; ci < 5; ci++) {
         int ctx = ctxs[ci], nb = ctx / bs;
         size_t cache = (size_t)nb * bs * nkv * hd * (size_t)be->kv_elem_bytes;
         float *kc = be->ops->buf_alloc(be, cache), *vc = be->ops->buf_alloc(be, cache);
