@@ -257,7 +257,10 @@ int engine_start(engine **out, model *m, const tokenizer *tok, const engine_conf
             drafter_free(e->dr); /* a draft model that cannot run a forward: serve without it */
             e->dr = NULL;
         }
-        if (e->dr) e->src_ratio[DRAFT_SRC_DRAFTER] = e->probe_ratio[DRAFT_SRC_DRAFTER] = engine_measure_drafter(e);
+        if (e->dr) {
+            e->src_ratio[DRAFT_SRC_DRAFTER] = e->probe_ratio[DRAFT_SRC_DRAFTER] = engine_measure_drafter(e);
+            e->drafter_catchup = engine_measure_drafter_catchup(e);
+        }
     }
     if (e->cfg.dflash && (rc = engine_dflash_start(e))) {
         engine_release(e);
@@ -278,10 +281,11 @@ int engine_start(engine **out, model *m, const tokenizer *tok, const engine_conf
     }
     if (e->mtp_kv.n_blocks || e->dr || e->fl_block || e->cfg.log_requests)
         fprintf(stderr, "kestrel: measured costs in decode steps: verify of %d drafts %.2f (at context 0) %.2f (at 2048), "
-                "MTP head pass %.2f, draft model pass %.2f, DFlash pass (block %d) %.2f; step model t(n, L) = %.1f + %.2f n "
-                "+ L (%.4f + %.4f n) us\n", e->cfg.pld_draft_len,
+                "MTP head pass %.2f, draft model pass %.2f (catch-up %.4f a token), DFlash pass (block %d) %.2f; step model "
+                "t(n, L) = %.1f + %.2f n + L (%.4f + %.4f n) us\n", e->cfg.pld_draft_len,
                 engine_verify_cost(e, e->cfg.pld_draft_len, 0), engine_verify_cost(e, e->cfg.pld_draft_len, 2048),
-                e->src_ratio[DRAFT_SRC_MTP], e->src_ratio[DRAFT_SRC_DRAFTER], e->fl_block, e->src_ratio[DRAFT_SRC_DFLASH],
+                e->src_ratio[DRAFT_SRC_MTP], e->src_ratio[DRAFT_SRC_DRAFTER], e->drafter_catchup, e->fl_block,
+                e->src_ratio[DRAFT_SRC_DFLASH],
                 e->st_a * 1e6, e->st_b * 1e6, e->st_c * 1e6, e->st_d * 1e6);
     e->active = calloc((size_t)e->cfg.max_concurrent, sizeof *e->active);
     e->preempted = calloc((size_t)e->cfg.max_concurrent, sizeof *e->preempted);

@@ -219,6 +219,29 @@ double engine_measure_mtp(engine *e) {
     return r;
 }
 
+/* A catch-up of the draft model over DRAFTER_CATCHUP_PROBE tokens (its own
+ * path for them: prompt rows where the backend has them), in a scratch
+ * sequence of its cache. */
+#define DRAFTER_CATCHUP_PROBE 256
+static int drafter_catchup_pass(engine *e, const probe_ctx *pc, void *arg) {
+    drafter_seq ds = {0};
+    int32_t id;
+    int r = drafter_propose(e->dr, &ds, arg, DRAFTER_CATCHUP_PROBE, 1, &id);
+    drafter_seq_release(e->dr, &ds);
+    return r == 1 ? 0 : -1;
+}
+
+double engine_measure_drafter_catchup(engine *e) {
+    static const int32_t ctx[DRAFTER_CATCHUP_PROBE]; /* the token ids do not change the cost */
+    return engine_probe_cost(e, drafter_catchup_pass, (void *)ctx, 0.1 * DRAFTER_CATCHUP_PROBE) / DRAFTER_CATCHUP_PROBE;
+}
+
+bool engine_catchup_pays(const engine *e, double value, int behind, int n_gen, int left) {
+    int est = n_gen > 1 ? n_gen : 1;
+    if (est > left) est = left;
+    return est * (1.0 - 1.0 / value) >= behind * e->drafter_catchup;
+}
+
 double engine_measure_drafter(engine *e) {
     drafter_probe d = {0};
     if (model_kv_init(e->cfg.drafter, &d.kv, 64) != 0) return 0.5;

@@ -183,6 +183,9 @@ struct engine {
      * DFlash pass), tracked as its passes run, and as probed at start (0:
      * not loaded; lookup's 0) */
     double src_prior[DRAFT_SRC_COUNT], src_ratio[DRAFT_SRC_COUNT], probe_ratio[DRAFT_SRC_COUNT];
+    /* what the draft model's catch-up costs a context token it takes in, in
+     * decode steps (probed at start, tracked as catch-ups run) */
+    double drafter_catchup;
     /* the last pass's blocks, left on the device for the next forward (which
      * reads the drafts it verifies there and fetches them all with its own
      * ids: no wait between the pass and that forward); fl_pend_t: the host
@@ -302,6 +305,19 @@ int engine_dflash_pick_block(const engine *e, const int *blocks, const double *r
 void engine_fit_step(const double t[5], int k1, int L1, int L2, double out[4]);
 double engine_measure_mtp(engine *e);
 double engine_measure_drafter(engine *e);
+/* the draft model's catch-up cost a context token (DRAFTER_CATCHUP_PROBE tokens taken in at once) */
+double engine_measure_drafter_catchup(engine *e);
+/* Whether a draft model that must first take in `behind` context tokens
+ * (a catch-up: a request's first proposal, or a draft model on standby
+ * started late) should pay for it now: its chain, at `value` tokens per
+ * unit of cost, saves 1 - 1 / value decode steps a token, and the catch-up
+ * is bought once that saving over the tokens generated so far (at least
+ * one, at most the `left` max_tokens allows) covers its cost — rent until
+ * the rent paid equals the price, which pays at most twice what knowing
+ * the answer's length would (ski rental). A long prompt with a short answer
+ * no longer pays a catch-up it cannot win back (CPU, tinycoder after 4,711
+ * tokens: ~310 ms, more than the 128-token answer's whole decode). */
+bool engine_catchup_pays(const engine *e, double value, int behind, int n_gen, int left);
 double engine_verify_cost(const engine *e, double k, int L);
 /* the step model's time (seconds) of n tokens of one sequence at context L */
 double engine_step_time(const engine *e, double n, int L);

@@ -146,10 +146,19 @@ static int drafter_chain(engine *e, seq_state *s, int k) {
     double rate[ENGINE_MAX_DRAFT];
     engine_src_rates(s, DRAFT_SRC_DRAFTER, rate);
     int n = engine_best_chain(e, rate, kmax, e->src_ratio[DRAFT_SRC_DRAFTER], SPEC_PAY_BAR, s->n_cached);
-    if (n) return n;
-    engine_src_off(e, s, DRAFT_SRC_DRAFTER);
-    atomic_fetch_add(&e->gate_runtime_off, 1);
-    return 0;
+    if (!n) {
+        engine_src_off(e, s, DRAFT_SRC_DRAFTER);
+        atomic_fetch_add(&e->gate_runtime_off, 1);
+        return 0;
+    }
+    /* a catch-up first (more context than a step's tokens to take in):
+     * not before it can pay; the drafter stays on and asks again next step */
+    int behind = s->n_ctx - s->dseq.n_cached;
+    double value = chain_value(e, rate, n, n * e->src_ratio[DRAFT_SRC_DRAFTER], s->n_cached);
+    if (behind > e->cfg.drafter_len + 1 &&
+        !engine_catchup_pays(e, value, behind, s->n_gen, s->r->p.max_tokens - s->n_gen))
+        return 0;
+    return n;
 }
 
 /* Among the drafts ready for this step — prompt lookup's (s->draft), the
@@ -259,14 +268,23 @@ int engine_step(engine *e) {
             if (kd > 0) {
                 /* tokens the draft model has yet to take in: a request's
                  * first proposal feeds it the whole prompt, which is
-                 * prefill, not the per-draft cost the gate weighs (timed, it
-                 * had closed the gate for every later request) */
+                 * prefill, not the per-draft cost the gate weighs (timed
+                 * with it, it had closed the gate for every later request):
+                 * such a catch-up is timed as the catch-up's cost a token */
                 int behind = s->n_ctx - s->dseq.n_cached;
                 double t0 = now_s();
                 unsigned long g0 = model_graph_recordings(); /* (see the passes' timing below) */
                 s->n_draft = drafter_propose(e->dr, &s->dseq, s->ctx, s->n_ctx, kd, s->draft);
-                if (behind <= e->cfg.drafter_len + 1 && model_graph_recordings() == g0)
-                    engine_track_cost(e, &e->src_ratio[DRAFT_SRC_DRAFTER], now_s() - t0, s->n_draft);
+                double dt = now_s() - t0;
+                bool timed = model_graph_recordings() == g0 && s->n_draft > 0 && e->t_decode > 0;
+                if (timed && behind <= e->cfg.drafter_len + 1) {
+                    engine_track_cost(e, &e->src_ratio[DRAFT_SRC_DRAFTER], dt, s->n_draft);
+                } else if (timed) { /* less the chain's passes after the catch-up; hundreds of
+                                     * tokens timed at once, so half way to each reading */
+                    double rest = (s->n_draft - 1) * e->src_ratio[DRAFT_SRC_DRAFTER] * e->t_decode;
+                    double r = (dt > rest ? dt - rest : 0) / behind / e->t_decode;
+                    e->drafter_catchup += (r - e->drafter_catchup) / 2;
+                }
                 s->draft_src = DRAFT_SRC_DRAFTER;
                 if (s->n_draft > 0) atomic_fetch_add(&e->src_passes_n[DRAFT_SRC_DRAFTER], s->n_draft);
                 if (s->n_draft < 0) { /* the drafter failed: keep prompt lookup only */

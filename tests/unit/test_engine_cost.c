@@ -178,3 +178,25 @@ TEST(test_engine_pass_cost_ignores_a_stall) {
     for (int i = 0; i < 40; i++) engine_track_cost(&e, &r, 1.2 * 100e-6, 1); /* a lasting rise to 1.2 is followed */
     CHECK(fabs(r - 1.2) < 0.01);
 }
+
+/* The draft model's catch-up (engine_catchup_pays): bought once the chain's
+ * saving over the tokens generated so far covers it. CPU-like numbers:
+ * 0.0127 decode steps a context token, a chain of value 2 (saves half a
+ * step a token). After a 4,711-token prompt (~60 steps to take in) a
+ * request waits until it has generated ~120 tokens — a 128-token answer
+ * never pays the catch-up, which cost more than its whole decode — and a
+ * request near its max_tokens never starts it; after a 50-token prompt the
+ * catch-up (0.6 steps) is bought at the second token. */
+TEST(test_engine_drafter_catchup_waits_until_it_can_pay) {
+    engine e = {.t_decode = 1.9e-3, .drafter_catchup = 0.0127};
+    double cost = 4711 * 0.0127; /* 59.8 decode steps */
+    CHECK(!engine_catchup_pays(&e, 2.0, 4711, 0, 128));
+    CHECK(!engine_catchup_pays(&e, 2.0, 4711, 100, 28));
+    CHECK(!engine_catchup_pays(&e, 2.0, 4711, (int)(2 * cost) - 1, 1000));
+    CHECK(engine_catchup_pays(&e, 2.0, 4711, (int)(2 * cost) + 1, 1000));
+    CHECK(!engine_catchup_pays(&e, 2.0, 4711, 500, 20)); /* 20 tokens left: at most 10 steps saved */
+    CHECK(!engine_catchup_pays(&e, 2.0, 50, 0, 1000));
+    CHECK(engine_catchup_pays(&e, 2.0, 50, 2, 1000));
+    /* a better chain buys sooner: value 4 saves 0.75 a step */
+    CHECK(engine_catchup_pays(&e, 4.0, 4711, 80, 1000) && !engine_catchup_pays(&e, 2.0, 4711, 80, 1000));
+}
