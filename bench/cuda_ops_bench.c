@@ -28,6 +28,18 @@ static void sync(backend *be) {
     be->ops->buf_download(be, &x, d, 4);
 }
 
+/* dt = seconds a call of STMT takes: one call to warm up (workspaces,
+ * first-use setup), then REPS back to back between two syncs */
+#define TIME_CALLS(dt, be, reps, stmt)                \
+    do {                                              \
+        stmt;                                         \
+        sync(be);                                     \
+        double t0_ = now();                           \
+        for (int r_ = 0; r_ < (reps); r_++) stmt;     \
+        sync(be);                                     \
+        (dt) = (now() - t0_) / (reps);                \
+    } while (0)
+
 /* Uniform pseudo-random values in [-scale/2, scale/2) (an LCG; zeros or a
  * pattern draw less power on the tensor cores than real data) */
 static float rnd(uint32_t *st, float scale) {
@@ -160,22 +172,14 @@ static void time_gemm_rotation(backend *be) {
 
 /* seconds per call of w's decode matmul over n tokens — fused (mode
  * BK_MM_PLAIN / BK_MM_SWIGLU with the input norm `norm`, as the model runs
- * qkv and gate|up) or, mode < 0, the plain matmul — averaged over reps
- * after 3 warm-up calls */
+ * qkv and gate|up) or, mode < 0, the plain matmul (TIME_CALLS: reps
+ * calls after a warm-up) */
 static double time_matmul(backend *be, const bk_weight *w, int n, int mode, const bk_weight *norm, int reps) {
     int rows = (int)w->rows, k = (int)w->cols;
     float *x = be->ops->buf_alloc(be, (size_t)n * k * 4), *o = be->ops->buf_alloc(be, (size_t)n * rows * 4);
-    double t0 = 0;
-    for (int r = 0; r < 3 + reps; r++) {
-        if (r == 3) {
-            sync(be);
-            t0 = now();
-        }
-        if (mode < 0) be->ops->matmul(be, o, x, w, NULL, n);
-        else be->ops->matmul_fused(be, o, x, norm, 1e-6f, w, NULL, n, mode);
-    }
-    sync(be);
-    double dt = (now() - t0) / reps;
+    double dt;
+    if (mode < 0) TIME_CALLS(dt, be, reps, be->ops->matmul(be, o, x, w, NULL, n));
+    else TIME_CALLS(dt, be, reps, be->ops->matmul_fused(be, o, x, norm, 1e-6f, w, NULL, n, mode));
     be->ops->buf_free(be, x);
     be->ops->buf_free(be, o);
     return dt;
@@ -203,12 +207,8 @@ static void time_attention(backend *be, int capacity) {
         int qs = (nh + 2 * nkv) * hd;
         float *q = be->ops->buf_alloc(be, (size_t)qs * 4), *o = be->ops->buf_alloc(be, (size_t)nh * hd * 4);
         bk_attn_batch ab = {1, dpos, dseq, dslot, dtab, nb, bs, ctx - 1, ctx > capacity ? ctx : capacity, 0, NULL, 0};
-        be->ops->attention(be, o, q, qs, kc, vc, &ab, nh, nkv, hd, 0.088f);
-        sync(be);
-        double t0 = now();
-        for (int r = 0; r < 50; r++) be->ops->attention(be, o, q, qs, kc, vc, &ab, nh, nkv, hd, 0.088f);
-        sync(be);
-        double dt = (now() - t0) / 50;
+        double dt;
+        TIME_CALLS(dt, be, 50, be->ops->attention(be, o, q, qs, kc, vc, &ab, nh, nkv, hd, 0.088f));
         printf("attention ctx=%-6d %9.1f us  %7.0f GB/s of KV (%s)%s\n", ctx, dt * 1e6, 2.0 * cache / dt / 1e9,
                be->kv_elem_bytes == 2 ? "bf16" : "f32", capacity > ctx ? ", larger pool" : "");
         void *bufs[] = {kc, vc, dtab, dpos, dseq, dslot, q, o};
@@ -227,12 +227,9 @@ static void time_argmax(backend *be) {
         uint32_t st = 7;
         for (size_t i = 0; i < (size_t)n * cols; i++) h[i] = rnd(&st, 10.f);
         be->ops->buf_upload(be, d, h, (size_t)n * cols * 4);
-        be->ops->argmax(be, ids, d, n, cols);
-        sync(be);
-        double t0 = now();
-        for (int r = 0; r < 200; r++) be->ops->argmax(be, ids, d, n, cols);
-        sync(be);
-        printf("argmax rows=%-2d cols=%d %9.1f us\n", n, cols, (now() - t0) / 200 * 1e6);
+        double dt;
+        TIME_CALLS(dt, be, 200, be->ops->argmax(be, ids, d, n, cols));
+        printf("argmax rows=%-2d cols=%d %9.1f us\n", n, cols, dt * 1e6);
         be->ops->buf_free(be, d);
         be->ops->buf_free(be, ids);
         free(h);
@@ -260,12 +257,8 @@ static void time_prompt_attention(backend *be) {
         be->ops->buf_upload(be, dseq, pos, (size_t)P * 4);
         float *q = be->ops->buf_alloc(be, (size_t)P * qs * 4), *o = be->ops->buf_alloc(be, (size_t)P * nh * hd * 4);
         bk_attn_batch ab = {P, dpos, dseq, dpos, dtab, nb, bs, P - 1, P, P, dtiles, nt};
-        be->ops->attention(be, o, q, qs, kc, vc, &ab, nh, nkv, hd, 0.088f);
-        sync(be);
-        double t0 = now();
-        for (int r = 0; r < 5; r++) be->ops->attention(be, o, q, qs, kc, vc, &ab, nh, nkv, hd, 0.088f);
-        sync(be);
-        double dt = (now() - t0) / 5, flop = 4.0 * hd * nh * ((double)P * (P + 1) / 2);
+        double dt, flop = 4.0 * hd * nh * ((double)P * (P + 1) / 2);
+        TIME_CALLS(dt, be, 5, be->ops->attention(be, o, q, qs, kc, vc, &ab, nh, nkv, hd, 0.088f));
         printf("prompt attention P=%-6d %9.1f us  %6.1f TFLOP/s (causal)\n", P, dt * 1e6, flop / dt / 1e12);
         void *bufs[] = {kc, vc, dtab, dpos, dseq, dtiles, q, o};
         for (int i = 0; i < 8; i++) be->ops->buf_free(be, bufs[i]);
@@ -337,12 +330,9 @@ int main(int argc, char **argv) {
         bk_weight w;
         make_weight(be, &w, DTYPE_F32, dim, 0, hw);
         free(hw);
-        be->ops->rmsnorm(be, x, dim, x, dim, &w, 1, 1, dim, 1e-6f);
-        sync(be);
-        double t0 = now();
-        for (int r = 0; r < 100; r++) be->ops->rmsnorm(be, x, dim, x, dim, &w, 1, 1, dim, 1e-6f);
-        sync(be);
-        printf("rmsnorm dim=%d n=1: %.1f us\n", dim, (now() - t0) / 100 * 1e6);
+        double dt;
+        TIME_CALLS(dt, be, 100, be->ops->rmsnorm(be, x, dim, x, dim, &w, 1, 1, dim, 1e-6f));
+        printf("rmsnorm dim=%d n=1: %.1f us\n", dim, dt * 1e6);
     }
     int shapes[][2] = {{6144, 4096}, {4096, 4096}, {24576, 4096}, {4096, 12288}, {151936, 4096}};
     const char *names[] = {"qkv", "o", "gate_up", "down", "lm_head"};
@@ -368,12 +358,8 @@ int main(int argc, char **argv) {
             for (size_t i = 0; i < (size_t)n * k; i++) hx[i] = rnd(&rs, 1.0f);
             be->ops->buf_upload(be, x, hx, (size_t)n * k * 4);
             free(hx);
-            be->ops->matmul_prompt(be, o, x, NULL, 0.f, &w, NULL, n, BK_MM_PLAIN);
-            sync(be);
-            double t0 = now();
-            for (int r = 0; r < 10; r++) be->ops->matmul_prompt(be, o, x, NULL, 0.f, &w, NULL, n, BK_MM_PLAIN);
-            sync(be);
-            double dt = (now() - t0) / 10;
+            double dt;
+            TIME_CALLS(dt, be, 10, be->ops->matmul_prompt(be, o, x, NULL, 0.f, &w, NULL, n, BK_MM_PLAIN));
             printf("gemm   %-8s %6dx%-5d n=%-4d %9.1f us  %6.1f TFLOP/s\n", names[si], rows, k, n, dt * 1e6,
                    2.0 * rows * k * n / dt / 1e12);
             be->ops->buf_free(be, x);
