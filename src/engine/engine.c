@@ -253,14 +253,12 @@ int engine_start(engine **out, model *m, const tokenizer *tok, const engine_conf
     if (e->cfg.drafter) {
         if (e->cfg.drafter_len < 1) e->cfg.drafter_len = 4;
         if (e->cfg.drafter_len > ENGINE_MAX_DRAFT) e->cfg.drafter_len = ENGINE_MAX_DRAFT;
-        if (drafter_new(&e->dr, e->cfg.drafter, e->cfg.kv_tokens) == KS_OK && drafter_warm(e->dr) != KS_OK) {
+        if (drafter_new(&e->dr, e->cfg.drafter, e->cfg.kv_tokens) == KS_OK &&
+            (e->drafter_catchup = engine_measure_drafter_catchup(e)) < 0) {
             drafter_free(e->dr); /* a draft model that cannot run a forward: serve without it */
             e->dr = NULL;
         }
-        if (e->dr) {
-            e->src_ratio[DRAFT_SRC_DRAFTER] = e->probe_ratio[DRAFT_SRC_DRAFTER] = engine_measure_drafter(e);
-            e->drafter_catchup = engine_measure_drafter_catchup(e);
-        }
+        if (e->dr) e->src_ratio[DRAFT_SRC_DRAFTER] = e->probe_ratio[DRAFT_SRC_DRAFTER] = engine_measure_drafter(e);
     }
     if (e->cfg.dflash && (rc = engine_dflash_start(e))) {
         engine_release(e);

@@ -221,19 +221,28 @@ double engine_measure_mtp(engine *e) {
 
 /* A catch-up of the draft model over DRAFTER_CATCHUP_PROBE tokens (its own
  * path for them: prompt rows where the backend has them), in a scratch
- * sequence of its cache. */
+ * sequence of its cache; failed: the draft model could not run it. */
 #define DRAFTER_CATCHUP_PROBE 256
+typedef struct {
+    const int32_t *ctx;
+    bool failed;
+} catchup_probe;
+
 static int drafter_catchup_pass(engine *e, const probe_ctx *pc, void *arg) {
+    catchup_probe *cp = arg;
     drafter_seq ds = {0};
     int32_t id;
-    int r = drafter_propose(e->dr, &ds, arg, DRAFTER_CATCHUP_PROBE, 1, &id);
+    int r = drafter_propose(e->dr, &ds, cp->ctx, DRAFTER_CATCHUP_PROBE, 1, &id);
     drafter_seq_release(e->dr, &ds);
-    return r == 1 ? 0 : -1;
+    if (r < 0) cp->failed = true;
+    return r == 1 ? 0 : -1; /* (0: a pool too small for the probe, which then falls back) */
 }
 
 double engine_measure_drafter_catchup(engine *e) {
     static const int32_t ctx[DRAFTER_CATCHUP_PROBE]; /* the token ids do not change the cost */
-    return engine_probe_cost(e, drafter_catchup_pass, (void *)ctx, 0.1 * DRAFTER_CATCHUP_PROBE) / DRAFTER_CATCHUP_PROBE;
+    catchup_probe cp = {ctx, false};
+    double r = engine_probe_cost(e, drafter_catchup_pass, &cp, 0.1 * DRAFTER_CATCHUP_PROBE) / DRAFTER_CATCHUP_PROBE;
+    return cp.failed ? -1.0 : r;
 }
 
 bool engine_catchup_pays(const engine *e, double value, int behind, int n_gen, int left) {

@@ -305,7 +305,10 @@ int engine_dflash_pick_block(const engine *e, const int *blocks, const double *r
 void engine_fit_step(const double t[5], int k1, int L1, int L2, double out[4]);
 double engine_measure_mtp(engine *e);
 double engine_measure_drafter(engine *e);
-/* the draft model's catch-up cost a context token (DRAFTER_CATCHUP_PROBE tokens taken in at once) */
+/* the draft model's catch-up cost a context token (DRAFTER_CATCHUP_PROBE
+ * tokens taken in at once; its warm-up run readies the catch-up's prompt
+ * path, whose GEMM kernels a backend's library loads on first use); < 0
+ * when the draft model cannot run a forward */
 double engine_measure_drafter_catchup(engine *e);
 /* Whether a draft model that must first take in `behind` context tokens
  * (a catch-up: a request's first proposal, or a draft model on standby

@@ -154,11 +154,9 @@ static int drafter_chain(engine *e, seq_state *s, int k) {
     /* a catch-up first (more context than a step's tokens to take in):
      * not before it can pay; the drafter stays on and asks again next step */
     int behind = s->n_ctx - s->dseq.n_cached;
+    if (behind <= e->cfg.drafter_len + 1) return n;
     double value = chain_value(e, rate, n, n * e->src_ratio[DRAFT_SRC_DRAFTER], s->n_cached);
-    if (behind > e->cfg.drafter_len + 1 &&
-        !engine_catchup_pays(e, value, behind, s->n_gen, s->r->p.max_tokens - s->n_gen))
-        return 0;
-    return n;
+    return engine_catchup_pays(e, value, behind, s->n_gen, s->r->p.max_tokens - s->n_gen) ? n : 0;
 }
 
 /* Among the drafts ready for this step — prompt lookup's (s->draft), the

@@ -78,14 +78,6 @@ static int step(drafter *d, drafter_seq *s, const int32_t *tokens, int n, int fr
     return 1 + id; /* token + 1 (0 = none) */
 }
 
-int drafter_warm(drafter *d) {
-    int32_t tok[MODEL_PROPOSER_PROMPT_ROWS + 1] = {0};
-    drafter_seq s = {0};
-    int r = step(d, &s, tok, MODEL_PROPOSER_PROMPT_ROWS + 1, 0);
-    drafter_seq_release(d, &s);
-    return r < 0 ? r : KS_OK;
-}
-
 int drafter_propose(drafter *d, drafter_seq *s, const int32_t *ctx, int n_ctx, int k, int32_t *out) {
     if (k <= 0 || n_ctx <= 0) return 0;
     if (s->n_cached >= n_ctx) drafter_rewind(d, s, n_ctx - 1); /* the last token must be fed */

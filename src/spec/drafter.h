@@ -27,10 +27,6 @@ typedef struct {
 /* kv_tokens: the drafter's KV pool (tokens over all sequences). */
 int drafter_new(drafter **out, model *dm, int kv_tokens);
 void drafter_free(drafter *d);
-/* Readies the catch-up's prompt path outside the first request (a
- * backend's GEMM library chooses and loads its kernels on first use): one
- * catch-up just long enough to take it, on a scratch sequence. */
-int drafter_warm(drafter *d);
 /* Writes up to k draft tokens continuing ctx[0..n_ctx) into out; returns how
  * many (0 when the drafter's KV is full), negative on failure. */
 int drafter_propose(drafter *d, drafter_seq *s, const int32_t *ctx, int n_ctx, int k, int32_t *out);
