@@ -159,6 +159,37 @@ static int drafter_chain(engine *e, seq_state *s, int k) {
     return engine_catchup_pays(e, value, behind, s->n_gen, s->r->p.max_tokens - s->n_gen) ? n : 0;
 }
 
+/* The draft model's kd drafts for the step into s->draft, timed: a
+ * proposal that feeds it a few tokens as its per-draft cost; one with a
+ * catch-up first (tokens it has yet to take in: a request's first proposal
+ * feeds it the whole prompt, which is prefill, not the per-draft cost the
+ * gate weighs — timed with it, it had closed the gate for every later
+ * request) as the catch-up's cost a token, less the chain's passes after it
+ * (hundreds of tokens timed at once: half way to each reading). A failure
+ * leaves prompt lookup only. */
+static void drafter_drafts(engine *e, seq_state *s, int kd) {
+    int behind = s->n_ctx - s->dseq.n_cached;
+    double t0 = now_s();
+    unsigned long g0 = model_graph_recordings(); /* (see the passes' timing in engine_step) */
+    s->n_draft = drafter_propose(e->dr, &s->dseq, s->ctx, s->n_ctx, kd, s->draft);
+    double dt = now_s() - t0;
+    if (model_graph_recordings() == g0 && s->n_draft > 0 && e->t_decode > 0) {
+        if (behind <= e->cfg.drafter_len + 1) {
+            engine_track_cost(e, &e->src_ratio[DRAFT_SRC_DRAFTER], dt, s->n_draft);
+        } else {
+            double rest = (s->n_draft - 1) * e->src_ratio[DRAFT_SRC_DRAFTER] * e->t_decode;
+            double r = (dt > rest ? dt - rest : 0) / behind / e->t_decode;
+            e->drafter_catchup += (r - e->drafter_catchup) / 2;
+        }
+    }
+    s->draft_src = DRAFT_SRC_DRAFTER;
+    if (s->n_draft > 0) atomic_fetch_add(&e->src_passes_n[DRAFT_SRC_DRAFTER], s->n_draft);
+    if (s->n_draft < 0) {
+        s->n_draft = 0;
+        s->use_drafter = false;
+    }
+}
+
 /* Among the drafts ready for this step — prompt lookup's (s->draft), the
  * MTP head's and the DFlash drafter's (both computed after the last step,
  * so their cost is already paid) — takes the source, and how many of its
@@ -263,33 +294,7 @@ int engine_step(engine *e) {
             s->draft_src = DRAFT_SRC_LOOKUP;
             if (k > 0 && !s->r->p.n_prediction && s->n_draft >= 0) choose_drafts(e, s, k);
             int kd = s->n_draft == 0 && s->use_drafter && k > 0 ? drafter_chain(e, s, k) : 0;
-            if (kd > 0) {
-                /* tokens the draft model has yet to take in: a request's
-                 * first proposal feeds it the whole prompt, which is
-                 * prefill, not the per-draft cost the gate weighs (timed
-                 * with it, it had closed the gate for every later request):
-                 * such a catch-up is timed as the catch-up's cost a token */
-                int behind = s->n_ctx - s->dseq.n_cached;
-                double t0 = now_s();
-                unsigned long g0 = model_graph_recordings(); /* (see the passes' timing below) */
-                s->n_draft = drafter_propose(e->dr, &s->dseq, s->ctx, s->n_ctx, kd, s->draft);
-                double dt = now_s() - t0;
-                bool timed = model_graph_recordings() == g0 && s->n_draft > 0 && e->t_decode > 0;
-                if (timed && behind <= e->cfg.drafter_len + 1) {
-                    engine_track_cost(e, &e->src_ratio[DRAFT_SRC_DRAFTER], dt, s->n_draft);
-                } else if (timed) { /* less the chain's passes after the catch-up; hundreds of
-                                     * tokens timed at once, so half way to each reading */
-                    double rest = (s->n_draft - 1) * e->src_ratio[DRAFT_SRC_DRAFTER] * e->t_decode;
-                    double r = (dt > rest ? dt - rest : 0) / behind / e->t_decode;
-                    e->drafter_catchup += (r - e->drafter_catchup) / 2;
-                }
-                s->draft_src = DRAFT_SRC_DRAFTER;
-                if (s->n_draft > 0) atomic_fetch_add(&e->src_passes_n[DRAFT_SRC_DRAFTER], s->n_draft);
-                if (s->n_draft < 0) { /* the drafter failed: keep prompt lookup only */
-                    s->n_draft = 0;
-                    s->use_drafter = false;
-                }
-            }
+            if (kd > 0) drafter_drafts(e, s, kd);
             if (s->n_draft < 0) { /* the proposer failed: plain decoding from here on */
                 s->n_draft = 0;
                 s->spec = false;
