@@ -9,6 +9,7 @@
  * DRAM as in a decode step, not from L2; the best of 5 replays. Every
  * choice's output is checked bitwise against the first's (tiles never
  * change a row's arithmetic: a mismatch is a bug, printed as DIFFERS).
+ * Choices of 4-warp blocks (w4: another k split) compare among themselves.
  * Lines: "SHAPE n=N choice us GB/s" and "SHAPE n=N rule ... (CHOICE)".
  * It includes k_matmul.cu to reach its tile templates and links with
  * libkestrel.a for the rest (bench/gpu_session.sh's mvsweep stage builds
@@ -36,29 +37,35 @@ typedef void (*launcher)(ks_stream, float *, const float *, const __nv_bfloat16 
 
 /* launch_tc_v<U, MT, SW, PIPE, NORM>, or NULL where the form cannot take
  * the tile (SwiGLU pairs tiles: MT even) */
-template <int U, int MT, bool SW, bool PIPE, bool NORM>
+template <int U, int MT, bool SW, bool PIPE, bool NORM, int NW>
 static launcher form() {
     if constexpr (SW && MT % 2) return nullptr;
-    else return &launch_tc_v<U, MT, SW, PIPE, NORM>;
+    else return &launch_tc_v<U, MT, SW, PIPE, NORM, NW>;
 }
 
 struct choice {
     const char *name;
+    int warps;     /* a block's warps, 4 or 8: its k split (outputs compare bitwise within one count) */
     launcher f[4]; /* by SW * 2 + NORM */
 };
-#define CHOICE(U, MT, P, NAME)                                                                                      \
+#define CHOICE_W(U, MT, P, W, NAME)                                                                                 \
     {                                                                                                               \
-        NAME, {                                                                                                     \
-            form<U, MT, false, P, false>(), form<U, MT, false, P, true>(), form<U, MT, true, P, false>(),          \
-                form<U, MT, true, P, true>()                                                                        \
+        NAME, W, {                                                                                                  \
+            form<U, MT, false, P, false, W>(), form<U, MT, false, P, true, W>(), form<U, MT, true, P, false, W>(),  \
+                form<U, MT, true, P, true, W>()                                                                     \
         }                                                                                                           \
     }
+#define CHOICE(U, MT, P, NAME) CHOICE_W(U, MT, P, 8, NAME)
 static const choice choices[] = {
     CHOICE(1, 1, false, "(1,1)"),  CHOICE(2, 1, false, "(2,1)"), CHOICE(4, 1, false, "(4,1)"),
     CHOICE(8, 1, false, "(8,1)"),  CHOICE(2, 2, false, "(2,2)"), CHOICE(4, 2, false, "(4,2)"),
     CHOICE(2, 2, true, "(2,2)p"), CHOICE(1, 4, false, "(1,4)"), CHOICE(2, 4, false, "(2,4)"),
     CHOICE(2, 1, true, "(2,1)p"),  CHOICE(4, 1, true, "(4,1)p"),  CHOICE(8, 1, true, "(8,1)p"),
     CHOICE(1, 2, true, "(1,2)p"),  CHOICE(4, 2, true, "(4,2)p"),  CHOICE(1, 4, true, "(1,4)p"),
+    /* blocks of 4 warps */
+    CHOICE_W(2, 4, false, 4, "(2,4)w4"), CHOICE_W(4, 2, false, 4, "(4,2)w4"), CHOICE_W(1, 4, false, 4, "(1,4)w4"),
+    CHOICE_W(2, 2, true, 4, "(2,2)pw4"), CHOICE_W(2, 1, true, 4, "(2,1)pw4"), CHOICE_W(4, 1, true, 4, "(4,1)pw4"),
+    CHOICE_W(8, 1, true, 4, "(8,1)pw4"),
 };
 #define N_CHOICES (int)(sizeof choices / sizeof *choices)
 
@@ -124,7 +131,7 @@ int main(int argc, char **argv) {
     CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
-    printf("# matvec_sweep: %s, %d SMs; choice = (k blocks a round, 16-row tiles a block), p = pipelined\n", prop.name,
+    printf("# matvec_sweep: %s, %d SMs; choice = (k blocks a round, 16-row tiles a block), p = pipelined, w4 = blocks of 4 warps (else 8)\n", prop.name,
            prop.multiProcessorCount);
     std::vector<int> ns = {1, 4, 8, 16};
     if (const char *e = getenv("MVSWEEP_N")) {
@@ -172,8 +179,8 @@ int main(int argc, char **argv) {
         CK(cudaStreamSynchronize(s));
         int reps = reps_env > 0 ? reps_env : copies < 16 ? 16 : copies;
         for (int n : ns) {
-            std::vector<float> ref, got;
-            int first = -1;
+            std::vector<float> ref[2], got; /* the first output of each warp count (8, 4) */
+            int first[2] = {-1, -1};
             double best_t = 1e30;
             const char *best_c = "";
             for (int c = 0; c < N_CHOICES; c++) {
@@ -181,11 +188,12 @@ int main(int argc, char **argv) {
                 if (!f) continue;
                 run_once(s, f, run, ws[0], out, x, g, n, got);
                 bool same = true;
-                if (first < 0) {
-                    ref = got;
-                    first = c;
+                int wi = choices[c].warps == 4;
+                if (first[wi] < 0) {
+                    ref[wi] = got;
+                    first[wi] = c;
                 } else {
-                    same = !memcmp(ref.data(), got.data(), ref.size() * 4);
+                    same = !memcmp(ref[wi].data(), got.data(), got.size() * 4);
                     failures += !same;
                 }
                 double t = time_it(s, f, run, ws, out, x, g, n, reps);
@@ -193,13 +201,15 @@ int main(int argc, char **argv) {
                     best_t = t;
                     best_c = choices[c].name;
                 }
-                printf("%-13s n=%-2d %-7s %8.2f us %6.0f GB/s%s\n", sh.name, n, choices[c].name, t,
-                       bytes / (t * 1e-6) / 1e9, same ? "" : "  DIFFERS from the first choice");
+                printf("%-13s n=%-2d %-8s %8.2f us %6.0f GB/s%s\n", sh.name, n, choices[c].name, t,
+                       bytes / (t * 1e-6) / 1e9, same ? "" : "  DIFFERS from the first choice of its warps");
             }
             run_once(s, NULL, sh, ws[0], out, x, g, n, got);
-            bool same = comparable && !memcmp(ref.data(), got.data(), ref.size() * 4);
+            bool same = false; /* the rule's output is one warp count's */
+            for (int wi = 0; wi < 2; wi++)
+                same |= comparable && first[wi] >= 0 && !memcmp(ref[wi].data(), got.data(), got.size() * 4);
             double t = time_it(s, NULL, sh, ws, out, x, g, n, reps);
-            printf("%-13s n=%-2d rule    %8.2f us %6.0f GB/s%s  (best choice %s %.2f us)\n", sh.name, n, t,
+            printf("%-13s n=%-2d rule     %8.2f us %6.0f GB/s%s  (best choice %s %.2f us)\n", sh.name, n, t,
                    bytes / (t * 1e-6) / 1e9, same ? "" : comparable ? "  DIFFERS" : "  (norm apart)", best_c,
                    best_t);
             if (!same && comparable) failures++;

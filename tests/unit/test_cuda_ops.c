@@ -444,11 +444,12 @@ TEST(test_cuda_mtp_input_equals_the_separate_ops) {
 }
 
 /* matmul_fused's SwiGLU (no norm) gives bitwise what matmul then silu_mul give on the GPU, at
- * every tile shape its launcher picks (gate|up of 2 x 1536 rows: 32-row
- * pairs; 2 x 6144 above 8 tokens and 2 x 12296 at any count: pairs of 16-row
- * tiles with a partial last one; 2 x 12296 above 8 tokens: two pairs per
- * block) at 1 / 3 / 9 / 16 / 20 tokens, and on the fallback path (f16
- * weights); and it matches the CPU's op. */
+ * every tile shape its launcher picks on blocks of 8 warps (gate|up of 2 x
+ * 1536 rows: 32-row pairs; 2 x 6144: pairs of 16-row tiles) at 1 / 3 / 9 /
+ * 16 / 20 tokens, and on the fallback path (f16 weights); 2 x 12296 rows
+ * (Qwen3-8B's size: blocks of 4 warps, 64-row tiles with a partial last
+ * one, another k split than the plain product's) within 1e-5 of them; and
+ * it matches the CPU's op. */
 TEST(test_cuda_swiglu_matmul_equals_matmul_then_silu) {
     pair p = {0};
     if (!open_pair(&p)) SKIP("no CUDA GPU");
@@ -472,8 +473,15 @@ TEST(test_cuda_swiglu_matmul_equals_matmul_then_silu) {
             down(p.gpu, a, dact, (size_t)n * half * 4);
             p.gpu->ops->matmul_fused(p.gpu, dact, dx, NULL, 0, &wg, NULL, n, BK_MM_SWIGLU);
             down(p.gpu, b, dact, (size_t)n * half * 4);
-            CHECK_MSG(!memcmp(a, b, (size_t)n * half * 4), "SwiGLU matmul %s rows %d k %d n %d: not the separate ops' bits",
-                      dtype_name(dt), rows, k, n);
+            /* bitwise where both run blocks of 8 warps; the large SwiGLU
+             * (>= 24,576 rows) runs blocks of 4, another k split than the
+             * plain product's: there within its rounding */
+            if (rows < 24576)
+                CHECK_MSG(!memcmp(a, b, (size_t)n * half * 4), "SwiGLU matmul %s rows %d k %d n %d: not the separate ops' bits",
+                          dtype_name(dt), rows, k, n);
+            else
+                CHECK_MSG(max_rel(b, a, (size_t)n * half, NULL) < 1e-5, "SwiGLU matmul %s rows %d k %d n %d: %g from the separate ops",
+                          dtype_name(dt), rows, k, n, max_rel(b, a, (size_t)n * half, NULL));
             p.cpu->ops->matmul_fused(p.cpu, c, x, NULL, 0, &wc, NULL, n, BK_MM_SWIGLU);
             double e = max_rel(b, c, (size_t)n * half, NULL);
             CHECK_MSG(e < 1e-3, "SwiGLU matmul %s rows %d n %d vs cpu: %g", dtype_name(dt), rows, n, e);

@@ -4,14 +4,15 @@
  *   W: (rows, k) bf16 / f16 / f32 row-major (the checkpoint's layout), x: (n, k) f32.
  * bf16 weights with k % 32 == 0 (every real model) run on the tensor cores
  * (k_matvec_tc): a block owns 16 rows (or 32 / 64 on large matrices: the
- * x loads shared by more rows), its 8 warps take interleaved 32-wide
- * k blocks (a split fixed by k alone), each lane loads 16 contiguous bytes of
+ * x loads shared by more rows), its 8 warps (4 for Qwen3-8B's gate|up:
+ * the launcher's rule, by shape) take interleaved 32-wide k blocks (a
+ * split fixed by the shape alone), each lane loads 16 contiguous bytes of
  * two rows and feeds them to mma.sync m16n8k16 with k permuted identically
  * in A and B (a dot product does not care which k slot holds which pair);
  * x is split exactly into two bf16 parts, hi = bf16(x) and lo = bf16(x - hi)
  * (residual below 2^-17 |x|; above 8 tokens split once into a workspace by
  * k_split_x, else by each block), multiplied in two mmas into the same fp32
- * accumulators, 8 tokens per mma; the 8 warps' partial sums are added in
+ * accumulators, 8 tokens per mma; the warps' partial sums are added in
  * warp order through shared memory. Weights are read once per 32 tokens;
  * some tiles double-buffer their weight loads across rounds (PIPE).
  * Other formats: one warp per R rows on the CUDA cores (k_matmul): lane l
@@ -22,7 +23,8 @@
  * column depends only on its own column of B): decode, speculative verify
  * and batched decode give bitwise-equal rows (DESIGN.md principle 2).
  * ks_cuda_matmul_fused: the gate|up product with SiLU(gate) * up applied
- * in the tensor-core kernel's epilogue (bitwise the two separate ops); the
+ * in the tensor-core kernel's epilogue (bitwise the two separate ops where
+ * both run blocks of 8 warps); the
  * input RMSNorm (each block sums x^2 over the k blocks it reads, multiplies x by the norm's weights on the way and
  * scales its sums by 1 / rms; above 8 tokens k_norm_split_x does both once,
  * in the blocks' order; where fold_norm says so by shape, a norm kernel
@@ -102,6 +104,9 @@ k_matmul(float *__restrict__ out, const float *x, const W *__restrict__ w,
 
 
 /* ---- bf16 on the tensor cores ---- */
+/* warps a block (NW): 8, or 4 where the sweep found them faster (the
+ * launcher's rule); a block's k split, so part of a row's arithmetic: one
+ * shape always runs one count, whatever the token count */
 #define TC_WARPS 8
 
 /* hi/lo halves of 8 x values, packed in k pairs */
@@ -163,40 +168,43 @@ __device__ __forceinline__ float quad_sum(float v) {
     return v;
 }
 
-/* 1 / rms of a k-wide row from the 8 warps' partial sums of x^2 (p[w *
+/* 1 / rms of a k-wide row from the NW warps' partial sums of x^2 (p[w *
  * stride]), added in warp order */
+template <int NW>
 __device__ __forceinline__ float inv_rms_of(const float *p, int stride, int k, float eps) {
     float tot = p[0];
 #pragma unroll
-    for (int w = 1; w < TC_WARPS; w++) tot += p[w * stride];
+    for (int w = 1; w < NW; w++) tot += p[w * stride];
     return 1.0f / sqrtf(tot / (float)k + eps);
 }
 
 /* NORM above 8 tokens: one block per token splits x * g (k_split_x's words)
  * and leaves the token's 1 / rms in xscale, its sum of squares formed in
- * k_matvec_tc's order — lane (warp w, quad lane q) adds x^2 over k blocks w,
- * w + 8, ... at k offset 8q, then quads, then warps — so a row's bits are
- * the same at any token count. */
+ * k_matvec_tc<NW>'s order — lane (warp w, quad lane q) adds x^2 over k
+ * blocks w, w + NW, ... at k offset 8q, then quads, then warps — so a row's
+ * bits are the same at any token count. */
+template <int NW>
 __global__ void k_norm_split_x(uint32_t *__restrict__ xs, float *__restrict__ xscale, const float *x,
                                const float *__restrict__ g, int k, float eps) {
+    static_assert(NW <= 8, "warp 0's quads stand in for the matvec's warps");
     pdl_start();
-    __shared__ float red[TC_WARPS];
+    __shared__ float red[NW];
     int t = blockIdx.x, nkb = k >> 5;
     const float *xr = x + (size_t)t * k;
     if (threadIdx.x < 32) { /* warp 0: the sum of squares (its loads unrolled, the order kept) */
         int w = threadIdx.x >> 2, q = threadIdx.x & 3;
         float ss = 0.f;
 #pragma unroll 8
-        for (int kb = w; kb < nkb; kb += TC_WARPS) {
+        for (int kb = w; w < NW && kb < nkb; kb += NW) {
             float xf[8];
             load8(xr + kb * 32 + q * 8, xf);
 #pragma unroll
             for (int i = 0; i < 8; i++) ss = fmaf(xf[i], xf[i], ss);
         }
         ss = quad_sum(ss);
-        if (q == 0) red[w] = ss;
+        if (q == 0 && w < NW) red[w] = ss;
         __syncwarp();
-        if (threadIdx.x == 0) xscale[t] = inv_rms_of(red, 1, k, eps);
+        if (threadIdx.x == 0) xscale[t] = inv_rms_of<NW>(red, 1, k, eps);
         return;
     }
     /* the other warps: the split of x * g, beside it */
@@ -227,13 +235,13 @@ __global__ void k_norm_split_x(uint32_t *__restrict__ xs, float *__restrict__ xs
  * lives — under programmatic launch the kernel before is still writing it
  * (with the norm folded and __restrict__ x, decode and verify rows came out
  * wrong with programmatic launch on and right with it off). */
-template <int G, int U, int MT, bool SW, bool PRE = false, bool PIPE = false, bool NORM = false>
-__global__ void __launch_bounds__(TC_WARPS * 32, NORM && !PRE && U * MT < 8 ? 2 : 1)
+template <int NW, int G, int U, int MT, bool SW, bool PRE = false, bool PIPE = false, bool NORM = false>
+__global__ void __launch_bounds__(NW * 32, NORM && !PRE && U * MT < 8 ? 2 : 1)
 k_matvec_tc(float *__restrict__ out, const float *x, const __nv_bfloat16 *__restrict__ w,
             const float *__restrict__ bias, int n, int k, int rows, mm_epi ep) {
     static_assert(!NORM || PRE || G == 1, "the blocks' own x^2 sums hold one token group");
-    __shared__ float red[TC_WARPS][G][MT][4][32];
-    __shared__ float red_ss[NORM && !PRE ? TC_WARPS : 1][8], inv_rms[NORM && !PRE ? 8 : 1];
+    __shared__ float red[NW][G][MT][4][32];
+    __shared__ float red_ss[NORM && !PRE ? NW : 1][8], inv_rms[NORM && !PRE ? 8 : 1];
     int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, q = lane & 3;
     /* the side product's blocks (NORM, no PRE): their own weights, output
      * and mode, x as it is (the norm's multiply and scale skipped: each
@@ -278,7 +286,7 @@ k_matvec_tc(float *__restrict__ out, const float *x, const __nv_bfloat16 *__rest
         auto load_round = [&](uint4 (&a)[U][MT], uint4 (&b)[U][MT], int kb0) {
 #pragma unroll
             for (int u = 0; u < U; u++) {
-                int kb = kb0 + u * TC_WARPS;
+                int kb = kb0 + u * NW;
                 if (kb < nkb)
 #pragma unroll
                     for (int m = 0; m < MT; m++) {
@@ -288,7 +296,7 @@ k_matvec_tc(float *__restrict__ out, const float *x, const __nv_bfloat16 *__rest
             }
         };
         if constexpr (PIPE) load_round(An, Bn, warp);
-        for (int kb0 = warp; kb0 < nkb; kb0 += TC_WARPS * U) {
+        for (int kb0 = warp; kb0 < nkb; kb0 += NW * U) {
             if constexpr (PIPE) {
 #pragma unroll
                 for (int u = 0; u < U; u++)
@@ -297,7 +305,7 @@ k_matvec_tc(float *__restrict__ out, const float *x, const __nv_bfloat16 *__rest
                         A[u][m] = An[u][m];
                         B[u][m] = Bn[u][m];
                     }
-                if (kb0 + TC_WARPS * U < nkb) load_round(An, Bn, kb0 + TC_WARPS * U);
+                if (kb0 + NW * U < nkb) load_round(An, Bn, kb0 + NW * U);
             } else {
                 load_round(A, B, kb0);
             }
@@ -306,7 +314,7 @@ k_matvec_tc(float *__restrict__ out, const float *x, const __nv_bfloat16 *__rest
             if constexpr (NORM && !PRE)
 #pragma unroll
                 for (int u = 0; u < U; u++)
-                    if (kb0 + u * TC_WARPS < nkb) load8(ep.g + (kb0 + u * TC_WARPS) * 32 + q * 8, gw[u]);
+                    if (kb0 + u * NW < nkb) load8(ep.g + (kb0 + u * NW) * 32 + q * 8, gw[u]);
             /* the weights are constants: their first loads overlap the
              * kernel before (programmatic launch); x is its output */
             if (!waited) {
@@ -322,7 +330,7 @@ k_matvec_tc(float *__restrict__ out, const float *x, const __nv_bfloat16 *__rest
                 uint4 xh[U], xl[U];
 #pragma unroll
                 for (int u = 0; u < U; u++) {
-                    int kb = kb0 + u * TC_WARPS;
+                    int kb = kb0 + u * NW;
                     if constexpr (PRE) {
                         if (tok < n && kb < nkb) {
                             const uint4 *p = reinterpret_cast<const uint4 *>(xr + kb * 32);
@@ -341,7 +349,7 @@ k_matvec_tc(float *__restrict__ out, const float *x, const __nv_bfloat16 *__rest
                 if constexpr (NORM && !PRE) { /* x^2 summed before x * g (norm_split_sum's order) */
 #pragma unroll
                     for (int u = 0; u < U; u++) {
-                        if (kb0 + u * TC_WARPS >= nkb) break;
+                        if (kb0 + u * NW >= nkb) break;
 #pragma unroll
                         for (int i = 0; i < 8; i++) {
                             ss = fmaf(xf[u][i], xf[u][i], ss);
@@ -351,7 +359,7 @@ k_matvec_tc(float *__restrict__ out, const float *x, const __nv_bfloat16 *__rest
                 }
 #pragma unroll
                 for (int u = 0; u < U; u++) {
-                    if (kb0 + u * TC_WARPS >= nkb) break;
+                    if (kb0 + u * NW >= nkb) break;
                     uint32_t hi[4], lo[4];
                     if constexpr (PRE) {
                         hi[0] = xh[u].x, hi[1] = xh[u].y, hi[2] = xh[u].z, hi[3] = xh[u].w;
@@ -386,7 +394,7 @@ k_matvec_tc(float *__restrict__ out, const float *x, const __nv_bfloat16 *__rest
         }
         __syncthreads();
         if constexpr (NORM && !PRE) {
-            if (threadIdx.x < 8) inv_rms[threadIdx.x] = inv_rms_of(&red_ss[0][threadIdx.x], 8, k, ep.eps);
+            if (threadIdx.x < 8) inv_rms[threadIdx.x] = inv_rms_of<NW>(&red_ss[0][threadIdx.x], 8, k, ep.eps);
             __syncthreads();
         }
         /* NORM: a token's 1 / rms (the block's own sums up to 8 tokens, the split's above) */
@@ -396,12 +404,12 @@ k_matvec_tc(float *__restrict__ out, const float *x, const __nv_bfloat16 *__rest
             else return inv_rms[j8];
         };
         if constexpr (SW) { /* out (n, half) = silu(gate) * up, as k_silu_mul computes it */
-            for (int e = threadIdx.x; e < G * (MT / 2) * 128; e += TC_WARPS * 32) {
+            for (int e = threadIdx.x; e < G * (MT / 2) * 128; e += NW * 32) {
                 int j = e / (MT / 2 * 128), p = (e >> 7) % (MT / 2), c = (e >> 5) & 3, l = e & 31;
                 int r = r0 + p * 16 + (l >> 2) + (c >= 2 ? 8 : 0), tok = t0 + j * 8 + (l & 3) * 2 + (c & 1);
                 float vg = red[0][j][2 * p][c][l], vu = red[0][j][2 * p + 1][c][l];
 #pragma unroll
-                for (int wi = 1; wi < TC_WARPS; wi++) {
+                for (int wi = 1; wi < NW; wi++) {
                     vg += red[wi][j][2 * p][c][l];
                     vu += red[wi][j][2 * p + 1][c][l];
                 }
@@ -414,12 +422,12 @@ k_matvec_tc(float *__restrict__ out, const float *x, const __nv_bfloat16 *__rest
                 if (tok < n && r < half) out[(size_t)tok * half + r] = silu_mul_f(vg, vu);
             }
         } else {
-            for (int e = threadIdx.x; e < G * MT * 128; e += TC_WARPS * 32) {
+            for (int e = threadIdx.x; e < G * MT * 128; e += NW * 32) {
                 int j = e / (MT * 128), m = (e >> 7) % MT, c = (e >> 5) & 3, l = e & 31;
                 int r = r0 + m * 16 + (l >> 2) + (c >= 2 ? 8 : 0), tok = t0 + j * 8 + (l & 3) * 2 + (c & 1);
                 float v = red[0][j][m][c][l];
 #pragma unroll
-                for (int wi = 1; wi < TC_WARPS; wi++) v += red[wi][j][m][c][l];
+                for (int wi = 1; wi < NW; wi++) v += red[wi][j][m][c][l];
                 if (tok < n && r < rows) {
                     if constexpr (NORM)
                         if (!side) v = __fmul_rn(v, scale_of(tok, tok - t0 - j * 8));
@@ -433,15 +441,15 @@ k_matvec_tc(float *__restrict__ out, const float *x, const __nv_bfloat16 *__rest
     }
 }
 
-template <int U, int MT, bool SW, bool PRE, bool PIPE, bool NORM>
-static void launch_tc_v(ks_stream s, float *out, const float *x, const __nv_bfloat16 *w, const float *bias, int n,
-                        int k, int rows, mm_epi e) {
+template <int NW, int U, int MT, bool SW, bool PRE, bool PIPE, bool NORM>
+static void launch_tc_grid(ks_stream s, float *out, const float *x, const __nv_bfloat16 *w, const float *bias, int n,
+                           int k, int rows, mm_epi e) {
     /* above 16 tokens the reduction's shared memory caps the tiles at 2
      * (same bytes in flight: more k blocks) */
     constexpr int MT4 = MT > 2 ? 2 : MT, U4 = U * MT / MT4;
     int outs = SW ? rows / 2 : rows; /* output rows, 16 per tile (a SwiGLU pair of tiles gives 16) */
     constexpr int per = SW ? 16 * MT / 2 : 16 * MT, per4 = SW ? 16 * MT4 / 2 : 16 * MT4;
-    dim3 block(TC_WARPS * 32), grid((outs + per - 1) / per), grid4((outs + per4 - 1) / per4);
+    dim3 block(NW * 32), grid((outs + per - 1) / per), grid4((outs + per4 - 1) / per4);
     /* x is split by the blocks up to 8 tokens, before the call above (PRE);
      * a side product's blocks follow the product's */
     if constexpr (!PRE) {
@@ -449,12 +457,12 @@ static void launch_tc_v(ks_stream s, float *out, const float *x, const __nv_bflo
             e.blocks1 = grid.x;
             grid.x += (e.rows2 + per - 1) / per;
         }
-        ks_launch(k_matvec_tc<1, U, MT, SW, false, PIPE, NORM>, grid, block, 0, s, out, x, w, bias, n, k, rows, e);
+        ks_launch(k_matvec_tc<NW, 1, U, MT, SW, false, PIPE, NORM>, grid, block, 0, s, out, x, w, bias, n, k, rows, e);
     }
     else if (n <= 16)
-        ks_launch(k_matvec_tc<2, U, MT, SW, true, PIPE, NORM>, grid, block, 0, s, out, x, w, bias, n, k, rows, e);
+        ks_launch(k_matvec_tc<NW, 2, U, MT, SW, true, PIPE, NORM>, grid, block, 0, s, out, x, w, bias, n, k, rows, e);
     else
-        ks_launch(k_matvec_tc<4, U4, MT4, SW, true, PIPE, NORM>, grid4, block, 0, s, out, x, w, bias, n, k, rows, e);
+        ks_launch(k_matvec_tc<NW, 4, U4, MT4, SW, true, PIPE, NORM>, grid4, block, 0, s, out, x, w, bias, n, k, rows, e);
 }
 
 /* Above 8 tokens x is split once (k_split_x) instead of by every block:
@@ -467,26 +475,26 @@ static void launch_tc_v(ks_stream s, float *out, const float *x, const __nv_bflo
 static ks_workspace split_ws; /* (n, k) words (+ n floats): the split x of the call in flight (one stream; a
                                * split waits for the matvec before it, programmatic launch or not) */
 
-template <int U, int MT, bool SW = false, bool PIPE = false, bool NORM = false>
+template <int U, int MT, bool SW = false, bool PIPE = false, bool NORM = false, int NW = TC_WARPS>
 static void launch_tc_v(ks_stream s, float *out, const float *x, const __nv_bfloat16 *w, const float *bias, int n,
                         int k, int rows, mm_epi e) {
     if (n > 8 && e.xs) {
-        launch_tc_v<U, MT, SW, true, PIPE, NORM>(s, out, (const float *)e.xs, w, bias, n, k, rows, e);
+        launch_tc_grid<NW, U, MT, SW, true, PIPE, NORM>(s, out, (const float *)e.xs, w, bias, n, k, rows, e);
     } else if (n > 8) {
         uint32_t *xs = (uint32_t *)ks_cuda_workspace(&split_ws, s, (size_t)n * k * 4 + (size_t)n * 4, "matvec x split");
         if (!xs) return;
         if constexpr (NORM) {
             e.xscale = (const float *)(xs + (size_t)n * k);
-            ks_launch(k_norm_split_x, n, 256, 0, s, xs, (float *)(xs + (size_t)n * k), x, e.g, k, e.eps);
+            ks_launch(k_norm_split_x<NW>, n, 256, 0, s, xs, (float *)(xs + (size_t)n * k), x, e.g, k, e.eps);
         } else {
             long long n8 = (long long)n * k / 8;
             int blocks = (int)((n8 + 255) / 256);
             ks_launch(k_split_x, blocks < 1024 ? blocks : 1024, 256, 0, s, xs, x, n8);
         }
         CUDA_CHECK_LAUNCH();
-        launch_tc_v<U, MT, SW, true, PIPE, NORM>(s, out, (const float *)xs, w, bias, n, k, rows, e);
+        launch_tc_grid<NW, U, MT, SW, true, PIPE, NORM>(s, out, (const float *)xs, w, bias, n, k, rows, e);
     } else {
-        launch_tc_v<U, MT, SW, false, PIPE, NORM>(s, out, x, w, bias, n, k, rows, e);
+        launch_tc_grid<NW, U, MT, SW, false, PIPE, NORM>(s, out, x, w, bias, n, k, rows, e);
     }
 }
 
@@ -500,13 +508,16 @@ static void launch_tc_v(ks_stream s, float *out, const float *x, const __nv_bflo
  * twenty-sixth and twenty-seventh sessions) and kept where the model's
  * decode agreed. Tiles never change a row's arithmetic (each warp's k
  * blocks and the block's reduction stay in order), so the choice may
- * follow the token count. The table, first match (n tokens; p pipelined):
+ * follow the token count; a block's warps (8, or 4 where marked w4) are
+ * its k split, so they follow the shape alone. The table, first match (n
+ * tokens; p pipelined):
  *   SwiGLU with its norm, k >= 2048, rows < 24,576   (1,2)p  Qwen3-1.7B gate|up
  *   SwiGLU, k < 2048, rows < 24,576, n <= 8          (2,2)p  tinycoder gate|up
  *   plain, rows <= 2048, 1024 <= k < 2048, n <= 8    (8,1)   tinycoder down
  *   plain, rows <= 2048, k >= 2048: n > 8 (4,1)p, k >= 4096 (8,1)p, else
  *                                   (4,2)p                   Qwen3-1.7B down, o
- *   SwiGLU rows >= 24,576; other 6,144 <= rows < 24,576 (2,2)p  Qwen3-8B gate|up, qkv
+ *   SwiGLU rows >= 24,576                            (2,4)w4 Qwen3-8B gate|up
+ *   other 6,144 <= rows < 24,576: n <= 8 (2,1)p, else (2,2)p  Qwen3-8B qkv
  *   n > 8: rows >= 24,576 (1,4), >= 6,144 (2,2), SwiGLU (4,2), else (4,1)
  *   rows >= 24,576: k >= 4096 (2,4), else (1,4)              the lm_heads
  *   plain, rows >= 4096, k >= 4096                   (1,1)   Qwen3-8B o, down
@@ -568,9 +579,27 @@ static void launch_tc(ks_stream s, float *out, const float *x, const __nv_bfloat
             return;
         }
     }
-    if (SW ? rows >= 768 * 32 : rows >= 192 * 32 && rows < 768 * 32)
-        launch_tc_v<2, 2, SW, true, NORM>(s, out, x, w, bias, n, k, rows, e);
-    else if (n > 8) { /* batched decode, verify blocks: more rows a block share its x loads */
+    /* the large SwiGLU (Qwen3-8B's gate|up, 24,576 x 4,096) on blocks of 4
+     * warps, 64-row tiles, 2 k blocks a round, at every token count (a
+     * block's warps are its k split: one count for a shape);
+     * matvec_sweep at 1 / 4 tokens 49.3 / 49.6 us against the 8-warp
+     * (2,2)p's 53.0 / 53.7 (H200, thirty-second session) */
+    if constexpr (SW) {
+        if (rows >= 768 * 32) {
+            launch_tc_v<2, 4, SW, false, NORM, 4>(s, out, x, w, bias, n, k, rows, e);
+            return;
+        }
+    }
+    /* 6,144..24,575 rows (Qwen3-8B's qkv) up to 8 tokens on the pipelined
+     * (2,1): 13.3 / 13.8 us against (2,2)p's 13.9 / 13.9 at 1 / 4 tokens */
+    if constexpr (!SW) {
+        if (rows >= 192 * 32 && rows < 768 * 32) {
+            if (n <= 8) launch_tc_v<2, 1, SW, true, NORM>(s, out, x, w, bias, n, k, rows, e);
+            else launch_tc_v<2, 2, SW, true, NORM>(s, out, x, w, bias, n, k, rows, e);
+            return;
+        }
+    }
+    if (n > 8) { /* batched decode, verify blocks: more rows a block share its x loads */
         if (rows >= 384 * 64) launch_tc_v<1, 4, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
         else if (rows >= 192 * 32) launch_tc_v<2, 2, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
         else if constexpr (SW) launch_tc_v<4, 2, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
