@@ -153,7 +153,7 @@ void engine_dflash_fetched(engine *e, const int32_t *ids, double waited) {
  * plus the pass itself (measured costs, in decode steps), with r the chance
  * that the next draft is accepted after the previous one was, learned per
  * request and depth (engine_src_rates). When no j beats plain decoding (bar SPEC_PAY_BAR) the drafter
- * is turned off for the request (on a CPU a block pass costs more than a
+ * is turned off (a back-off: SPEC_RETRY_TOKENS) (on a CPU a block pass costs more than a
  * decode step, so it rarely pays there; on a GPU it does); when none beats
  * what prompt lookup offers next step (bar: its value) only this step's
  * block is skipped. */
@@ -252,7 +252,7 @@ int engine_dflash_update(engine *e, int na, const int *feed, const int *tstart, 
         bool decoding = s->n_ctx == s->n_cached + 1 && dflash_pays(e, s, s->lookup_value);
         /* prompt lookup beat the block 32 steps in a row (a copy-heavy
          * answer): the context passes that keep the drafter ready cost every
-         * step for blocks never drafted — off for the request (the MTP
+         * step for blocks never drafted — off for a back-off (the MTP
          * head, cheaper to restart, covers the stretches lookup misses) */
         s->fl_idle = decoding || s->lookup_value <= 0.0 ? 0 : s->fl_idle + 1;
         if (s->fl_idle >= 32 && !e->cfg.no_runtime_gates) {

@@ -44,6 +44,17 @@
  * request try a drafter that does not pay there) */
 #define SPEC_COST_FORGET (1.0 / 32)
 #define SPEC_DEPTH_WEIGHT 8.0
+/* A runtime gate's "off" lasts until the answer has grown by a back-off of
+ * this many tokens, doubled each time the same gate closes again; then the
+ * source (or the request's drafting as a whole) gets a fresh trial
+ * (engine_src_next). A gate judges its first 8 verify steps, and the start
+ * of an answer can be harder to predict than the rest: tinycoder after a
+ * 4,711-token prompt had 3 of its first 14-25 drafts accepted before every
+ * gate closed (CPU), while its MTP head had 161 of 280 accepted over the
+ * 256-token answer; closed for good, the gates left auto mode at plain
+ * speed in 1 of 5 runs on the H200 (1.6-1.7x in the others). Where drafting never pays, the trials cost ~8 verify steps at
+ * 32, 96, 224, .. tokens. */
+#define SPEC_RETRY_TOKENS 32
 
 struct engine_req {
     atomic_int refs;
@@ -126,8 +137,16 @@ typedef struct {
     int fl_idle;            /* consecutive steps whose block was skipped for prompt lookup's drafts */
     bool fl_behind;         /* this step's block goes right behind its verify (engine_dflash_behind) */
     /* per source (DRAFT_SRC_*): its verify steps, drafts and accepted drafts
-     * (the runtime gates) */
+     * since it last started (the runtime gates) */
     int src_steps[DRAFT_SRC_COUNT], src_drafted[DRAFT_SRC_COUNT], src_accepted[DRAFT_SRC_COUNT];
+    /* the request-wide gate's verify steps, drafts and accepted drafts since
+     * drafting last started (n_verify, n_drafted, n_accepted: the whole request) */
+    int gate_verify, gate_drafted, gate_accepted;
+    /* SPEC_RETRY_TOKENS: when (n_gen) a source a runtime gate turned off may
+     * start again (0: none due), and its back-off; the same for the request's
+     * drafting (spec off by the request-wide gate) */
+    int retry_at[DRAFT_SRC_COUNT], retry_gap[DRAFT_SRC_COUNT];
+    int spec_retry_at, spec_retry_gap;
 } seq_state;
 
 struct engine {
@@ -258,8 +277,16 @@ void engine_learn_from_request(engine *e, const seq_state *s);
 /* a source's prior before the server has seen a request: 0.5 for prompt
  * lookup, SPEC_MODEL_PRIOR for the model proposers */
 double engine_default_prior(int src);
-void engine_src_next(seq_state *s);
-/* Stops drafting with src (a model proposer) for the rest of the request. */
+/* Where a step is planned: brings the request's drafting back when its
+ * retry is due, and when no model proposer runs (or only a draft model
+ * still waiting to take in its context, which then goes back on standby),
+ * starts the first in turn order (the MTP head, a DFlash drafter, a draft
+ * model) that is on standby or whose retry is due, judged afresh (its gate
+ * counts and this request's acceptance of it start again from the
+ * server's estimate). */
+void engine_src_next(engine *e, seq_state *s);
+/* A runtime gate stops drafting with src (a model proposer): it may start
+ * again after its back-off (SPEC_RETRY_TOKENS). */
 void engine_src_off(engine *e, seq_state *s, int src);
 /* engine_cost.c: start-up cost probes. probe_ctx is a scratch target sequence
  * after a 1-token step at position 0 (its tokens/positions arrays hold

@@ -139,7 +139,7 @@ static int lookup_drafts(const engine *e, const seq_state *s, int k, int32_t *ou
 /* The draft model runs one forward per draft: the chain length, up to
  * drafter_len and k, with the most expected tokens per unit of cost
  * (verify plus those forwards) at its acceptance so far; 0 when no length
- * beats plain decoding by SPEC_PAY_BAR (the drafter is then off for the request). */
+ * beats plain decoding by SPEC_PAY_BAR (the drafter is then off for a back-off). */
 static int drafter_chain(engine *e, seq_state *s, int k) {
     int kmax = e->cfg.drafter_len < k ? e->cfg.drafter_len : k;
     if (e->cfg.no_runtime_gates) return kmax;
@@ -196,7 +196,7 @@ static void drafter_drafts(engine *e, seq_state *s, int kd) {
  * drafts, with the most expected tokens per unit of verify cost. Each
  * source's chance that the next draft is accepted given the previous one was
  * is learned per request and depth (engine_src_rates). A precomputed source that loses 16 steps in a
- * row stops being computed for the request. */
+ * row stops being computed (for a back-off: SPEC_RETRY_TOKENS). */
 static void choose_drafts(engine *e, seq_state *s, int k) {
     int j, best_j = s->n_draft;
     int L = s->n_cached;
@@ -277,7 +277,7 @@ int engine_step(engine *e) {
         int want = s->n_ctx - s->n_cached;
         s->n_draft = 0;
         s->draft_dev = false;
-        engine_src_next(s);
+        engine_src_next(e, s);
         bool prompt = prompt_of[i] = s->n_cached < s->r->n_prompt;
         if (want > 1) {
             /* a step feeds prompt tokens or generated ones, not both (after

@@ -78,7 +78,7 @@ seq_state *engine_seq_new(engine *e, engine_req *r) {
     s->fl_q0 = -1;
     s->fl_slot = -1;
     s->spec = s->pld || can_drafter || can_mtp || can_dflash || (r->p.spec != 0 && r->p.n_prediction > 0);
-    engine_src_next(s);
+    engine_src_next(e, s);
     if (s->spec && !r->p.n_prediction && r->n_prompt >= ENGINE_GATE_MIN_PROMPT &&
         pld_repetition_score(r->prompt, r->n_prompt) < e->cfg.spec_min_repetition) {
         s->spec = false; /* novel prompt: drafts would rarely be accepted */
@@ -371,7 +371,7 @@ int engine_seq_sample(engine *e, seq_state *s, float *logits, const int32_t *ids
 
 /* The runtime gates' one rule: after 8 verify steps a proposer whose steps
  * yield fewer tokens (1 + accepted per step) than they cost, in plain decode
- * steps, is turned off for the rest of the request. */
+ * steps, is turned off until its back-off has passed (SPEC_RETRY_TOKENS). */
 static bool gate_says_off(const engine *e, int steps, int accepted, double cost) {
     return !e->cfg.no_runtime_gates && steps >= 8 && 1.0 + (double)accepted / steps < cost;
 }
@@ -385,19 +385,57 @@ static double source_step_cost(const engine *e, const seq_state *s, int src, int
     return engine_verify_cost(e, kbar, L) + engine_pass_cost(e, passes * e->src_ratio[src], L);
 }
 
-/* When no model proposer runs for the request, the next one on standby
- * (DFlash, then the draft model) starts; called where a step is planned,
- * so the forward that follows feeds it (DFlash's features). */
-void engine_src_next(seq_state *s) {
-    if (!s->spec || s->use_mtp || s->use_dflash || s->use_drafter) return;
-    if (s->standby[DRAFT_SRC_DFLASH]) {
-        s->standby[DRAFT_SRC_DFLASH] = false;
+/* the next back-off of a gate that closed at n_gen: SPEC_RETRY_TOKENS, then twice the last */
+static void retry_later(int *at, int *gap, int n_gen) {
+    *gap = *gap ? 2 * *gap : SPEC_RETRY_TOKENS;
+    *at = n_gen + *gap;
+}
+
+static bool retry_due(const seq_state *s, int src) {
+    return s->retry_at[src] && s->n_gen >= s->retry_at[src];
+}
+
+/* src starts drafting for this request, judged afresh */
+static void src_start(engine *e, seq_state *s, int src) {
+    s->standby[src] = false;
+    s->retry_at[src] = 0;
+    s->src_steps[src] = s->src_drafted[src] = s->src_accepted[src] = 0;
+    memset(s->est_try[src], 0, sizeof s->est_try[src]);
+    memset(s->est_hit[src], 0, sizeof s->est_hit[src]);
+    if (src == DRAFT_SRC_MTP) {
+        s->use_mtp = true; /* its entries restart from the next forward's positions (engine_mtp_update) */
+        s->mtp_depth = e->cfg.mtp_depth;
+        s->n_mtp_draft = s->mtp_lost = 0;
+    } else if (src == DRAFT_SRC_DFLASH) {
         s->use_dflash = true;
         s->fl_q0 = -1; /* its context starts with that forward */
-    } else if (s->standby[DRAFT_SRC_DRAFTER]) {
-        s->standby[DRAFT_SRC_DRAFTER] = false;
+        s->n_fl_draft = s->fl_lost = s->fl_idle = 0;
+    } else if (src == DRAFT_SRC_DRAFTER) {
         s->use_drafter = true;
     }
+}
+
+void engine_src_next(engine *e, seq_state *s) {
+    if (!s->spec && s->spec_retry_at && s->n_gen >= s->spec_retry_at) { /* the request-wide gate's trial */
+        s->spec = true;
+        s->spec_off_by = NULL;
+        s->spec_retry_at = 0;
+        s->gate_verify = s->gate_drafted = s->gate_accepted = 0;
+    }
+    if (!s->spec || s->use_mtp || s->use_dflash) return;
+    static const int turns[3] = {DRAFT_SRC_MTP, DRAFT_SRC_DFLASH, DRAFT_SRC_DRAFTER};
+    int next = -1;
+    for (int i = 0; i < 3 && next < 0; i++)
+        if (s->standby[turns[i]] || retry_due(s, turns[i])) next = turns[i];
+    if (s->use_drafter) {
+        /* a draft model that has yet to take in its context (its catch-up
+         * waits until it can pay) gives way to an earlier source */
+        bool waiting = s->n_ctx - s->dseq.n_cached > e->cfg.drafter_len + 1;
+        if (next < 0 || next == DRAFT_SRC_DRAFTER || !waiting) return;
+        s->use_drafter = false;
+        s->standby[DRAFT_SRC_DRAFTER] = true;
+    }
+    if (next >= 0) src_start(e, s, next);
 }
 
 void engine_src_off(engine *e, seq_state *s, int src) {
@@ -410,6 +448,7 @@ void engine_src_off(engine *e, seq_state *s, int src) {
     } else if (src == DRAFT_SRC_DRAFTER) {
         s->use_drafter = false;
     }
+    retry_later(&s->retry_at[src], &s->retry_gap[src], s->n_gen);
 }
 
 /* Verify step: rows for [last token, d1..dk]; accepts the drafts the target
@@ -446,6 +485,9 @@ int engine_seq_verify(engine *e, seq_state *s, float *rows, const int32_t *ids, 
      * the sequence (the shared counters were updated before any commit: a
      * client reading /metrics right after its answer sees them) */
     s->n_verify++;
+    s->gate_verify++;
+    s->gate_drafted += k;
+    s->gate_accepted += accepted;
     learn_sources(s, k, accepted, base);
     s->src_steps[src]++;
     s->src_drafted[src] += k;
@@ -464,11 +506,12 @@ int engine_seq_verify(engine *e, seq_state *s, float *rows, const int32_t *ids, 
     s->n_cached = n_cached_before + 1 + accepted;
     kv_seq_truncate(&e->kv, &s->kv, s->n_cached);
     s->kv.n_tokens = s->n_cached;
-    /* the gate over all of this request's drafting (sticky) */
-    if (s->n_verify &&
-        gate_says_off(e, s->n_verify, s->n_accepted, engine_verify_cost(e, (double)s->n_drafted / s->n_verify, L))) {
+    /* the gate over all of this request's drafting since it last started */
+    if (s->gate_verify && gate_says_off(e, s->gate_verify, s->gate_accepted,
+                                        engine_verify_cost(e, (double)s->gate_drafted / s->gate_verify, L))) {
         s->spec = false;
         s->spec_off_by = "runtime gate";
+        retry_later(&s->spec_retry_at, &s->spec_retry_gap, s->n_gen);
         atomic_fetch_add(&e->gate_runtime_off, 1);
     }
     return 0;

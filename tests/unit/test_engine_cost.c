@@ -200,3 +200,74 @@ TEST(test_engine_drafter_catchup_waits_until_it_can_pay) {
     /* a better chain buys sooner: value 4 saves 0.75 a step */
     CHECK(engine_catchup_pays(&e, 4.0, 4711, 80, 1000) && !engine_catchup_pays(&e, 2.0, 4711, 80, 1000));
 }
+
+/* A runtime gate's "off" is a back-off, not the rest of the request
+ * (engine_src_off, engine_src_next): the MTP head turned off at token 10
+ * starts again, judged afresh (its gate counts and this request's
+ * acceptance of it zeroed), once the answer has grown by SPEC_RETRY_TOKENS;
+ * turned off again, it waits twice as long. Meanwhile the next in turn (a
+ * DFlash drafter on standby, or due) runs; a draft model still waiting to take in
+ * its context gives way to the head's due retry and goes back on standby,
+ * one that has taken it in keeps drafting. The request-wide gate's "off"
+ * comes back the same way. */
+TEST(test_engine_gates_retry_after_a_back_off) {
+    static engine e;
+    static seq_state s;
+    e.cfg.mtp_depth = 3;
+    e.cfg.drafter_len = 4;
+    s.spec = true;
+    s.use_mtp = true;
+    s.standby[DRAFT_SRC_DFLASH] = s.standby[DRAFT_SRC_DRAFTER] = true;
+    s.n_gen = 10;
+    s.src_steps[DRAFT_SRC_MTP] = 8;
+    s.est_try[DRAFT_SRC_MTP][0] = 13;
+    s.est_hit[DRAFT_SRC_MTP][0] = 3;
+    engine_src_off(&e, &s, DRAFT_SRC_MTP);
+    engine_src_next(&e, &s); /* DFlash's turn */
+    CHECK(!s.use_mtp && s.use_dflash && !s.use_drafter);
+    engine_src_off(&e, &s, DRAFT_SRC_DFLASH);
+    engine_src_next(&e, &s); /* the draft model's turn; it has yet to take in 4,711 tokens */
+    CHECK(!s.use_mtp && !s.use_dflash && s.use_drafter);
+    s.n_ctx = 4711 + 20;
+    s.n_gen = 10 + SPEC_RETRY_TOKENS - 1;
+    engine_src_next(&e, &s);
+    CHECK(!s.use_mtp && s.use_drafter);
+    s.n_gen = 10 + SPEC_RETRY_TOKENS;
+    engine_src_next(&e, &s); /* the head is due: the waiting draft model steps back */
+    CHECK(s.use_mtp && !s.use_drafter && s.standby[DRAFT_SRC_DRAFTER] && !s.use_dflash);
+    CHECK_EQ_INT(s.src_steps[DRAFT_SRC_MTP], 0);
+    CHECK_EQ_INT(s.est_try[DRAFT_SRC_MTP][0], 0);
+    CHECK_EQ_INT(s.mtp_depth, 3);
+    /* off again at token 50: back at 50 + 2 x SPEC_RETRY_TOKENS. DFlash, due since token 10 + SPEC_RETRY_TOKENS,
+     * comes before the draft model; off again too, the draft model runs, and once it has taken in its context
+     * it keeps drafting past the head's due retry */
+    s.n_gen = 50;
+    engine_src_off(&e, &s, DRAFT_SRC_MTP);
+    engine_src_next(&e, &s);
+    CHECK(!s.use_mtp && s.use_dflash && !s.use_drafter);
+    engine_src_off(&e, &s, DRAFT_SRC_DFLASH);
+    engine_src_next(&e, &s);
+    CHECK(!s.use_mtp && !s.use_dflash && s.use_drafter);
+    s.dseq.n_cached = s.n_ctx - 1;
+    s.n_gen = 50 + 2 * SPEC_RETRY_TOKENS - 1;
+    engine_src_next(&e, &s);
+    CHECK(!s.use_mtp && s.use_drafter);
+    CHECK_EQ_INT(s.retry_at[DRAFT_SRC_MTP], 50 + 2 * SPEC_RETRY_TOKENS);
+    s.n_gen++;
+    engine_src_next(&e, &s);
+    CHECK(!s.use_mtp && s.use_drafter);
+    engine_src_off(&e, &s, DRAFT_SRC_DRAFTER); /* its own gate: the first due source in turn order starts */
+    engine_src_next(&e, &s);
+    CHECK(s.use_mtp && !s.use_dflash && !s.use_drafter);
+    /* the request-wide gate: off, then on again after its back-off */
+    s.use_mtp = false;
+    s.spec = false;
+    s.spec_off_by = "runtime gate";
+    s.spec_retry_at = s.n_gen + SPEC_RETRY_TOKENS;
+    s.gate_verify = 8;
+    engine_src_next(&e, &s);
+    CHECK(!s.spec);
+    s.n_gen += SPEC_RETRY_TOKENS;
+    engine_src_next(&e, &s);
+    CHECK(s.spec && !s.spec_off_by && s.gate_verify == 0);
+}
