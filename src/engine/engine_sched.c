@@ -243,9 +243,7 @@ static void choose_drafts(engine *e, seq_state *s, int k) {
         engine_src_off(e, s, DRAFT_SRC_DFLASH);
 }
 
-int engine_step(engine *e) {
-    atomic_store(&e->stat_kv_free, kv_free_blocks(&e->kv));
-    /* drop cancelled sequences */
+static void drop_cancelled(engine *e) {
     for (int i = 0; i < e->n_active;) {
         seq_state *s = e->active[i];
         if (atomic_load(&s->r->cancelled)) {
@@ -256,6 +254,127 @@ int engine_step(engine *e) {
             i++;
         }
     }
+}
+
+/* The tokens sequence s feeds this step: prompt tokens out of the shared
+ * prefill budget, or its last token plus the drafts chosen for it (into
+ * s->draft, s->n_draft) when it decodes and speculates. */
+static int plan_feed(engine *e, seq_state *s, bool prompt, int *budget) {
+    int want = s->n_ctx - s->n_cached;
+    if (want > 1) {
+        /* a step feeds prompt tokens or generated ones, not both (after
+         * a preemption the recomputed answer follows in later steps) */
+        if (prompt && want > s->r->n_prompt - s->n_cached) want = s->r->n_prompt - s->n_cached;
+        want = want < *budget ? want : *budget;
+        if (want < 1) want = 0;
+        *budget -= want;
+    } else if (want == 1 && s->spec && !prompt) {
+        int k = draft_room(e, s);
+        /* lookup depends only on the tokens so far: drafts found after the
+         * last step for this length are still the answer */
+        if (k > 0) s->n_draft = s->lookup_at == s->n_ctx ? s->n_lookup : lookup_drafts(e, s, k, s->draft);
+        s->draft_src = DRAFT_SRC_LOOKUP;
+        if (k > 0 && !s->r->p.n_prediction && s->n_draft >= 0) choose_drafts(e, s, k);
+        int kd = s->n_draft == 0 && s->use_drafter && k > 0 ? drafter_chain(e, s, k) : 0;
+        if (kd > 0) drafter_drafts(e, s, kd);
+        if (s->n_draft < 0) { /* the proposer failed: plain decoding from here on */
+            s->n_draft = 0;
+            s->spec = false;
+            s->spec_off_by = "proposer failure";
+        }
+        want += s->n_draft;
+    }
+    return want;
+}
+
+/* KV room for every sequence's feed: drafts are dropped first, then the
+ * last admitted sequence is preempted (or a lone one finished: the pool is
+ * smaller than its context). false: the step must be planned again. */
+static bool reserve_feeds(engine *e, int na, int *feed) {
+    for (int i = 0; i < na; i++) {
+        if (!feed[i]) continue;
+        seq_state *s = e->active[i];
+        while (kv_seq_reserve(&e->kv, &s->kv, s->n_cached + feed[i]) != 0) {
+            if (s->n_draft) { /* no room for drafts: plain decode this step */
+                feed[i] -= s->n_draft;
+                s->n_draft = 0;
+                continue;
+            }
+            if (e->n_active == 1) { /* alone and still no room: the pool is smaller than its context */
+                engine_seq_finish(e, s, ENGINE_FINISH_CONTEXT);
+                remove_active(e, 0);
+                engine_seq_free(e, s);
+                return false;
+            }
+            preempt_last(e); /* indices shift: plan the step again */
+            return false;
+        }
+    }
+    return true;
+}
+
+/* After the forward: what prompt lookup will offer each decoding sequence
+ * next step (a model proposer's pass is skipped when lookup already offers
+ * more per unit of cost) */
+static void lookup_ahead(engine *e, int na, const int *done) {
+    for (int i = 0; i < na; i++) {
+        seq_state *s = e->active[i];
+        s->lookup_value = 0.0;
+        if (done[i] || !s->spec || s->n_ctx != s->n_cached + 1 || (!s->use_mtp && !s->use_dflash)) continue;
+        int k = draft_room(e, s);
+        s->n_lookup = k > 0 ? lookup_drafts(e, s, k, s->draft) : 0; /* the next step's plan takes these */
+        s->lookup_at = s->n_ctx;
+        if (s->n_lookup > 0) {
+            double rate[ENGINE_MAX_DRAFT];
+            engine_src_rates(s, DRAFT_SRC_LOOKUP, rate);
+            s->lookup_value = chain_value(e, rate, s->n_lookup, 0.0, s->n_cached);
+        }
+    }
+}
+
+/* The proposers' passes after the forward (the MTP head's entries and
+ * drafts, DFlash's entries and blocks), timed: their cost per pass (in
+ * decode steps) follows what they really take here, not only the start-up
+ * probe — from decode steps only: a step with prompt rows also enters the
+ * whole prompt chunk into the head / drafter context, which is prefill
+ * work, not the per-step cost a draft pays; and not from passes that
+ * recorded a CUDA graph: a once-per-shape cost many times the pass's,
+ * which the average would carry for dozens of steps, and which can close
+ * a gate (behind: this step's DFlash block went right behind the verify;
+ * recorded: the forward recorded a graph). The step's tokens reach their
+ * streams once the passes are on their way. */
+static void proposer_passes(engine *e, int na, const int *feed, const int *tstart, const int *pstart,
+                            const int *done, int n_prompt, bool behind, bool recorded) {
+    double t_pass[2] = {0, 0};
+    int n_pass[2] = {0, 0};
+    if (e->mtp_kv.n_blocks) {
+        double t0 = now_s();
+        unsigned long g0 = model_graph_recordings();
+        n_pass[0] = engine_mtp_update(e, na, feed, tstart, pstart, done);
+        atomic_fetch_add(&e->src_passes_n[DRAFT_SRC_MTP], n_pass[0]);
+        t_pass[0] = now_s() - t0;
+        if (!n_prompt && model_graph_recordings() == g0) engine_track_cost(e, &e->src_ratio[DRAFT_SRC_MTP], t_pass[0], n_pass[0]);
+    }
+    if (e->fl_kv.n_blocks) {
+        double t0 = now_s();
+        unsigned long g0 = model_graph_recordings();
+        n_pass[1] = engine_dflash_update(e, na, feed, tstart, pstart, done);
+        t_pass[1] = now_s() - t0;
+        /* its drafts stay on the device: the next forward completes its cost */
+        e->fl_pend_t = behind ? (n_pass[1] && !recorded ? e->fl_behind_t : 0.0)
+                       : n_pass[1] && !n_prompt && model_graph_recordings() == g0 ? t_pass[1]
+                                                                                  : 0.0;
+    }
+    for (int i = 0; i < na; i++)
+        if (!done[i]) engine_wake(e->active[i]->r);
+    if (e->cfg.log_steps && (n_pass[0] || n_pass[1])) /* the proposers' passes after that forward */
+        fprintf(stderr, "kestrel: passes: MTP %d in %.3f ms (cost now %.3f decode steps), DFlash %d in %.3f ms (%.3f)\n",
+                n_pass[0], t_pass[0] * 1e3, e->src_ratio[DRAFT_SRC_MTP], n_pass[1], t_pass[1] * 1e3, e->src_ratio[DRAFT_SRC_DFLASH]);
+}
+
+int engine_step(engine *e) {
+    atomic_store(&e->stat_kv_free, kv_free_blocks(&e->kv));
+    drop_cancelled(e);
     admit(e);
     atomic_store(&e->stat_active, e->n_active);
     if (e->n_active == 0) {
@@ -274,55 +393,13 @@ int engine_step(engine *e) {
     bool prompt_of[na]; /* the sequence feeds prompt tokens this step */
     for (int i = 0; i < na; i++) {
         seq_state *s = e->active[i];
-        int want = s->n_ctx - s->n_cached;
         s->n_draft = 0;
         s->draft_dev = false;
         engine_src_next(e, s);
-        bool prompt = prompt_of[i] = s->n_cached < s->r->n_prompt;
-        if (want > 1) {
-            /* a step feeds prompt tokens or generated ones, not both (after
-             * a preemption the recomputed answer follows in later steps) */
-            if (prompt && want > s->r->n_prompt - s->n_cached) want = s->r->n_prompt - s->n_cached;
-            want = want < budget ? want : budget;
-            if (want < 1) want = 0;
-            budget -= want;
-        } else if (want == 1 && s->spec && !prompt) {
-            int k = draft_room(e, s);
-            /* lookup depends only on the tokens so far: drafts found after the
-             * last step for this length are still the answer */
-            if (k > 0) s->n_draft = s->lookup_at == s->n_ctx ? s->n_lookup : lookup_drafts(e, s, k, s->draft);
-            s->draft_src = DRAFT_SRC_LOOKUP;
-            if (k > 0 && !s->r->p.n_prediction && s->n_draft >= 0) choose_drafts(e, s, k);
-            int kd = s->n_draft == 0 && s->use_drafter && k > 0 ? drafter_chain(e, s, k) : 0;
-            if (kd > 0) drafter_drafts(e, s, kd);
-            if (s->n_draft < 0) { /* the proposer failed: plain decoding from here on */
-                s->n_draft = 0;
-                s->spec = false;
-                s->spec_off_by = "proposer failure";
-            }
-            want += s->n_draft;
-        }
-        feed[i] = want;
+        prompt_of[i] = s->n_cached < s->r->n_prompt;
+        feed[i] = plan_feed(e, s, prompt_of[i], &budget);
     }
-    for (int i = 0; i < na; i++) {
-        if (!feed[i]) continue;
-        seq_state *s = e->active[i];
-        while (kv_seq_reserve(&e->kv, &s->kv, s->n_cached + feed[i]) != 0) {
-            if (s->n_draft) { /* no room for drafts: plain decode this step */
-                feed[i] -= s->n_draft;
-                s->n_draft = 0;
-                continue;
-            }
-            if (e->n_active == 1) { /* alone and still no room: the pool is smaller than its context */
-                engine_seq_finish(e, s, ENGINE_FINISH_CONTEXT);
-                remove_active(e, 0);
-                engine_seq_free(e, s);
-                return 1;
-            }
-            preempt_last(e); /* indices shift: plan the step again */
-            return 1;
-        }
-    }
+    if (!reserve_feeds(e, na, feed)) return 1;
     int n = 0, n_rows = 0, n_prompt = 0, n_runs = 0;
     for (int i = 0; i < na; i++) n += feed[i];
     if (n == 0) return 1;
@@ -422,56 +499,8 @@ int engine_step(engine *e) {
         s->kv.n_tokens = s->n_cached;
         if (rows_of[i]) done[i] = engine_seq_sample(e, s, rows, ids);
     }
-    /* what prompt lookup will offer next step (a model proposer's pass is
-     * skipped when lookup already offers more per unit of cost) */
-    for (int i = 0; i < na; i++) {
-        seq_state *s = e->active[i];
-        s->lookup_value = 0.0;
-        if (done[i] || !s->spec || s->n_ctx != s->n_cached + 1 || (!s->use_mtp && !s->use_dflash)) continue;
-        int k = draft_room(e, s);
-        s->n_lookup = k > 0 ? lookup_drafts(e, s, k, s->draft) : 0; /* the next step's plan takes these */
-        s->lookup_at = s->n_ctx;
-        if (s->n_lookup > 0) {
-            double rate[ENGINE_MAX_DRAFT];
-            engine_src_rates(s, DRAFT_SRC_LOOKUP, rate);
-            s->lookup_value = chain_value(e, rate, s->n_lookup, 0.0, s->n_cached);
-        }
-    }
-    /* the proposers' passes, timed: their cost per pass (in decode steps)
-     * follows what they really take here, not only the start-up probe —
-     * from decode steps only: a step with prompt rows also enters the
-     * whole prompt chunk into the head / drafter context, which is prefill
-     * work, not the per-step cost a draft pays */
-    double t_pass[2] = {0, 0};
-    int n_pass[2] = {0, 0};
-    /* (and not from passes that recorded a CUDA graph: a once-per-shape
-     * cost many times the pass's, which the average would carry for
-     * dozens of steps, and which can close a gate for good: a proposer
-     * switched off runs no more passes to correct it) */
-    if (e->mtp_kv.n_blocks) {
-        double t0 = now_s();
-        unsigned long g0 = model_graph_recordings();
-        n_pass[0] = engine_mtp_update(e, na, feed, tstart, pstart, done);
-        atomic_fetch_add(&e->src_passes_n[DRAFT_SRC_MTP], n_pass[0]);
-        t_pass[0] = now_s() - t0;
-        if (!n_prompt && model_graph_recordings() == g0) engine_track_cost(e, &e->src_ratio[DRAFT_SRC_MTP], t_pass[0], n_pass[0]);
-    }
-    if (e->fl_kv.n_blocks) {
-        double t0 = now_s();
-        unsigned long g0 = model_graph_recordings();
-        n_pass[1] = engine_dflash_update(e, na, feed, tstart, pstart, done);
-        t_pass[1] = now_s() - t0;
-        /* its drafts stay on the device: the next forward completes its cost */
-        e->fl_pend_t = behind ? (n_pass[1] && !recorded ? e->fl_behind_t : 0.0)
-                       : n_pass[1] && !n_prompt && model_graph_recordings() == g0 ? t_pass[1]
-                                                                                  : 0.0;
-    }
-    /* the step's tokens reach their streams once its passes are on their way */
-    for (int i = 0; i < na; i++)
-        if (!done[i]) engine_wake(e->active[i]->r);
-    if (e->cfg.log_steps && (n_pass[0] || n_pass[1])) /* the proposers' passes after that forward */
-        fprintf(stderr, "kestrel: passes: MTP %d in %.3f ms (cost now %.3f decode steps), DFlash %d in %.3f ms (%.3f)\n",
-                n_pass[0], t_pass[0] * 1e3, e->src_ratio[DRAFT_SRC_MTP], n_pass[1], t_pass[1] * 1e3, e->src_ratio[DRAFT_SRC_DFLASH]);
+    lookup_ahead(e, na, done);
+    proposer_passes(e, na, feed, tstart, pstart, done, n_prompt, behind, recorded);
     for (int i = na - 1; i >= 0; i--)
         if (done[i]) {
             seq_state *s = e->active[i];
