@@ -148,7 +148,7 @@ typedef struct {
     double src_cost_ratio[DRAFT_SRC_COUNT];
     long long mtp_depth_steps[ENGINE_MAX_DRAFT + 1]; /* MTP verify steps by the depth verified */
     long long dflash_behind_steps;               /* DFlash blocks launched behind their verify (engine_dflash_behind) */
-    long long gate_prompt_off, gate_runtime_off; /* requests the gates turned speculation off for */
+    long long gate_prompt_off, gate_runtime_off; /* requests the prompt gate turned speculation off for; runtime gate closings */
     double verify_cost_ratio;                    /* measured cost of a k+1-token step / 1-token step */
     long long prefix_lookup_tokens, prefix_hit_tokens; /* prompt tokens looked up / served from the cache */
     int prefix_cached_blocks;

@@ -52,8 +52,11 @@
  * 4,711-token prompt had 3 of its first 14-25 drafts accepted before every
  * gate closed (CPU), while its MTP head had 161 of 280 accepted over the
  * 256-token answer; closed for good, the gates left auto mode at plain
- * speed in 1 of 5 runs on the H200 (1.6-1.7x in the others). Where drafting never pays, the trials cost ~8 verify steps at
- * 32, 96, 224, .. tokens. */
+ * speed in 1 of 5 runs on the H200 (1.6-1.7x in the others). Where
+ * drafting never pays, the trials cost ~8 verify steps at 32, 96, 224, ..
+ * tokens. A trial judges the source on its own steps from there: the
+ * request's acceptance of it is zeroed (so the server learns from the
+ * request's last trial of each source, engine_learn_from_request). */
 #define SPEC_RETRY_TOKENS 32
 
 struct engine_req {

@@ -80,7 +80,7 @@ char *metrics_render(metrics *m, engine *e) {
               "# TYPE kestrel_spec_verify_steps_total counter\nkestrel_spec_verify_steps_total %lld\n"
               "# HELP kestrel_spec_acceptance_rate Accepted / drafted tokens since start.\n"
               "# TYPE kestrel_spec_acceptance_rate gauge\nkestrel_spec_acceptance_rate %.4f\n"
-              "# HELP kestrel_spec_gate_off_total Requests the speculation gates turned off, by gate.\n"
+              "# HELP kestrel_spec_gate_off_total Times the speculation gates turned drafting off, by gate (prompt: requests; runtime: a proposer or a request's drafting, each closing).\n"
               "# TYPE kestrel_spec_gate_off_total counter\n"
               "kestrel_spec_gate_off_total{gate=\"prompt\"} %lld\nkestrel_spec_gate_off_total{gate=\"runtime\"} %lld\n"
               "# HELP kestrel_spec_verify_cost_ratio Measured cost of a verify step over a decode step.\n"
