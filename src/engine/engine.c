@@ -348,6 +348,7 @@ void engine_get_stats(engine *e, engine_stats *s) {
     s->spec_verify_steps = atomic_load(&e->spec_verify);
     s->gate_prompt_off = atomic_load(&e->gate_prompt_off);
     s->gate_runtime_off = atomic_load(&e->gate_runtime_off);
+    s->gate_retries = atomic_load(&e->gate_retries);
     s->verify_cost_ratio = engine_verify_cost(e, e->cfg.pld_draft_len, 0);
     s->prefix_lookup_tokens = atomic_load(&e->prefix_lookup);
     s->prefix_hit_tokens = atomic_load(&e->prefix_hit);

@@ -178,6 +178,7 @@ struct engine {
     /* stats */
     atomic_llong done, prompt_tokens, gen_tokens, preemptions;
     atomic_llong spec_drafted, spec_accepted, spec_verify, gate_prompt_off, gate_runtime_off;
+    atomic_llong gate_retries; /* runtime gates' back-offs passed: a proposer or a request's drafting started again */
     atomic_llong prefix_lookup, prefix_hit;
     atomic_llong fl_behind_steps;
     atomic_int stat_cached_blocks;

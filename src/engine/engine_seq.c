@@ -421,6 +421,7 @@ void engine_src_next(engine *e, seq_state *s) {
         s->spec_off_by = NULL;
         s->spec_retry_at = 0;
         s->gate_verify = s->gate_drafted = s->gate_accepted = 0;
+        atomic_fetch_add(&e->gate_retries, 1);
     }
     if (!s->spec || s->use_mtp || s->use_dflash) return;
     static const int turns[3] = {DRAFT_SRC_MTP, DRAFT_SRC_DFLASH, DRAFT_SRC_DRAFTER};
@@ -435,7 +436,9 @@ void engine_src_next(engine *e, seq_state *s) {
         s->use_drafter = false;
         s->standby[DRAFT_SRC_DRAFTER] = true;
     }
-    if (next >= 0) src_start(e, s, next);
+    if (next < 0) return;
+    if (retry_due(s, next)) atomic_fetch_add(&e->gate_retries, 1);
+    src_start(e, s, next);
 }
 
 void engine_src_off(engine *e, seq_state *s, int src) {

@@ -83,6 +83,8 @@ char *metrics_render(metrics *m, engine *e) {
               "# HELP kestrel_spec_gate_off_total Times the speculation gates turned drafting off, by gate (prompt: requests; runtime: a proposer or a request's drafting, each closing).\n"
               "# TYPE kestrel_spec_gate_off_total counter\n"
               "kestrel_spec_gate_off_total{gate=\"prompt\"} %lld\nkestrel_spec_gate_off_total{gate=\"runtime\"} %lld\n"
+              "# HELP kestrel_spec_gate_retry_total Runtime gates whose back-off passed: a proposer or a request's drafting started again.\n"
+              "# TYPE kestrel_spec_gate_retry_total counter\nkestrel_spec_gate_retry_total %lld\n"
               "# HELP kestrel_spec_verify_cost_ratio Measured cost of a verify step over a decode step.\n"
               "# TYPE kestrel_spec_verify_cost_ratio gauge\nkestrel_spec_verify_cost_ratio %.3f\n"
               "# HELP kestrel_prefix_cache_lookup_tokens_total Prompt tokens looked up in the prefix cache.\n"
@@ -96,7 +98,7 @@ char *metrics_render(metrics *m, engine *e) {
               st.prompt_tokens, st.generated_tokens, st.queued, st.active, st.kv_blocks_free, st.kv_blocks_total,
               st.preemptions, st.spec_drafted, st.spec_accepted, st.spec_verify_steps,
               st.spec_drafted ? (double)st.spec_accepted / st.spec_drafted : 0.0, st.gate_prompt_off,
-              st.gate_runtime_off, st.verify_cost_ratio, st.prefix_lookup_tokens, st.prefix_hit_tokens,
+              st.gate_runtime_off, st.gate_retries, st.verify_cost_ratio, st.prefix_lookup_tokens, st.prefix_hit_tokens,
               st.prefix_lookup_tokens ? (double)st.prefix_hit_tokens / st.prefix_lookup_tokens : 0.0,
               st.prefix_cached_blocks);
     sb_puts(&b, "# HELP kestrel_spec_proposer_draft_tokens_total Draft tokens verified, by model proposer.\n"

@@ -483,19 +483,26 @@ TEST(test_spec_seeded_sampling_identical_on_and_off) {
     fx_close(&f);
 }
 
+/* tinycoder with its draft model and DFlash drafter (every model
+ * proposer); false, nothing open, when they are not there */
+static bool open_all_proposers(fx *f, model **dm, dflash **fl) {
+    if (!test_shared_path("models/tinycoder/drafter") || !test_shared_path("models/tinycoder/dflash") || !fx_open(f))
+        return false;
+    CHECK(model_load(dm, test_shared_path("models/tinycoder/drafter"), f->be) == 0);
+    *fl = open_dflash(SRC_DFLASH, f->m);
+    return true;
+}
+
 /* The model proposers take turns within a request: with the MTP head, a
  * DFlash drafter and a draft model all loaded (the gates held open, so
  * nothing turns itself off), a request drafts with the head only; a request
  * that turns the head off (enable_mtp false) drafts with DFlash only; the
  * draft model waits behind both. Output equals plain decoding either way. */
 TEST(test_spec_model_proposers_take_turns) {
-    if (!test_shared_path("models/tinycoder/drafter") || !test_shared_path("models/tinycoder/dflash"))
-        SKIP("../shared/models/tinycoder/drafter or dflash not found");
     fx f;
-    if (!fx_open(&f)) SKIP("../shared/models/tinycoder not found");
     model *dm = NULL;
-    CHECK(model_load(&dm, test_shared_path("models/tinycoder/drafter"), f.be) == 0);
-    dflash *fl = open_dflash(SRC_DFLASH, f.m);
+    dflash *fl = NULL;
+    if (!open_all_proposers(&f, &dm, &fl)) SKIP("../shared/models/tinycoder (with drafter/ and dflash/) not found");
     engine *e = NULL;
     engine_config ec = {.max_concurrent = 2, .prefill_chunk = 256, .ctx_size = 1024, .pld = false,
                         .spec_min_repetition = 0.0, .no_runtime_gates = true, .drafter = dm, .drafter_len = 4,
@@ -533,6 +540,74 @@ TEST(test_spec_model_proposers_take_turns) {
     CHECK(!memcmp(head.toks, plain.toks, (size_t)plain.n * 4) && !memcmp(block.toks, plain.toks, (size_t)plain.n * 4));
 out:
     free(ids);
+    if (e) engine_stop(e);
+    dflash_free(fl);
+    model_free(dm);
+    fx_close(&f);
+}
+
+/* Auto mode as served: prompt lookup, the MTP head, a DFlash drafter and a
+ * draft model, the runtime gates on — their closings and back-offs
+ * (SPEC_RETRY_TOKENS: a proposer or the request's drafting starting again,
+ * a draft model giving way) follow measured costs, so they vary run to run,
+ * and the output must not: each request's text equals plain decoding's. A
+ * ~3,000-token prompt (workload prompts one after another) with a
+ * 256-token answer, where the first drafts are rarely accepted (gates
+ * close early and reopen), and the workloads' prompts with 160 tokens. */
+TEST(test_spec_auto_with_gates_is_byte_identical) {
+    fx f;
+    model *dm = NULL;
+    dflash *fl = NULL;
+    if (!open_all_proposers(&f, &dm, &fl)) SKIP("../shared/models/tinycoder (with drafter/ and dflash/) not found");
+    engine *e = NULL;
+    engine_config ec = {.max_concurrent = 4, .prefill_chunk = 512, .ctx_size = 4096, .pld = true,
+                        .spec_min_repetition = 0.0, .drafter = dm, .drafter_len = 4, .mtp = true, .mtp_depth = 3,
+                        .dflash = fl};
+    CHECK(dm && fl && engine_start(&e, f.m, f.tk, &ec) == 0);
+    const char *files[3] = {"models/tinycoder/prompts/completion.jsonl", "models/tinycoder/prompts/chat.jsonl",
+                            "models/tinycoder/prompts/edit.jsonl"};
+    int32_t *lng = malloc(3200 * sizeof *lng);
+    int n_long = 0, compared = 0;
+    long long drafted = 0;
+    for (int fi = 0; fi < 3 && lng; fi++)
+        for (int line = 0; line < 20 && n_long < 3000; line++) {
+            int n = 0;
+            int32_t *ids = workload_prompt(&f, files[fi], line, &n, NULL);
+            if (ids && n_long + n <= 3200) {
+                memcpy(lng + n_long, ids, (size_t)n * sizeof *ids);
+                n_long += n;
+            }
+            free(ids);
+        }
+    CHECK(e && n_long >= 2000);
+    if (!e || n_long < 2000) goto out;
+    for (int round = 0; round < 1 + 3 * 4; round++) {
+        int n = 0;
+        int32_t *ids = round ? workload_prompt(&f, files[(round - 1) / 4], (round - 1) % 4, &n, NULL) : lng;
+        if (!round) n = n_long;
+        if (!ids) continue;
+        engine_params pon = params(round ? 160 : 256, -1), poff = params(round ? 160 : 256, 0);
+        pon.mtp = poff.mtp = -1;
+        if (!round) pon.n_eos = poff.n_eos = 0; /* the whole 256 tokens */
+        run_out a, b;
+        collect(engine_submit(e, ids, n, &pon), &a);
+        collect(engine_submit(e, ids, n, &poff), &b);
+        CHECK_MSG(a.n == b.n && !memcmp(a.toks, b.toks, (size_t)a.n * 4),
+                  "request %d (%d prompt tokens): auto's output differs from plain decoding's (%d vs %d tokens)", round,
+                  n, a.n, b.n);
+        CHECK_EQ_INT(b.drafted, 0);
+        drafted += a.drafted;
+        compared++;
+        if (round) free(ids);
+    }
+    engine_stats st;
+    engine_get_stats(e, &st);
+    printf("    %d requests identical (the first with a %d-token prompt); %lld drafted; runtime gates closed %lld times, "
+           "reopened %lld\n", compared, n_long, drafted, st.gate_runtime_off, st.gate_retries);
+    CHECK_EQ_INT(compared, 13);
+    CHECK(drafted > 0);
+out:
+    free(lng);
     if (e) engine_stop(e);
     dflash_free(fl);
     model_free(dm);
