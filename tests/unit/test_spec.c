@@ -485,8 +485,9 @@ TEST(test_spec_seeded_sampling_identical_on_and_off) {
 
 /* tinycoder with its draft model and DFlash drafter (every model
  * proposer); false, nothing open, when they are not there */
-static bool open_all_proposers(fx *f, model **dm, dflash **fl) {
-    if (!test_shared_path("models/tinycoder/drafter") || !test_shared_path("models/tinycoder/dflash") || !fx_open(f))
+static bool open_all_proposers(fx *f, const char *device, model **dm, dflash **fl) {
+    if (!test_shared_path("models/tinycoder/drafter") || !test_shared_path("models/tinycoder/dflash") ||
+        !fx_open_on(f, device))
         return false;
     CHECK(model_load(dm, test_shared_path("models/tinycoder/drafter"), f->be) == 0);
     *fl = open_dflash(SRC_DFLASH, f->m);
@@ -502,7 +503,7 @@ TEST(test_spec_model_proposers_take_turns) {
     fx f;
     model *dm = NULL;
     dflash *fl = NULL;
-    if (!open_all_proposers(&f, &dm, &fl)) SKIP("../shared/models/tinycoder (with drafter/ and dflash/) not found");
+    if (!open_all_proposers(&f, "cpu", &dm, &fl)) SKIP("../shared/models/tinycoder (with drafter/ and dflash/) not found");
     engine *e = NULL;
     engine_config ec = {.max_concurrent = 2, .prefill_chunk = 256, .ctx_size = 1024, .pld = false,
                         .spec_min_repetition = 0.0, .no_runtime_gates = true, .drafter = dm, .drafter_len = 4,
@@ -553,12 +554,16 @@ out:
  * and the output must not: each request's text equals plain decoding's. A
  * ~3,000-token prompt (workload prompts one after another) with a
  * 256-token answer, where the first drafts are rarely accepted (gates
- * close early and reopen), and the workloads' prompts with 160 tokens. */
-TEST(test_spec_auto_with_gates_is_byte_identical) {
+ * close early and reopen), and the workloads' prompts with 160 tokens; on
+ * the CPU and, where there is one, on a GPU. */
+static void auto_with_gates_identical(const char *device) {
     fx f;
     model *dm = NULL;
     dflash *fl = NULL;
-    if (!open_all_proposers(&f, &dm, &fl)) SKIP("../shared/models/tinycoder (with drafter/ and dflash/) not found");
+    if (!open_all_proposers(&f, device, &dm, &fl)) {
+        printf("    (not run: ../shared/models/tinycoder with drafter/ and dflash/ not found)\n");
+        return;
+    }
     engine *e = NULL;
     engine_config ec = {.max_concurrent = 4, .prefill_chunk = 512, .ctx_size = 4096, .pld = true,
                         .spec_min_repetition = 0.0, .drafter = dm, .drafter_len = 4, .mtp = true, .mtp_depth = 3,
@@ -602,8 +607,8 @@ TEST(test_spec_auto_with_gates_is_byte_identical) {
     }
     engine_stats st;
     engine_get_stats(e, &st);
-    printf("    %d requests identical (the first with a %d-token prompt); %lld drafted; runtime gates closed %lld times, "
-           "reopened %lld\n", compared, n_long, drafted, st.gate_runtime_off, st.gate_retries);
+    printf("    [%s] %d requests identical (the first with a %d-token prompt); %lld drafted; runtime gates closed %lld "
+           "times, reopened %lld\n", device, compared, n_long, drafted, st.gate_runtime_off, st.gate_retries);
     CHECK_EQ_INT(compared, 13);
     CHECK(drafted > 0);
 out:
@@ -612,4 +617,13 @@ out:
     dflash_free(fl);
     model_free(dm);
     fx_close(&f);
+}
+
+TEST(test_spec_auto_with_gates_is_byte_identical) {
+    auto_with_gates_identical("cpu");
+}
+
+TEST(test_cuda_spec_auto_with_gates_is_byte_identical) {
+    if (!backend_cuda_available()) SKIP("no CUDA GPU");
+    auto_with_gates_identical("cuda");
 }
