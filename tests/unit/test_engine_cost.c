@@ -4,7 +4,10 @@
  * once for all rows: d = 0), a CPU-like one (once per row: c = 0) and both;
  * slopes that come out negative (noise) are taken as 0; without context
  * probes the fit uses the steps at context 0. The DFlash block size chosen
- * from those costs (engine_dflash_pick_block). */
+ * from those costs (engine_dflash_pick_block); what the server learns from
+ * finished requests; pass costs past a stall; the draft model's catch-up;
+ * the gates' back-off and the proposers' turns (engine_src_off,
+ * engine_src_next). */
 #include <math.h>
 #include <string.h>
 
