@@ -40,6 +40,8 @@
 # warm server's TTFT at those prompt sizes (bench.sh --workloads ladder,
 # AB_LADDER_MODELS), each tree.
 # steplog = KESTREL_STEP_LOG of one tinycoder completion with MTP, with DFlash.
+# autolong = auto mode against plain on tinycoder after a 4,711-token prompt
+# (AUTOLONG_ROUNDS rounds, each ab tree): the gates' spread run to run.
 # SPEC_FULL=1: the proposer matrix at --full size (5 prompts x 128 tokens).
 # CONC_MAX_TOKENS=N: the concurrency sweep's answers N tokens long (--quick:
 # 64, where the 16 prompts' prefill is much of the measured time).
@@ -405,6 +407,22 @@ if has steps; then # each forward of prefills of STEPS_TOKENS tokens (default 40
                         -p "$(prompt_of_tokens $ntok)" -n 2 --temp 0 --ignore-eos --device cuda --no-pld 2>&1 >/dev/null |
                         grep "kestrel: \(step\|prompt\|CUDA op\)\|^  [a-z]" | sed 's/ (cuda.*//' | tee -a "$OUT/steps.txt"
                 done
+            done
+        done
+    done
+fi
+if has autolong; then # auto mode (every proposer, gates on) on tinycoder after a 4,711-token prompt, 256 tokens, against
+    # plain, AUTOLONG_ROUNDS rounds (default 5), each ab tree where the ab stage ran: the gates' closings and back-offs
+    # follow measured costs, so the rounds show the spread (session 31: 1 run in 5 at plain speed)
+    p4k=$(head -c 15000 /tmp/all.txt)
+    for round in $(seq ${AUTOLONG_ROUNDS:-5}); do
+        for b in "${trees[@]:-build}"; do
+            for mode in auto plain; do
+                flags=; [ $mode = plain ] && flags="--no-pld --no-mtp --no-drafter"
+                md=$(timeout 120 $b/kestrel run $TC -p "$p4k" -n 256 --temp 0 --ignore-eos --device cuda $flags \
+                    2>/tmp/al_err.txt | md5sum | cut -c1-8)
+                echo "autolong $(tname $b) $round $mode: stdout $md, $(grep -o 'decode [0-9]* tokens, [0-9.]* tok/s' /tmp/al_err.txt); $(grep -o 'speculation: .*' /tmp/al_err.txt)" |
+                    tee -a "$OUT/autolong.txt"
             done
         done
     done
