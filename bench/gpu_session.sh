@@ -40,7 +40,7 @@
 # warm server's TTFT at those prompt sizes (bench.sh --workloads ladder,
 # AB_LADDER_MODELS), each tree.
 # steplog = KESTREL_STEP_LOG of one tinycoder completion with MTP, with DFlash.
-# autolong = auto mode against plain on tinycoder after a 4,711-token prompt
+# autolong = auto mode against plain on tinycoder after a ~4,700-token prompt
 # (AUTOLONG_ROUNDS rounds, each ab tree): the gates' spread run to run.
 # SPEC_FULL=1: the proposer matrix at --full size (5 prompts x 128 tokens).
 # CONC_MAX_TOKENS=N: the concurrency sweep's answers N tokens long (--quick:
@@ -411,7 +411,8 @@ if has steps; then # each forward of prefills of STEPS_TOKENS tokens (default 40
         done
     done
 fi
-if has autolong; then # auto mode (every proposer, gates on) on tinycoder after a 4,711-token prompt, 256 tokens, against
+if has autolong; then # auto mode (every proposer, gates on) on tinycoder after the first 15,000 characters of the sources
+    # (~4,700 tokens), 256 tokens, against
     # plain, AUTOLONG_ROUNDS rounds (default 5), each ab tree where the ab stage ran: the gates' closings and back-offs
     # follow measured costs, so the rounds show the spread (session 31: 1 run in 5 at plain speed)
     p4k=$(head -c 15000 /tmp/all.txt)
