@@ -352,6 +352,13 @@ double engine_measure_drafter_catchup(engine *e);
  * no longer pays a catch-up it cannot win back (CPU, tinycoder after 4,711
  * tokens: ~310 ms, more than the 128-token answer's whole decode). */
 bool engine_catchup_pays(const engine *e, double value, int behind, int n_gen, int left);
+/* The context tokens s's draft model has yet to take in when that is a
+ * catch-up (more than a step's tokens: a request's first proposal, or one
+ * that started late), else 0 */
+static inline int engine_drafter_behind(const engine *e, const seq_state *s) {
+    int behind = s->n_ctx - s->dseq.n_cached;
+    return behind > e->cfg.drafter_len + 1 ? behind : 0;
+}
 double engine_verify_cost(const engine *e, double k, int L);
 /* the step model's time (seconds) of n tokens of one sequence at context L */
 double engine_step_time(const engine *e, double n, int L);

@@ -153,8 +153,8 @@ static int drafter_chain(engine *e, seq_state *s, int k) {
     }
     /* a catch-up first (more context than a step's tokens to take in):
      * not before it can pay; the drafter stays on and asks again next step */
-    int behind = s->n_ctx - s->dseq.n_cached;
-    if (behind <= e->cfg.drafter_len + 1) return n;
+    int behind = engine_drafter_behind(e, s);
+    if (!behind) return n;
     double value = chain_value(e, rate, n, n * e->src_ratio[DRAFT_SRC_DRAFTER], s->n_cached);
     return engine_catchup_pays(e, value, behind, s->n_gen, s->r->p.max_tokens - s->n_gen) ? n : 0;
 }
@@ -168,13 +168,13 @@ static int drafter_chain(engine *e, seq_state *s, int k) {
  * (hundreds of tokens timed at once: half way to each reading). A failure
  * leaves prompt lookup only. */
 static void drafter_drafts(engine *e, seq_state *s, int kd) {
-    int behind = s->n_ctx - s->dseq.n_cached;
+    int behind = engine_drafter_behind(e, s);
     double t0 = now_s();
     unsigned long g0 = model_graph_recordings(); /* (see the passes' timing in engine_step) */
     s->n_draft = drafter_propose(e->dr, &s->dseq, s->ctx, s->n_ctx, kd, s->draft);
     double dt = now_s() - t0;
     if (model_graph_recordings() == g0 && s->n_draft > 0 && e->t_decode > 0) {
-        if (behind <= e->cfg.drafter_len + 1) {
+        if (!behind) {
             engine_track_cost(e, &e->src_ratio[DRAFT_SRC_DRAFTER], dt, s->n_draft);
         } else {
             double rest = (s->n_draft - 1) * e->src_ratio[DRAFT_SRC_DRAFTER] * e->t_decode;

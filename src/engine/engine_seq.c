@@ -431,8 +431,7 @@ void engine_src_next(engine *e, seq_state *s) {
     if (s->use_drafter) {
         /* a draft model that has yet to take in its context (its catch-up
          * waits until it can pay) gives way to an earlier source */
-        bool waiting = s->n_ctx - s->dseq.n_cached > e->cfg.drafter_len + 1;
-        if (next < 0 || next == DRAFT_SRC_DRAFTER || !waiting) return;
+        if (next < 0 || next == DRAFT_SRC_DRAFTER || !engine_drafter_behind(e, s)) return;
         s->use_drafter = false;
         s->standby[DRAFT_SRC_DRAFTER] = true;
     }
