@@ -9,7 +9,8 @@
  * DRAM as in a decode step, not from L2; the best of 5 replays. Every
  * choice's output is checked bitwise against the first's (tiles never
  * change a row's arithmetic: a mismatch is a bug, printed as DIFFERS).
- * Choices of 4-warp blocks (w4: another k split) compare among themselves.
+ * Choices of 4- and 16-warp blocks (w4, w16: other k splits) compare among
+ * themselves.
  * Lines: "SHAPE n=N choice us GB/s" and "SHAPE n=N rule ... (CHOICE)".
  * It includes k_matmul.cu to reach its tile templates and links with
  * libkestrel.a for the rest (bench/gpu_session.sh's mvsweep stage builds
@@ -40,12 +41,13 @@ typedef void (*launcher)(ks_stream, float *, const float *, const __nv_bfloat16 
 template <int U, int MT, bool SW, bool PIPE, bool NORM, int NW>
 static launcher form() {
     if constexpr (SW && MT % 2) return nullptr;
+    else if constexpr (SW && NW > 8) return nullptr; /* (16 warps: tiles of 1 above 16 tokens) */
     else return &launch_tc_v<U, MT, SW, PIPE, NORM, NW>;
 }
 
 struct choice {
     const char *name;
-    int warps;     /* a block's warps, 4 or 8: its k split (outputs compare bitwise within one count) */
+    int warps;     /* a block's warps, 4 / 8 / 16: its k split (outputs compare bitwise within one count) */
     launcher f[4]; /* by SW * 2 + NORM */
 };
 #define CHOICE_W(U, MT, P, W, NAME)                                                                                 \
@@ -66,6 +68,9 @@ static const choice choices[] = {
     CHOICE_W(2, 4, false, 4, "(2,4)w4"), CHOICE_W(4, 2, false, 4, "(4,2)w4"), CHOICE_W(1, 4, false, 4, "(1,4)w4"),
     CHOICE_W(2, 2, true, 4, "(2,2)pw4"), CHOICE_W(2, 1, true, 4, "(2,1)pw4"), CHOICE_W(4, 1, true, 4, "(4,1)pw4"),
     CHOICE_W(8, 1, true, 4, "(8,1)pw4"),
+    /* blocks of 16 warps (2 k blocks a round: 16 KB in flight a block and round) */
+    CHOICE_W(1, 1, false, 16, "(1,1)w16"), CHOICE_W(2, 1, false, 16, "(2,1)w16"), CHOICE_W(1, 1, true, 16, "(1,1)pw16"),
+    CHOICE_W(2, 1, true, 16, "(2,1)pw16"), CHOICE_W(4, 1, true, 16, "(4,1)pw16"), CHOICE_W(1, 2, true, 16, "(1,2)pw16"),
 };
 #define N_CHOICES (int)(sizeof choices / sizeof *choices)
 
@@ -131,7 +136,7 @@ int main(int argc, char **argv) {
     CK(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking));
     cudaDeviceProp prop;
     CK(cudaGetDeviceProperties(&prop, 0));
-    printf("# matvec_sweep: %s, %d SMs; choice = (k blocks a round, 16-row tiles a block), p = pipelined, w4 = blocks of 4 warps (else 8)\n", prop.name,
+    printf("# matvec_sweep: %s, %d SMs; choice = (k blocks a round, 16-row tiles a block), p = pipelined, w4 / w16 = blocks of 4 / 16 warps (else 8)\n", prop.name,
            prop.multiProcessorCount);
     std::vector<int> ns = {1, 4, 8, 16};
     if (const char *e = getenv("MVSWEEP_N")) {
@@ -179,8 +184,8 @@ int main(int argc, char **argv) {
         CK(cudaStreamSynchronize(s));
         int reps = reps_env > 0 ? reps_env : copies < 16 ? 16 : copies;
         for (int n : ns) {
-            std::vector<float> ref[2], got; /* the first output of each warp count (8, 4) */
-            int first[2] = {-1, -1};
+            std::vector<float> ref[3], got; /* the first output of each warp count (8, 4, 16) */
+            int first[3] = {-1, -1, -1};
             double best_t = 1e30;
             const char *best_c = "";
             for (int c = 0; c < N_CHOICES; c++) {
@@ -188,7 +193,7 @@ int main(int argc, char **argv) {
                 if (!f) continue;
                 run_once(s, f, run, ws[0], out, x, g, n, got);
                 bool same = true;
-                int wi = choices[c].warps == 4;
+                int wi = choices[c].warps == 4 ? 1 : choices[c].warps == 16 ? 2 : 0;
                 if (first[wi] < 0) {
                     ref[wi] = got;
                     first[wi] = c;
@@ -206,7 +211,7 @@ int main(int argc, char **argv) {
             }
             run_once(s, NULL, sh, ws[0], out, x, g, n, got);
             bool same = false; /* the rule's output is one warp count's */
-            for (int wi = 0; wi < 2; wi++)
+            for (int wi = 0; wi < 3; wi++)
                 same |= comparable && first[wi] >= 0 && !memcmp(ref[wi].data(), got.data(), got.size() * 4);
             double t = time_it(s, NULL, sh, ws, out, x, g, n, reps);
             printf("%-13s n=%-2d rule     %8.2f us %6.0f GB/s%s  (best choice %s %.2f us)\n", sh.name, n, t,

@@ -448,8 +448,10 @@ TEST(test_cuda_mtp_input_equals_the_separate_ops) {
  * 1536 rows: 32-row pairs; 2 x 6144: pairs of 16-row tiles) at 1 / 3 / 9 /
  * 16 / 20 tokens, and on the fallback path (f16 weights); 2 x 12296 rows
  * (Qwen3-8B's size: blocks of 4 warps, 64-row tiles with a partial last
- * one, another k split than the plain product's) within 1e-5 of them; and
- * it matches the CPU's op. */
+ * one, another k split than the plain product's) within 1e-4 of them (two
+ * fp32 sums of 256 products in another order, multiplied: k 2^-24 = 1.5e-5
+ * of the terms' size each; the H200 showed 1.9e-5); and it matches the
+ * CPU's op. */
 TEST(test_cuda_swiglu_matmul_equals_matmul_then_silu) {
     pair p = {0};
     if (!open_pair(&p)) SKIP("no CUDA GPU");
@@ -480,7 +482,7 @@ TEST(test_cuda_swiglu_matmul_equals_matmul_then_silu) {
                 CHECK_MSG(!memcmp(a, b, (size_t)n * half * 4), "SwiGLU matmul %s rows %d k %d n %d: not the separate ops' bits",
                           dtype_name(dt), rows, k, n);
             else
-                CHECK_MSG(max_rel(b, a, (size_t)n * half, NULL) < 1e-5, "SwiGLU matmul %s rows %d k %d n %d: %g from the separate ops",
+                CHECK_MSG(max_rel(b, a, (size_t)n * half, NULL) < 1e-4, "SwiGLU matmul %s rows %d k %d n %d: %g from the separate ops",
                           dtype_name(dt), rows, k, n, max_rel(b, a, (size_t)n * half, NULL));
             p.cpu->ops->matmul_fused(p.cpu, c, x, NULL, 0, &wc, NULL, n, BK_MM_SWIGLU);
             double e = max_rel(b, c, (size_t)n * half, NULL);

@@ -186,23 +186,25 @@ __device__ __forceinline__ float inv_rms_of(const float *p, int stride, int k, f
 template <int NW>
 __global__ void k_norm_split_x(uint32_t *__restrict__ xs, float *__restrict__ xscale, const float *x,
                                const float *__restrict__ g, int k, float eps) {
-    static_assert(NW <= 8, "warp 0's quads stand in for the matvec's warps");
     pdl_start();
     __shared__ float red[NW];
     int t = blockIdx.x, nkb = k >> 5;
     const float *xr = x + (size_t)t * k;
-    if (threadIdx.x < 32) { /* warp 0: the sum of squares (its loads unrolled, the order kept) */
-        int w = threadIdx.x >> 2, q = threadIdx.x & 3;
-        float ss = 0.f;
+    if (threadIdx.x < 32) { /* warp 0: the sum of squares (its loads unrolled, the order kept); quad w
+                             * stands in for the matvec's warps w, w + 8, .. */
+        int q = threadIdx.x & 3;
+        for (int w = threadIdx.x >> 2; w < (NW > 8 ? NW : 8); w += 8) { /* (every lane the same trips) */
+            float ss = 0.f;
 #pragma unroll 8
-        for (int kb = w; w < NW && kb < nkb; kb += NW) {
-            float xf[8];
-            load8(xr + kb * 32 + q * 8, xf);
+            for (int kb = w; w < NW && kb < nkb; kb += NW) {
+                float xf[8];
+                load8(xr + kb * 32 + q * 8, xf);
 #pragma unroll
-            for (int i = 0; i < 8; i++) ss = fmaf(xf[i], xf[i], ss);
+                for (int i = 0; i < 8; i++) ss = fmaf(xf[i], xf[i], ss);
+            }
+            ss = quad_sum(ss);
+            if (q == 0 && w < NW) red[w] = ss;
         }
-        ss = quad_sum(ss);
-        if (q == 0 && w < NW) red[w] = ss;
         __syncwarp();
         if (threadIdx.x == 0) xscale[t] = inv_rms_of<NW>(red, 1, k, eps);
         return;
@@ -236,7 +238,7 @@ __global__ void k_norm_split_x(uint32_t *__restrict__ xs, float *__restrict__ xs
  * (with the norm folded and __restrict__ x, decode and verify rows came out
  * wrong with programmatic launch on and right with it off). */
 template <int NW, int G, int U, int MT, bool SW, bool PRE = false, bool PIPE = false, bool NORM = false>
-__global__ void __launch_bounds__(NW * 32, NORM && !PRE && U * MT < 8 ? 2 : 1)
+__global__ void __launch_bounds__(NW * 32, NW <= 8 && NORM && !PRE && U * MT < 8 ? 2 : 1)
 k_matvec_tc(float *__restrict__ out, const float *x, const __nv_bfloat16 *__restrict__ w,
             const float *__restrict__ bias, int n, int k, int rows, mm_epi ep) {
     static_assert(!NORM || PRE || G == 1, "the blocks' own x^2 sums hold one token group");
@@ -445,8 +447,8 @@ template <int NW, int U, int MT, bool SW, bool PRE, bool PIPE, bool NORM>
 static void launch_tc_grid(ks_stream s, float *out, const float *x, const __nv_bfloat16 *w, const float *bias, int n,
                            int k, int rows, mm_epi e) {
     /* above 16 tokens the reduction's shared memory caps the tiles at 2
-     * (same bytes in flight: more k blocks) */
-    constexpr int MT4 = MT > 2 ? 2 : MT, U4 = U * MT / MT4;
+     * (1 with 16 warps; same bytes in flight: more k blocks) */
+    constexpr int MT4 = MT > (NW > 8 ? 1 : 2) ? (NW > 8 ? 1 : 2) : MT, U4 = U * MT / MT4;
     int outs = SW ? rows / 2 : rows; /* output rows, 16 per tile (a SwiGLU pair of tiles gives 16) */
     constexpr int per = SW ? 16 * MT / 2 : 16 * MT, per4 = SW ? 16 * MT4 / 2 : 16 * MT4;
     dim3 block(NW * 32), grid((outs + per - 1) / per), grid4((outs + per4 - 1) / per4);
