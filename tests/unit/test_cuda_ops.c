@@ -85,11 +85,14 @@ TEST(test_cuda_matmul_matches_cpu_and_is_batch_invariant) {
      * two bf16 matrices of 24616 rows: large enough for 32- and 64-row
      * blocks (which the tensor-core kernel picks by token count), with a
      * partial last block, and one of 6184 rows (32-row blocks at up to 8
-     * tokens) */
-    for (int ci = 0; ci < 15; ci++) {
-        int di = ci < 12 ? ci / 4 : 0, ki = ci < 12 ? ci % 4 : ci == 14 ? 3 : ci - 12;
+     * tokens); then the shapes the launcher gives other warp counts (another
+     * k split): 2040 x 4096 (16 warps, Qwen3-1.7B's down), 4104 x 4096 (16,
+     * Qwen3-8B's o) and 24616 x 2048 (4, Qwen3-1.7B's lm_head) */
+    int big_rows[6] = {24616, 24616, 6184, 2040, 4104, 24616}, big_k[6] = {64, 512, 1568, 4096, 4096, 2048};
+    for (int ci = 0; ci < 18; ci++) {
+        int di = ci < 12 ? ci / 4 : 0;
         {
-            int k = ks[ki], rows = ci < 12 ? 100 : ci < 14 ? 24616 : 6184, n = 17;
+            int k = ci < 12 ? ks[ci % 4] : big_k[ci - 12], rows = ci < 12 ? 100 : big_rows[ci - 12], n = 17;
             void *h0, *h1, *hb;
             st_tensor t0 = make_tensor(dts[di], 40, k, &h0), t1 = make_tensor(dts[di], rows - 40, k, &h1);
             st_tensor tb = make_tensor(DTYPE_BF16, rows, 0, &hb);

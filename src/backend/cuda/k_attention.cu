@@ -25,7 +25,8 @@
  * The block's warps are merged in warp order into one partial per block
  * and head; the last block of a (token, group) to finish (an arrival
  * counter, reset by that block for the next launch) merges the group's
- * partials in z order:
+ * partials in z order, ATT_MERGE_BATCH at a time (M the running max,
+ * rescaled once a batch):
  *   M = max m_z, L = sum l_z 2^(m_z - M), out = sum o_z 2^(m_z - M) / L.
  * A head's arithmetic depends only on the token's context length and Z, not
  * on which block merges or what else is in the launch (DESIGN.md principle
@@ -40,6 +41,7 @@
 #define ATT_MAX_HD 256
 #define ATT_WS_BYTES (256u << 20) /* workspace cap: tokens are sliced to fit */
 #define ATT_MAX_Z 128            /* blocks per (token, head group); each loops over its chunks */
+#define ATT_MERGE_BATCH 16      /* partials a thread of the merging block loads at once */
 #define ATT_HB 8                 /* query heads of one KV group per block: the mma's rows 0-7 (and 8-15) */
 #define ATT_STAGES 2             /* tiles a warp holds: ATT_STAGES - 1 in flight while one is used (3: level) */
 /* The shared-memory carveout asked for the kernel (KB of a 256 KB L1,
@@ -58,8 +60,7 @@
  * c ^ (r % 8), so the 8 rows an ldmatrix reads fall in distinct banks
  * without padding); the block's: ATT_WARPS of them. After the loop the
  * same bytes hold the merges' scratch: the warps' partials wo (warp, head,
- * HD) and wml (warp, head, 2) floats, then the last block's weights wz
- * (head, ATT_MAX_Z) and inv_l (head). No padding and no static arrays: two
+ * HD) and wml (warp, head, 2) floats. No padding and no static arrays: two
  * blocks of 4 warps fit the 132 KB carveout at head_dim 128. */
 template <int HD>
 struct att_layout {
@@ -67,8 +68,7 @@ struct att_layout {
     static constexpr size_t warp = (size_t)ATT_STAGES * 2 * tile;
     static constexpr size_t all = ATT_WARPS * warp;
     static constexpr size_t wo = 0, wml = wo + (size_t)ATT_WARPS * ATT_HB * HD * 4;
-    static constexpr size_t wz = wml + (size_t)ATT_WARPS * ATT_HB * 2 * 4, inv_l = wz + (size_t)ATT_HB * ATT_MAX_Z * 4;
-    static_assert(inv_l + ATT_HB * 4 <= all, "the merges' scratch fits the tiles' bytes");
+    static_assert(wml + (size_t)ATT_WARPS * ATT_HB * 2 * 4 <= all, "the warps' partials fit the tiles' bytes");
 };
 /* element offset of 16-byte piece c of row r in a tile */
 template <int HD>
@@ -239,8 +239,6 @@ k_attn_decode(float *out, float *part_o, float *part_ml, int *arrived, const flo
     __syncthreads(); /* every warp is past its tiles */
     float *wo = reinterpret_cast<float *>(att_smem + LY::wo);                  /* (warp, head, HD) */
     float(*wml)[HB][2] = reinterpret_cast<float(*)[HB][2]>(att_smem + LY::wml); /* (warp, head, (m, l)) */
-    float(*wz)[ATT_MAX_Z] = reinterpret_cast<float(*)[ATT_MAX_Z]>(att_smem + LY::wz);
-    float *inv_l = reinterpret_cast<float *>(att_smem + LY::inv_l);
     {
         float *wr = wo + ((size_t)warp * HB + g8) * HD;
 #pragma unroll
@@ -281,34 +279,45 @@ k_attn_decode(float *out, float *part_o, float *part_ml, int *arrived, const flo
     if (!last) return;
     if (tid == 0) atomicExch(cnt_at, 0); /* every block has arrived: the next launch counts from zero */
     __threadfence();
-    for (int hh = warp; hh < nhb; hh += ATT_WARPS) { /* head hh's weights 2^(m_z - M) and 1 / L */
-        const float *pml = part_ml + (base + (size_t)hh * Z) * 2;
-        float mx = -INFINITY;
-        for (int zz = lane; zz < used; zz += 32) mx = fmaxf(mx, __ldcg(pml + 2 * zz));
-        mx = warp_max(mx);
-        float ls = 0.f;
-        for (int zz = lane; zz < used; zz += 32) {
-            float e = exp2f(__ldcg(pml + 2 * zz) - mx);
-            wz[hh][zz] = e;
-            ls += __ldcg(pml + 2 * zz + 1) * e;
-        }
-        ls = warp_sum(ls);
-        if (lane == 0) inv_l[hh] = ls > 0.f ? 1.0f / ls : 0.f;
-    }
-    __syncthreads();
-    /* 4 consecutive dims of one head per item, the partials in z order */
+    /* 4 consecutive dims of one head per item (a warp's items one head's at
+     * head_dim 128: its (m, l) loads are one address). The partials in z
+     * order, ATT_MERGE_BATCH at a time with every load of a batch in flight
+     * together: the batch's max M' = max(M, m_z..), what came before scaled
+     * by 2^(M - M'), each partial weighted 2^(m_z - M'); out = O / L. One
+     * batch's loads cover a whole merge at contexts up to 2,048 keys, three
+     * at 16k (Z 33) — against the two rounds for the max and the sum, a
+     * barrier and a round per 8 partials of the weights-first merge. */
     int q4n = hd / 4;
     for (int it = tid; it < nhb * q4n; it += ATT_THREADS) {
         int hh = it / q4n, d = (it - hh * q4n) * 4;
         const float4 *po = reinterpret_cast<const float4 *>(part_o + (base + (size_t)hh * Z) * hd + d);
+        const float2 *pml = reinterpret_cast<const float2 *>(part_ml + (base + (size_t)hh * Z) * 2);
+        float M = -INFINITY, L = 0.f;
         float4 s4 = make_float4(0.f, 0.f, 0.f, 0.f);
-#pragma unroll 8
-        for (int zz = 0; zz < used; zz++) {
-            float4 v = __ldcg(po + (size_t)zz * q4n);
-            float w = wz[hh][zz];
-            s4.x += v.x * w; s4.y += v.y * w; s4.z += v.z * w; s4.w += v.w * w;
+        for (int z0 = 0; z0 < used; z0 += ATT_MERGE_BATCH) {
+            float2 ml[ATT_MERGE_BATCH];
+            float4 v[ATT_MERGE_BATCH];
+#pragma unroll
+            for (int i = 0; i < ATT_MERGE_BATCH; i++) {
+                bool in = z0 + i < used; /* past the blocks with keys: weight 2^-inf = 0 */
+                ml[i] = in ? __ldcg(pml + z0 + i) : make_float2(-INFINITY, 0.f);
+                v[i] = in ? __ldcg(po + (size_t)(z0 + i) * q4n) : make_float4(0.f, 0.f, 0.f, 0.f);
+            }
+            float Mb = M;
+#pragma unroll
+            for (int i = 0; i < ATT_MERGE_BATCH; i++) Mb = fmaxf(Mb, ml[i].x); /* finite: block z0 has keys */
+            float f = exp2f(M - Mb); /* 0 at the first batch (M = -inf) */
+            L *= f;
+            s4.x *= f; s4.y *= f; s4.z *= f; s4.w *= f;
+#pragma unroll
+            for (int i = 0; i < ATT_MERGE_BATCH; i++) {
+                float w = exp2f(ml[i].x - Mb);
+                L += ml[i].y * w;
+                s4.x += v[i].x * w; s4.y += v[i].y * w; s4.z += v[i].z * w; s4.w += v[i].w * w;
+            }
+            M = Mb;
         }
-        float il = inv_l[hh];
+        float il = L > 0.f ? 1.0f / L : 0.f;
         *reinterpret_cast<float4 *>(out + ((size_t)t * nh + h0 + hh) * hd + d) =
             make_float4(s4.x * il, s4.y * il, s4.z * il, s4.w * il);
     }

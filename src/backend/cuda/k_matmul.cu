@@ -510,19 +510,21 @@ static void launch_tc_v(ks_stream s, float *out, const float *x, const __nv_bflo
  * twenty-sixth and twenty-seventh sessions) and kept where the model's
  * decode agreed. Tiles never change a row's arithmetic (each warp's k
  * blocks and the block's reduction stay in order), so the choice may
- * follow the token count; a block's warps (8, or 4 where marked w4) are
+ * follow the token count; a block's warps (8, or 4 / 16 where marked w4 / w16) are
  * its k split, so they follow the shape alone. The table, first match (n
  * tokens; p pipelined):
  *   SwiGLU with its norm, k >= 2048, rows < 24,576   (1,2)p  Qwen3-1.7B gate|up
  *   SwiGLU, k < 2048, rows < 24,576, n <= 8          (2,2)p  tinycoder gate|up
  *   plain, rows <= 2048, 1024 <= k < 2048, n <= 8    (8,1)   tinycoder down
- *   plain, rows <= 2048, k >= 2048: n > 8 (4,1)p, k >= 4096 (8,1)p, else
- *                                   (4,2)p                   Qwen3-1.7B down, o
+ *   plain, rows <= 2048, k >= 4096                   (2,1)pw16 Qwen3-1.7B down
+ *   plain, rows <= 2048, k >= 2048: n > 8 (4,1)p, else (4,2)p  Qwen3-1.7B o
+ *   plain, 4,096 <= rows < 6,144, 4096 <= k < 8192   (1,2)pw16 Qwen3-8B o
+ *   plain, rows >= 24,576, 2048 <= k < 4096          (2,4)w4 Qwen3-1.7B lm_head
  *   SwiGLU rows >= 24,576                            (2,4)w4 Qwen3-8B gate|up
  *   other 6,144 <= rows < 24,576: n <= 8 (2,1)p, else (2,2)p  Qwen3-8B qkv
  *   n > 8: rows >= 24,576 (1,4), >= 6,144 (2,2), SwiGLU (4,2), else (4,1)
  *   rows >= 24,576: k >= 4096 (2,4), else (1,4)              the lm_heads
- *   plain, rows >= 4096, k >= 4096                   (1,1)   Qwen3-8B o, down
+ *   plain, rows >= 4096, k >= 4096                   (1,1)   Qwen3-8B down
  *   SwiGLU (4,2); else (4,1). */
 /* SW: the SwiGLU form (W = [gate; up], out (n, rows / 2)), the same tiles
  * in gate/up pairs, so each product is the plain kernel's: it needs MT even
@@ -566,18 +568,44 @@ static void launch_tc(ks_stream s, float *out, const float *x, const __nv_bfloat
     }
     /* fewer 16-row blocks than SMs at k >= 2048 (Qwen3-1.7B's o, k 2048,
      * and down, k 6144), pipelined (matvec_sweep, 1 / 4 / 8 / 16 tokens):
-     * o on (4,2) 3.4 / 3.9 / 4.0 us against (8,1)'s 4.3 / 4.5 / 4.7, down
-     * on (8,1) 9.3 / 9.7 / 10.5 against 9.9 / 10.6 / 11.0; above 8 tokens
-     * both on (4,1): o 6.1 against 6.3, down 14.3 against 14.8 */
+     * o on (4,2) 3.4 / 3.9 / 4.0 us against (8,1)'s 4.3 / 4.5 / 4.7, above
+     * 8 tokens on (4,1): 6.1 against 6.3 (16 warps: 3.9 / 4.0 / 4.2 / 5.5);
+     * down below */
     if constexpr (!SW && !NORM) {
         if (n <= 8 && rows <= 2048 && k >= 1024 && k < 2048) { /* (tinycoder's down, above) */
             launch_tc_v<8, 1, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
             return;
         }
+        /* k >= 4096 (Qwen3-1.7B's down, 2,048 x 6,144) on blocks of 16
+         * warps, pipelined (2,1), at every token count: 8.9 / 9.1 / 9.2 /
+         * 12.9 us at 1 / 4 / 8 / 16 tokens against the 8-warp rule's 9.4 /
+         * 9.8 / 10.5 / 14.4 (matvec_sweep, H200, thirty-third session) */
+        if (rows <= 2048 && k >= 4096) {
+            launch_tc_v<2, 1, SW, true, NORM, 16>(s, out, x, w, bias, n, k, rows, e);
+            return;
+        }
         if (rows <= 2048 && k >= 2048) {
             if (n > 8) launch_tc_v<4, 1, SW, true, NORM>(s, out, x, w, bias, n, k, rows, e);
-            else if (k >= 4096) launch_tc_v<8, 1, SW, true, NORM>(s, out, x, w, bias, n, k, rows, e);
             else launch_tc_v<4, 2, SW, true, NORM>(s, out, x, w, bias, n, k, rows, e);
+            return;
+        }
+        /* 4,096..6,143 rows at 4096 <= k < 8192 (Qwen3-8B's o, 4,096 x
+         * 4,096) on blocks of 16 warps, pipelined (1,2), at every token
+         * count: 10.0 / 10.2 / 10.3 / 14.6 us against the 8-warp rule's
+         * 10.3 / 10.4 / 10.6 / 15.8 (the same sweep; Qwen3-8B's down, k
+         * 12,288, stays on 8 warps: 26.0 against 27.1) */
+        if (rows >= 4096 && rows < 192 * 32 && k >= 4096 && k < 8192) {
+            launch_tc_v<1, 2, SW, true, NORM, 16>(s, out, x, w, bias, n, k, rows, e);
+            return;
+        }
+    }
+    /* the lm_heads at 2048 <= k < 4096 (Qwen3-1.7B's, 151,936 x 2,048,
+     * norm folded) on blocks of 4 warps, (2,4), at every token count: 144.7
+     * / 145.7 / 146.0 / 162.4 us against the 8-warp rule's 148.1 / 149.2 /
+     * 149.1 / 165.9 (the same sweep) */
+    if constexpr (!SW) {
+        if (rows >= 768 * 32 && k >= 2048 && k < 4096) {
+            launch_tc_v<2, 4, SW, false, NORM, 4>(s, out, x, w, bias, n, k, rows, e);
             return;
         }
     }
@@ -608,16 +636,15 @@ static void launch_tc(ks_stream s, float *out, const float *x, const __nv_bfloat
         else launch_tc_v<4, 1, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e); /* (SwiGLU pairs tiles: no MT 1) */
     }
     else if (!SW && rows >= 768 * 32) {
-        /* the lm_heads (matvec_sweep, 1 token): Qwen3-8B's (k 4096) on
-         * (2,4) 286 us against (2,2)'s 292, Qwen3-1.7B's (k 2048, norm
-         * folded) on (1,4) 149 against 155 — 8 or 4 tiles' k blocks in
-         * flight a warp, by k */
+        /* the other lm_heads (matvec_sweep, 1 token): Qwen3-8B's (k 4096) on
+         * (2,4) 286 us against (2,2)'s 292 — 8 tiles' k blocks in flight a
+         * warp; at k < 2048 4 */
         if (k >= 4096) launch_tc_v<2, 4, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
         else launch_tc_v<1, 4, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
     }
     else if constexpr (SW) launch_tc_v<4, 2, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
     else {
-        /* 4,096 rows at k >= 4096 (Qwen3-8B's o and down): one k block a
+        /* 4,096 rows at k >= 4096 (Qwen3-8B's down; its o above): one k block a
          * round (matvec_sweep, 1 / 4 / 8 tokens: o 10.4 / 10.4 / 10.6 us
          * against (4,1)'s 11.0 / 11.9 / 12.2, down 26.2 / 26.1 / 26.4
          * against 27.0 / 28.9 / 29.5) */
