@@ -21,7 +21,7 @@
  * copy of the weights, read from L2 after the first replay, as a model
  * whose weights fit the 50 MB L2 reads them — tinycoder's). Environment,
  * for runs under Nsight Compute: MVSWEEP_N="1 16" the token counts (default
- * 1 4 8 16), MVSWEEP_REPS the launches a timing graph holds (default 16, or
+ * 1 4 8 16; at most 64), MVSWEEP_REPS the launches a timing graph holds (default 16, or
  * the copies of the weights where more). */
 #include "backend/cuda/k_matmul.cu"
 
@@ -145,17 +145,17 @@ int main(int argc, char **argv) {
         for (const char *p = e; *p; p = end) {
             long v = strtol(p, &end, 10);
             if (end == p) break;
-            if (v >= 1 && v <= 16) ns.push_back((int)v);
+            if (v >= 1 && v <= 64) ns.push_back((int)v);
         }
     }
     int reps_env = getenv("MVSWEEP_REPS") ? atoi(getenv("MVSWEEP_REPS")) : 0;
     int max_k = 12288, max_rows = 151936;
     float *x, *g, *out;
-    CK(cudaMalloc(&x, (size_t)16 * max_k * 4));
+    CK(cudaMalloc(&x, (size_t)64 * max_k * 4));
     CK(cudaMalloc(&g, (size_t)max_k * 4));
-    CK(cudaMalloc(&out, (size_t)16 * max_rows * 4));
+    CK(cudaMalloc(&out, (size_t)64 * max_rows * 4));
     {
-        std::vector<float> hx((size_t)16 * max_k), hg(max_k);
+        std::vector<float> hx((size_t)64 * max_k), hg(max_k);
         for (size_t i = 0; i < hx.size(); i++) hx[i] = (float)((i * 7919) % 2001) / 1000.0f - 1.0f;
         for (int i = 0; i < max_k; i++) hg[i] = 0.5f + (float)(i % 17) / 16.0f;
         CK(cudaMemcpy(x, hx.data(), hx.size() * 4, cudaMemcpyHostToDevice));

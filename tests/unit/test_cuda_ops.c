@@ -86,8 +86,9 @@ TEST(test_cuda_matmul_matches_cpu_and_is_batch_invariant) {
      * blocks (which the tensor-core kernel picks by token count), with a
      * partial last block, and one of 6184 rows (32-row blocks at up to 8
      * tokens); then the shapes the launcher gives other warp counts (another
-     * k split): 2040 x 4096 (16 warps, Qwen3-1.7B's down), 4104 x 4096 (16,
-     * Qwen3-8B's o) and 24616 x 2048 (4, Qwen3-1.7B's lm_head) */
+     * k split): 2040 x 4096 (16 warps, Qwen3-1.7B's down) and 24616 x 2048
+     * (4, Qwen3-1.7B's lm_head); and 4104 x 4096 (Qwen3-8B's o: (1,1) up to
+     * 8 tokens, the pipelined (4,2) above) */
     int big_rows[6] = {24616, 24616, 6184, 2040, 4104, 24616}, big_k[6] = {64, 512, 1568, 4096, 4096, 2048};
     for (int ci = 0; ci < 18; ci++) {
         int di = ci < 12 ? ci / 4 : 0;

@@ -507,24 +507,28 @@ static void launch_tc_v(ks_stream s, float *out, const float *x, const __nv_bflo
  * multiplies, at twice the registers. The rule below is a table of the
  * shapes the H200 was swept at (bench/matvec_sweep.cu: every choice timed
  * with the weights coming from DRAM, as in a decode step; BENCHMARKS.md,
- * twenty-sixth and twenty-seventh sessions) and kept where the model's
+ * twenty-sixth, twenty-seventh, thirty-second and thirty-third sessions;
+ * up to 64 tokens) and kept where the model's
  * decode agreed. Tiles never change a row's arithmetic (each warp's k
  * blocks and the block's reduction stay in order), so the choice may
  * follow the token count; a block's warps (8, or 4 / 16 where marked w4 / w16) are
  * its k split, so they follow the shape alone. The table, first match (n
  * tokens; p pipelined):
- *   SwiGLU with its norm, k >= 2048, rows < 24,576   (1,2)p  Qwen3-1.7B gate|up
+ *   SwiGLU with its norm, k >= 2048, rows < 24,576: n > 16 (2,2), else
+ *                                                    (1,2)p  Qwen3-1.7B gate|up
  *   SwiGLU, k < 2048, rows < 24,576, n <= 8          (2,2)p  tinycoder gate|up
  *   plain, rows <= 2048, 1024 <= k < 2048, n <= 8    (8,1)   tinycoder down
- *   plain, rows <= 2048, k >= 4096                   (2,1)pw16 Qwen3-1.7B down
+ *   plain, rows <= 2048, k >= 4096: n > 16 (4,1)pw16, else (2,1)pw16
+ *                                                            Qwen3-1.7B down
  *   plain, rows <= 2048, k >= 2048: n > 8 (4,1)p, else (4,2)p  Qwen3-1.7B o
- *   plain, 4,096 <= rows < 6,144, 4096 <= k < 8192   (1,2)pw16 Qwen3-8B o
- *   plain, rows >= 24,576, 2048 <= k < 4096          (2,4)w4 Qwen3-1.7B lm_head
+ *   plain, rows >= 24,576, 2048 <= k < 4096: n > 16 (1,4)w4, else (2,4)w4
+ *                                                            Qwen3-1.7B lm_head
  *   SwiGLU rows >= 24,576                            (2,4)w4 Qwen3-8B gate|up
- *   other 6,144 <= rows < 24,576: n <= 8 (2,1)p, else (2,2)p  Qwen3-8B qkv
+ *   other 6,144 <= rows < 24,576: n <= 16 (2,1)p, else (2,1)  Qwen3-8B qkv
+ *   other 4,096 <= rows < 6,144, n > 8               (4,2)p  Qwen3-1.7B qkv, 8B o, down
  *   n > 8: rows >= 24,576 (1,4), >= 6,144 (2,2), SwiGLU (4,2), else (4,1)
  *   rows >= 24,576: k >= 4096 (2,4), else (1,4)              the lm_heads
- *   plain, rows >= 4096, k >= 4096                   (1,1)   Qwen3-8B down
+ *   plain, rows >= 4096, k >= 4096                   (1,1)   Qwen3-8B o, down
  *   SwiGLU (4,2); else (4,1). */
 /* SW: the SwiGLU form (W = [gate; up], out (n, rows / 2)), the same tiles
  * in gate/up pairs, so each product is the plain kernel's: it needs MT even
@@ -551,7 +555,10 @@ static void launch_tc(ks_stream s, float *out, const float *x, const __nv_bfloat
      * norm's loads needed 184 registers, one block an SM) */
     if constexpr (SW && NORM) {
         if (k >= 2048 && rows < 768 * 32) {
-            launch_tc_v<1, 2, SW, true, NORM>(s, out, x, w, bias, n, k, rows, e);
+            /* above 16 tokens (2,2) unpipelined: 28.4 / 50.3 us at 32 / 64
+             * against 33.7 / 60.1 (matvec_sweep, H200, thirty-third session) */
+            if (n > 16) launch_tc_v<2, 2, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
+            else launch_tc_v<1, 2, SW, true, NORM>(s, out, x, w, bias, n, k, rows, e);
             return;
         }
     }
@@ -579,9 +586,12 @@ static void launch_tc(ks_stream s, float *out, const float *x, const __nv_bfloat
         /* k >= 4096 (Qwen3-1.7B's down, 2,048 x 6,144) on blocks of 16
          * warps, pipelined (2,1), at every token count: 8.9 / 9.1 / 9.2 /
          * 12.9 us at 1 / 4 / 8 / 16 tokens against the 8-warp rule's 9.4 /
-         * 9.8 / 10.5 / 14.4 (matvec_sweep, H200, thirty-third session) */
+         * 9.8 / 10.5 / 14.4 (matvec_sweep, H200, thirty-third session);
+         * above 16 tokens (4,1)p: 17.2 / 30.5 us at 32 / 64 against 17.9 /
+         * 31.7 */
         if (rows <= 2048 && k >= 4096) {
-            launch_tc_v<2, 1, SW, true, NORM, 16>(s, out, x, w, bias, n, k, rows, e);
+            if (n > 16) launch_tc_v<4, 1, SW, true, NORM, 16>(s, out, x, w, bias, n, k, rows, e);
+            else launch_tc_v<2, 1, SW, true, NORM, 16>(s, out, x, w, bias, n, k, rows, e);
             return;
         }
         if (rows <= 2048 && k >= 2048) {
@@ -589,23 +599,16 @@ static void launch_tc(ks_stream s, float *out, const float *x, const __nv_bfloat
             else launch_tc_v<4, 2, SW, true, NORM>(s, out, x, w, bias, n, k, rows, e);
             return;
         }
-        /* 4,096..6,143 rows at 4096 <= k < 8192 (Qwen3-8B's o, 4,096 x
-         * 4,096) on blocks of 16 warps, pipelined (1,2), at every token
-         * count: 10.0 / 10.2 / 10.3 / 14.6 us against the 8-warp rule's
-         * 10.3 / 10.4 / 10.6 / 15.8 (the same sweep; Qwen3-8B's down, k
-         * 12,288, stays on 8 warps: 26.0 against 27.1) */
-        if (rows >= 4096 && rows < 192 * 32 && k >= 4096 && k < 8192) {
-            launch_tc_v<1, 2, SW, true, NORM, 16>(s, out, x, w, bias, n, k, rows, e);
-            return;
-        }
     }
     /* the lm_heads at 2048 <= k < 4096 (Qwen3-1.7B's, 151,936 x 2,048,
      * norm folded) on blocks of 4 warps, (2,4), at every token count: 144.7
      * / 145.7 / 146.0 / 162.4 us against the 8-warp rule's 148.1 / 149.2 /
-     * 149.1 / 165.9 (the same sweep) */
+     * 149.1 / 165.9 (the same sweep); above 16 tokens (1,4): 224.9 /
+     * 450.6 us at 32 / 64 against 286.7 / 568.1 */
     if constexpr (!SW) {
         if (rows >= 768 * 32 && k >= 2048 && k < 4096) {
-            launch_tc_v<2, 4, SW, false, NORM, 4>(s, out, x, w, bias, n, k, rows, e);
+            if (n > 16) launch_tc_v<1, 4, SW, false, NORM, 4>(s, out, x, w, bias, n, k, rows, e);
+            else launch_tc_v<2, 4, SW, false, NORM, 4>(s, out, x, w, bias, n, k, rows, e);
             return;
         }
     }
@@ -620,12 +623,23 @@ static void launch_tc(ks_stream s, float *out, const float *x, const __nv_bfloat
             return;
         }
     }
-    /* 6,144..24,575 rows (Qwen3-8B's qkv) up to 8 tokens on the pipelined
-     * (2,1): 13.3 / 13.8 us against (2,2)p's 13.9 / 13.9 at 1 / 4 tokens */
+    /* 6,144..24,575 rows (Qwen3-8B's qkv) up to 16 tokens on the
+     * pipelined (2,1): 13.3 / 13.8 / 18.3 us against (2,2)p's 13.9 / 13.9 /
+     * 18.9 at 1 / 4 / 16 tokens; above 16 unpipelined: 27.3 / 49.0 us at 32
+     * / 64 against (2,2)p's 38.4 / 69.4 (thirty-second and thirty-third
+     * sessions). 4,096..6,143 rows above 8 tokens (Qwen3-1.7B's qkv with
+     * its norm, Qwen3-8B's o and down) on the pipelined (4,2): at 16 / 32 /
+     * 64 tokens 8.8 / 11.8 / 19.6 us against (4,1)'s 9.4 / 13.4 / 22.1 (1.7B
+     * qkv), 14.9 / 19.7 / 35.9 against 15.8 / 25.3 / 43.8 (8B o), 35.4 /
+     * 49.3 / 92.7 against 36.6 / 52.4 / 97.5 (8B down) */
     if constexpr (!SW) {
         if (rows >= 192 * 32 && rows < 768 * 32) {
-            if (n <= 8) launch_tc_v<2, 1, SW, true, NORM>(s, out, x, w, bias, n, k, rows, e);
-            else launch_tc_v<2, 2, SW, true, NORM>(s, out, x, w, bias, n, k, rows, e);
+            if (n <= 16) launch_tc_v<2, 1, SW, true, NORM>(s, out, x, w, bias, n, k, rows, e);
+            else launch_tc_v<2, 1, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
+            return;
+        }
+        if (n > 8 && rows >= 4096 && rows < 192 * 32) {
+            launch_tc_v<4, 2, SW, true, NORM>(s, out, x, w, bias, n, k, rows, e);
             return;
         }
     }
@@ -644,7 +658,8 @@ static void launch_tc(ks_stream s, float *out, const float *x, const __nv_bfloat
     }
     else if constexpr (SW) launch_tc_v<4, 2, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
     else {
-        /* 4,096 rows at k >= 4096 (Qwen3-8B's down; its o above): one k block a
+        /* 4,096 rows at k >= 4096 (Qwen3-8B's o and down) up to 8 tokens (16
+         * warps lost in the model at 16 sequences, 33rd session): one k block a
          * round (matvec_sweep, 1 / 4 / 8 tokens: o 10.4 / 10.4 / 10.6 us
          * against (4,1)'s 11.0 / 11.9 / 12.2, down 26.2 / 26.1 / 26.4
          * against 27.0 / 28.9 / 29.5) */
