@@ -284,9 +284,10 @@ k_attn_decode(float *out, float *part_o, float *part_ml, int *arrived, const flo
      * order, ATT_MERGE_BATCH at a time with every load of a batch in flight
      * together: the batch's max M' = max(M, m_z..), what came before scaled
      * by 2^(M - M'), each partial weighted 2^(m_z - M'); out = O / L. One
-     * batch's loads cover a whole merge at contexts up to 2,048 keys, three
-     * at 16k (Z 33) — against the two rounds for the max and the sum, a
-     * barrier and a round per 8 partials of the weights-first merge. */
+     * batch's loads cover a whole merge at contexts up to 1,024 keys (16
+     * chunks), two at 2k, three at 16k (Z 33) — against the two rounds for
+     * the max and the sum, a barrier and a round per 8 partials of the
+     * weights-first merge. */
     int q4n = hd / 4;
     for (int it = tid; it < nhb * q4n; it += ATT_THREADS) {
         int hh = it / q4n, d = (it - hh * q4n) * 4;
