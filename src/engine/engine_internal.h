@@ -290,8 +290,13 @@ double engine_default_prior(int src);
  * server's estimate). */
 void engine_src_next(engine *e, seq_state *s);
 /* A runtime gate stops drafting with src (a model proposer): it may start
- * again after its back-off (SPEC_RETRY_TOKENS). */
+ * again after its back-off (SPEC_RETRY_TOKENS, doubling each time); one
+ * closing counted in gate_runtime_off. */
 void engine_src_off(engine *e, seq_state *s, int src);
+/* The request-wide gate turned drafting off: src stops its passes and waits
+ * on standby, first in turn when drafting comes back (no back-off of its
+ * own, not counted: the request-wide closing was). */
+void engine_src_standby(engine *e, seq_state *s, int src);
 /* engine_cost.c: start-up cost probes. probe_ctx is a scratch target sequence
  * after a 1-token step at position 0 (its tokens/positions arrays hold
  * ENGINE_MAX_DRAFT + 1 entries); a probe_fn runs the pass being priced. */

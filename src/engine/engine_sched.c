@@ -148,7 +148,6 @@ static int drafter_chain(engine *e, seq_state *s, int k) {
     int n = engine_best_chain(e, rate, kmax, e->src_ratio[DRAFT_SRC_DRAFTER], SPEC_PAY_BAR, s->n_cached);
     if (!n) {
         engine_src_off(e, s, DRAFT_SRC_DRAFTER);
-        atomic_fetch_add(&e->gate_runtime_off, 1);
         return 0;
     }
     /* a catch-up first (more context than a step's tokens to take in):

@@ -440,7 +440,8 @@ void engine_src_next(engine *e, seq_state *s) {
     src_start(e, s, next);
 }
 
-void engine_src_off(engine *e, seq_state *s, int src) {
+/* src stops costing passes for this request */
+static void src_stop(engine *e, seq_state *s, int src) {
     if (src == DRAFT_SRC_DFLASH) {
         s->use_dflash = false;
         engine_dflash_reset(e, s);
@@ -450,7 +451,17 @@ void engine_src_off(engine *e, seq_state *s, int src) {
     } else if (src == DRAFT_SRC_DRAFTER) {
         s->use_drafter = false;
     }
+}
+
+void engine_src_off(engine *e, seq_state *s, int src) {
+    src_stop(e, s, src);
     retry_later(&s->retry_at[src], &s->retry_gap[src], s->n_gen);
+    atomic_fetch_add(&e->gate_runtime_off, 1);
+}
+
+void engine_src_standby(engine *e, seq_state *s, int src) {
+    src_stop(e, s, src);
+    s->standby[src] = true;
 }
 
 /* Verify step: rows for [last token, d1..dk]; accepts the drafts the target
@@ -499,10 +510,8 @@ int engine_seq_verify(engine *e, seq_state *s, float *rows, const int32_t *ids, 
         drafter_rewind(e->dr, &s->dseq, n_cached_before + 1 + (accepted < k - 1 ? accepted : k - 1));
     /* a model proposer's own gate: its steps cost a verify plus its passes */
     if (src != DRAFT_SRC_LOOKUP &&
-        gate_says_off(e, s->src_steps[src], s->src_accepted[src], source_step_cost(e, s, src, L))) {
+        gate_says_off(e, s->src_steps[src], s->src_accepted[src], source_step_cost(e, s, src, L)))
         engine_src_off(e, s, src);
-        atomic_fetch_add(&e->gate_runtime_off, 1);
-    }
     if (finished) return 1;
     /* KV holds [.. last token, d1..dk]; keep the last token and the accepted drafts */
     s->n_cached = n_cached_before + 1 + accepted;

@@ -211,8 +211,10 @@ TEST(test_engine_drafter_catchup_waits_until_it_can_pay) {
  * turned off again, it waits twice as long. Meanwhile the next in turn (a
  * DFlash drafter on standby, or due) runs; a draft model still waiting to take in
  * its context gives way to the head's due retry and goes back on standby,
- * one that has taken it in keeps drafting. The request-wide gate's "off"
- * comes back the same way. */
+ * one that has taken it in keeps drafting. Each closing counts once in
+ * gate_runtime_off. The request-wide gate's "off" comes back the same way;
+ * the source it stopped waits on standby (engine_src_standby) and starts
+ * first when drafting does, its own back-off untouched. */
 TEST(test_engine_gates_retry_after_a_back_off) {
     static engine e;
     static seq_state s;
@@ -262,15 +264,23 @@ TEST(test_engine_gates_retry_after_a_back_off) {
     engine_src_off(&e, &s, DRAFT_SRC_DRAFTER); /* its own gate: the first due source in turn order starts */
     engine_src_next(&e, &s);
     CHECK(s.use_mtp && !s.use_dflash && !s.use_drafter);
-    /* the request-wide gate: off, then on again after its back-off */
-    s.use_mtp = false;
+    CHECK_EQ_INT((int)atomic_load(&e.gate_runtime_off), 5); /* each closing counted once */
+    /* the request-wide gate: off, then on again after its back-off. The
+     * running head stops its passes and waits on standby (no back-off of
+     * its own, not counted), and comes back first */
+    int gap = s.retry_gap[DRAFT_SRC_MTP];
     s.spec = false;
     s.spec_off_by = "runtime gate";
     s.spec_retry_at = s.n_gen + SPEC_RETRY_TOKENS;
     s.gate_verify = 8;
+    engine_src_standby(&e, &s, DRAFT_SRC_MTP);
+    CHECK(!s.use_mtp && s.standby[DRAFT_SRC_MTP]);
+    CHECK_EQ_INT(s.retry_gap[DRAFT_SRC_MTP], gap);
+    CHECK_EQ_INT((int)atomic_load(&e.gate_runtime_off), 5);
     engine_src_next(&e, &s);
-    CHECK(!s.spec);
+    CHECK(!s.spec && !s.use_mtp);
     s.n_gen += SPEC_RETRY_TOKENS;
     engine_src_next(&e, &s);
     CHECK(s.spec && !s.spec_off_by && s.gate_verify == 0);
+    CHECK(s.use_mtp && !s.standby[DRAFT_SRC_MTP] && !s.use_dflash && !s.use_drafter);
 }
