@@ -222,10 +222,6 @@ int engine_dflash_update(engine *e, int na, const int *feed, const int *tstart, 
         draft[i] = false;
         if (done[i] || !s->use_dflash || !feed[i]) continue;
         s->n_fl_draft = 0;
-        if (!s->spec) { /* the request-wide gate turned drafting off: the drafter waits for it on standby */
-            engine_src_standby(e, s, DRAFT_SRC_DFLASH);
-            continue;
-        }
         if (!dflash_pays(e, s, SPEC_PAY_BAR)) { /* it does not pay here: off for a back-off */
             engine_src_off(e, s, DRAFT_SRC_DFLASH);
             continue;

@@ -293,10 +293,13 @@ void engine_src_next(engine *e, seq_state *s);
  * again after its back-off (SPEC_RETRY_TOKENS, doubling each time); one
  * closing counted in gate_runtime_off. */
 void engine_src_off(engine *e, seq_state *s, int src);
-/* The request-wide gate turned drafting off: src stops its passes and waits
- * on standby, first in turn when drafting comes back (no back-off of its
- * own, not counted: the request-wide closing was). */
-void engine_src_standby(engine *e, seq_state *s, int src);
+/* The request's drafting stops (why: its spec_off_by — the prompt gate, a
+ * proposer's failure, the request-wide runtime gate): the MTP head and a
+ * DFlash drafter stop their passes and wait on standby, first in turn if
+ * drafting comes back (the runtime gate's back-off, engine_src_next),
+ * their own back-offs untouched; the draft model runs no pass while
+ * drafting is off. */
+void engine_spec_off(engine *e, seq_state *s, const char *why);
 /* engine_cost.c: start-up cost probes. probe_ctx is a scratch target sequence
  * after a 1-token step at position 0 (its tokens/positions arrays hold
  * ENGINE_MAX_DRAFT + 1 entries); a probe_fn runs the pass being priced. */

@@ -104,10 +104,6 @@ int engine_mtp_update(engine *e, int na, const int *feed, const int *tstart, con
         seqs[i] = &s->mkv;
         if (done[i] || !s->use_mtp || !feed[i]) continue;
         s->n_mtp_draft = 0;
-        if (!s->spec) { /* the request-wide gate turned drafting off: the head waits for it on standby */
-            engine_src_standby(e, s, DRAFT_SRC_MTP);
-            continue;
-        }
         s->mtp_depth = mtp_best_depth(e, s, SPEC_PAY_BAR);
         if (!s->mtp_depth) { /* the head does not pay here: off for a back-off */
             engine_src_off(e, s, DRAFT_SRC_MTP);

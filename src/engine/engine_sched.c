@@ -278,8 +278,7 @@ static int plan_feed(engine *e, seq_state *s, bool prompt, int *budget) {
         if (kd > 0) drafter_drafts(e, s, kd);
         if (s->n_draft < 0) { /* the proposer failed: plain decoding from here on */
             s->n_draft = 0;
-            s->spec = false;
-            s->spec_off_by = "proposer failure";
+            engine_spec_off(e, s, "proposer failure");
         }
         want += s->n_draft;
     }

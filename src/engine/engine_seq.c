@@ -81,8 +81,7 @@ seq_state *engine_seq_new(engine *e, engine_req *r) {
     engine_src_next(e, s);
     if (s->spec && !r->p.n_prediction && r->n_prompt >= ENGINE_GATE_MIN_PROMPT &&
         pld_repetition_score(r->prompt, r->n_prompt) < e->cfg.spec_min_repetition) {
-        s->spec = false; /* novel prompt: drafts would rarely be accepted */
-        s->spec_off_by = "prompt gate";
+        engine_spec_off(e, s, "prompt gate"); /* novel prompt: drafts would rarely be accepted */
         atomic_fetch_add(&e->gate_prompt_off, 1);
     }
     return s;
@@ -459,9 +458,18 @@ void engine_src_off(engine *e, seq_state *s, int src) {
     atomic_fetch_add(&e->gate_runtime_off, 1);
 }
 
-void engine_src_standby(engine *e, seq_state *s, int src) {
+/* src waits on standby: first in turn when drafting comes back, its own
+ * back-off untouched */
+static void src_standby(engine *e, seq_state *s, int src) {
     src_stop(e, s, src);
     s->standby[src] = true;
+}
+
+void engine_spec_off(engine *e, seq_state *s, const char *why) {
+    s->spec = false;
+    s->spec_off_by = why;
+    if (s->use_mtp) src_standby(e, s, DRAFT_SRC_MTP);
+    if (s->use_dflash) src_standby(e, s, DRAFT_SRC_DFLASH);
 }
 
 /* Verify step: rows for [last token, d1..dk]; accepts the drafts the target
@@ -520,8 +528,7 @@ int engine_seq_verify(engine *e, seq_state *s, float *rows, const int32_t *ids, 
     /* the gate over all of this request's drafting since it last started */
     if (s->gate_verify && gate_says_off(e, s->gate_verify, s->gate_accepted,
                                         engine_verify_cost(e, (double)s->gate_drafted / s->gate_verify, L))) {
-        s->spec = false;
-        s->spec_off_by = "runtime gate";
+        engine_spec_off(e, s, "runtime gate");
         retry_later(&s->spec_retry_at, &s->spec_retry_gap, s->n_gen);
         atomic_fetch_add(&e->gate_runtime_off, 1);
     }

@@ -213,7 +213,7 @@ TEST(test_engine_drafter_catchup_waits_until_it_can_pay) {
  * its context gives way to the head's due retry and goes back on standby,
  * one that has taken it in keeps drafting. Each closing counts once in
  * gate_runtime_off. The request-wide gate's "off" comes back the same way;
- * the source it stopped waits on standby (engine_src_standby) and starts
+ * the source it stopped waits on standby (engine_spec_off) and starts
  * first when drafting does, its own back-off untouched. */
 TEST(test_engine_gates_retry_after_a_back_off) {
     static engine e;
@@ -269,12 +269,10 @@ TEST(test_engine_gates_retry_after_a_back_off) {
      * running head stops its passes and waits on standby (no back-off of
      * its own, not counted), and comes back first */
     int gap = s.retry_gap[DRAFT_SRC_MTP];
-    s.spec = false;
-    s.spec_off_by = "runtime gate";
+    engine_spec_off(&e, &s, "runtime gate");
     s.spec_retry_at = s.n_gen + SPEC_RETRY_TOKENS;
     s.gate_verify = 8;
-    engine_src_standby(&e, &s, DRAFT_SRC_MTP);
-    CHECK(!s.use_mtp && s.standby[DRAFT_SRC_MTP]);
+    CHECK(!s.spec && !s.use_mtp && s.standby[DRAFT_SRC_MTP]);
     CHECK_EQ_INT(s.retry_gap[DRAFT_SRC_MTP], gap);
     CHECK_EQ_INT((int)atomic_load(&e.gate_runtime_off), 5);
     engine_src_next(&e, &s);
