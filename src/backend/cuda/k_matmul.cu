@@ -4,7 +4,7 @@
  *   W: (rows, k) bf16 / f16 / f32 row-major (the checkpoint's layout), x: (n, k) f32.
  * bf16 weights with k % 32 == 0 (every real model) run on the tensor cores
  * (k_matvec_tc): a block owns 16 rows (or 32 / 64 on large matrices: the
- * x loads shared by more rows), its 8 warps (4 for Qwen3-8B's gate|up:
+ * x loads shared by more rows), its 8 warps (4 or 16 for some shapes:
  * the launcher's rule, by shape) take interleaved 32-wide k blocks (a
  * split fixed by the shape alone), each lane loads 16 contiguous bytes of
  * two rows and feeds them to mma.sync m16n8k16 with k permuted identically
@@ -104,7 +104,7 @@ k_matmul(float *__restrict__ out, const float *x, const W *__restrict__ w,
 
 
 /* ---- bf16 on the tensor cores ---- */
-/* warps a block (NW): 8, or 4 where the sweep found them faster (the
+/* warps a block (NW): 8, or 4 / 16 where the sweep found them faster (the
  * launcher's rule); a block's k split, so part of a row's arithmetic: one
  * shape always runs one count, whatever the token count */
 #define TC_WARPS 8
