@@ -135,7 +135,7 @@ __device__ void ring_consume(const matvec &m, const unsigned char *ring, const f
         for (int h = 0; h < 2; h++) {
 #pragma unroll
             for (int o = 16; o; o >>= 1) acc[h] += __shfl_xor_sync(0xffffffffu, acc[h], o);
-            if (lane == 0 && r + h < m.rows) m.y[r + h] = acc[h];
+            if (lane == 0 && r + h < m.rows) put_row(m, r + h, acc[h]);
         }
     }
 }
