@@ -4,7 +4,7 @@
  * SwiGLU gate|up (rows = 2 x outputs), whether its output adds into the
  * residual (o, down), and whether the layer's input norm comes before it
  * (qkv, gate|up, lm_head: folded into the product where the backend's
- * fold_norm says so). Plain C, one table for C and CUDA C++. */
+ * mv_fold_norm says so). Plain C, one table for C and CUDA C++. */
 #ifndef KS_BENCH_DECODE_SHAPES_H
 #define KS_BENCH_DECODE_SHAPES_H
 

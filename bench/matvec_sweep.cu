@@ -2,7 +2,7 @@
  * round U, 16-row tiles a block MT, pipelined or not) timed against each
  * other and against the launcher's own rule, at the decode shapes of
  * Qwen3-1.7B, Qwen3-8B and tinycoder as the model runs them (the input norm
- * folded where fold_norm folds it, gate|up as SwiGLU, o and down adding into
+ * folded where mv_fold_norm folds it, gate|up as SwiGLU, o and down adding into
  * the residual), at 1 / 4 / 8 / 16 tokens. Each timing is a CUDA graph of
  * back-to-back launches (programmatic launch as in decode) over rotating
  * copies of the weights, at least 256 MB of them, so the weights come from
@@ -11,7 +11,8 @@
  * change a row's arithmetic: a mismatch is a bug, printed as DIFFERS).
  * Choices of 4- and 16-warp blocks (w4, w16: other k splits) compare among
  * themselves.
- * Lines: "SHAPE n=N choice us GB/s" and "SHAPE n=N rule ... (CHOICE)".
+ * Lines: "SHAPE n=N choice us GB/s" and "SHAPE n=N rule ... (the rule's TILE; best
+ * choice CHOICE)", the rule's tile from matvec_rules.c's table.
  * It includes k_matmul.cu to reach its tile templates and links with
  * libkestrel.a for the rest (bench/gpu_session.sh's mvsweep stage builds
  * it with nvcc); a development tool for the H200, not part of the server.
@@ -127,7 +128,7 @@ static void run_once(cudaStream_t s, launcher f, const decode_shape &sh, const _
 
 int main(int argc, char **argv) {
     const char *only = argc > 1 ? argv[1] : "";
-    bool fold_all = false, l2 = false; /* every input norm folded, as fold_norm might; one copy of the weights */
+    bool fold_all = false, l2 = false; /* every input norm folded, as mv_fold_norm might; one copy of the weights */
     for (int a = 2; a < argc; a++) {
         fold_all |= !strcmp(argv[a], "fold");
         l2 |= !strcmp(argv[a], "l2");
@@ -165,14 +166,14 @@ int main(int argc, char **argv) {
     for (int si = 0; si < N_DECODE_SHAPES; si++) {
         const decode_shape &sh = decode_shapes[si];
         if (strncmp(sh.name, only, strlen(only))) continue;
-        bool folds = fold_all || fold_norm(sh.k, sh.rows, sh.sw);
+        bool folds = fold_all || mv_fold_norm(sh.k, sh.rows, sh.sw);
         if (sh.norm && !folds) {
-            printf("# %s: the model runs its norm apart (fold_norm), so the plain product is swept\n", sh.name);
+            printf("# %s: the model runs its norm apart (mv_fold_norm), so the plain product is swept\n", sh.name);
         }
         decode_shape run = sh;
         run.norm = sh.norm && folds;
         /* the rule's output is comparable bitwise where both fold the norm (or there is none) */
-        bool comparable = !sh.norm || (run.norm && fold_norm(sh.k, sh.rows, sh.sw));
+        bool comparable = !sh.norm || (run.norm && mv_fold_norm(sh.k, sh.rows, sh.sw));
         size_t bytes = (size_t)sh.rows * sh.k * 2;
         int copies = l2 ? 1 : (int)((256u << 20) / bytes) + 1;
         if (copies > 64) copies = 64;
@@ -214,9 +215,13 @@ int main(int argc, char **argv) {
             for (int wi = 0; wi < 3; wi++)
                 same |= comparable && first[wi] >= 0 && !memcmp(ref[wi].data(), got.data(), got.size() * 4);
             double t = time_it(s, NULL, sh, ws, out, x, g, n, reps);
-            printf("%-13s n=%-2d rule     %8.2f us %6.0f GB/s%s  (best choice %s %.2f us)\n", sh.name, n, t,
-                   bytes / (t * 1e-6) / 1e9, same ? "" : comparable ? "  DIFFERS" : "  (norm apart)", best_c,
-                   best_t);
+            mv_tile rt = mv_tile_for(mv_form(sh.sw, sh.norm && mv_fold_norm(sh.k, sh.rows, sh.sw)), n, sh.k, sh.rows);
+            char rname[32];
+            snprintf(rname, sizeof rname, "(%d,%d)%s%s", rt.u, rt.mt, rt.pipe ? "p" : "",
+                     rt.warps == 4 ? "w4" : rt.warps == 16 ? "w16" : "");
+            printf("%-13s n=%-2d rule     %8.2f us %6.0f GB/s%s  (the rule's %s; best choice %s %.2f us)\n", sh.name,
+                   n, t, bytes / (t * 1e-6) / 1e9, same ? "" : comparable ? "  DIFFERS" : "  (norm apart)", rname,
+                   best_c, best_t);
             if (!same && comparable) failures++;
         }
         for (auto *w : ws) CK(cudaFree(w));

@@ -27,10 +27,11 @@
  * both run blocks of 8 warps); the
  * input RMSNorm (each block sums x^2 over the k blocks it reads, multiplies x by the norm's weights on the way and
  * scales its sums by 1 / rms; above 8 tokens k_norm_split_x does both once,
- * in the blocks' order; where fold_norm says so by shape, a norm kernel
+ * in the blocks' order; where mv_fold_norm says so by shape, a norm kernel
  * first instead) and the residual add (out += in the epilogue). */
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
+#include "backend/cuda/matvec_rules.h"
 
 #define MM_WARPS 8
 
@@ -500,177 +501,29 @@ static void launch_tc_v(ks_stream s, float *out, const float *x, const __nv_bflo
     }
 }
 
-/* Tiles per block and k blocks in flight, (U, MT), pipelined or not: more
- * rows per block share each x load (which matters with many tokens) but
- * leave fewer blocks; more k blocks a round keep more bytes in flight a
- * warp but cost registers; pipelining loads the next round while this one
- * multiplies, at twice the registers. The rule below is a table of the
- * shapes the H200 was swept at (bench/matvec_sweep.cu: every choice timed
- * with the weights coming from DRAM, as in a decode step; BENCHMARKS.md,
- * twenty-sixth, twenty-seventh, thirty-second and thirty-third sessions;
- * up to 64 tokens) and kept where the model's
- * decode agreed. Tiles never change a row's arithmetic (each warp's k
- * blocks and the block's reduction stay in order), so the choice may
- * follow the token count; a block's warps (8, or 4 / 16 where marked w4 / w16) are
- * its k split, so they follow the shape alone. The table, first match (n
- * tokens; p pipelined):
- *   SwiGLU with its norm, k >= 2048, rows < 24,576: n > 16 (2,2), else
- *                                                    (1,2)p  Qwen3-1.7B gate|up
- *   SwiGLU, k < 2048, rows < 24,576, n <= 8          (2,2)p  tinycoder gate|up
- *   plain, rows <= 2048, 1024 <= k < 2048, n <= 8    (8,1)   tinycoder down
- *   plain, rows <= 2048, k >= 4096: n > 16 (4,1)pw16, else (2,1)pw16
- *                                                            Qwen3-1.7B down
- *   plain, rows <= 2048, k >= 2048: n > 8 (4,1)p, else (4,2)p  Qwen3-1.7B o
- *   plain, rows >= 24,576, 2048 <= k < 4096: n > 16 (1,4)w4, else (2,4)w4
- *                                                            Qwen3-1.7B lm_head
- *   SwiGLU rows >= 24,576                            (2,4)w4 Qwen3-8B gate|up
- *   other 6,144 <= rows < 24,576: n <= 16 (2,1)p, else (2,1)  Qwen3-8B qkv
- *   other 4,096 <= rows < 6,144, n > 8               (4,2)p  Qwen3-1.7B qkv, 8B o, down
- *   n > 8: rows >= 24,576 (1,4), >= 6,144 (2,2), SwiGLU (4,2), else (4,1)
- *   rows >= 24,576: k >= 4096 (2,4), else (1,4)              the lm_heads
- *   plain, rows >= 4096, k >= 4096                   (1,1)   Qwen3-8B o, down
- *   SwiGLU (4,2); else (4,1). */
-/* SW: the SwiGLU form (W = [gate; up], out (n, rows / 2)), the same tiles
+/* The tile a call runs on: the first matching rule of matvec_rules.c's
+ * table (the shapes the H200 was swept at, with their times). Each form
+ * instantiates the tiles its table rows name (matvec_rules.h's lists).
+ * SW: the SwiGLU form (W = [gate; up], out (n, rows / 2)), the same tiles
  * in gate/up pairs, so each product is the plain kernel's: it needs MT even
  * and takes two tiles where the plain form takes one. */
 template <bool SW = false, bool NORM = false>
 static void launch_tc(ks_stream s, float *out, const float *x, const __nv_bfloat16 *w, const float *bias, int n,
                       int k, int rows, mm_epi e) {
-    /* the SwiGLU gate|up and the 6144..24575-row matrices (Qwen3-8B's qkv)
-     * on pipelined 32-row tiles with 2 k blocks a round (the same registers
-     * as 4 unpipelined), at any token count: up to 8 tokens cuda_ops_bench
-     * qkv 16.0 -> 14.9 us, Qwen3-8B decode forward 4.996 -> 4.813 ms,
-     * decode 203.5 / 203.7 -> 209.7 / 208.1 tok/s (one call, alternating);
-     * the other tiles pipelined were slower (lm_head 287 -> 312 us, gate_up
-     * without the SwiGLU 50 -> 53) or the same (o, down; at 16 tokens down
-     * 35 -> 37). At 16 tokens (x split once, PRE) in place of (1,4) / (2,2):
-     * SwiGLU with its norm 65.7 -> 61.9 us, qkv with its norm 20.3 -> 19.9,
-     * Qwen3-8B model_forward of 16 sequences 7.305 -> 6.997 -> 6.938 ms
-     * (one call, H200). */
-    /* bench/matvec_sweep.cu (H200, weights from DRAM, twenty-seventh
-     * session, 1 / 4 / 8 / 16 tokens): Qwen3-1.7B's gate|up with its norm
-     * (12,288 x 2,048) on the pipelined (1,2) in 13.5 / 13.9 / 13.9 / 17.5
-     * us against the pipelined (2,2)'s 16.7 / 17.1 / 17.1 / 20.0 and
-     * (1,4)'s 16.6 / 15.8 / 16.1 / 18.4 (the unpipelined (4,2) with the
-     * norm's loads needed 184 registers, one block an SM) */
-    if constexpr (SW && NORM) {
-        if (k >= 2048 && rows < 768 * 32) {
-            /* above 16 tokens (2,2) unpipelined: 28.4 / 50.3 us at 32 / 64
-             * against 33.7 / 60.1 (matvec_sweep, H200, thirty-third session) */
-            if (n > 16) launch_tc_v<2, 2, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
-            else launch_tc_v<1, 2, SW, true, NORM>(s, out, x, w, bias, n, k, rows, e);
-            return;
-        }
+    mv_tile t = mv_tile_for(mv_form(SW, NORM), n, k, rows);
+#define KS_TILE_CASE(U, MT, P, W)                                                  \
+    if (t.u == U && t.mt == MT && t.pipe == P && t.warps == W) {                   \
+        launch_tc_v<U, MT, SW, P, NORM, W>(s, out, x, w, bias, n, k, rows, e);    \
+        return;                                                                    \
     }
-    /* tinycoder (k 512 / 1536, its weights L2-resident), up to 8 tokens:
-     * gate|up on the pipelined (2,2) (matvec_sweep 2.2 us against (4,2)'s
-     * 2.9) and down (512 x 1536) on (8,1) (2.3 against (4,1)'s 3.0);
-     * tinycoder decode 7,993-8,149 -> 8,375-8,579 tok/s (H200, 6 rounds
-     * interleaved, twenty-seventh session call 7) */
-    if constexpr (SW) {
-        if (n <= 8 && k < 2048 && rows < 768 * 32) {
-            launch_tc_v<2, 2, SW, true, NORM>(s, out, x, w, bias, n, k, rows, e);
-            return;
-        }
-    }
-    /* fewer 16-row blocks than SMs at k >= 2048 (Qwen3-1.7B's o, k 2048,
-     * and down, k 6144), pipelined (matvec_sweep, 1 / 4 / 8 / 16 tokens):
-     * o on (4,2) 3.4 / 3.9 / 4.0 us against (8,1)'s 4.3 / 4.5 / 4.7, above
-     * 8 tokens on (4,1): 6.1 against 6.3 (16 warps: 3.9 / 4.0 / 4.2 / 5.5);
-     * down below */
-    if constexpr (!SW && !NORM) {
-        if (n <= 8 && rows <= 2048 && k >= 1024 && k < 2048) { /* (tinycoder's down, above) */
-            launch_tc_v<8, 1, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
-            return;
-        }
-        /* k >= 4096 (Qwen3-1.7B's down, 2,048 x 6,144) on blocks of 16
-         * warps, pipelined (2,1), at every token count: 8.9 / 9.1 / 9.2 /
-         * 12.9 us at 1 / 4 / 8 / 16 tokens against the 8-warp rule's 9.4 /
-         * 9.8 / 10.5 / 14.4 (matvec_sweep, H200, thirty-third session);
-         * above 16 tokens (4,1)p: 17.2 / 30.5 us at 32 / 64 against 17.9 /
-         * 31.7 */
-        if (rows <= 2048 && k >= 4096) {
-            if (n > 16) launch_tc_v<4, 1, SW, true, NORM, 16>(s, out, x, w, bias, n, k, rows, e);
-            else launch_tc_v<2, 1, SW, true, NORM, 16>(s, out, x, w, bias, n, k, rows, e);
-            return;
-        }
-        if (rows <= 2048 && k >= 2048) {
-            if (n > 8) launch_tc_v<4, 1, SW, true, NORM>(s, out, x, w, bias, n, k, rows, e);
-            else launch_tc_v<4, 2, SW, true, NORM>(s, out, x, w, bias, n, k, rows, e);
-            return;
-        }
-    }
-    /* the lm_heads at 2048 <= k < 4096 (Qwen3-1.7B's, 151,936 x 2,048,
-     * norm folded) on blocks of 4 warps, (2,4), at every token count: 144.7
-     * / 145.7 / 146.0 / 162.4 us against the 8-warp rule's 148.1 / 149.2 /
-     * 149.1 / 165.9 (the same sweep); above 16 tokens (1,4): 224.9 /
-     * 450.6 us at 32 / 64 against 286.7 / 568.1 */
-    if constexpr (!SW) {
-        if (rows >= 768 * 32 && k >= 2048 && k < 4096) {
-            if (n > 16) launch_tc_v<1, 4, SW, false, NORM, 4>(s, out, x, w, bias, n, k, rows, e);
-            else launch_tc_v<2, 4, SW, false, NORM, 4>(s, out, x, w, bias, n, k, rows, e);
-            return;
-        }
-    }
-    /* the large SwiGLU (Qwen3-8B's gate|up, 24,576 x 4,096) on blocks of 4
-     * warps, 64-row tiles, 2 k blocks a round, at every token count (a
-     * block's warps are its k split: one count for a shape);
-     * matvec_sweep at 1 / 4 tokens 49.3 / 49.6 us against the 8-warp
-     * (2,2)p's 53.0 / 53.7 (H200, thirty-second session) */
-    if constexpr (SW) {
-        if (rows >= 768 * 32) {
-            launch_tc_v<2, 4, SW, false, NORM, 4>(s, out, x, w, bias, n, k, rows, e);
-            return;
-        }
-    }
-    /* 6,144..24,575 rows (Qwen3-8B's qkv) up to 16 tokens on the
-     * pipelined (2,1): 13.3 / 13.8 / 18.3 us against (2,2)p's 13.9 / 13.9 /
-     * 18.9 at 1 / 4 / 16 tokens; above 16 unpipelined: 27.3 / 49.0 us at 32
-     * / 64 against (2,2)p's 38.4 / 69.4 (thirty-second and thirty-third
-     * sessions). 4,096..6,143 rows above 8 tokens (Qwen3-1.7B's qkv with
-     * its norm, Qwen3-8B's o and down) on the pipelined (4,2): at 16 / 32 /
-     * 64 tokens 8.8 / 11.8 / 19.6 us against (4,1)'s 9.4 / 13.4 / 22.1 (1.7B
-     * qkv), 14.9 / 19.7 / 35.9 against 15.8 / 25.3 / 43.8 (8B o), 35.4 /
-     * 49.3 / 92.7 against 36.6 / 52.4 / 97.5 (8B down) */
-    if constexpr (!SW) {
-        if (rows >= 192 * 32 && rows < 768 * 32) {
-            if (n <= 16) launch_tc_v<2, 1, SW, true, NORM>(s, out, x, w, bias, n, k, rows, e);
-            else launch_tc_v<2, 1, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
-            return;
-        }
-        if (n > 8 && rows >= 4096 && rows < 192 * 32) {
-            launch_tc_v<4, 2, SW, true, NORM>(s, out, x, w, bias, n, k, rows, e);
-            return;
-        }
-    }
-    if (n > 8) { /* batched decode, verify blocks: more rows a block share its x loads */
-        if (rows >= 384 * 64) launch_tc_v<1, 4, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
-        else if (rows >= 192 * 32) launch_tc_v<2, 2, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
-        else if constexpr (SW) launch_tc_v<4, 2, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
-        else launch_tc_v<4, 1, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e); /* (SwiGLU pairs tiles: no MT 1) */
-    }
-    else if (!SW && rows >= 768 * 32) {
-        /* the other lm_heads (matvec_sweep, 1 token): Qwen3-8B's (k 4096) on
-         * (2,4) 286 us against (2,2)'s 292 — 8 tiles' k blocks in flight a
-         * warp; at k < 2048 4 */
-        if (k >= 4096) launch_tc_v<2, 4, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
-        else launch_tc_v<1, 4, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
-    }
-    else if constexpr (SW) launch_tc_v<4, 2, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
-    else {
-        /* 4,096 rows at k >= 4096 (Qwen3-8B's o and down) up to 8 tokens (16
-         * warps lost in the model at 16 sequences, 33rd session): one k block a
-         * round (matvec_sweep, 1 / 4 / 8 tokens: o 10.4 / 10.4 / 10.6 us
-         * against (4,1)'s 11.0 / 11.9 / 12.2, down 26.2 / 26.1 / 26.4
-         * against 27.0 / 28.9 / 29.5) */
-        if constexpr (!NORM) {
-            if (rows >= 4096 && k >= 4096) {
-                launch_tc_v<1, 1, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
-                return;
-            }
-        }
-        launch_tc_v<4, 1, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
-    }
+    if constexpr (SW && NORM) { MV_TILES_SWIGLU_NORM(KS_TILE_CASE) }
+    else if constexpr (SW) { MV_TILES_SWIGLU(KS_TILE_CASE) }
+    else if constexpr (NORM) { MV_TILES_NORM(KS_TILE_CASE) }
+    else { MV_TILES_PLAIN(KS_TILE_CASE) }
+#undef KS_TILE_CASE
+    /* a tile its form does not instantiate: tests/unit/test_matvec_rules.c
+     * rules this out; the form's last rule's tile, not a wrong product */
+    launch_tc_v<4, SW ? 2 : 1, SW, false, NORM>(s, out, x, w, bias, n, k, rows, e);
 }
 
 /* f32 weights: two float4 per 8 elements, same chunk order */
@@ -761,18 +614,6 @@ extern "C" void ks_cuda_matmul(ks_stream s, float *out, const float *x, const vo
     CUDA_CHECK_LAUNCH();
 }
 
-/* Whether the input norm goes into the tensor-core kernel (NORM) or runs as
- * a kernel of its own first — a rule of the shape alone, so a row's
- * arithmetic never depends on the token count. H200, plain decode after
- * 458 tokens, the norm folded into qkv / gate|up against run apart (both
- * with the residual adds in the epilogue): tinycoder (k 512) +4 / +11%,
- * Qwen3-8B (k 4096) -0.8 / +5.6% (its gate|up on the pipelined SwiGLU
- * tile). Qwen3-1.7B (k 2048) lost 2 / 2.5% while its gate|up took the
- * (4,2) tile (one block an SM with the norm); on the pipelined tile the
- * two folded gain it 5.5% (twenty-second session). Short rows are
- * launch-bound and gain the kernel; long rows pay the block's extra x and
- * weight loads. */
-static bool fold_norm(int k, int rows, bool sw) { return k <= 2048 || (sw && rows >= 768 * 32); }
 
 /* The qkv product (norm folded) and a side product of the same rows
  * without it in one launch: the side's tiles are the plain kernel's (the
@@ -784,7 +625,7 @@ extern "C" void ks_cuda_matmul_fused_side(ks_stream s, float *out, const float *
                                           const void *w, int wtype, const float *bias, int n, int k, int rows,
                                           float *out2, const void *w2, int wtype2, int k2, int rows2, int add2) {
     if (n <= 0 || rows <= 0) return;
-    if (g && wtype == 2 && wtype2 == 2 && k2 == k && k % 32 == 0 && n <= 8 && rows2 > 0 && fold_norm(k, rows, false)) {
+    if (g && wtype == 2 && wtype2 == 2 && k2 == k && k % 32 == 0 && n <= 8 && rows2 > 0 && mv_fold_norm(k, rows, false)) {
         mm_epi e = {g, NULL, eps, 0, NULL, (const __nv_bfloat16 *)w2, out2, rows2, 0, add2};
         launch_tc<false, true>(s, out, x, (const __nv_bfloat16 *)w, bias, n, k, rows, e);
         CUDA_CHECK_LAUNCH();
@@ -803,7 +644,7 @@ extern "C" void ks_cuda_matmul_fused(ks_stream s, float *out, const float *x, co
     if (n <= 0 || rows <= 0) return;
     bool sw = mode == KS_MM_SWIGLU, tc = wtype == 2 && k % 32 == 0 && (!sw || rows % 2 == 0);
     const uint32_t *xs = NULL;
-    if (g && tc && !fold_norm(k, rows, sw) && n > 8) { /* the norm kernel writes the split x itself: one launch */
+    if (g && tc && !mv_fold_norm(k, rows, sw) && n > 8) { /* the norm kernel writes the split x itself: one launch */
         uint32_t *ws = (uint32_t *)ks_cuda_workspace(&split_ws, s, (size_t)n * k * 4 + (size_t)n * 4, "matvec x split");
         if (!ws) return;
         if (ks_cuda_rmsnorm_split(s, ws, x, g, n, k, eps)) {
@@ -811,7 +652,7 @@ extern "C" void ks_cuda_matmul_fused(ks_stream s, float *out, const float *x, co
             g = NULL;
         }
     }
-    if (g && !(tc && fold_norm(k, rows, sw))) {
+    if (g && !(tc && mv_fold_norm(k, rows, sw))) {
         float *xn = (float *)ks_cuda_workspace(&fused_norm_ws, s, (size_t)n * k * 4, "matmul input norm");
         if (!xn) return;
         ks_cuda_rmsnorm(s, xn, k, x, k, g, n, 1, k, eps);
