@@ -280,31 +280,37 @@ static int ensure_acts(model *m, int n, int n_logits, int n_ids, int table_entri
  * the DFlash drafter. Decode rows take matmul_fused (the input norms and the
  * residual adds with the products); prompt rows [0, np) the bulk path with
  * the norm and the add apart (m->xn their scratch). */
+void model_matmul_rows(model *m, float *out, const float *in, const bk_weight *norm, const bk_weight *w,
+                       const bk_weight *bias, int np, int n, int mode) {
+    backend *be = m->be;
+    float eps = m->cfg.rms_norm_eps;
+    if (np) be->ops->matmul_prompt(be, out, in, norm, eps, w, bias, np, mode);
+    if (n > np)
+        be->ops->matmul_fused(be, out + (size_t)np * w->rows, in + (size_t)np * w->cols, norm, eps, w, bias, n - np,
+                              mode);
+}
+
 void model_layer_forward(model *m, const model_layer *L, void *k_cache, void *v_cache, const bk_attn_batch *ab,
                          const int32_t *rope_pos, int n, const model_side *side) {
     backend *be = m->be;
     const backend_ops *op = be->ops;
     const model_config *c = &m->cfg;
     int H = c->hidden_size, hd = c->head_dim, nh = c->n_heads, nkv = c->n_kv_heads;
-    int qkv_dim = (nh + 2 * nkv) * hd, ad = nh * hd, np = ab->n_prompt, nd = n - np;
+    int qkv_dim = (nh + 2 * nkv) * hd, np = ab->n_prompt, nd = n - np;
     float eps = c->rms_norm_eps;
     const bk_weight *bqkv = c->attention_bias ? &L->bqkv : NULL;
-    if (np) op->matmul_prompt(be, m->qkv, m->x, &L->attn_norm, eps, &L->wqkv, bqkv, np, BK_MM_PLAIN);
     if (side && !np && op->matmul_fused_side) { /* the side product in the same launch */
         op->matmul_fused_side(be, m->qkv, m->x, &L->attn_norm, eps, &L->wqkv, bqkv, nd, side->out, side->w,
                               side->add);
     } else {
-        if (nd)
-            op->matmul_fused(be, m->qkv + (size_t)np * qkv_dim, m->x + (size_t)np * H, &L->attn_norm, eps,
-                             &L->wqkv, bqkv, nd, BK_MM_PLAIN);
+        model_matmul_rows(m, m->qkv, m->x, &L->attn_norm, &L->wqkv, bqkv, np, n, BK_MM_PLAIN);
         if (side) op->matmul_fused(be, side->out, m->x, NULL, 0, side->w, NULL, n, side->add ? BK_MM_ADD : BK_MM_PLAIN);
     }
     op->qk_norm_rope(be, m->qkv, qkv_dim, n, nh, nkv, hd, c->qk_norm ? &L->q_norm : NULL,
                      c->qk_norm ? &L->k_norm : NULL, eps, rope_pos, m->inv_freq, k_cache, v_cache, ab);
     /* the attention's rows in xn (the norms went into the matmuls) */
     op->attention(be, m->xn, m->qkv, qkv_dim, k_cache, v_cache, ab, nh, nkv, hd, 1.0f / sqrtf((float)hd));
-    if (np) op->matmul_prompt(be, m->x, m->xn, NULL, 0, &L->wo, NULL, np, BK_MM_ADD);
-    if (nd) op->matmul_fused(be, m->x + (size_t)np * H, m->xn + (size_t)np * ad, NULL, 0, &L->wo, NULL, nd, BK_MM_ADD);
+    model_matmul_rows(m, m->x, m->xn, NULL, &L->wo, NULL, np, n, BK_MM_ADD);
     /* the MLP, model_mlp_rows rows at a time: m->gu holds a tile's prompt
      * rows' gate|up, which their down projection reads as silu(gate) * up,
      * or its decode rows' silu(gate) * up */

@@ -65,9 +65,8 @@ static void mtp_ops(model *m, const void *ctx) {
     int n = x->n, H = c->hidden_size;
     op->mtp_input(be, m->mtp_in, &m->embed, x->tokens, x->src == MTP_SRC_MTP ? m->mtp_hid : m->hid, m->d_hid_idx,
                   &m->mtp->pre_e, &m->mtp->pre_h, n, H, c->rms_norm_eps);
-    int np = x->ab->n_prompt, H2 = 2 * H; /* prompt rows (a prompt chunk's entries) on the bulk path */
-    if (np) op->matmul_prompt(be, m->x, m->mtp_in, NULL, 0, &m->mtp->fc, NULL, np, BK_MM_PLAIN);
-    if (n > np) op->matmul(be, m->x + (size_t)np * H, m->mtp_in + (size_t)np * H2, &m->mtp->fc, NULL, n - np);
+    /* prompt rows (a prompt chunk's entries) on the bulk path */
+    model_matmul_rows(m, m->x, m->mtp_in, NULL, &m->mtp->fc, NULL, x->ab->n_prompt, n, BK_MM_PLAIN);
     model_layer_forward(m, &m->mtp->layer, x->mkv->k[0], x->mkv->v[0], x->ab, m->d_pos2, n, NULL);
     op->rmsnorm(be, m->mtp_hid, H, m->x, H, &m->mtp->norm, n, 1, H, c->rms_norm_eps); /* the next pass's input */
     if (x->n_logits <= 0) return;
