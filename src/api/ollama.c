@@ -343,21 +343,31 @@ static void not_found(http_resp *resp, const char *name) {
     http_error(resp, API_OLLAMA, 404, NULL, NULL, "model \"%s\" not found, try pulling it first", name ? name : "");
 }
 
+/* What /api/chat and /api/generate both start with: the body and the
+ * options they share (parse_common). 0: go on; 1: answered (an unknown
+ * model); -1: a bad request (e says why). */
+static int begin(app *a, const http_req *req, http_resp *resp, json_t **body, engine_params *p, bool *stream,
+                 long long *num_predict, json_t *extra, api_err *e) {
+    if (!(*body = api_parse_body(req->body, req->body_len, e))) return -1;
+    int r = parse_common(a, *body, p, stream, num_predict, extra, e);
+    if (r == 404) {
+        not_found(resp, json_string_value(json_object_get(*body, "model")));
+        return 1;
+    }
+    return r < 0 ? -1 : 0;
+}
+
 void ollama_chat(app *a, const http_req *req, http_resp *resp) {
     double t0 = mono_now();
     api_err err = {{0}, NULL}, *e = &err;
-    json_t *body = api_parse_body(req->body, req->body_len, e), *msgs = NULL, *extra = json_object();
+    json_t *body = NULL, *msgs = NULL, *extra = json_object();
     int32_t *ids = NULL;
     int n = 0;
-    if (!body) goto bad;
     engine_params p;
     bool stream;
     long long num_predict;
-    int r = parse_common(a, body, &p, &stream, &num_predict, extra, e);
-    if (r == 404) {
-        not_found(resp, json_string_value(json_object_get(body, "model")));
-        goto out;
-    }
+    int r = begin(a, req, resp, &body, &p, &stream, &num_predict, extra, e);
+    if (r > 0) goto out;
     if (r < 0) goto bad;
     json_t *mv = json_object_get(body, "messages");
     if (mv && !json_is_null(mv) && !json_is_array(mv)) {
@@ -392,18 +402,14 @@ out:
 void ollama_generate(app *a, const http_req *req, http_resp *resp) {
     double t0 = mono_now();
     api_err err = {{0}, NULL}, *e = &err;
-    json_t *body = api_parse_body(req->body, req->body_len, e), *msgs = NULL, *extra = json_object();
+    json_t *body = NULL, *msgs = NULL, *extra = json_object();
     int32_t *ids = NULL, *all = NULL;
     int n = 0;
-    if (!body) goto bad;
     engine_params p;
     bool stream, raw = false;
     long long num_predict;
-    int r = parse_common(a, body, &p, &stream, &num_predict, extra, e);
-    if (r == 404) {
-        not_found(resp, json_string_value(json_object_get(body, "model")));
-        goto out;
-    }
+    int r = begin(a, req, resp, &body, &p, &stream, &num_predict, extra, e);
+    if (r > 0) goto out;
     if (r < 0) goto bad;
     const char *prompt = NULL, *system = NULL, *suffix = NULL;
     if (api_get_str(body, "prompt", &prompt, e) < 0 || api_get_str(body, "system", &system, e) < 0 ||

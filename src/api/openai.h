@@ -16,6 +16,13 @@ const char *openai_finish_reason(engine_finish f, bool tool_calls);
 /* A generation that failed: an error event and [DONE] when streaming, else a
  * 500 body (Chat Completions and Completions). */
 void openai_gen_error(const char *msg, bool stream, strbuf *out, char **body, int *status);
+/* The prompt's ids of a chat (messages through the chat template, tools
+ * where not NULL, extra template variables) and the output budget (at most
+ * `requested`, the context's room): false after answering the error, an
+ * OpenAI error naming `param` ("messages", "input"); *ids is the caller's
+ * to free either way. */
+bool openai_chat_prompt(app *a, http_resp *resp, json_t *msgs, json_t *tools, json_t *extra, const char *param,
+                        long long requested, int32_t **ids, int *n, int *max_tokens);
 /* Validates an OpenAI tools array: 0 absent, 1 ok, -1 bad (e filled). */
 int openai_check_tools(json_t *tools, api_err *e);
 

@@ -301,6 +301,23 @@ static json_t *normalize_messages(json_t *msgs, api_err *e) {
     return out;
 }
 
+bool openai_chat_prompt(app *a, http_resp *resp, json_t *msgs, json_t *tools, json_t *extra, const char *param,
+                        long long requested, int32_t **ids, int *n, int *max_tokens) {
+    char errbuf[600];
+    int st = api_render_chat(a, msgs, tools, extra, true, ids, n, NULL, errbuf, sizeof errbuf);
+    if (st) {
+        http_error(resp, API_OPENAI, st, st == 400 ? "invalid_request_error" : "server_error", param, "%s", errbuf);
+        return false;
+    }
+    if (!api_fit_output(a, *n, requested, max_tokens)) {
+        http_error(resp, API_OPENAI, 400, "invalid_request_error", param,
+                   "This model's maximum context length is %d tokens. However, your %s resulted in %d tokens.",
+                   engine_ctx_size(a->eng), param, *n);
+        return false;
+    }
+    return true;
+}
+
 int openai_check_tools(json_t *tools, api_err *e) {
     if (!tools || json_is_null(tools)) return 0;
     if (!json_is_array(tools)) {
@@ -375,19 +392,10 @@ void openai_chat_completions(app *a, const http_req *req, http_resp *resp) {
     json_t *extra = json_object();
     json_t *ctk = json_object_get(body, "chat_template_kwargs");
     if (json_is_object(ctk)) json_object_update(extra, ctk);
-    char errbuf[600];
-    int st = api_render_chat(a, msgs, use_tools ? tools : NULL, extra, true, &ids, &n, NULL, errbuf, sizeof errbuf);
+    bool prompt_ok = openai_chat_prompt(a, resp, msgs, use_tools ? tools : NULL, extra, "messages", max_tokens, &ids,
+                                        &n, &p.max_tokens);
     json_decref(extra);
-    if (st) {
-        http_error(resp, API_OPENAI, st, "invalid_request_error", "messages", "%s", errbuf);
-        goto out;
-    }
-    if (!api_fit_output(a, n, max_tokens, &p.max_tokens)) {
-        http_error(resp, API_OPENAI, 400, "invalid_request_error", "messages",
-                   "This model's maximum context length is %d tokens. However, your messages resulted in %d tokens.",
-                   engine_ctx_size(a->eng), n);
-        goto out;
-    }
+    if (!prompt_ok) goto out;
     p.logprobs = logprobs;
     p.top_logprobs = logprobs ? (int)top_lp : 0;
     chat_state *s = calloc(1, sizeof *s);
@@ -404,6 +412,7 @@ void openai_chat_completions(app *a, const http_req *req, http_resp *resp) {
     s->lp_content = json_array();
     output_parser_config opc = {use_tools, a->think, false};
     int status;
+    char errbuf[600];
     api_gen *g = api_gen_start(a, SURF_CHAT, ids, n, &p, &opc, &chat_ops, s, &status, errbuf, sizeof errbuf);
     if (!g) {
         http_error(resp, API_OPENAI, status, status == 400 ? "invalid_request_error" : "server_error", NULL, "%s", errbuf);

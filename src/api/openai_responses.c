@@ -706,17 +706,9 @@ void openai_responses_create(app *a, const http_req *req, http_resp *resp) {
     items_to_messages(history, msgs);
     items_to_messages(items, msgs);
 
-    int st = api_render_chat(a, msgs, use_tools ? chat_tools : NULL, NULL, true, &ids, &n, NULL, errbuf, sizeof errbuf);
-    if (st) {
-        http_error(resp, API_OPENAI, st, st == 400 ? "invalid_request_error" : "server_error", "input", "%s", errbuf);
+    if (!openai_chat_prompt(a, resp, msgs, use_tools ? chat_tools : NULL, NULL, "input", max_out, &ids, &n,
+                            &p.max_tokens))
         goto out;
-    }
-    if (!api_fit_output(a, n, max_out, &p.max_tokens)) {
-        http_error(resp, API_OPENAI, 400, "invalid_request_error", "input",
-                   "This model's maximum context length is %d tokens. However, your input resulted in %d tokens.",
-                   engine_ctx_size(a->eng), n);
-        goto out;
-    }
 
     if (!(s = calloc(1, sizeof *s))) {
         http_error(resp, API_OPENAI, 500, "server_error", NULL, "out of memory");
