@@ -395,32 +395,35 @@ static int bin(parser *p, int op, jnode *a, jnode *b, jnode **out) {
     return 0;
 }
 
-static int parse_pow(parser *p, jnode **out) {
+/* A level of left-associative binary operators over the level below it
+ * (Jinja's precedence, tightest first: **, then * / // %, then ~ (a
+ * concat node of its own), then + -). */
+typedef struct {
+    const char *sym;
+    int op;
+} binop;
+static const binop pow_ops[] = {{"**", OP_POW}, {NULL, 0}};
+static const binop mul_ops[] = {{"*", OP_MUL}, {"/", OP_DIV}, {"//", OP_FLOORDIV}, {"%", OP_MOD}, {NULL, 0}};
+static const binop add_ops[] = {{"+", OP_ADD}, {"-", OP_SUB}, {NULL, 0}};
+
+static int parse_level(parser *p, const binop *ops, int (*operand)(parser *p, jnode **out), jnode **out) {
     int rc;
     jnode *l, *r;
-    if ((rc = parse_unary(p, true, &l)) < 0) return rc;
-    while (is_op(cur(p), "**")) {
+    if ((rc = operand(p, &l)) < 0) return rc;
+    while (1) {
+        const binop *o = ops;
+        while (o->sym && !is_op(cur(p), o->sym)) o++;
+        if (!o->sym) break;
         adv(p);
-        if ((rc = parse_unary(p, true, &r)) < 0 || (rc = bin(p, OP_POW, l, r, &l)) < 0) return rc;
+        if ((rc = operand(p, &r)) < 0 || (rc = bin(p, o->op, l, r, &l)) < 0) return rc;
     }
     *out = l;
     return 0;
 }
 
-static int parse_math2(parser *p, jnode **out) {
-    int rc;
-    jnode *l, *r;
-    if ((rc = parse_pow(p, &l)) < 0) return rc;
-    while (1) {
-        int op = is_op(cur(p), "*") ? OP_MUL : is_op(cur(p), "/") ? OP_DIV : is_op(cur(p), "//") ? OP_FLOORDIV
-               : is_op(cur(p), "%") ? OP_MOD : 0;
-        if (!op) break;
-        adv(p);
-        if ((rc = parse_pow(p, &r)) < 0 || (rc = bin(p, op, l, r, &l)) < 0) return rc;
-    }
-    *out = l;
-    return 0;
-}
+static int parse_filtered(parser *p, jnode **out) { return parse_unary(p, true, out); }
+static int parse_pow(parser *p, jnode **out) { return parse_level(p, pow_ops, parse_filtered, out); }
+static int parse_math2(parser *p, jnode **out) { return parse_level(p, mul_ops, parse_pow, out); }
 
 static int parse_concat(parser *p, jnode **out) {
     int rc;
@@ -440,18 +443,7 @@ static int parse_concat(parser *p, jnode **out) {
     return 0;
 }
 
-static int parse_math1(parser *p, jnode **out) {
-    int rc;
-    jnode *l, *r;
-    if ((rc = parse_concat(p, &l)) < 0) return rc;
-    while (is_op(cur(p), "+") || is_op(cur(p), "-")) {
-        int op = is_op(cur(p), "+") ? OP_ADD : OP_SUB;
-        adv(p);
-        if ((rc = parse_concat(p, &r)) < 0 || (rc = bin(p, op, l, r, &l)) < 0) return rc;
-    }
-    *out = l;
-    return 0;
-}
+static int parse_math1(parser *p, jnode **out) { return parse_level(p, add_ops, parse_concat, out); }
 
 static int parse_compare(parser *p, jnode **out) {
     int rc;
