@@ -15,24 +15,15 @@
 #include "sample/sample.h"
 #include "tok/tok.h"
 #include "cold_warm.h"
+#include "dflash_fixture.h"
 #include "test.h"
 
 static void check_first_blocks(const char *device) {
-    json_t *rep = json_load_file(test_shared_path("models/tinycoder/dflash/dflash_report.json"), 0, NULL);
-    CHECK(rep != NULL);
-    backend *be = NULL;
-    model *m = NULL;
-    dflash *d = NULL;
-    CHECK(backend_new(&be, device, 2) == 0);
-    if (be) CHECK(model_load(&m, test_shared_path("models/tinycoder"), be) == 0);
-    if (m) CHECK(dflash_load(&d, test_shared_path("models/tinycoder/dflash"), m) == 0);
-    if (!rep || !d) {
-        json_decref(rep);
-        dflash_free(d);
-        model_free(m);
-        backend_free(be);
-        return;
-    }
+    dflash_fixture f;
+    if (!dflash_fixture_open(&f, device)) return;
+    json_t *rep = f.rep;
+    model *m = f.m;
+    dflash *d = f.d;
     CHECK_EQ_INT(dflash_block_size(d), 16);
     json_t *ev = json_object_get(rep, "eval");
     int V = m->cfg.vocab_size, equal_blocks = 0;
@@ -75,11 +66,10 @@ static void check_first_blocks(const char *device) {
         free(ids); free(pos); free(seq); free(logits);
     }
     CHECK_EQ_INT(equal_blocks, 3);
-    dflash_free(d);
+    dflash_free(f.d);
+    f.d = NULL;
     CHECK_EQ_INT(m->n_feat, 0); /* the model stops keeping features */
-    model_free(m);
-    backend_free(be);
-    json_decref(rep);
+    dflash_fixture_close(&f);
 }
 
 TEST(test_dflash_first_blocks_match_reference) {
@@ -246,14 +236,11 @@ TEST(test_dflash_context_survives_prefix_cache_hits) {
  * the incremental path computes what the reference computes. */
 TEST(test_dflash_incremental_context_equals_fresh) {
     if (!test_shared_path("models/tinycoder/dflash")) SKIP("../shared/models/tinycoder/dflash not found");
-    json_t *rep = json_load_file(test_shared_path("models/tinycoder/dflash/dflash_report.json"), 0, NULL);
-    backend *be = NULL;
-    model *m = NULL;
-    dflash *d = NULL;
-    CHECK(backend_new(&be, "cpu", 2) == 0);
-    if (be) CHECK(model_load(&m, test_shared_path("models/tinycoder"), be) == 0);
-    if (m) CHECK(dflash_load(&d, test_shared_path("models/tinycoder/dflash"), m) == 0);
-    if (!rep || !d) { json_decref(rep); dflash_free(d); model_free(m); backend_free(be); return; }
+    dflash_fixture f;
+    if (!dflash_fixture_open(&f, "cpu")) return;
+    json_t *rep = f.rep;
+    model *m = f.m;
+    dflash *d = f.d;
     json_t *it = json_object_get(json_array_get(json_object_get(rep, "eval"), 0), "prompt_ids");
     json_t *g = json_object_get(json_array_get(json_object_get(rep, "eval"), 0), "greedy_64");
     int P = (int)json_array_size(it), M = 11, V = m->cfg.vocab_size;
@@ -305,8 +292,5 @@ TEST(test_dflash_incremental_context_equals_fresh) {
     }
     CHECK(!memcmp(drafts[0], drafts[1], sizeof drafts[0]));
     free(logits);
-    dflash_free(d);
-    model_free(m);
-    backend_free(be);
-    json_decref(rep);
+    dflash_fixture_close(&f);
 }

@@ -12,6 +12,7 @@
 #include "backend/backend.h"
 #include "model/dflash.h"
 #include "model/model.h"
+#include "dflash_fixture.h"
 #include "test.h"
 
 enum { K = 5, B = 8 };
@@ -79,20 +80,11 @@ static int world(model *m, dflash *d, const int32_t *prompt, int P, const int32_
 }
 
 static void check_behind(const char *device) {
-    json_t *rep = json_load_file(test_shared_path("models/tinycoder/dflash/dflash_report.json"), 0, NULL);
-    backend *be = NULL;
-    model *m = NULL;
-    dflash *d = NULL;
-    CHECK(backend_new(&be, device, 2) == 0);
-    if (be) CHECK(model_load(&m, test_shared_path("models/tinycoder"), be) == 0);
-    if (m) CHECK(dflash_load(&d, test_shared_path("models/tinycoder/dflash"), m) == 0);
-    if (!rep || !d) {
-        json_decref(rep);
-        dflash_free(d);
-        model_free(m);
-        backend_free(be);
-        return;
-    }
+    dflash_fixture f;
+    if (!dflash_fixture_open(&f, device)) return;
+    json_t *rep = f.rep;
+    model *m = f.m;
+    dflash *d = f.d;
     json_t *ev = json_array_get(json_object_get(rep, "eval"), 0);
     json_t *it = json_object_get(ev, "prompt_ids"), *g = json_object_get(ev, "greedy_64");
     int P = (int)json_array_size(it);
@@ -115,10 +107,7 @@ static void check_behind(const char *device) {
         CHECK_EQ_INT(acc_dev, right[c]);
         CHECK(!memcmp(drafts[0], drafts[1], sizeof drafts[0]));
     }
-    dflash_free(d);
-    model_free(m);
-    backend_free(be);
-    json_decref(rep);
+    dflash_fixture_close(&f);
 }
 
 TEST(test_dflash_block_behind_its_verify_equals_the_host_path) {
