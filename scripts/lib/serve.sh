@@ -1,5 +1,9 @@
 # serve.sh — sourced by the CLI tests and the bench scripts that need a
 # running `kestrel serve`.
+# server_test_setup NAME: a CLI test's start on tinycoder — MODEL (under
+# KESTREL_SHARED, default ../shared), or "SKIP NAME" and exit 0 where it is
+# absent; work (a temporary directory) and an exit trap that stops the
+# server in srv (when set) and removes work.
 # start_server NAME LOG [flags...]: boots `$KESTREL serve $MODEL --port 0
 # flags...` in the background with stderr to LOG, waits (up to $BOOT_TIMEOUT
 # seconds, default 60) for the line naming its address, and sets srv (the
@@ -22,4 +26,12 @@ start_server() {
         sed 's/^/      /' "$log"
         exit 1
     fi
+}
+
+server_test_setup() {
+    MODEL="${KESTREL_SHARED:-../shared}/models/tinycoder"
+    if [ ! -f "$MODEL/config.json" ]; then echo "    SKIP $1: $MODEL not found"; exit 0; fi
+    work=$(mktemp -d)
+    srv=
+    trap '[ -n "$srv" ] && kill "$srv" 2> /dev/null && wait "$srv" 2> /dev/null; rm -rf "$work"' EXIT
 }

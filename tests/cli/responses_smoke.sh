@@ -9,19 +9,12 @@
 set -uo pipefail
 KESTREL=${KESTREL:-build/kestrel}
 cd "$(dirname "$0")/../.."
-SHARED=${KESTREL_SHARED:-../shared}
-MODEL="$SHARED/models/tinycoder"
-if [ ! -f "$MODEL/config.json" ]; then echo "    SKIP responses_smoke: $MODEL not found"; exit 0; fi
+. scripts/lib/serve.sh
+server_test_setup responses_smoke
 command -v curl > /dev/null || { echo "    SKIP responses_smoke: curl not found"; exit 0; }
-work=$(mktemp -d)
-pid=
-cleanup() { [ -n "$pid" ] && kill "$pid" 2> /dev/null; rm -rf "$work"; }
-trap cleanup EXIT
 fail=0
 
-. scripts/lib/serve.sh
 start_server responses_smoke "$work/log" --ctx-size 512 --max-concurrent 2
-pid=$srv
 base="http://127.0.0.1:$port"
 
 # req NAME METHOD PATH [BODY]: response body in $work/NAME, status on stdout
@@ -207,9 +200,9 @@ PY
 st=$(req health GET /health)
 [ "$st" = 200 ] || { echo "    FAIL server not healthy after the bad input ($st)"; fail=1; }
 
-kill -INT "$pid"
-wait "$pid"; rc=$?
-pid=
+kill -INT "$srv"
+wait "$srv"; rc=$?
+srv=
 if [ $rc -ne 0 ]; then echo "    FAIL server exit status $rc on SIGINT"; sed 's/^/      /' "$work/log" | tail -30; fail=1; fi
 [ $fail -eq 0 ] && echo "    responses_smoke: all checks passed"
 exit $fail

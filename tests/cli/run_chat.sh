@@ -17,13 +17,8 @@
 set -uo pipefail
 KESTREL=${KESTREL:-build/kestrel}
 cd "$(dirname "$0")/../.."
-SHARED=${KESTREL_SHARED:-../shared}
-MODEL="$SHARED/models/tinycoder"
-if [ ! -f "$MODEL/config.json" ]; then echo "    SKIP run_chat: $MODEL not found"; exit 0; fi
-work=$(mktemp -d)
-srv=
-cleanup() { [ -n "$srv" ] && kill "$srv" 2>/dev/null && wait "$srv" 2>/dev/null; rm -rf "$work"; }
-trap cleanup EXIT
+. scripts/lib/serve.sh
+server_test_setup run_chat
 fail=0
 
 SYS='You are a helpful coding assistant.'
@@ -42,7 +37,6 @@ n_speed=$(grep -c '^kestrel: prompt [0-9]* tokens' "$work/err1")
 cmp -s "$work/out1" "$work/out2" || { echo "    FAIL run_chat: a second run printed different text"; fail=1; }
 
 # 1. the same conversation through /v1/chat/completions
-. scripts/lib/serve.sh
 start_server run_chat "$work/log"
 if ! python3 - "http://127.0.0.1:$port" "$work/want" "$SYS" "$U1" "$U2A"$'\n'"$U2B" <<'PY'
 import json, sys, urllib.request

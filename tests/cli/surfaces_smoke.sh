@@ -7,15 +7,9 @@
 set -uo pipefail
 KESTREL=${KESTREL:-build/kestrel}
 cd "$(dirname "$0")/../.."
-SHARED=${KESTREL_SHARED:-../shared}
-MODEL="$SHARED/models/tinycoder"
-if [ ! -f "$MODEL/config.json" ]; then echo "    SKIP surfaces_smoke: $MODEL not found"; exit 0; fi
-work=$(mktemp -d)
-srv=
-cleanup() { [ -n "$srv" ] && kill "$srv" 2>/dev/null && wait "$srv" 2>/dev/null; rm -rf "$work"; }
-trap cleanup EXIT
-
 . scripts/lib/serve.sh
+server_test_setup surfaces_smoke
+
 start_server surfaces_smoke "$work/log"
 base="http://127.0.0.1:$port"
 fail=0; n=0
