@@ -346,8 +346,8 @@ static void not_found(http_resp *resp, const char *name) {
 /* What /api/chat and /api/generate both start with: the body and the
  * options they share (parse_common). 0: go on; 1: answered (an unknown
  * model); -1: a bad request (e says why). */
-static int begin(app *a, const http_req *req, http_resp *resp, json_t **body, engine_params *p, bool *stream,
-                 long long *num_predict, json_t *extra, api_err *e) {
+static int read_request(app *a, const http_req *req, http_resp *resp, json_t **body, engine_params *p, bool *stream,
+                        long long *num_predict, json_t *extra, api_err *e) {
     if (!(*body = api_parse_body(req->body, req->body_len, e))) return -1;
     int r = parse_common(a, *body, p, stream, num_predict, extra, e);
     if (r == 404) {
@@ -366,7 +366,7 @@ void ollama_chat(app *a, const http_req *req, http_resp *resp) {
     engine_params p;
     bool stream;
     long long num_predict;
-    int r = begin(a, req, resp, &body, &p, &stream, &num_predict, extra, e);
+    int r = read_request(a, req, resp, &body, &p, &stream, &num_predict, extra, e);
     if (r > 0) goto out;
     if (r < 0) goto bad;
     json_t *mv = json_object_get(body, "messages");
@@ -408,7 +408,7 @@ void ollama_generate(app *a, const http_req *req, http_resp *resp) {
     engine_params p;
     bool stream, raw = false;
     long long num_predict;
-    int r = begin(a, req, resp, &body, &p, &stream, &num_predict, extra, e);
+    int r = read_request(a, req, resp, &body, &p, &stream, &num_predict, extra, e);
     if (r > 0) goto out;
     if (r < 0) goto bad;
     const char *prompt = NULL, *system = NULL, *suffix = NULL;

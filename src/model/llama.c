@@ -275,11 +275,6 @@ static int ensure_acts(model *m, int n, int n_logits, int n_ids, int table_entri
     return KS_OK;
 }
 
-/* One decoder layer over the n rows of m->x (in place), with the KV cache
- * (k_cache, v_cache) of that layer; shared by the target, the MTP head and
- * the DFlash drafter. Decode rows take matmul_fused (the input norms and the
- * residual adds with the products); prompt rows [0, np) the bulk path with
- * the norm and the add apart (m->xn their scratch). */
 void model_matmul_rows(model *m, float *out, const float *in, const bk_weight *norm, const bk_weight *w,
                        const bk_weight *bias, int np, int n, int mode) {
     backend *be = m->be;
@@ -290,6 +285,11 @@ void model_matmul_rows(model *m, float *out, const float *in, const bk_weight *n
                               mode);
 }
 
+/* One decoder layer over the n rows of m->x (in place), with the KV cache
+ * (k_cache, v_cache) of that layer; shared by the target, the MTP head and
+ * the DFlash drafter. Decode rows take matmul_fused (the input norms and the
+ * residual adds with the products); prompt rows [0, np) the bulk path with
+ * the norm and the add apart (m->xn their scratch). */
 void model_layer_forward(model *m, const model_layer *L, void *k_cache, void *v_cache, const bk_attn_batch *ab,
                          const int32_t *rope_pos, int n, const model_side *side) {
     backend *be = m->be;

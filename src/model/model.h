@@ -222,16 +222,16 @@ typedef struct {
 /* model_forward with rows from, and ids fetched out of, dev (NULL: none) */
 int model_forward_dev(model *m, kv_cache *kv, const model_batch *b, float *logits, const model_dev_ids *dev);
 
-/* Internal to model/: one decoder layer over m->x; batch validation and
- * staging (fills ab; the block tables go up here, the index arrays wait in
- * h_step, where a caller may change or add segments, for
- * model_upload_step, which sends segments 0..k-1 in one copy). */
 /* out (n, w.rows) = in (n, w.cols) @ w^T, norm and mode (BK_MM_PLAIN /
  * BK_MM_ADD) as matmul_fused's: the first np rows (prompt rows) on the
  * backend's bulk path (matmul_prompt), the others on the decode matvec — a
  * row's role picks its path, never the call's size */
 void model_matmul_rows(model *m, float *out, const float *in, const bk_weight *norm, const bk_weight *w,
                        const bk_weight *bias, int np, int n, int mode);
+/* Internal to model/: one decoder layer over m->x; batch validation and
+ * staging (fills ab; the block tables go up here, the index arrays wait in
+ * h_step, where a caller may change or add segments, for
+ * model_upload_step, which sends segments 0..k-1 in one copy). */
 /* rows of one MLP tile for this model's intermediate size */
 int model_mlp_rows(const model *m);
 /* a product of the layer's input rows (all n, without its norm) taken with

@@ -614,7 +614,6 @@ extern "C" void ks_cuda_matmul(ks_stream s, float *out, const float *x, const vo
     CUDA_CHECK_LAUNCH();
 }
 
-
 /* The qkv product (norm folded) and a side product of the same rows
  * without it in one launch: the side's tiles are the plain kernel's (the
  * same k blocks per warp in the same order, the same reduction), so both

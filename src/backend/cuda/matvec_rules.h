@@ -5,7 +5,9 @@
  *
  * A tile: U k blocks (32 wide) in flight a warp and round, MT 16-row tiles
  * a block, pipelined or not (the next round's weights loaded while this
- * one multiplies), and the block's warps (4, 8 or 16). U, MT and the
+ * one multiplies), and the block's warps (4, 8 or 16); above 16 tokens
+ * the launcher caps MT at 2 (1 on 16 warps: the reduction's shared memory)
+ * and raises U to keep the bytes in flight. U, MT and the
  * pipelining never change a row's arithmetic, so they may follow the token
  * count; the warps are the block's k split, part of the arithmetic, so a
  * rule's warps follow the shape alone (DESIGN.md principle 2: decode,
