@@ -185,9 +185,22 @@ out:
     json_decref(body);
 }
 
+/* the served model as an OpenAI model object (new reference) */
+static json_t *model_object(const app *a) {
+    return json_pack("{s:s, s:s, s:I, s:s}", "id", a->model_name, "object", "model", "created", (long long)a->created,
+                     "owned_by", "kestrel");
+}
+
 void openai_models(app *a, const http_req *req, http_resp *resp) {
     (void)req;
-    json_t *m = json_pack("{s:s, s:[{s:s, s:s, s:I, s:s}]}", "object", "list", "data", "id", a->model_name, "object",
-                          "model", "created", (long long)a->created, "owned_by", "kestrel");
-    http_json(resp, 200, api_dump(m));
+    http_json(resp, 200, api_dump(json_pack("{s:s, s:[o]}", "object", "list", "data", model_object(a))));
+}
+
+void openai_model_get(app *a, const http_req *req, http_resp *resp) {
+    const char *id = req->path + strlen("/v1/models/");
+    if (strcmp(id, a->model_name)) {
+        http_error(resp, API_OPENAI, 404, "invalid_request_error", "model", "The model '%.200s' does not exist", id);
+        return;
+    }
+    http_json(resp, 200, api_dump(model_object(a)));
 }

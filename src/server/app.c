@@ -107,6 +107,7 @@ static const route routes[] = {
     {"POST", "/v1/chat/completions", openai_chat_completions, SURF_CHAT, false},
     {"POST", "/v1/completions", openai_completions, SURF_COMPLETIONS, false},
     {"GET", "/v1/models", openai_models, SURF_OTHER, false},
+    {"GET", "/v1/models/", openai_model_get, SURF_OTHER, true},
     {"POST", "/v1/responses", openai_responses_create, SURF_RESPONSES, false},
     {"GET", "/v1/responses/", openai_responses_get, SURF_RESPONSES, true},
     {"POST", "/v1/messages", anthropic_messages, SURF_ANTHROPIC, false},

@@ -51,6 +51,15 @@ test('GET /v1/models lists the served model', async () => {
   assert.ok(list[0].id.length > 0);
 });
 
+test('GET /v1/models/{id} retrieves the served model; an unknown id is a 404', async () => {
+  const name = await L.model();
+  const m = await client.models.retrieve(name);
+  assert.equal(m.id, name);
+  assert.equal(m.object, 'model');
+  assert.equal(m.owned_by, 'kestrel');
+  await assert.rejects(client.models.retrieve('no-such-model'), (e) => e.status === 404 && /does not exist/.test(e.message));
+});
+
 test('chat: non-streaming answer, finish_reason length, usage', async () => {
   const r = await chat({ messages: msgs('Write a Python function `is_even`: Return True if n is even.'), max_tokens: 12 });
   assert.equal(r.object, 'chat.completion');
