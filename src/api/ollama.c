@@ -564,15 +564,32 @@ static void tagged_name(const app *a, char *buf, size_t cap) {
     snprintf(buf, cap, strchr(a->model_name, ':') ? "%s" : "%s:latest", a->model_name);
 }
 
-void ollama_tags(app *a, const http_req *req, http_resp *resp) {
-    (void)req;
+/* The served model's entry in /api/tags and /api/ps (new reference) */
+static json_t *model_entry(const app *a) {
     model_facts f;
     gather_facts(a, &f);
     char name[512];
     tagged_name(a, name, sizeof name);
-    json_t *m = json_pack("{s:s, s:s, s:o, s:I, s:s, s:o}", "name", name, "model", name, "modified_at",
-                          time_json(f.mtime), "size", (json_int_t)f.size, "digest", f.digest, "details",
-                          details_json(&f));
+    return json_pack("{s:s, s:s, s:o, s:I, s:s, s:o}", "name", name, "model", name, "modified_at", time_json(f.mtime),
+                     "size", (json_int_t)f.size, "digest", f.digest, "details", details_json(&f));
+}
+
+void ollama_tags(app *a, const http_req *req, http_resp *resp) {
+    (void)req;
+    http_json(resp, 200, api_dump(json_pack("{s:[o]}", "models", model_entry(a))));
+}
+
+/* GET /api/ps: the models in memory — the one served, loaded for as long as
+ * the server runs (expires_at the end of 9999); size_vram the device memory
+ * its backend holds (weights, KV pool, workspaces), 0 on the CPU */
+void ollama_ps(app *a, const http_req *req, http_resp *resp) {
+    (void)req;
+    json_t *m = model_entry(a);
+    backend *be = a->m->be;
+    bk_mem mem = {0, 0, 0};
+    if (be->ops->mem_usage) be->ops->mem_usage(be, &mem);
+    json_object_set_new(m, "expires_at", json_string("9999-12-31T23:59:59Z"));
+    json_object_set_new(m, "size_vram", json_integer(mem.weights + mem.buffers + mem.workspace));
     http_json(resp, 200, api_dump(json_pack("{s:[o]}", "models", m)));
 }
 

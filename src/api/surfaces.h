@@ -12,6 +12,7 @@ void anthropic_count_tokens(app *a, const http_req *req, http_resp *resp);
 void ollama_chat(app *a, const http_req *req, http_resp *resp);
 void ollama_generate(app *a, const http_req *req, http_resp *resp);
 void ollama_tags(app *a, const http_req *req, http_resp *resp);
+void ollama_ps(app *a, const http_req *req, http_resp *resp);
 void ollama_show(app *a, const http_req *req, http_resp *resp);
 void ollama_version(app *a, const http_req *req, http_resp *resp);
 

@@ -115,6 +115,7 @@ static const route routes[] = {
     {"POST", "/api/chat", ollama_chat, SURF_OLLAMA, false},
     {"POST", "/api/generate", ollama_generate, SURF_OLLAMA, false},
     {"GET", "/api/tags", ollama_tags, SURF_OLLAMA, false},
+    {"GET", "/api/ps", ollama_ps, SURF_OLLAMA, false},
     {"POST", "/api/show", ollama_show, SURF_OLLAMA, false},
     {"GET", "/api/version", ollama_version, SURF_OLLAMA, false},
     {"GET", "/health", health, SURF_OTHER, false},

@@ -1,6 +1,6 @@
 // ollama.test.mjs — the Ollama API through the official `ollama` client:
 // /api/chat and /api/generate (NDJSON streaming, options temperature /
-// num_predict / stop, done_reason, eval counts), /api/tags, /api/show,
+// num_predict / stop, done_reason, eval counts), /api/tags, /api/ps, /api/show,
 // /api/version, tools (message.tool_calls, tool role results).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -47,6 +47,18 @@ test('ollama: GET /api/tags lists the model', async () => {
   const m = l.models.find((x) => x.name === name || x.name === name + ':latest' || x.model === name || x.model === name + ':latest');
   assert.ok(m, JSON.stringify(l));
   assert.equal(typeof m.details, 'object');
+});
+
+test('ollama: GET /api/ps lists the loaded model', async () => {
+  const l = await client.ps();
+  assert.equal(l.models.length, 1);
+  const m = l.models[0];
+  const name = await L.model();
+  assert.ok(m.name === name || m.name === name + ':latest', JSON.stringify(m));
+  assert.equal(typeof m.details, 'object');
+  assert.equal(typeof m.size_vram, 'number');
+  assert.ok(m.size_vram >= 0);
+  assert.ok(new Date(m.expires_at).getTime() > Date.now(), m.expires_at);
 });
 
 test('ollama: POST /api/show describes the model', async () => {
