@@ -12,6 +12,7 @@
  * contains one (the engine would have stopped there first). */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "api/api_common.h"
 #include "api/api_parse.h"
@@ -620,4 +621,30 @@ bad:
 out:
     free(ids);
     json_decref(body);
+}
+
+/* The served model as an Anthropic ModelInfo (new reference) */
+static json_t *model_info(const app *a) {
+    struct tm tm;
+    time_t t = a->created;
+    gmtime_r(&t, &tm);
+    char when[32];
+    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    int ctx = engine_ctx_size(a->eng);
+    return json_pack("{s:s, s:s, s:s, s:s, s:i, s:i}", "type", "model", "id", a->model_name, "display_name",
+                     a->model_name, "created_at", when, "max_input_tokens", ctx, "max_tokens", ctx);
+}
+
+void anthropic_models(app *a, const http_req *req, http_resp *resp) {
+    if (!strcmp(req->path, "/v1/models")) { /* one model: one page */
+        http_json(resp, 200, api_dump(json_pack("{s:[o], s:b, s:s, s:s}", "data", model_info(a), "has_more", 0,
+                                                "first_id", a->model_name, "last_id", a->model_name)));
+        return;
+    }
+    const char *id = req->path + strlen("/v1/models/");
+    if (strcmp(id, a->model_name)) {
+        http_error(resp, API_ANTHROPIC, 404, "not_found_error", NULL, "model: %.200s", id);
+        return;
+    }
+    http_json(resp, 200, api_dump(model_info(a)));
 }

@@ -8,9 +8,9 @@
 
 void openai_chat_completions(app *a, const http_req *req, http_resp *resp);
 void openai_completions(app *a, const http_req *req, http_resp *resp);
+/* GET /v1/models (the list) and /v1/models/{id} (the served model, or a
+ * 404 naming the id) */
 void openai_models(app *a, const http_req *req, http_resp *resp);
-/* GET /v1/models/{id}: the served model, or a 404 naming the id */
-void openai_model_get(app *a, const http_req *req, http_resp *resp);
 
 /* logprobs.content entry for one token event (new reference). */
 json_t *openai_logprob_entry(const app *a, const engine_event *ev);

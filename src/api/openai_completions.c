@@ -192,11 +192,10 @@ static json_t *model_object(const app *a) {
 }
 
 void openai_models(app *a, const http_req *req, http_resp *resp) {
-    (void)req;
-    http_json(resp, 200, api_dump(json_pack("{s:s, s:[o]}", "object", "list", "data", model_object(a))));
-}
-
-void openai_model_get(app *a, const http_req *req, http_resp *resp) {
+    if (!strcmp(req->path, "/v1/models")) {
+        http_json(resp, 200, api_dump(json_pack("{s:s, s:[o]}", "object", "list", "data", model_object(a))));
+        return;
+    }
     const char *id = req->path + strlen("/v1/models/");
     if (strcmp(id, a->model_name)) {
         http_error(resp, API_OPENAI, 404, "invalid_request_error", "model", "The model '%.200s' does not exist", id);

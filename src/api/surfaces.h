@@ -9,6 +9,8 @@ void openai_responses_create(app *a, const http_req *req, http_resp *resp);
 void openai_responses_get(app *a, const http_req *req, http_resp *resp);
 void anthropic_messages(app *a, const http_req *req, http_resp *resp);
 void anthropic_count_tokens(app *a, const http_req *req, http_resp *resp);
+/* GET /v1/models[/{id}] for Anthropic's clients (they send anthropic-version) */
+void anthropic_models(app *a, const http_req *req, http_resp *resp);
 void ollama_chat(app *a, const http_req *req, http_resp *resp);
 void ollama_generate(app *a, const http_req *req, http_resp *resp);
 void ollama_tags(app *a, const http_req *req, http_resp *resp);

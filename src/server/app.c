@@ -103,11 +103,18 @@ typedef struct {
     bool prefix;
 } route;
 
+/* GET /v1/models[/{id}]: one path, two APIs' shapes — Anthropic's clients
+ * send anthropic-version, OpenAI's do not */
+static void models(app *a, const http_req *req, http_resp *resp) {
+    if (http_req_header(req, "anthropic-version")) anthropic_models(a, req, resp);
+    else openai_models(a, req, resp);
+}
+
 static const route routes[] = {
     {"POST", "/v1/chat/completions", openai_chat_completions, SURF_CHAT, false},
     {"POST", "/v1/completions", openai_completions, SURF_COMPLETIONS, false},
-    {"GET", "/v1/models", openai_models, SURF_OTHER, false},
-    {"GET", "/v1/models/", openai_model_get, SURF_OTHER, true},
+    {"GET", "/v1/models", models, SURF_OTHER, false},
+    {"GET", "/v1/models/", models, SURF_OTHER, true},
     {"POST", "/v1/responses", openai_responses_create, SURF_RESPONSES, false},
     {"GET", "/v1/responses/", openai_responses_get, SURF_RESPONSES, true},
     {"POST", "/v1/messages", anthropic_messages, SURF_ANTHROPIC, false},

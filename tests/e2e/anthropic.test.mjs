@@ -2,7 +2,7 @@
 // `@anthropic-ai/sdk` client: system, content blocks, stop_reason
 // (end_turn / max_tokens / stop_sequence), usage, the stream events
 // (message_start ... message_stop), count_tokens, tools (tool_use blocks,
-// tool_result inputs).
+// tool_result inputs), models (list and retrieve, in Anthropic's shape).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as L from './lib.mjs';
@@ -15,6 +15,20 @@ async function create(params) {
 }
 const textOf = (m) => m.content.filter((b) => b.type === 'text').map((b) => b.text).join('');
 const user = (text) => [{ role: 'user', content: text }];
+
+test('anthropic: GET /v1/models lists and retrieves the served model in Anthropic\'s shape', async () => {
+  const name = await L.model();
+  const list = [];
+  for await (const m of client.models.list()) list.push(m);
+  assert.equal(list.length, 1);
+  assert.equal(list[0].type, 'model');
+  assert.equal(list[0].id, name);
+  assert.ok(!Number.isNaN(Date.parse(list[0].created_at)), list[0].created_at);
+  const m = await client.models.retrieve(name);
+  assert.equal(m.id, name);
+  assert.equal(m.display_name, name);
+  await assert.rejects(client.models.retrieve('no-such-model'), (e) => e.status === 404 && e.error?.error?.type === 'not_found_error');
+});
 
 // Raw stream events; returns {events, text, stopReason, usage}.
 async function rawStream(params) {
