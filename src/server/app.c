@@ -20,6 +20,17 @@ static void health(app *a, const http_req *req, http_resp *resp) {
                                             "queued", st.queued, "active", st.active)));
 }
 
+/* GET / (open like /health): a liveness answer in plain text, what
+ * Ollama's clients probe (HEAD /) before their first call */
+static void root(app *a, const http_req *req, http_resp *resp) {
+    (void)a;
+    (void)req;
+    resp->status = 200;
+    resp->content_type = "text/plain; charset=utf-8";
+    resp->body = strdup("kestrel is running");
+    resp->body_len = resp->body ? strlen(resp->body) : 0;
+}
+
 static void tokenize(app *a, const http_req *req, http_resp *resp) {
     api_err e = {{0}, NULL};
     json_t *b = api_parse_body(req->body, req->body_len, &e);
@@ -125,6 +136,7 @@ static const route routes[] = {
     {"GET", "/api/ps", ollama_ps, SURF_OLLAMA, false},
     {"POST", "/api/show", ollama_show, SURF_OLLAMA, false},
     {"GET", "/api/version", ollama_version, SURF_OLLAMA, false},
+    {"GET", "/", root, SURF_OTHER, false},
     {"GET", "/health", health, SURF_OTHER, false},
     {"POST", "/tokenize", tokenize, SURF_OTHER, false},
     {"POST", "/detokenize", detokenize, SURF_OTHER, false},
@@ -141,7 +153,8 @@ void app_handle(void *ctx, const http_req *req, http_resp *resp) {
                             : !strcmp(req->path, r->path);
         if (!pm) continue;
         path_known = true;
-        if (!strcmp(req->method, r->method)) {
+        /* HEAD takes a GET route (libmicrohttpd sends the headers only) */
+        if (!strcmp(req->method, r->method) || (!strcmp(req->method, "HEAD") && !strcmp(r->method, "GET"))) {
             hit = r;
             break;
         }

@@ -1,7 +1,8 @@
 // ops.test.mjs — the operational endpoints: /health, /tokenize + /detokenize
 // round trips, /metrics (Prometheus text: requests by surface and status,
-// token counters, latency histograms, queue depth), CORS, unknown routes, and
-// cancellation: a client that disconnects mid-stream stops its generation.
+// token counters, latency histograms, queue depth), GET / and HEAD, CORS,
+// unknown routes, and cancellation: a client that disconnects mid-stream
+// stops its generation.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as L from './lib.mjs';
@@ -110,6 +111,19 @@ test('CORS: preflight and headers on answers', async () => {
   assert.match(r.headers.get('access-control-allow-methods') ?? '', /POST/);
   const g = await L.get('/v1/models');
   assert.ok(g.headers.get('access-control-allow-origin'));
+});
+
+test('GET / answers in plain text; HEAD takes the GET routes, headers only', async () => {
+  const r = await fetch(L.URL_MAIN + '/');
+  assert.equal(r.status, 200);
+  assert.match(r.headers.get('content-type'), /^text\/plain/);
+  assert.equal(await r.text(), 'kestrel is running');
+  for (const path of ['/', '/api/version', '/v1/models', '/health']) {
+    const h = await fetch(L.URL_MAIN + path, { method: 'HEAD' });
+    assert.equal(h.status, 200, path);
+    assert.equal(await h.text(), '', path);
+  }
+  assert.equal((await fetch(L.URL_MAIN + '/v1/chat/completions', { method: 'HEAD' })).status, 405);
 });
 
 test('unknown route -> 404, wrong method -> 405, each in its surface format', async () => {
