@@ -1,8 +1,11 @@
 /* api_parse.c — request JSON getters with parameter-naming errors. */
 #include "api/api_parse.h"
 
+#include <errno.h>
 #include <math.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int bad(api_err *e, const char *key, const char *what) {
@@ -74,6 +77,35 @@ int api_get_stop(json_t *o, const char *key, engine_params *p, api_err *e) {
     json_array_foreach(v, i, s) {
         if (!json_is_string(s)) return bad(e, key, "expected an array of strings");
         p->stop[p->n_stop++] = json_string_value(s);
+    }
+    return 1;
+}
+
+int api_get_logit_bias(json_t *o, engine_params *p, api_err *e) {
+    json_t *v = json_object_get(o, "logit_bias");
+    p->n_logit_bias = 0;
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_object(v)) return bad(e, "logit_bias", "expected an object mapping token ids to biases");
+    if (json_object_size(v) > ENGINE_MAX_LOGIT_BIAS) return bad(e, "logit_bias", "at most 512 entries");
+    const char *k;
+    json_t *b;
+    json_object_foreach(v, k, b) {
+        char *end;
+        errno = 0;
+        long id = strtol(k, &end, 10);
+        if (!*k || *end || errno || id < 0 || id > INT32_MAX) {
+            char m[160];
+            snprintf(m, sizeof m, "key \"%.64s\" is not a token id", k);
+            return bad(e, "logit_bias", m);
+        }
+        double d = json_number_value(b);
+        if (!json_is_number(b) || !(d >= -100 && d <= 100)) {
+            char m[160];
+            snprintf(m, sizeof m, "token %ld: the bias must be a number in [-100, 100]", id);
+            return bad(e, "logit_bias", m);
+        }
+        p->logit_bias_id[p->n_logit_bias] = (int32_t)id;
+        p->logit_bias[p->n_logit_bias++] = (float)d;
     }
     return 1;
 }

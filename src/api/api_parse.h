@@ -22,6 +22,10 @@ int api_get_str(json_t *o, const char *key, const char **out, api_err *e);
 /* "stop": a string or an array of strings (at most ENGINE_MAX_STOP); the
  * strings stay owned by o. */
 int api_get_stop(json_t *o, const char *key, engine_params *p, api_err *e);
+/* OpenAI's "logit_bias": an object of token-id strings to biases in [-100,
+ * 100] (at most ENGINE_MAX_LOGIT_BIAS; the ids are checked against the
+ * vocabulary when the request is submitted). 0 absent, 1 read, -1 bad. */
+int api_get_logit_bias(json_t *o, engine_params *p, api_err *e);
 /* Sampling fields shared by the surfaces: temperature, top_p, top_k, min_p,
  * presence/frequency penalty, repetition_penalty (Ollama: repeat_penalty),
  * seed, stop. 0 or -1 (err filled). */

@@ -360,14 +360,14 @@ void openai_chat_completions(app *a, const http_req *req, http_resp *resp) {
     if (api_get_int(body, "n", 1, 1, &nn, &e) < 0) goto bad;
     engine_params p;
     api_params_default(a, &p, 0);
-    if (api_get_sampling(body, &p, false, &e) < 0) goto bad;
+    if (api_get_sampling(body, &p, false, &e) < 0 || api_get_logit_bias(body, &p, &e) < 0) goto bad;
     long long max_tokens = 0;
     if (api_get_int(body, "max_tokens", 1, 1 << 30, &max_tokens, &e) < 0) goto bad;
     if (api_get_int(body, "max_completion_tokens", 1, 1 << 30, &max_tokens, &e) < 0) goto bad;
     bool stream = false, include_usage = false, logprobs = false;
     if (api_get_bool(body, "stream", &stream, &e) < 0) goto bad;
     static const api_field extra_fields[] = {
-        {"user", API_T_STR}, {"stream_options", API_T_OBJ}, {"metadata", API_T_OBJ}, {"logit_bias", API_T_OBJ},
+        {"user", API_T_STR}, {"stream_options", API_T_OBJ}, {"metadata", API_T_OBJ},
         {"tool_choice", API_T_STR | API_T_OBJ}, {"parallel_tool_calls", API_T_BOOL}, {"store", API_T_BOOL},
         {"response_format", API_T_OBJ}, {"chat_template_kwargs", API_T_OBJ}, {"prediction", API_T_OBJ},
         {"reasoning_effort", API_T_STR}, {"service_tier", API_T_STR}, {"modalities", API_T_ARR}};

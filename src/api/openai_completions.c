@@ -136,16 +136,15 @@ void openai_completions(app *a, const http_req *req, http_resp *resp) {
     }
     engine_params p;
     api_params_default(a, &p, 0);
-    if (api_get_sampling(body, &p, false, &e) < 0) goto bad;
+    if (api_get_sampling(body, &p, false, &e) < 0 || api_get_logit_bias(body, &p, &e) < 0) goto bad;
     long long max_tokens = 16, lp = -1, nn = 1;
     if (api_get_int(body, "max_tokens", 1, 1 << 30, &max_tokens, &e) < 0) goto bad;
     if (api_get_int(body, "logprobs", 0, 20, &lp, &e) < 0) goto bad;
     if (api_get_int(body, "n", 1, 1, &nn, &e) < 0) goto bad;
     bool stream = false;
     if (api_get_bool(body, "stream", &stream, &e) < 0) goto bad;
-    static const api_field extra_fields[] = {{"user", API_T_STR},       {"stream_options", API_T_OBJ},
-                                             {"logit_bias", API_T_OBJ}, {"echo", API_T_BOOL},
-                                             {"suffix", API_T_STR},     {"best_of", API_T_NUM}};
+    static const api_field extra_fields[] = {{"user", API_T_STR}, {"stream_options", API_T_OBJ}, {"echo", API_T_BOOL},
+                                             {"suffix", API_T_STR}, {"best_of", API_T_NUM}};
     if (api_check_fields(body, extra_fields, sizeof extra_fields / sizeof extra_fields[0], &e) < 0) goto bad;
     if (!api_fit_output(a, n, max_tokens, &p.max_tokens)) {
         http_error(resp, API_OPENAI, 400, "invalid_request_error", "prompt",

@@ -139,6 +139,15 @@ engine_req *engine_submit(engine *e, const int32_t *prompt, int n_prompt, const 
             return NULL;
         }
     if (p->max_tokens <= 0) { err_set(KS_EINVAL, "max_tokens must be at least 1"); return NULL; }
+    if (p->n_logit_bias < 0 || p->n_logit_bias > ENGINE_MAX_LOGIT_BIAS) {
+        err_set(KS_EINVAL, "at most %d logit_bias entries", ENGINE_MAX_LOGIT_BIAS);
+        return NULL;
+    }
+    for (int i = 0; i < p->n_logit_bias; i++)
+        if (p->logit_bias_id[i] < 0 || p->logit_bias_id[i] >= V) {
+            err_set(KS_EINVAL, "logit_bias: token %d is outside the vocabulary (%d tokens)", p->logit_bias_id[i], V);
+            return NULL;
+        }
     if (p->n_stop < 0 || p->n_stop > ENGINE_MAX_STOP) { err_set(KS_EINVAL, "at most %d stop strings", ENGINE_MAX_STOP); return NULL; }
     engine_req *r = calloc(1, sizeof *r);
     if (!r) { err_set(KS_ENOMEM, "out of memory"); return NULL; }

@@ -28,6 +28,7 @@
 #define ENGINE_MAX_EOS 8
 #define ENGINE_MAX_STOP 8
 #define ENGINE_MAX_TOP_LOGPROBS 20
+#define ENGINE_MAX_LOGIT_BIAS 512
 
 typedef struct {
     int max_tokens;                /* > 0 */
@@ -43,6 +44,12 @@ typedef struct {
     int mtp;                       /* the model's MTP head: -1 server default, 0 off, 1 on */
     const int32_t *prediction;     /* draft source (OpenAI predicted outputs); copied at submit */
     int n_prediction;
+    /* OpenAI logit_bias: logit_bias[i] is added to token logit_bias_id[i]'s
+     * logit before each choice (after the penalties; the logprobs reported
+     * stay the model's own); ids checked against the vocabulary at submit */
+    int n_logit_bias;
+    int32_t logit_bias_id[ENGINE_MAX_LOGIT_BIAS];
+    float logit_bias[ENGINE_MAX_LOGIT_BIAS];
 } engine_params;
 
 typedef enum {

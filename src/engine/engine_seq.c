@@ -278,7 +278,8 @@ static int seq_commit(engine *e, seq_state *s, int tok, const float *raw) {
 bool engine_seq_needs_logits(const seq_state *s) {
     const engine_params *p = &s->r->p;
     return p->sp.temperature > 0.0f || (p->sp.repetition_penalty != 1.0f && p->sp.repetition_penalty > 0) ||
-           p->sp.presence_penalty != 0.0f || p->sp.frequency_penalty != 0.0f || p->logprobs || p->top_logprobs > 0;
+           p->sp.presence_penalty != 0.0f || p->sp.frequency_penalty != 0.0f || p->logprobs || p->top_logprobs > 0 ||
+           p->n_logit_bias > 0;
 }
 
 /* row NULL: a greedy sequence without penalties; id is the row's argmax */
@@ -287,6 +288,8 @@ static int seq_choose(engine *e, seq_state *s, float *row, int d, int id) {
     if (!row) return id;
     const sample_params *sp = &s->r->p.sp;
     sample_apply_penalties(s->smp, sp, row, s->ctx, s->n_ctx, s->r->n_prompt);
+    const engine_params *p = &s->r->p;
+    for (int i = 0; i < p->n_logit_bias; i++) row[p->logit_bias_id[i]] += p->logit_bias[i];
     if (sp->temperature <= 0.0f) return sample_argmax(row, e->m->cfg.vocab_size);
     const int32_t *ids;
     const float *probs;

@@ -1,6 +1,6 @@
 // openai.test.mjs — OpenAI Chat Completions, Completions and Models through
 // the official `openai` client: streaming == non-streaming at temperature 0,
-// finish reasons, stop strings, usage == tokenizer counts, seeds, logprobs,
+// finish reasons, stop strings, usage == tokenizer counts, seeds, logprobs, logit_bias,
 // tools (tool call parsed when the model emits one; tool results accepted).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -244,6 +244,23 @@ test('chat: response_format json_object is accepted', async () => {
 // -- /v1/completions: raw prompt, no template --
 
 const CODE = 'def fibonacci(n):\n';
+
+test('logit_bias: +100 forces a token, -100 bans tokens, on chat and completions; bad maps are 400', async () => {
+  const m = msgs('Write a Python function `add`: Return the sum of a and b.');
+  const t = (await L.tokenize(' banana'))[0];
+  const forced = await chat({ messages: m, max_tokens: 4, logit_bias: { [t]: 100 } });
+  assert.equal(forced.choices[0].message.content, await L.detokenize([t, t, t, t]));
+  assert.equal(forced.choices[0].finish_reason, 'length');
+  const c = await client.completions.create({ model: await L.model(), prompt: CODE, max_tokens: 3, temperature: 0, logit_bias: { [t]: 100 } });
+  assert.equal(c.choices[0].text, await L.detokenize([t, t, t]));
+  // every token of the greedy answer banned: the answer changes
+  const base = (await chat({ messages: m, max_tokens: 8 })).choices[0].message.content;
+  const ban = Object.fromEntries((await L.tokenize(base)).map((id) => [id, -100]));
+  const banned = (await chat({ messages: m, max_tokens: 8, logit_bias: ban })).choices[0].message.content;
+  assert.notEqual(banned, base);
+  for (const bad of [{ x: 1 }, { 5: 101 }, { 5: 'a' }, { 99999999: 1 }])
+    await assert.rejects(chat({ messages: m, max_tokens: 4, logit_bias: bad }), (e) => e.status === 400, JSON.stringify(bad));
+});
 
 test('completions: non-streaming, finish_reason length, usage == tokenizer counts', async () => {
   const r = await client.completions.create({ model: await L.model(), prompt: CODE, max_tokens: 20, temperature: 0 });
