@@ -86,7 +86,11 @@ int api_get_logit_bias(json_t *o, engine_params *p, api_err *e) {
     p->n_logit_bias = 0;
     if (!v || json_is_null(v)) return 0;
     if (!json_is_object(v)) return bad(e, "logit_bias", "expected an object mapping token ids to biases");
-    if (json_object_size(v) > ENGINE_MAX_LOGIT_BIAS) return bad(e, "logit_bias", "at most 512 entries");
+    if (json_object_size(v) > ENGINE_MAX_LOGIT_BIAS) {
+        char m[64];
+        snprintf(m, sizeof m, "at most %d entries", ENGINE_MAX_LOGIT_BIAS);
+        return bad(e, "logit_bias", m);
+    }
     const char *k;
     json_t *b;
     json_object_foreach(v, k, b) {
