@@ -12,7 +12,6 @@
  * contains one (the engine would have stopped there first). */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "api/api_common.h"
 #include "api/api_parse.h"
@@ -625,14 +624,10 @@ out:
 
 /* The served model as an Anthropic ModelInfo (new reference) */
 static json_t *model_info(const app *a) {
-    struct tm tm;
-    time_t t = a->created;
-    gmtime_r(&t, &tm);
-    char when[32];
-    strftime(when, sizeof when, "%Y-%m-%dT%H:%M:%SZ", &tm);
     int ctx = engine_ctx_size(a->eng);
-    return json_pack("{s:s, s:s, s:s, s:s, s:i, s:i}", "type", "model", "id", a->model_name, "display_name",
-                     a->model_name, "created_at", when, "max_input_tokens", ctx, "max_tokens", ctx);
+    return json_pack("{s:s, s:s, s:s, s:o, s:i, s:i}", "type", "model", "id", a->model_name, "display_name",
+                     a->model_name, "created_at", api_time_json(&(struct timespec){a->created, 0}),
+                     "max_input_tokens", ctx, "max_tokens", ctx);
 }
 
 void anthropic_models(app *a, const http_req *req, http_resp *resp) {

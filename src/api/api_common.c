@@ -31,6 +31,15 @@ void api_params_default(const app *a, engine_params *p, int max_tokens) {
     for (int i = 0; i < ne && p->n_eos < ENGINE_MAX_EOS; i++) p->eos[p->n_eos++] = eos[i];
 }
 
+json_t *api_time_json(const struct timespec *ts) {
+    struct tm tm;
+    gmtime_r(&ts->tv_sec, &tm);
+    char b[64];
+    size_t o = strftime(b, sizeof b, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(b + o, sizeof b - o, ".%09ldZ", ts->tv_nsec);
+    return json_string(b);
+}
+
 bool api_model_known(const app *a, const char *name) {
     if (!name || !*name) return true;
     if (!strcmp(name, a->model_name)) return true;

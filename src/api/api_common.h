@@ -11,6 +11,7 @@
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <time.h>
 
 #include "base/strbuf.h"
 #include "chat/output_parser.h"
@@ -38,6 +39,9 @@ void api_sse(strbuf *out, const char *event, json_t *data);
 char *api_dump(json_t *j);
 /* Unix time now. */
 long long api_now(void);
+/* ts as RFC 3339 UTC with nanoseconds, e.g. 2025-01-02T03:04:05.123456789Z
+ * (new reference) */
+json_t *api_time_json(const struct timespec *ts);
 
 typedef struct api_gen api_gen;
 

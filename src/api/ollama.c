@@ -39,20 +39,10 @@ static double mono_now(void) {
     return (double)ts.tv_sec + ts.tv_nsec * 1e-9;
 }
 
-/* RFC 3339 UTC with nanoseconds, e.g. 2025-01-02T03:04:05.123456789Z */
-static void rfc3339(char *buf, size_t cap, const struct timespec *ts) {
-    struct tm tm;
-    gmtime_r(&ts->tv_sec, &tm);
-    size_t o = strftime(buf, cap, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(buf + o, cap - o, ".%09ldZ", ts->tv_nsec);
-}
-
 static json_t *created_at(void) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
-    char b[64];
-    rfc3339(b, sizeof b, &ts);
-    return json_string(b);
+    return api_time_json(&ts);
 }
 
 static void ol_free(void *v) {
@@ -552,13 +542,6 @@ static json_t *details_json(const model_facts *f) {
                      f->family, "families", f->family, "parameter_size", ps, "quantization_level", f->quant);
 }
 
-static json_t *time_json(time_t t) {
-    struct timespec ts = {t, 0};
-    char b[64];
-    rfc3339(b, sizeof b, &ts);
-    return json_string(b);
-}
-
 /* "<model>:latest" unless the name already has a tag. */
 static void tagged_name(const app *a, char *buf, size_t cap) {
     snprintf(buf, cap, strchr(a->model_name, ':') ? "%s" : "%s:latest", a->model_name);
@@ -570,7 +553,7 @@ static json_t *model_entry(const app *a) {
     gather_facts(a, &f);
     char name[512];
     tagged_name(a, name, sizeof name);
-    return json_pack("{s:s, s:s, s:o, s:I, s:s, s:o}", "name", name, "model", name, "modified_at", time_json(f.mtime),
+    return json_pack("{s:s, s:s, s:o, s:I, s:s, s:o}", "name", name, "model", name, "modified_at", api_time_json(&(struct timespec){f.mtime, 0}),
                      "size", (json_int_t)f.size, "digest", f.digest, "details", details_json(&f));
 }
 
@@ -685,7 +668,7 @@ void ollama_show(app *a, const http_req *req, http_resp *resp) {
     char *ptext = sb_take(&params, NULL);
     json_t *j = json_pack("{s:s, s:s, s:s, s:s, s:o, s:o, s:o, s:o}", "license", "", "modelfile", "", "parameters",
                           ptext ? ptext : "", "template", tmpl ? tmpl : "", "details", details_json(&f), "model_info",
-                          info, "capabilities", caps, "modified_at", time_json(f.mtime));
+                          info, "capabilities", caps, "modified_at", api_time_json(&(struct timespec){f.mtime, 0}));
     free(ptext);
     free(tmpl);
     http_json(resp, 200, api_dump(j));
