@@ -33,6 +33,11 @@ int tok_encode(const tokenizer *t, const char *text, size_t len, bool add_specia
 int tok_decode(const tokenizer *t, const int32_t *ids, int n, bool skip_special,
                char **out, size_t *out_len);
 
+/* The bytes token id adds to a decoded text in its middle (a byte-level
+ * token holding part of a UTF-8 character gives those raw bytes; Metaspace's
+ * first-token space and Strip are left out: they act on a text's ends).
+ * Special tokens give their content. *out is malloc'd, NUL-terminated. */
+int tok_id_bytes(const tokenizer *t, int id, char **out, size_t *out_len);
 int tok_vocab_size(const tokenizer *t);
 /* id of a token's exact content (vocab or added token), -1 when none. */
 int tok_piece_id(const tokenizer *t, const char *piece);

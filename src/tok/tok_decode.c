@@ -365,6 +365,71 @@ const char *tok_stream_flush(tok_stream *s, size_t *len) {
     return s->out.p;
 }
 
+/* One token's bytes in the middle of a text: the decoder stages applied to
+ * the token alone, without what only a text's ends or a whole run decide —
+ * Strip (the text's ends), Metaspace's dropped first space, ByteLevel's and
+ * ByteFallback's lossy UTF-8 (a token may hold part of a character). With no
+ * decoder, tokens are joined by one space. */
+int tok_id_bytes(const tokenizer *t, int id, char **out, size_t *out_len) {
+    *out = NULL;
+    *out_len = 0;
+    if (!t || id < 0 || id >= t->n_vocab || !t->piece[id])
+        return err_set(KS_EINVAL, "tok_id_bytes: token id %d out of range (vocab %d)", id, t ? t->n_vocab : 0);
+    tok_buf a = { 0 }, b = { 0 };
+    int rc = t->has_decoder ? KS_OK : tok_buf_add(&a, " ", 1);
+    if (rc >= 0) rc = tok_buf_add(&a, t->piece[id], t->piece_len[id]);
+    for (int k = 0; k < t->n_dec && rc >= 0; k++) {
+        const tok_decoder *dc = &t->dec[k];
+        b.len = 0;
+        switch (dc->type) {
+        case TOK_DEC_REPLACE:
+            rc = replace_all(a.p, a.len, dc->pat, dc->pat_len, dc->content, dc->content_len, &b);
+            break;
+        case TOK_DEC_METASPACE:
+            rc = replace_all(a.p, a.len, dc->pat, dc->pat_len, " ", 1, &b);
+            break;
+        case TOK_DEC_BYTEFALLBACK: {
+            int v = parse_byte_token(a.p, a.len);
+            char c = (char)v;
+            rc = v >= 0 ? tok_buf_add(&b, &c, 1) : tok_buf_add(&b, a.p, a.len);
+            break;
+        }
+        case TOK_DEC_BYTELEVEL: {
+            bool ok = true;
+            for (size_t i = 0; i < a.len && ok && rc >= 0;) {
+                int l = tok_utf8_len((const unsigned char *)a.p + i, a.len - i);
+                int v = l ? tok_cp_to_byte(tok_utf8_decode((const unsigned char *)a.p + i, l)) : -1;
+                char c = (char)v;
+                if (v < 0) ok = false;
+                else rc = tok_buf_add(&b, &c, 1);
+                i += l ? l : 1;
+            }
+            if (!ok && rc >= 0) {
+                b.len = 0;
+                rc = tok_buf_add(&b, a.p, a.len);
+            }
+            break;
+        }
+        case TOK_DEC_FUSE:
+        case TOK_DEC_STRIP:
+            rc = tok_buf_add(&b, a.p, a.len);
+            break;
+        }
+        tok_buf tmp = a;
+        a = b;
+        b = tmp;
+    }
+    if (rc >= 0) rc = tok_buf_add(&a, "", 0); // a non-NULL buffer for an empty token
+    tok_buf_free(&b);
+    if (rc < 0) {
+        tok_buf_free(&a);
+        return rc;
+    }
+    *out = a.p;
+    *out_len = a.len;
+    return KS_OK;
+}
+
 int tok_decode(const tokenizer *t, const int32_t *ids, int n, bool skip_special, char **out,
                size_t *out_len) {
     int rc = KS_OK;
