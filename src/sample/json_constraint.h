@@ -1,0 +1,121 @@
+/* json_constraint.h — output constrained to JSON: a JSON Schema (a subset)
+ * compiled to a table of nodes (json_schema.c), and a byte-at-a-time
+ * recognizer over it (json_match.c) that says whether a prefix can still
+ * become a matching document. The engine masks the tokens whose bytes the
+ * recognizer refuses (sample/token_mask.h), so structured output is exact
+ * at any temperature: the choice is the model's distribution restricted to
+ * the tokens that keep the text valid.
+ *
+ * Enforced: type (one or a list), properties / required /
+ * additionalProperties (absent means none beyond `properties`, as strict
+ * structured-output servers do; true or a schema allows others), items,
+ * minItems / maxItems, enum / const, anyOf / oneOf whose branches start
+ * with different characters (an object and null, a string and a number;
+ * all-enum branches merge), allOf of one schema, $ref to #/$defs/NAME or
+ * #/definitions/NAME (recursion allowed), true / {} (any value). Accepted but
+ * not enforced: value refinements (pattern, format, minLength, minimum, ...)
+ * and annotations. Refused at compile with a message: anything else that
+ * changes the structure (prefixItems, not, if/then, allOf of several,
+ * branches both starting with '{' ...).
+ *
+ * The document is one value of the root schema without surrounding text;
+ * whitespace between tokens is allowed, at most JC_MAX_WS bytes in a row
+ * (a model cannot run on in blank space), nesting at most JC_MAX_DEPTH.
+ *
+ * Ownership: a json_constraint is immutable after jc_compile and may be
+ * shared by any number of states (reference counted: jc_ref / jc_free). A
+ * jc_state holds no pointers into anything but its constraint; copy it with
+ * jc_copy (which copies the used part only). */
+#ifndef KS_JSON_CONSTRAINT_H
+#define KS_JSON_CONSTRAINT_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define JC_MAX_DEPTH 32
+#define JC_MAX_WS 64
+#define JC_MAX_PROPS 64   /* properties of one object schema */
+#define JC_MAX_LITERALS 64 /* values of one enum */
+#define JC_MAX_NODES 4096
+#define JC_MAX_NUMBER 64  /* characters of one number */
+
+/* first characters a value may start with */
+enum {
+    JC_K_OBJECT = 1, JC_K_ARRAY = 2, JC_K_STRING = 4, JC_K_NUMBER = 8, JC_K_BOOL = 16, JC_K_NULL = 32,
+    JC_K_ALL = 63,
+};
+
+typedef struct {
+    char *name;
+    size_t len;
+    int node;
+} jc_prop;
+
+typedef struct {
+    uint8_t kinds;       /* JC_K_* a value may be (0 with literals: only those) */
+    bool integer;        /* a number must be an integer */
+    /* objects */
+    jc_prop *props;
+    int n_props;
+    uint64_t required;   /* bit i: props[i] required */
+    int additional;      /* node of other properties' values, -1: none allowed */
+    /* arrays */
+    int items;           /* node of the items */
+    int min_items, max_items;
+    /* enum / const: the values' compact JSON texts, matched byte for byte */
+    char **lit;
+    size_t *lit_len;
+    int n_lit;
+} jc_node;
+
+typedef struct json_constraint {
+    jc_node *nodes;
+    int root;            /* the document's node */
+    int n_nodes, cap_nodes;
+    int refs;
+} json_constraint;
+
+/* Compiles a schema (NULL: any JSON object — OpenAI's json_object and
+ * Ollama's "json"). On failure returns NULL with the reason in err. */
+json_constraint *jc_compile(const json_t *schema, char *err, size_t errlen);
+json_constraint *jc_ref(json_constraint *c);
+void jc_free(json_constraint *c);
+
+typedef struct {
+    uint16_t node;       /* the container's schema node */
+    uint8_t phase;       /* where in the container (json_match.c) */
+    bool object;
+    int16_t key;         /* object: the property whose value comes next (-1: an additional one) */
+    uint16_t count;      /* array: items so far */
+    uint64_t seen;       /* object: properties given */
+} jc_frame;
+
+typedef struct {
+    const json_constraint *c;
+    uint8_t depth;       /* open containers */
+    uint8_t lex;         /* the token being read (json_match.c) */
+    uint8_t aux;         /* its sub-state */
+    uint8_t utf8;        /* continuation bytes still due in a string */
+    uint8_t utf8_lo, utf8_hi; /* the range of the next one */
+    uint8_t ws;          /* whitespace bytes in a row */
+    bool done;           /* the root value is complete: nothing may follow */
+    bool in_key;         /* the string being read is an object's key */
+    uint16_t off;        /* bytes of the literal / key / number read */
+    uint16_t lit_node;   /* the enum (or number) node being read */
+    uint64_t cand;       /* literals / property names still matching */
+    jc_frame f[JC_MAX_DEPTH];
+} jc_state;
+
+void jc_start(jc_state *s, const json_constraint *c);
+void jc_copy(jc_state *dst, const jc_state *src);
+/* Feeds bytes; false when the text can no longer match (s is then
+ * undefined: feed a copy when probing). */
+bool jc_feed(jc_state *s, const uint8_t *p, size_t n);
+/* The text so far is a whole document (it may still go on: a number). */
+bool jc_can_end(const jc_state *s);
+/* The document is complete and nothing more may follow. */
+bool jc_finished(const jc_state *s);
+
+#endif

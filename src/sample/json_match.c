@@ -1,0 +1,339 @@
+/* json_match.c — the byte-at-a-time recognizer of json_constraint.h: a
+ * pushdown automaton whose stack holds the open containers (schema node,
+ * where in the container, properties given) and whose header holds the
+ * token being read (string, escape, number, keyword, enum literal). Every
+ * byte either keeps the prefix completable or is refused; a prefix it
+ * accepts can always be finished (a required property can still be given,
+ * an array can still reach minItems), so masking by it never strands the
+ * model — short of a schema that demands nesting past JC_MAX_DEPTH. */
+#include <stddef.h>
+#include <string.h>
+
+#include "sample/json_constraint.h"
+
+enum { LX_NONE, LX_STR, LX_ESC, LX_HEX, LX_NUM, LX_KW, LX_LIT };
+/* container phases */
+enum { PH_VALUE, PH_ARR_FIRST, PH_OBJ_FIRST, PH_OBJ_KEY, PH_COLON, PH_AFTER };
+/* number sub-states; the _T ones may end the number */
+enum { N_MINUS, N_ZERO_T, N_INT_T, N_DOT, N_FRAC_T, N_E, N_ESIGN, N_EXP_T };
+
+static const char *const KW[3] = { "true", "false", "null" };
+static const uint8_t KW_LEN[3] = { 4, 5, 4 };
+
+static bool num_terminal(int st) { return st == N_ZERO_T || st == N_INT_T || st == N_FRAC_T || st == N_EXP_T; }
+
+static const jc_node *node(const jc_state *s, int i) { return &s->c->nodes[i]; }
+static jc_frame *top(jc_state *s) { return &s->f[s->depth - 1]; }
+
+static uint64_t all_props(const jc_node *n) { return n->n_props == 64 ? ~0ull : (1ull << n->n_props) - 1; }
+
+void jc_start(jc_state *s, const json_constraint *c) {
+    memset(s, 0, offsetof(jc_state, f));
+    s->c = c;
+}
+
+void jc_copy(jc_state *dst, const jc_state *src) {
+    memcpy(dst, src, offsetof(jc_state, f) + (size_t)src->depth * sizeof src->f[0]);
+}
+
+/* the node of the value that comes next at the current position */
+static int value_node(jc_state *s) {
+    if (!s->depth) return s->c->root;
+    jc_frame *f = top(s);
+    const jc_node *n = node(s, f->node);
+    if (!f->object) return n->items;
+    return f->key >= 0 ? n->props[f->key].node : n->additional;
+}
+
+static void value_end(jc_state *s) {
+    s->lex = LX_NONE;
+    if (!s->depth) s->done = true;
+    else if (!top(s)->object && top(s)->count < 0xFFFF) top(s)->count++;
+}
+
+static bool push(jc_state *s, int nd, bool object) {
+    if (s->depth == JC_MAX_DEPTH) return false;
+    jc_frame *f = &s->f[s->depth++];
+    memset(f, 0, sizeof *f);
+    f->node = (uint16_t)nd;
+    f->object = object;
+    f->phase = object ? PH_OBJ_FIRST : PH_ARR_FIRST;
+    f->key = -1;
+    return true;
+}
+
+/* complete the enum literal if every candidate still in the race is whole */
+static void lit_maybe_end(jc_state *s) {
+    const jc_node *n = node(s, s->lit_node);
+    for (int i = 0; i < n->n_lit; i++)
+        if (s->cand >> i & 1 && n->lit_len[i] != s->off) return;
+    value_end(s);
+}
+
+static bool value_start(jc_state *s, int nd, uint8_t b) {
+    const jc_node *n = node(s, nd);
+    int kind = b == '{' ? JC_K_OBJECT : b == '[' ? JC_K_ARRAY : b == '"' ? JC_K_STRING
+             : b == '-' || (b >= '0' && b <= '9') ? JC_K_NUMBER : b == 't' || b == 'f' ? JC_K_BOOL
+             : b == 'n' ? JC_K_NULL : 0;
+    if (kind & n->kinds) {
+        switch (kind) {
+        case JC_K_OBJECT: return push(s, nd, true);
+        case JC_K_ARRAY: return push(s, nd, false);
+        case JC_K_STRING:
+            s->lex = LX_STR;
+            s->cand = 0;
+            s->utf8 = 0;
+            s->in_key = false;
+            return true;
+        case JC_K_NUMBER:
+            s->lex = LX_NUM;
+            s->aux = b == '-' ? N_MINUS : b == '0' ? N_ZERO_T : N_INT_T;
+            s->off = 1;
+            s->lit_node = (uint16_t)nd;
+            return true;
+        default:
+            s->lex = LX_KW;
+            s->aux = b == 't' ? 0 : b == 'f' ? 1 : 2;
+            s->off = 1;
+            return true;
+        }
+    }
+    uint64_t cand = 0;
+    for (int i = 0; i < n->n_lit; i++)
+        if ((uint8_t)n->lit[i][0] == b) cand |= 1ull << i;
+    if (!cand) return false;
+    s->lex = LX_LIT;
+    s->lit_node = (uint16_t)nd;
+    s->cand = cand;
+    s->off = 1;
+    lit_maybe_end(s);
+    return true;
+}
+
+static bool key_start(jc_state *s) {
+    jc_frame *f = top(s);
+    const jc_node *n = node(s, f->node);
+    s->cand = n->additional >= 0 ? all_props(n) : all_props(n) & ~f->seen;
+    if (!s->cand && n->additional < 0) return false;
+    s->lex = LX_STR;
+    s->in_key = true;
+    s->off = 0;
+    s->utf8 = 0;
+    return true;
+}
+
+static bool key_end(jc_state *s) {
+    jc_frame *f = top(s);
+    const jc_node *n = node(s, f->node);
+    int match = -1;
+    for (int i = 0; i < n->n_props && match < 0; i++)
+        if (s->cand >> i & 1 && n->props[i].len == s->off) match = i;
+    if (match >= 0) {
+        if (f->seen >> match & 1) return false; /* a property given twice */
+        f->seen |= 1ull << match;
+    } else if (n->additional < 0)
+        return false;
+    f->key = (int16_t)match;
+    f->phase = PH_COLON;
+    s->lex = LX_NONE;
+    s->in_key = false;
+    return true;
+}
+
+/* a byte of a key's text: narrow the property names still matching */
+static bool key_byte(jc_state *s, uint8_t b) {
+    if (!s->in_key) return true;
+    const jc_node *n = node(s, top(s)->node);
+    uint64_t c = 0;
+    for (int i = 0; i < n->n_props; i++)
+        if (s->cand >> i & 1 && n->props[i].len > s->off && (uint8_t)n->props[i].name[s->off] == b) c |= 1ull << i;
+    s->cand = c;
+    if (s->off < 0xFFFF) s->off++;
+    return c || n->additional >= 0;
+}
+
+static bool structural(jc_state *s, uint8_t b) {
+    if (s->done) return false;
+    if (b == ' ' || b == '\n' || b == '\t' || b == '\r') {
+        if (s->ws >= JC_MAX_WS) return false;
+        s->ws++;
+        return true;
+    }
+    s->ws = 0;
+    if (!s->depth) return value_start(s, s->c->root, b);
+    jc_frame *f = top(s);
+    const jc_node *n = node(s, f->node);
+    switch (f->phase) {
+    case PH_VALUE:
+        f->phase = PH_AFTER;
+        return value_start(s, value_node(s), b);
+    case PH_ARR_FIRST:
+        if (b == ']') {
+            if (n->min_items) return false;
+            s->depth--;
+            value_end(s);
+            return true;
+        }
+        if (!n->max_items) return false;
+        f->phase = PH_AFTER;
+        return value_start(s, n->items, b);
+    case PH_OBJ_FIRST:
+        if (b == '}') {
+            if (n->required) return false;
+            s->depth--;
+            value_end(s);
+            return true;
+        }
+        return b == '"' && key_start(s);
+    case PH_OBJ_KEY:
+        return b == '"' && key_start(s);
+    case PH_COLON:
+        if (b != ':') return false;
+        f->phase = PH_VALUE;
+        return true;
+    case PH_AFTER:
+        if (b == ',') {
+            if (f->object ? !(all_props(n) & ~f->seen) && n->additional < 0 : f->count >= n->max_items) return false;
+            f->phase = f->object ? PH_OBJ_KEY : PH_VALUE;
+            return true;
+        }
+        if (b != (f->object ? '}' : ']')) return false;
+        if (f->object ? (n->required & ~f->seen) != 0 : f->count < n->min_items) return false;
+        s->depth--;
+        value_end(s);
+        return true;
+    }
+    return false;
+}
+
+static bool string_byte(jc_state *s, uint8_t b) {
+    if (s->utf8) {
+        if (b < s->utf8_lo || b > s->utf8_hi) return false;
+        s->utf8--;
+        s->utf8_lo = 0x80;
+        s->utf8_hi = 0xBF;
+        return key_byte(s, b);
+    }
+    if (b == '"') {
+        if (s->in_key) return key_end(s);
+        value_end(s);
+        return true;
+    }
+    if (b == '\\') {
+        s->lex = LX_ESC;
+        if (!s->in_key) return true;
+        s->cand = 0; /* an escaped key matches no property name (names needing escapes are refused at compile) */
+        return node(s, top(s)->node)->additional >= 0;
+    }
+    if (b < 0x20) return false;
+    if (b >= 0x80) {
+        s->utf8_lo = 0x80;
+        s->utf8_hi = 0xBF;
+        if (b >= 0xC2 && b <= 0xDF) s->utf8 = 1;
+        else if (b >= 0xE0 && b <= 0xEF) {
+            s->utf8 = 2;
+            if (b == 0xE0) s->utf8_lo = 0xA0;
+            if (b == 0xED) s->utf8_hi = 0x9F;
+        } else if (b >= 0xF0 && b <= 0xF4) {
+            s->utf8 = 3;
+            if (b == 0xF0) s->utf8_lo = 0x90;
+            if (b == 0xF4) s->utf8_hi = 0x8F;
+        } else
+            return false;
+    }
+    return key_byte(s, b);
+}
+
+static bool number_byte(jc_state *s, uint8_t b) {
+    bool digit = b >= '0' && b <= '9', integer = node(s, s->lit_node)->integer;
+    int st = s->aux, next = -1;
+    switch (st) {
+    case N_MINUS: next = b == '0' ? N_ZERO_T : digit ? N_INT_T : -1; break;
+    case N_ZERO_T:
+    case N_INT_T:
+        if (digit) next = st == N_INT_T ? N_INT_T : -1;
+        else if (b == '.' && !integer) next = N_DOT;
+        else if ((b == 'e' || b == 'E') && !integer) next = N_E;
+        break;
+    case N_DOT: next = digit ? N_FRAC_T : -1; break;
+    case N_FRAC_T: next = digit ? N_FRAC_T : b == 'e' || b == 'E' ? N_E : -1; break;
+    case N_E: next = b == '+' || b == '-' ? N_ESIGN : digit ? N_EXP_T : -1; break;
+    case N_ESIGN: next = digit ? N_EXP_T : -1; break;
+    case N_EXP_T: next = digit ? N_EXP_T : -1; break;
+    }
+    if (next >= 0) {
+        if (++s->off > JC_MAX_NUMBER) return false;
+        s->aux = (uint8_t)next;
+        return true;
+    }
+    if (st == N_ZERO_T && digit) return false; /* a leading zero */
+    if (!num_terminal(st)) return false;
+    value_end(s);
+    return structural(s, b);
+}
+
+static bool lit_byte(jc_state *s, uint8_t b) {
+    const jc_node *n = node(s, s->lit_node);
+    uint64_t c = 0;
+    bool whole = false;
+    for (int i = 0; i < n->n_lit; i++)
+        if (s->cand >> i & 1) {
+            if (n->lit_len[i] > s->off && (uint8_t)n->lit[i][s->off] == b) c |= 1ull << i;
+            if (n->lit_len[i] == s->off) whole = true;
+        }
+    if (c) {
+        s->cand = c;
+        s->off++;
+        lit_maybe_end(s);
+        return true;
+    }
+    if (!whole) return false;
+    value_end(s); /* "1" of enum [1, 12] followed by ',' */
+    return structural(s, b);
+}
+
+static bool feed_byte(jc_state *s, uint8_t b) {
+    switch (s->lex) {
+    case LX_NONE: return structural(s, b);
+    case LX_STR: return string_byte(s, b);
+    case LX_ESC:
+        if (b == 'u') {
+            s->lex = LX_HEX;
+            s->aux = 4;
+            return true;
+        }
+        s->lex = LX_STR;
+        return b && strchr("\"\\/bfnrt", b) != NULL;
+    case LX_HEX:
+        if (!((b >= '0' && b <= '9') || (b >= 'a' && b <= 'f') || (b >= 'A' && b <= 'F'))) return false;
+        if (--s->aux == 0) s->lex = LX_STR;
+        return true;
+    case LX_NUM: return number_byte(s, b);
+    case LX_KW:
+        if (b != (uint8_t)KW[s->aux][s->off]) return false;
+        if (++s->off == KW_LEN[s->aux]) value_end(s);
+        return true;
+    case LX_LIT: return lit_byte(s, b);
+    }
+    return false;
+}
+
+bool jc_feed(jc_state *s, const uint8_t *p, size_t n) {
+    for (size_t i = 0; i < n; i++)
+        if (!feed_byte(s, p[i])) return false;
+    return true;
+}
+
+bool jc_can_end(const jc_state *s) {
+    if (s->done) return true;
+    if (s->depth) return false;
+    if (s->lex == LX_NUM) return num_terminal(s->aux);
+    if (s->lex == LX_LIT) {
+        const jc_node *n = node(s, s->lit_node);
+        for (int i = 0; i < n->n_lit; i++)
+            if (s->cand >> i & 1 && n->lit_len[i] == s->off) return true;
+    }
+    return false;
+}
+
+bool jc_finished(const jc_state *s) { return s->done; }

@@ -1,0 +1,404 @@
+/* json_schema.c — a JSON Schema (the subset json_constraint.h states)
+ * compiled to json_constraint's node table. $ref targets are compiled once
+ * and shared (a recursive schema is a cycle of node indices); a schema
+ * wrapping one other ($ref, allOf of one) is that other node. */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sample/json_constraint.h"
+
+#define MAX_REFS 256
+#define MAX_NEST 64
+
+typedef struct {
+    const json_t *root;
+    json_constraint *c;
+    char *err;
+    size_t errlen;
+    struct { const char *ref; int node; } refs[MAX_REFS];
+    int n_refs;
+    int any;     /* the any-value node, -1 until needed */
+    int nest;
+} compiler;
+
+static int fail(compiler *k, const char *fmt, ...) {
+    if (k->err && k->errlen && !k->err[0]) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(k->err, k->errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+static int new_node(compiler *k) {
+    json_constraint *c = k->c;
+    if (c->n_nodes >= JC_MAX_NODES) return fail(k, "schema too large (more than %d nodes)", JC_MAX_NODES);
+    if (c->n_nodes == c->cap_nodes) {
+        int cap = c->cap_nodes ? 2 * c->cap_nodes : 16;
+        jc_node *n = realloc(c->nodes, (size_t)cap * sizeof *n);
+        if (!n) return fail(k, "out of memory");
+        c->nodes = n;
+        c->cap_nodes = cap;
+    }
+    jc_node *n = &c->nodes[c->n_nodes];
+    memset(n, 0, sizeof *n);
+    n->additional = -1;
+    n->items = -1;
+    n->max_items = 1 << 30;
+    return c->n_nodes++;
+}
+
+/* any value: any object (any properties), any array */
+static int any_node(compiler *k) {
+    if (k->any >= 0) return k->any;
+    int id = new_node(k);
+    if (id < 0) return -1;
+    jc_node *n = &k->c->nodes[id];
+    n->kinds = JC_K_ALL;
+    n->additional = n->items = id;
+    return k->any = id;
+}
+
+static int compile(compiler *k, const json_t *s);
+
+static const char *const UNSUPPORTED[] = {
+    "not", "if", "then", "else", "prefixItems", "patternProperties", "contains", "dependentSchemas",
+    "dependentRequired", "propertyNames", "unevaluatedProperties", "unevaluatedItems", "additionalItems",
+};
+
+static int add_literal(compiler *k, jc_node *n, const json_t *v) {
+    if (n->n_lit >= JC_MAX_LITERALS) return fail(k, "enum with more than %d values", JC_MAX_LITERALS);
+    char *t = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+    if (!t) return fail(k, "out of memory");
+    char **l = realloc(n->lit, (size_t)(n->n_lit + 1) * sizeof *l);
+    size_t *ll = l ? realloc(n->lit_len, (size_t)(n->n_lit + 1) * sizeof *ll) : NULL;
+    if (l) n->lit = l;
+    if (!l || !ll) {
+        free(t);
+        return fail(k, "out of memory");
+    }
+    n->lit_len = ll;
+    n->lit[n->n_lit] = t;
+    n->lit_len[n->n_lit++] = strlen(t);
+    return 0;
+}
+
+static int kind_of_byte(unsigned char b) {
+    if (b == '{') return JC_K_OBJECT;
+    if (b == '[') return JC_K_ARRAY;
+    if (b == '"') return JC_K_STRING;
+    if (b == '-' || (b >= '0' && b <= '9')) return JC_K_NUMBER;
+    if (b == 't' || b == 'f') return JC_K_BOOL;
+    if (b == 'n') return JC_K_NULL;
+    return 0;
+}
+
+static int kinds_of_type(compiler *k, const char *t, bool *integer) {
+    static const struct { const char *name; int kind; } T[] = {
+        { "object", JC_K_OBJECT }, { "array", JC_K_ARRAY }, { "string", JC_K_STRING }, { "number", JC_K_NUMBER },
+        { "integer", JC_K_NUMBER }, { "boolean", JC_K_BOOL }, { "null", JC_K_NULL },
+    };
+    for (size_t i = 0; i < sizeof T / sizeof T[0]; i++)
+        if (!strcmp(t, T[i].name)) {
+            if (!strcmp(t, "integer")) *integer = true;
+            return T[i].kind;
+        }
+    return fail(k, "unknown type '%s'", t);
+}
+
+static int fill_object(compiler *k, int id, const json_t *s) {
+    const json_t *props = json_object_get(s, "properties"), *req = json_object_get(s, "required"),
+                 *add = json_object_get(s, "additionalProperties");
+    if (props && !json_is_object(props)) return fail(k, "'properties' must be an object");
+    if (json_object_size(props) > JC_MAX_PROPS) return fail(k, "more than %d properties in one object", JC_MAX_PROPS);
+    if (props && json_object_size(props)) {
+        jc_prop *p = calloc(json_object_size(props), sizeof *p);
+        if (!p) return fail(k, "out of memory");
+        k->c->nodes[id].props = p;
+        const char *name;
+        const json_t *sub;
+        int i = 0;
+        json_object_foreach((json_t *)props, name, sub) {
+            for (const char *q = name; *q; q++)
+                if (*q == '"' || *q == '\\' || (unsigned char)*q < 0x20)
+                    return fail(k, "property name '%s' needs escaping (not supported)", name);
+            int child = compile(k, sub);
+            if (child < 0) return -1;
+            jc_node *n = &k->c->nodes[id]; /* compile may move the table */
+            n->props[i].name = strdup(name);
+            if (!n->props[i].name) return fail(k, "out of memory");
+            n->props[i].len = strlen(name);
+            n->props[i].node = child;
+            n->n_props = ++i;
+        }
+    }
+    if (req) {
+        if (!json_is_array(req)) return fail(k, "'required' must be an array of property names");
+        size_t i;
+        const json_t *r;
+        json_array_foreach(req, i, r) {
+            jc_node *n = &k->c->nodes[id];
+            int j = 0;
+            while (json_is_string(r) && j < n->n_props && strcmp(n->props[j].name, json_string_value(r))) j++;
+            if (!json_is_string(r) || j == n->n_props)
+                return fail(k, "'required' names '%s', which is not in 'properties'",
+                            json_is_string(r) ? json_string_value(r) : "(not a string)");
+            n->required |= 1ull << j;
+        }
+    }
+    int a;
+    if (!add) a = props ? -1 : any_node(k); /* listed properties only; none listed: any */
+    else if (json_is_false(add)) a = -1;
+    else if (json_is_true(add)) a = any_node(k);
+    else if (json_is_object(add)) a = compile(k, add);
+    else return fail(k, "'additionalProperties' must be a boolean or a schema");
+    if (add && !json_is_false(add) && a < 0) return -1;
+    if (!add && !props && a < 0) return -1;
+    k->c->nodes[id].additional = a;
+    return 0;
+}
+
+static int fill_array(compiler *k, int id, const json_t *s) {
+    const json_t *items = json_object_get(s, "items"), *mn = json_object_get(s, "minItems"),
+                 *mx = json_object_get(s, "maxItems");
+    int it = !items || json_is_true(items) ? any_node(k) : json_is_object(items) ? compile(k, items) : -1;
+    if (it < 0) return items && !json_is_object(items) && !json_is_true(items) ? fail(k, "'items' must be a schema") : -1;
+    jc_node *n = &k->c->nodes[id];
+    n->items = it;
+    if (mn) {
+        if (!json_is_integer(mn) || json_integer_value(mn) < 0 || json_integer_value(mn) > 1 << 20)
+            return fail(k, "'minItems' must be a non-negative integer");
+        n->min_items = (int)json_integer_value(mn);
+    }
+    if (mx) {
+        if (!json_is_integer(mx) || json_integer_value(mx) < 0) return fail(k, "'maxItems' must be a non-negative integer");
+        if (json_integer_value(mx) < n->max_items) n->max_items = (int)json_integer_value(mx);
+    }
+    if (n->min_items > n->max_items) return fail(k, "'minItems' is above 'maxItems'");
+    if (n->min_items > 65535) return fail(k, "'minItems' above 65535");
+    return 0;
+}
+
+/* Deep copy of node src's data for the kinds in `kinds` into dst (anyOf). */
+static int merge_kinds(compiler *k, int dst, int src) {
+    jc_node *d = &k->c->nodes[dst], *s = &k->c->nodes[src];
+    int clash = d->kinds & s->kinds & ~JC_K_NUMBER & ~JC_K_STRING & ~JC_K_BOOL & ~JC_K_NULL;
+    if (clash) return fail(k, "anyOf/oneOf branches that are both %s are not supported",
+                           clash & JC_K_OBJECT ? "objects" : "arrays");
+    if (s->kinds & JC_K_NUMBER) d->integer = (d->kinds & JC_K_NUMBER) ? d->integer && s->integer : s->integer;
+    if (s->kinds & JC_K_OBJECT) {
+        d->required = s->required;
+        d->additional = s->additional;
+        if (s->n_props) {
+            d->props = calloc((size_t)s->n_props, sizeof *d->props);
+            if (!d->props) return fail(k, "out of memory");
+            for (int i = 0; i < s->n_props; i++) {
+                d->props[i] = s->props[i];
+                d->props[i].name = strdup(s->props[i].name);
+                if (!d->props[i].name) return fail(k, "out of memory");
+                d->n_props = i + 1;
+            }
+        }
+    }
+    if (s->kinds & JC_K_ARRAY) {
+        d->items = s->items;
+        d->min_items = s->min_items;
+        d->max_items = s->max_items;
+    }
+    d->kinds |= s->kinds;
+    for (int i = 0; i < s->n_lit; i++) {
+        json_t *v = json_loads(s->lit[i], JSON_DECODE_ANY, NULL);
+        int rc = v ? add_literal(k, &k->c->nodes[dst], v) : fail(k, "out of memory");
+        json_decref(v);
+        if (rc < 0) return -1;
+        d = &k->c->nodes[dst];
+        s = &k->c->nodes[src];
+    }
+    return 0;
+}
+
+/* Literals and kinds together: a literal a kind already allows is dropped;
+ * bare true/false/null beside literals become literals; what is left must
+ * start differently from every kind (the matcher picks by the first byte). */
+static int settle_literals(compiler *k, int id) {
+    jc_node *n = &k->c->nodes[id];
+    if (!n->n_lit || !n->kinds) return 0;
+    bool drop[JC_MAX_LITERALS];
+    for (int i = 0; i < n->n_lit; i++) {
+        int kind = kind_of_byte((unsigned char)n->lit[i][0]);
+        drop[i] = (kind & n->kinds) && (kind & (JC_K_STRING | JC_K_BOOL | JC_K_NULL | JC_K_NUMBER)) &&
+                  !(kind == JC_K_NUMBER && n->integer && strpbrk(n->lit[i], ".eE"));
+        if (!drop[i] && (kind & n->kinds)) return fail(k, "an enum value beside a schema of the same type is not supported");
+    }
+    int keep = 0;
+    for (int i = 0; i < n->n_lit; i++) {
+        if (drop[i]) free(n->lit[i]);
+        else {
+            n->lit[keep] = n->lit[i];
+            n->lit_len[keep++] = n->lit_len[i];
+        }
+    }
+    n->n_lit = keep;
+    return 0;
+}
+
+static int fill(compiler *k, int id, const json_t *s) {
+    if (json_is_true(s) || (json_is_object(s) && !json_object_size(s))) {
+        int a = any_node(k);
+        if (a < 0) return -1;
+        jc_node *n = &k->c->nodes[id];
+        n->kinds = JC_K_ALL;
+        n->additional = n->items = a;
+        return 0;
+    }
+    if (json_is_false(s)) return fail(k, "the schema 'false' matches nothing");
+    if (!json_is_object(s)) return fail(k, "a schema must be an object or a boolean");
+    for (size_t i = 0; i < sizeof UNSUPPORTED / sizeof UNSUPPORTED[0]; i++)
+        if (json_object_get(s, UNSUPPORTED[i])) return fail(k, "'%s' is not supported", UNSUPPORTED[i]);
+    const json_t *en = json_object_get(s, "enum"), *cn = json_object_get(s, "const");
+    const json_t *any = json_object_get(s, "anyOf");
+    if (!any) any = json_object_get(s, "oneOf");
+    if (en || cn) {
+        if (en && (!json_is_array(en) || !json_array_size(en))) return fail(k, "'enum' must be a non-empty array");
+        if (cn) return add_literal(k, &k->c->nodes[id], cn);
+        size_t i;
+        const json_t *v;
+        json_array_foreach(en, i, v) if (add_literal(k, &k->c->nodes[id], v) < 0) return -1;
+        return 0;
+    }
+    if (any) {
+        if (!json_is_array(any) || !json_array_size(any)) return fail(k, "'anyOf' / 'oneOf' must be a non-empty array");
+        size_t i;
+        const json_t *b;
+        json_array_foreach(any, i, b) {
+            int child = compile(k, b);
+            if (child < 0 || merge_kinds(k, id, child) < 0) return -1;
+        }
+        return settle_literals(k, id);
+    }
+    const json_t *type = json_object_get(s, "type");
+    bool integer = false;
+    int kinds = 0;
+    if (json_is_string(type)) kinds = kinds_of_type(k, json_string_value(type), &integer);
+    else if (json_is_array(type)) {
+        size_t i;
+        const json_t *t;
+        bool number = false;
+        json_array_foreach(type, i, t) {
+            if (!json_is_string(t)) return fail(k, "'type' must be a string or an array of strings");
+            bool in = false;
+            int kk = kinds_of_type(k, json_string_value(t), &in);
+            if (kk < 0) return -1;
+            if (kk == JC_K_NUMBER && !in) number = true;
+            kinds |= kk;
+        }
+        integer = integer || (kinds & JC_K_NUMBER && !number);
+    } else if (type) return fail(k, "'type' must be a string or an array of strings");
+    else if (json_object_get(s, "properties") || json_object_get(s, "required") ||
+             json_object_get(s, "additionalProperties"))
+        kinds = JC_K_OBJECT;
+    else if (json_object_get(s, "items") || json_object_get(s, "minItems") || json_object_get(s, "maxItems"))
+        kinds = JC_K_ARRAY;
+    else kinds = JC_K_ALL;
+    if (kinds < 0) return -1;
+    k->c->nodes[id].kinds = (uint8_t)kinds;
+    k->c->nodes[id].integer = integer;
+    if (kinds & JC_K_OBJECT && fill_object(k, id, s) < 0) return -1;
+    if (kinds & JC_K_ARRAY && fill_array(k, id, s) < 0) return -1;
+    return 0;
+}
+
+/* The schema a "#/$defs/NAME" (or #/definitions/NAME, or #) points at. */
+static const json_t *resolve(compiler *k, const char *ref) {
+    if (!strcmp(ref, "#")) return k->root;
+    const char *pre[] = { "#/$defs/", "#/definitions/" };
+    for (int i = 0; i < 2; i++) {
+        size_t l = strlen(pre[i]);
+        if (!strncmp(ref, pre[i], l)) {
+            const json_t *defs = json_object_get(k->root, i ? "definitions" : "$defs");
+            return json_object_get(defs, ref + l);
+        }
+    }
+    return NULL;
+}
+
+static int compile(compiler *k, const json_t *s) {
+    if (++k->nest > MAX_NEST) {
+        k->nest--;
+        return fail(k, "schema nested more than %d deep (or a $ref loop)", MAX_NEST);
+    }
+    int id = -1;
+    const json_t *ref = json_object_get(s, "$ref"), *all = json_object_get(s, "allOf");
+    if (ref) {
+        const char *r = json_string_value(ref);
+        const json_t *t = r ? resolve(k, r) : NULL;
+        for (int i = 0; i < k->n_refs && id < 0; i++)
+            if (r && !strcmp(k->refs[i].ref, r)) id = k->refs[i].node;
+        if (id >= 0) goto out;
+        if (!t) {
+            id = fail(k, "$ref '%s' does not name a schema under #/$defs or #/definitions", r ? r : "(not a string)");
+            goto out;
+        }
+        if (json_object_get(t, "$ref") || json_object_get(t, "allOf")) {
+            id = compile(k, t);
+            goto out;
+        }
+        if (k->n_refs == MAX_REFS) {
+            id = fail(k, "more than %d $ref targets", MAX_REFS);
+            goto out;
+        }
+        if ((id = new_node(k)) < 0) goto out;
+        k->refs[k->n_refs].ref = r;
+        k->refs[k->n_refs++].node = id;
+        if (fill(k, id, t) < 0) id = -1;
+    } else if (all) {
+        if (!json_is_array(all) || json_array_size(all) != 1)
+            id = fail(k, "'allOf' is supported with one schema only");
+        else
+            id = compile(k, json_array_get(all, 0));
+    } else if ((id = new_node(k)) >= 0 && fill(k, id, s) < 0)
+        id = -1;
+out:
+    k->nest--;
+    return id;
+}
+
+json_constraint *jc_compile(const json_t *schema, char *err, size_t errlen) {
+    if (err && errlen) err[0] = 0;
+    json_constraint *c = calloc(1, sizeof *c);
+    if (!c) return NULL;
+    c->refs = 1;
+    compiler k = { .root = schema, .c = c, .err = err, .errlen = errlen, .any = -1 };
+    json_t *obj = NULL;
+    if (!schema) schema = obj = json_pack("{s:s}", "type", "object");
+    k.root = schema;
+    c->root = schema ? compile(&k, schema) : fail(&k, "out of memory");
+    json_decref(obj);
+    if (c->root < 0) {
+        jc_free(c);
+        return NULL;
+    }
+    return c;
+}
+
+json_constraint *jc_ref(json_constraint *c) {
+    if (c) __atomic_add_fetch(&c->refs, 1, __ATOMIC_RELAXED);
+    return c;
+}
+
+void jc_free(json_constraint *c) {
+    if (!c || __atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) > 0) return;
+    for (int i = 0; i < c->n_nodes; i++) {
+        jc_node *n = &c->nodes[i];
+        for (int j = 0; j < n->n_props; j++) free(n->props[j].name);
+        for (int j = 0; j < n->n_lit; j++) free(n->lit[j]);
+        free(n->props);
+        free(n->lit);
+        free(n->lit_len);
+    }
+    free(c->nodes);
+    free(c);
+}

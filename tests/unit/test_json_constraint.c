@@ -1,0 +1,253 @@
+/* test_json_constraint.c — the JSON constraint: documents accepted or
+ * refused per schema (every prefix of an accepted one accepted, whole only
+ * at its end), the any-object recognizer against jansson's parser on
+ * mutated documents, schemas refused at compile, and the token mask against
+ * feeding every token alone on the tinycoder tokenizer. */
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sample/json_constraint.h"
+#include "sample/token_mask.h"
+#include "test.h"
+#include "tok/tok.h"
+
+static json_constraint *compile_str(const char *schema) {
+    char err[256];
+    json_t *j = schema ? json_loads(schema, 0, NULL) : NULL;
+    json_constraint *c = jc_compile(j, err, sizeof err);
+    CHECK_MSG(c != NULL, "compile %s: %s", schema ? schema : "(json_object)", err);
+    json_decref(j);
+    return c;
+}
+
+/* 1: the whole text is accepted and may end there; 0: refused or unfinished.
+ * Checks on the way that each prefix of an accepted text is accepted. */
+static int verdict(const json_constraint *c, const char *text, bool *can_end_early) {
+    jc_state s;
+    jc_start(&s, c);
+    size_t n = strlen(text);
+    *can_end_early = false;
+    for (size_t i = 0; i < n; i++) {
+        if (!jc_feed(&s, (const uint8_t *)text + i, 1)) return 0;
+        if (i + 1 < n && jc_finished(&s)) *can_end_early = true;
+    }
+    return jc_can_end(&s) ? 1 : 0;
+}
+
+static void expect(const char *schema, const char *text, int want) {
+    json_constraint *c = compile_str(schema);
+    if (!c) return;
+    bool early;
+    int got = verdict(c, text, &early);
+    CHECK_MSG(got == want, "schema %s, text %s: %s, expected %s", schema ? schema : "(json_object)", text,
+              got ? "accepted" : "refused", want ? "accepted" : "refused");
+    CHECK_MSG(!want || !early, "schema %s, text %s: finished before its end", schema ? schema : "(json_object)", text);
+    jc_free(c);
+}
+
+TEST(test_json_constraint_object_mode) {
+    expect(NULL, "{}", 1);
+    expect(NULL, "  {\"a\": [1, -2.5e-3, 0, \"x\\u00e9\\n\", true, false, null, {}, []]}", 1);
+    expect(NULL, "{\"caf\xC3\xA9\": \"\xE2\x82\xAC \xF0\x9F\x98\x80\"}", 1);
+    expect(NULL, "[1]", 0);              /* json_object: the root is an object */
+    expect(NULL, "\"a\"", 0);
+    expect(NULL, "{\"a\": 01}", 0);      /* leading zero */
+    expect(NULL, "{\"a\": 1.}", 0);
+    expect(NULL, "{\"a\": .5}", 0);
+    expect(NULL, "{\"a\": 1,}", 0);      /* trailing comma */
+    expect(NULL, "{\"a\" 1}", 0);
+    expect(NULL, "{'a': 1}", 0);
+    expect(NULL, "{\"a\": tru}", 0);
+    expect(NULL, "{\"a\": \"\x01\"}", 0); /* raw control character */
+    expect(NULL, "{\"a\": \"\\x\"}", 0);  /* bad escape */
+    expect(NULL, "{\"a\": \"\xC0\xAF\"}", 0); /* overlong UTF-8 */
+    expect(NULL, "{\"a\": \"\xED\xA0\x80\"}", 0); /* a surrogate in UTF-8 */
+    expect(NULL, "{\"a\": \"\xE2\x82\"}", 0);     /* cut character */
+    expect(NULL, "{\"a\": 1", 0);        /* unfinished */
+    expect(NULL, "{} ", 0);              /* nothing after the document */
+    expect(NULL, "{}{}", 0);
+    /* whitespace runs capped; nesting capped */
+    char ws[200];
+    snprintf(ws, sizeof ws, "{%*s}", JC_MAX_WS, "");
+    expect(NULL, ws, 1);
+    snprintf(ws, sizeof ws, "{%*s}", JC_MAX_WS + 1, "");
+    expect(NULL, ws, 0);
+    char deep[256] = "{\"a\":";
+    for (int i = 1; i < JC_MAX_DEPTH; i++) strcat(deep, "[");
+    expect(NULL, deep, 0); /* unfinished, but accepted so far: */
+    json_constraint *c = compile_str(NULL);
+    jc_state s;
+    jc_start(&s, c);
+    CHECK(jc_feed(&s, (const uint8_t *)deep, strlen(deep)));
+    CHECK(!jc_feed(&s, (const uint8_t *)"[", 1)); /* one more would pass JC_MAX_DEPTH */
+    jc_free(c);
+}
+
+TEST(test_json_constraint_schema) {
+    const char *person = "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"age\":{\"type\":\"integer\"},"
+                         "\"tags\":{\"type\":\"array\",\"items\":{\"type\":\"string\"},\"minItems\":1,\"maxItems\":2}},"
+                         "\"required\":[\"name\",\"age\"],\"additionalProperties\":false}";
+    expect(person, "{\"name\": \"Ada\", \"age\": 36}", 1);
+    expect(person, "{\"age\": 36, \"name\": \"Ada\", \"tags\": [\"x\"]}", 1);
+    expect(person, "{\"name\": \"Ada\"}", 0);                        /* age required */
+    expect(person, "{\"name\": \"Ada\", \"age\": 36.5}", 0);         /* integer */
+    expect(person, "{\"name\": \"Ada\", \"age\": \"36\"}", 0);       /* type */
+    expect(person, "{\"name\": \"Ada\", \"age\": 36, \"x\": 1}", 0); /* no others */
+    expect(person, "{\"name\": \"Ada\", \"name\": \"B\", \"age\": 1}", 0); /* twice */
+    expect(person, "{\"name\": \"Ada\", \"age\": 36, \"tags\": []}", 0);   /* minItems */
+    expect(person, "{\"name\": \"Ada\", \"age\": 36, \"tags\": [\"a\",\"b\",\"c\"]}", 0); /* maxItems */
+    expect(person, "{\"nam\": \"Ada\", \"age\": 36}", 0);
+    /* absent additionalProperties with properties listed: those only; true: any */
+    expect("{\"properties\":{\"a\":{}}}", "{\"b\": 1}", 0);
+    expect("{\"properties\":{\"a\":{}},\"additionalProperties\":true}", "{\"b\": 1, \"a\": [{}]}", 1);
+    expect("{\"type\":\"object\",\"additionalProperties\":{\"type\":\"number\"}}", "{\"x\": 1, \"y\": 2e5}", 1);
+    expect("{\"type\":\"object\",\"additionalProperties\":{\"type\":\"number\"}}", "{\"x\": \"1\"}", 0);
+    /* enum, const, type lists, anyOf */
+    const char *color = "{\"type\":\"object\",\"properties\":{\"c\":{\"enum\":[\"red\",\"green\",1,12,null]}},\"required\":[\"c\"]}";
+    expect(color, "{\"c\": \"green\"}", 1);
+    expect(color, "{\"c\": 12}", 1);
+    expect(color, "{\"c\": 1 }", 1);
+    expect(color, "{\"c\": null}", 1);
+    expect(color, "{\"c\": \"blue\"}", 0);
+    expect(color, "{\"c\": 123}", 0);
+    expect("{\"const\":\"yes\"}", "\"yes\"", 1);
+    expect("{\"const\":\"yes\"}", "\"no\"", 0);
+    expect("{\"type\":[\"string\",\"null\"]}", "null", 1);
+    expect("{\"type\":[\"string\",\"null\"]}", "3", 0);
+    const char *opt = "{\"anyOf\":[{\"type\":\"object\",\"properties\":{\"x\":{\"type\":\"boolean\"}},\"required\":[\"x\"]},"
+                      "{\"type\":\"null\"},{\"enum\":[\"a\",\"b\"]}]}";
+    expect(opt, "{\"x\": false}", 1);
+    expect(opt, "null", 1);
+    expect(opt, "\"b\"", 1);
+    expect(opt, "\"c\"", 0);
+    expect(opt, "{}", 0);
+    /* $ref and recursion */
+    const char *tree = "{\"$ref\":\"#/$defs/node\",\"$defs\":{\"node\":{\"type\":\"object\",\"properties\":{"
+                       "\"v\":{\"type\":\"integer\"},\"kids\":{\"type\":\"array\",\"items\":{\"$ref\":\"#/$defs/node\"}}},"
+                       "\"required\":[\"v\"]}}}";
+    expect(tree, "{\"v\": 1, \"kids\": [{\"v\": 2}, {\"v\": 3, \"kids\": []}]}", 1);
+    expect(tree, "{\"v\": 1, \"kids\": [{\"w\": 2}]}", 0);
+    /* top-level scalars */
+    expect("{\"type\":\"number\"}", "-0.5E+3", 1);
+    expect("{\"type\":\"integer\"}", "-05", 0);
+    expect("{\"type\":\"boolean\"}", "true", 1);
+    expect("{\"type\":\"string\"}", "\"\\ud83d\\ude00\"", 1);
+    /* refinements are accepted and not enforced */
+    expect("{\"type\":\"string\",\"pattern\":\"^[0-9]+$\",\"maxLength\":2}", "\"abc\"", 1);
+}
+
+TEST(test_json_constraint_refused_schemas) {
+    const char *bad[] = {
+        "{\"type\":\"objekt\"}", "{\"not\":{}}", "{\"prefixItems\":[{}]}", "{\"allOf\":[{}, {}]}",
+        "{\"anyOf\":[{\"type\":\"object\"},{\"type\":\"object\",\"properties\":{\"a\":{}}}]}",
+        "{\"$ref\":\"#/$defs/missing\"}", "{\"$ref\":\"#/$defs/a\",\"$defs\":{\"a\":{\"$ref\":\"#/$defs/a\"}}}",
+        "{\"properties\":{\"a\":{}},\"required\":[\"b\"]}", "{\"enum\":[]}", "{\"type\":\"array\",\"minItems\":3,\"maxItems\":2}",
+        "{\"properties\":{\"a\\\"b\":{}}}", "{\"anyOf\":[{\"enum\":[\"x\"]},{\"type\":\"string\",\"maxLength\":3}, {\"enum\":[{\"a\":1}]}, {\"type\":\"object\"}]}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char err[256];
+        json_t *j = json_loads(bad[i], 0, NULL);
+        CHECK_MSG(j != NULL, "bad test schema %s", bad[i]);
+        json_constraint *c = jc_compile(j, err, sizeof err);
+        CHECK_MSG(c == NULL, "schema %s compiled; expected a refusal", bad[i]);
+        CHECK_MSG(c != NULL || err[0], "schema %s refused without a message", bad[i]);
+        jc_free(c);
+        json_decref(j);
+    }
+}
+
+/* The any-object recognizer agrees with jansson on single-byte mutations of
+ * valid documents (no \u escapes: jansson also checks surrogate pairs). */
+TEST(test_json_constraint_vs_jansson) {
+    const char *docs[] = {
+        "{\"a\": [1, 2.5, -3e2, true, false, null], \"b\": {\"c\": \"d e\", \"f\": {}}, \"g\": []}",
+        "{\"key\":\"v\\\"q\\\\\",\"n\":-0.0,\"arr\":[[],[{}],[1,[2,[3]]]],\"t\":true}",
+        "{ \"x\" : 10 , \"y\" : \"\xC3\xA9\xE2\x82\xAC\" }",
+    };
+    const char alphabet[] = "{}[]\":,.-+0123456789eEtrufalsn \\\n\xC3\xA9x";
+    json_constraint *c = compile_str(NULL);
+    if (!c) return;
+    unsigned seed = 12345;
+    int agree = 0, total = 0, accepted = 0;
+    char buf[512];
+    for (size_t d = 0; d < sizeof docs / sizeof docs[0]; d++) {
+        size_t n = strlen(docs[d]);
+        for (int trial = 0; trial < 4000; trial++) {
+            seed = seed * 1103515245u + 12345u;
+            size_t at = (seed >> 8) % n;
+            char ch = alphabet[(seed >> 20) % (sizeof alphabet - 1)];
+            int op = (seed >> 28) % 3;
+            size_t m = 0;
+            for (size_t i = 0; i < n; i++) {
+                if (i == at && op == 0) continue;           /* delete */
+                if (i == at && op == 1) buf[m++] = ch;      /* insert */
+                buf[m++] = i == at && op == 2 ? ch : docs[d][i]; /* replace */
+            }
+            while (m && (buf[m - 1] == ' ' || buf[m - 1] == '\n')) m--; /* jansson allows trailing space, we end at the document */
+            buf[m] = 0;
+            if (strlen(buf) != m) continue;
+            json_error_t je;
+            json_t *j = json_loads(buf, 0, &je);
+            bool theirs = j && json_is_object(j);
+            json_decref(j);
+            bool early;
+            bool ours = verdict(c, buf, &early) == 1;
+            total++;
+            accepted += ours;
+            if (ours == theirs) agree++;
+            else if (total - agree <= 5)
+                printf("    disagree on %s: ours %d, jansson %d (%s)\n", buf, ours, theirs, theirs ? "" : je.text);
+        }
+    }
+    printf("    %d/%d mutated documents judged alike (%d valid)\n", agree, total, accepted);
+    CHECK_EQ_INT(agree, total);
+    CHECK(accepted > 100 && accepted < total - 100); /* both verdicts exercised */
+    jc_free(c);
+}
+
+/* token_mask_fill equals feeding each token alone, in several states. */
+TEST(test_json_constraint_token_mask) {
+    const char *p = test_shared_path("models/tinycoder");
+    if (!p) SKIP("../shared/models/tinycoder absent");
+    tokenizer *t = NULL;
+    CHECK(tok_load(&t, p) == 0);
+    if (!t) return;
+    int V = tok_vocab_size(t);
+    token_mask *m = token_mask_new(t, V + 7); /* ids past the tokenizer's: never allowed */
+    CHECK(m != NULL);
+    const char *schema = "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"n\":{\"type\":\"number\"},"
+                         "\"e\":{\"enum\":[\"alpha\",\"beta\"]}},\"required\":[\"name\"]}";
+    const char *prefixes[] = { "", "{", "{\"na", "{\"name\": \"x y", "{\"name\": \"x\", \"n\": 1", "{\"name\": \"x\", \"e\": \"al",
+                               "{\"name\": \"x\", \"n\": 2}" };
+    json_constraint *c = compile_str(schema);
+    uint8_t *allowed = malloc((size_t)V + 7);
+    double t_fill = 0;
+    for (size_t i = 0; c && m && i < sizeof prefixes / sizeof prefixes[0]; i++) {
+        jc_state s;
+        jc_start(&s, c);
+        CHECK(jc_feed(&s, (const uint8_t *)prefixes[i], strlen(prefixes[i])));
+        struct timespec a, b;
+        clock_gettime(CLOCK_MONOTONIC, &a);
+        int n = token_mask_fill(m, &s, allowed);
+        clock_gettime(CLOCK_MONOTONIC, &b);
+        t_fill += (b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) * 1e-9;
+        int brute = 0, wrong = 0;
+        for (int id = 0; id < V + 7; id++) {
+            bool ok = token_mask_allows(m, &s, id);
+            brute += ok;
+            if (ok != (allowed[id] == 1)) wrong++;
+        }
+        CHECK_MSG(wrong == 0 && n == brute, "prefix '%s': %d tokens differ (fill %d, alone %d)", prefixes[i], wrong, n, brute);
+        printf("    after '%s': %d of %d tokens allowed\n", prefixes[i], n, V);
+        if (i == sizeof prefixes / sizeof prefixes[0] - 1) CHECK_EQ_INT(n, 0); /* finished: only EOS (the engine's) */
+        else CHECK(n > 0);
+        for (int id = V; id < V + 7; id++) CHECK(!allowed[id]);
+    }
+    printf("    %.3f ms per mask fill (%d tokens)\n", t_fill * 1e3 / (sizeof prefixes / sizeof prefixes[0]), V);
+    free(allowed);
+    jc_free(c);
+    token_mask_free(m);
+    tok_free(t);
+}
