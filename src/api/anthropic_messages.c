@@ -534,6 +534,7 @@ void anthropic_messages(app *a, const http_req *req, http_resp *resp) {
     int32_t *ids = NULL;
     int n = 0;
     am_state *s = NULL;
+    json_constraint *fmt = NULL;
     if (!body) goto bad;
     /* sampling and limits first: they need no rendering */
     long long max_tokens = 0;
@@ -555,6 +556,14 @@ void anthropic_messages(app *a, const http_req *req, http_resp *resp) {
     if (r) p.sp.top_k = (int)x;
     bool stream = false;
     if (api_get_bool(body, "stream", &stream, &e) < 0) goto bad;
+    /* structured outputs: output_config.format {"type": "json_schema", "schema": ...} */
+    json_t *oc = json_object_get(body, "output_config");
+    if (oc && !json_is_null(oc) && !json_is_object(oc)) {
+        snprintf(e.msg, sizeof e.msg, "output_config: expected an object");
+        goto bad;
+    }
+    if (json_is_object(oc) && api_get_response_format(oc, "format", true, &fmt, &e) < 0) goto bad;
+    p.constraint = fmt;
     json_t *md = json_object_get(body, "metadata");
     if (md && !json_is_null(md) && !json_is_object(md)) {
         snprintf(e.msg, sizeof e.msg, "metadata: expected an object");
@@ -618,6 +627,7 @@ void anthropic_messages(app *a, const http_req *req, http_resp *resp) {
 bad:
     http_error(resp, API_ANTHROPIC, 400, "invalid_request_error", e.param, "%s", e.msg);
 out:
+    jc_free(fmt);
     free(ids);
     json_decref(body);
 }

@@ -134,6 +134,41 @@ json_t *api_parse_body(const char *body, size_t len, api_err *e) {
     return j;
 }
 
+static int compile_schema(const json_t *schema, const char *key, json_constraint **out, api_err *e) {
+    char why[400];
+    *out = jc_compile(schema, why, sizeof why);
+    if (*out) return 1;
+    char m[480];
+    snprintf(m, sizeof m, "the JSON schema cannot be enforced: %s", why[0] ? why : "out of memory");
+    return bad(e, key, m);
+}
+
+int api_get_response_format(json_t *o, const char *key, bool flat, json_constraint **out, api_err *e) {
+    json_t *rf = json_object_get(o, key);
+    *out = NULL;
+    if (!rf || json_is_null(rf)) return 0;
+    const char *t = json_string_value(json_object_get(rf, "type"));
+    if (!json_is_object(rf) || !t || (strcmp(t, "text") && strcmp(t, "json_object") && strcmp(t, "json_schema")))
+        return bad(e, key, "expected {\"type\": \"text\" | \"json_object\" | \"json_schema\"}");
+    if (!strcmp(t, "text")) return 0;
+    if (!strcmp(t, "json_object")) return compile_schema(NULL, key, out, e);
+    json_t *js = flat ? rf : json_object_get(rf, "json_schema");
+    if (!json_is_object(js)) return bad(e, key, "json_schema: expected {\"name\": ..., \"schema\": {...}}");
+    json_t *schema = json_object_get(js, "schema");
+    if (schema && !json_is_object(schema) && !json_is_boolean(schema))
+        return bad(e, key, "json_schema.schema: expected a JSON Schema object");
+    return compile_schema(schema, key, out, e);
+}
+
+int api_get_ollama_format(json_t *o, json_constraint **out, api_err *e) {
+    json_t *f = json_object_get(o, "format");
+    *out = NULL;
+    if (!f || json_is_null(f) || (json_is_string(f) && !json_string_length(f))) return 0;
+    if (json_is_string(f) && !strcmp(json_string_value(f), "json")) return compile_schema(NULL, "format", out, e);
+    if (json_is_object(f)) return compile_schema(f, "format", out, e);
+    return bad(e, "format", "expected \"json\" or a JSON schema");
+}
+
 int api_get_sampling(json_t *o, engine_params *p, bool ollama, api_err *e) {
     double d;
     long long x;

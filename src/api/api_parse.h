@@ -26,6 +26,15 @@ int api_get_stop(json_t *o, const char *key, engine_params *p, api_err *e);
  * 100] (at most ENGINE_MAX_LOGIT_BIAS; the ids are checked against the
  * vocabulary when the request is submitted). 0 absent, 1 read, -1 bad. */
 int api_get_logit_bias(json_t *o, engine_params *p, api_err *e);
+/* Output constraints (sample/json_constraint.h). OpenAI's response_format
+ * at o[key]: {"type": "text"} none, {"type": "json_object"} any object,
+ * {"type": "json_schema", "json_schema": {"name", "schema", "strict"}} that
+ * schema — or, with `flat` (the Responses API's text.format), the
+ * json_schema fields beside "type". Ollama's "format": "json" (any object)
+ * or a schema object. 0 none, 1 *out compiled (the caller jc_free()s it),
+ * -1 bad (the schema's refusal in err). */
+int api_get_response_format(json_t *o, const char *key, bool flat, json_constraint **out, api_err *e);
+int api_get_ollama_format(json_t *o, json_constraint **out, api_err *e);
 /* Sampling fields shared by the surfaces: temperature, top_p, top_k, min_p,
  * presence/frequency penalty, repetition_penalty (Ollama: repeat_penalty),
  * seed, stop. 0 or -1 (err filled). */

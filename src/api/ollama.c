@@ -199,10 +199,6 @@ static int parse_common(app *a, json_t *body, engine_params *p, bool *stream, lo
     static const api_field extra_fields[] = {{"keep_alive", API_T_STR | API_T_NUM}, {"options", API_T_OBJ},
                                              {"tools", API_T_ARR}, {"images", API_T_ARR}};
     if (api_check_fields(body, extra_fields, sizeof extra_fields / sizeof extra_fields[0], e) < 0) return -1;
-    json_t *f = json_object_get(body, "format");
-    if (f && !json_is_null(f) && !json_is_object(f) &&
-        !(json_is_string(f) && (!strcmp(json_string_value(f), "json") || !json_string_length(f))))
-        OL_BAD("invalid format: expected \"json\" or a JSON schema");
     json_t *th = json_object_get(body, "think");
     if (th && !json_is_null(th)) {
         const char *lv = json_string_value(th);
@@ -213,6 +209,7 @@ static int parse_common(app *a, json_t *body, engine_params *p, bool *stream, lo
         json_object_set_new(extra, "enable_thinking", json_boolean(on));
     }
     api_params_default(a, p, 0);
+    if (api_get_ollama_format(body, &p->constraint, e) < 0) return -1;
     *num_predict = -1;
     json_t *o = json_object_get(body, "options");
     if (o && !json_is_null(o)) {
@@ -338,6 +335,7 @@ static void not_found(http_resp *resp, const char *name) {
  * model); -1: a bad request (e says why). */
 static int read_request(app *a, const http_req *req, http_resp *resp, json_t **body, engine_params *p, bool *stream,
                         long long *num_predict, json_t *extra, api_err *e) {
+    memset(p, 0, sizeof *p); /* p->constraint: the caller's to free in every case */
     if (!(*body = api_parse_body(req->body, req->body_len, e))) return -1;
     int r = parse_common(a, *body, p, stream, num_predict, extra, e);
     if (r == 404) {
@@ -383,6 +381,7 @@ void ollama_chat(app *a, const http_req *req, http_resp *resp) {
 bad:
     http_error(resp, API_OLLAMA, 400, NULL, NULL, "%s", e->msg);
 out:
+    jc_free(p.constraint); /* a request holds its own reference */
     free(ids);
     json_decref(msgs);
     json_decref(extra);
@@ -471,6 +470,7 @@ void ollama_generate(app *a, const http_req *req, http_resp *resp) {
 bad:
     http_error(resp, API_OLLAMA, 400, NULL, NULL, "%s", e->msg);
 out:
+    jc_free(p.constraint);
     free(all);
     free(ids);
     json_decref(msgs);

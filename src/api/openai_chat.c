@@ -343,6 +343,7 @@ void openai_chat_completions(app *a, const http_req *req, http_resp *resp) {
     json_t *body = api_parse_body(req->body, req->body_len, &e), *msgs = NULL;
     int32_t *ids = NULL, *pred = NULL;
     int n = 0, n_pred = 0;
+    json_constraint *fmt = NULL;
     if (!body) goto bad;
     const char *model_name = NULL;
     if (api_get_str(body, "model", &model_name, &e) < 0) goto bad;
@@ -377,15 +378,8 @@ void openai_chat_completions(app *a, const http_req *req, http_resp *resp) {
     if (api_get_bool(body, "logprobs", &logprobs, &e) < 0) goto bad;
     long long top_lp = 0;
     if (api_get_int(body, "top_logprobs", 0, 20, &top_lp, &e) < 0) goto bad;
-    json_t *rf = json_object_get(body, "response_format");
-    if (rf && !json_is_null(rf)) {
-        const char *t = json_string_value(json_object_get(rf, "type"));
-        if (!t || (strcmp(t, "text") && strcmp(t, "json_object") && strcmp(t, "json_schema"))) {
-            snprintf(e.msg, sizeof e.msg, "'response_format.type' must be text, json_object or json_schema");
-            e.param = "response_format";
-            goto bad;
-        }
-    }
+    if (api_get_response_format(body, "response_format", false, &fmt, &e) < 0) goto bad;
+    p.constraint = fmt;
     if (parse_prediction(a, body, &pred, &n_pred, &e) < 0) goto bad;
     p.prediction = pred;
     p.n_prediction = n_pred;
@@ -424,6 +418,7 @@ void openai_chat_completions(app *a, const http_req *req, http_resp *resp) {
 bad:
     http_error(resp, API_OPENAI, 400, "invalid_request_error", e.param, "%s", e.msg);
 out:
+    jc_free(fmt); /* a request holds its own reference */
     free(ids);
     free(pred);
     json_decref(msgs);

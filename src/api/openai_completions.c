@@ -95,6 +95,7 @@ void openai_completions(app *a, const http_req *req, http_resp *resp) {
     api_err e = {{0}, NULL};
     json_t *body = api_parse_body(req->body, req->body_len, &e);
     int32_t *ids = NULL;
+    json_constraint *fmt = NULL;
     int n = 0;
     if (!body) goto bad;
     const char *model_name = NULL;
@@ -137,6 +138,8 @@ void openai_completions(app *a, const http_req *req, http_resp *resp) {
     engine_params p;
     api_params_default(a, &p, 0);
     if (api_get_sampling(body, &p, false, &e) < 0 || api_get_logit_bias(body, &p, &e) < 0) goto bad;
+    if (api_get_response_format(body, "response_format", false, &fmt, &e) < 0) goto bad; /* as vLLM and llama.cpp take it */
+    p.constraint = fmt;
     long long max_tokens = 16, lp = -1, nn = 1;
     if (api_get_int(body, "max_tokens", 1, 1 << 30, &max_tokens, &e) < 0) goto bad;
     if (api_get_int(body, "logprobs", 0, 20, &lp, &e) < 0) goto bad;
@@ -180,6 +183,7 @@ oom:
 bad:
     http_error(resp, API_OPENAI, 400, "invalid_request_error", e.param, "%s", e.msg);
 out:
+    jc_free(fmt);
     free(ids);
     json_decref(body);
 }

@@ -641,6 +641,7 @@ void openai_responses_create(app *a, const http_req *req, http_resp *resp) {
     json_t *items = NULL, *history = NULL, *msgs = NULL, *chat_tools = NULL, *echo_tools = NULL, *tc_echo = NULL;
     int32_t *ids = NULL;
     int n = 0;
+    json_constraint *fmt = NULL;
     resp_state *s = NULL;
     char errbuf[600];
     if (!body) goto bad;
@@ -680,6 +681,9 @@ void openai_responses_create(app *a, const http_req *req, http_resp *resp) {
     engine_params p;
     api_params_default(a, &p, 0);
     if (api_get_sampling(body, &p, false, &e) < 0) goto bad;
+    json_t *text_opts = json_object_get(body, "text");
+    if (json_is_object(text_opts) && api_get_response_format(text_opts, "format", true, &fmt, &e) < 0) goto bad;
+    p.constraint = fmt;
     long long max_out = 0;
     if (api_get_int(body, "max_output_tokens", 1, 1 << 30, &max_out, &e) < 0) goto bad;
 
@@ -763,6 +767,7 @@ void openai_responses_create(app *a, const http_req *req, http_resp *resp) {
 bad:
     http_error(resp, API_OPENAI, 400, "invalid_request_error", e.param, "%s", e.msg);
 out:
+    jc_free(fmt);
     free(ids);
     json_decref(items);
     json_decref(history);

@@ -29,6 +29,7 @@ static void req_free(engine_req *r) {
     for (int i = 0; i < ENGINE_MAX_STOP; i++) free(r->stop_copy[i]);
     free(r->prediction);
     free(r->prompt);
+    jc_free(r->p.constraint);
     pthread_mutex_destroy(&r->mu);
     pthread_cond_destroy(&r->cv);
     free(r);
@@ -155,6 +156,7 @@ engine_req *engine_submit(engine *e, const int32_t *prompt, int n_prompt, const 
     pthread_mutex_init(&r->mu, NULL);
     pthread_cond_init(&r->cv, NULL);
     r->p = *p;
+    r->p.constraint = jc_ref(p->constraint);
     if (r->p.top_logprobs > ENGINE_MAX_TOP_LOGPROBS) r->p.top_logprobs = ENGINE_MAX_TOP_LOGPROBS;
     r->prompt = malloc((size_t)n_prompt * sizeof *r->prompt);
     if (!r->prompt) goto oom;
@@ -225,6 +227,8 @@ static void engine_release(engine *e) {
     free(e->mtp_ids);
     free(e->mtp_tok); free(e->mtp_idx); free(e->mtp_pos); free(e->mtp_hid); free(e->mtp_seq); free(e->mtp_rows);
     kv_cache_free(&e->kv);
+    token_mask_free(e->tmask);
+    free(e->allowed);
     free(e->active); free(e->preempted); free(e->raw); free(e->logits);
     free(e->b_tok); free(e->b_pos); free(e->b_seq); free(e->b_rows); free(e->b_ids);
     free(e);

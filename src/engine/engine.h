@@ -22,6 +22,7 @@
 
 #include "model/dflash.h"
 #include "model/model.h"
+#include "sample/json_constraint.h"
 #include "sample/sample.h"
 #include "tok/tok.h"
 
@@ -50,6 +51,12 @@ typedef struct {
     int n_logit_bias;
     int32_t logit_bias_id[ENGINE_MAX_LOGIT_BIAS];
     float logit_bias[ENGINE_MAX_LOGIT_BIAS];
+    /* output constrained to JSON (sample/json_constraint.h; NULL: none):
+     * every choice is restricted to the tokens that keep the text a prefix
+     * of a matching document (the end-of-sequence tokens once it may end)
+     * and the request finishes when the document is complete. Borrowed:
+     * engine_submit takes a reference of its own. */
+    json_constraint *constraint;
 } engine_params;
 
 typedef enum {

@@ -14,6 +14,7 @@
 
 #include "engine/engine.h"
 #include "kv/prefix_cache.h"
+#include "sample/token_mask.h"
 #include "spec/drafter.h"
 
 /* A model proposer (MTP head, draft model, DFlash) keeps drafting only where
@@ -91,6 +92,8 @@ typedef struct {
     double t_first;
     long long admit_order;
     bool stop_hit;          /* a stop string ended it: pend is final */
+    jc_state *js;           /* the JSON constraint's state after the committed tokens (NULL: none) */
+    bool js_stuck;          /* no token could continue the document: the sequence ends */
     /* speculation */
     bool spec;              /* drafting on for this sequence (gates may turn it off) */
     bool pld;               /* prompt lookup among the draft sources */
@@ -175,6 +178,8 @@ struct engine {
     int32_t *b_ids;         /* (b_cap) argmax of each logits row, from the backend */
     int b_cap;
     float *raw;             /* vocab scratch for logprobs */
+    token_mask *tmask;      /* the vocabulary for JSON constraints (built at the first constrained request) */
+    uint8_t *allowed;       /* (vocab) token_mask_fill's output */
     /* stats */
     atomic_llong done, prompt_tokens, gen_tokens, preemptions;
     atomic_llong spec_drafted, spec_accepted, spec_verify, gate_prompt_off, gate_runtime_off;

@@ -34,6 +34,7 @@ void engine_seq_free(engine *e, seq_state *s) {
     tok_stream_free(s->ts);
     free(s->ctx);
     free(s->pend);
+    free(s->js);
     engine_req_release(s->r);
     free(s);
 }
@@ -46,12 +47,18 @@ seq_state *engine_seq_new(engine *e, engine_req *r) {
     s->ctx = malloc((size_t)s->cap * sizeof *s->ctx);
     s->smp = sampler_new(e->m->cfg.vocab_size);
     s->ts = tok_stream_new(e->tok, true);
-    if (!s->ctx || !s->smp || !s->ts) {
+    if (r->p.constraint && !e->tmask) {
+        e->tmask = token_mask_new(e->tok, e->m->cfg.vocab_size);
+        if (!e->allowed) e->allowed = malloc((size_t)e->m->cfg.vocab_size);
+    }
+    if (r->p.constraint && (s->js = e->tmask && e->allowed ? malloc(sizeof *s->js) : NULL)) jc_start(s->js, r->p.constraint);
+    if (!s->ctx || !s->smp || !s->ts || (r->p.constraint && !s->js)) {
         s->r = NULL;
         kv_seq_release(&e->kv, &s->kv);
         sampler_free(s->smp);
         tok_stream_free(s->ts);
         free(s->ctx);
+        free(s->js);
         free(s);
         return NULL;
     }
@@ -242,6 +249,12 @@ static int seq_commit(engine *e, seq_state *s, int tok, const float *raw) {
             engine_seq_finish(e, s, ENGINE_FINISH_STOP);
             return 1;
         }
+    /* a constrained choice is always a token the document accepts; none
+     * could continue it (js_stuck): the answer ends here */
+    if (s->js && (s->js_stuck || !token_mask_feed(e->tmask, s->js, tok))) {
+        engine_seq_finish(e, s, ENGINE_FINISH_STOP);
+        return 1;
+    }
     engine_event ev = {0};
     ev.type = ENGINE_EV_TOKEN;
     s->ctx[s->n_ctx++] = tok;
@@ -260,6 +273,7 @@ static int seq_commit(engine *e, seq_state *s, int tok, const float *raw) {
         engine_seq_finish(e, s, ENGINE_FINISH_STOP);
         return 1;
     }
+    if (s->js && jc_finished(s->js)) { engine_seq_finish(e, s, ENGINE_FINISH_STOP); return 1; }
     if (s->n_gen >= r->p.max_tokens) { engine_seq_finish(e, s, ENGINE_FINISH_LENGTH); return 1; }
     if (s->n_ctx >= e->cfg.ctx_size || s->n_ctx >= s->cap) { engine_seq_finish(e, s, ENGINE_FINISH_CONTEXT); return 1; }
     return 0;
@@ -279,7 +293,37 @@ bool engine_seq_needs_logits(const seq_state *s) {
     const engine_params *p = &s->r->p;
     return p->sp.temperature > 0.0f || (p->sp.repetition_penalty != 1.0f && p->sp.repetition_penalty > 0) ||
            p->sp.presence_penalty != 0.0f || p->sp.frequency_penalty != 0.0f || p->logprobs || p->top_logprobs > 0 ||
-           p->n_logit_bias > 0;
+           p->n_logit_bias > 0 || p->constraint;
+}
+
+static bool is_eos(const engine_params *p, int tok) {
+    for (int i = 0; i < p->n_eos; i++)
+        if (tok == p->eos[i]) return true;
+    return false;
+}
+
+/* The JSON constraint on one row: every token that cannot continue the
+ * document to -inf (the end-of-sequence tokens allowed once it may end).
+ * Greedy choices first try the row's own argmax: when the constraint allows
+ * it, it is the masked argmax too, and no mask is built. */
+static void constrain_row(engine *e, seq_state *s, float *row, bool greedy) {
+    const engine_params *p = &s->r->p;
+    int V = e->m->cfg.vocab_size;
+    bool can_end = jc_can_end(s->js);
+    if (greedy) {
+        int id = sample_argmax(row, V);
+        if (can_end ? is_eos(p, id) || token_mask_allows(e->tmask, s->js, id) : token_mask_allows(e->tmask, s->js, id))
+            return;
+    }
+    int n = token_mask_fill(e->tmask, s->js, e->allowed);
+    for (int i = 0; i < p->n_eos && can_end; i++)
+        if (p->eos[i] >= 0 && p->eos[i] < V) n += !e->allowed[p->eos[i]], e->allowed[p->eos[i]] = 1;
+    if (!n) {
+        s->js_stuck = true; /* seq_commit ends the sequence */
+        return;
+    }
+    for (int i = 0; i < V; i++)
+        if (!e->allowed[i]) row[i] = -INFINITY;
 }
 
 /* row NULL: a greedy sequence without penalties; id is the row's argmax */
@@ -290,6 +334,7 @@ static int seq_choose(engine *e, seq_state *s, float *row, int d, int id) {
     sample_apply_penalties(s->smp, sp, row, s->ctx, s->n_ctx, s->r->n_prompt);
     const engine_params *p = &s->r->p;
     for (int i = 0; i < p->n_logit_bias; i++) row[p->logit_bias_id[i]] += p->logit_bias[i];
+    if (s->js) constrain_row(e, s, row, sp->temperature <= 0.0f);
     if (sp->temperature <= 0.0f) return sample_argmax(row, e->m->cfg.vocab_size);
     const int32_t *ids;
     const float *probs;

@@ -18,9 +18,12 @@
  * changes the structure (prefixItems, not, if/then, allOf of several,
  * branches both starting with '{' ...).
  *
- * The document is one value of the root schema without surrounding text;
- * whitespace between tokens is allowed, at most JC_MAX_WS bytes in a row
- * (a model cannot run on in blank space), nesting at most JC_MAX_DEPTH.
+ * The document is one value of the root schema without surrounding text.
+ * Whitespace between tokens is what compact or indented JSON needs and no
+ * more: a run holds at most one newline and 1 + JC_INDENT x (the nesting
+ * depth) bytes, so a model cannot run on in blank space (small code models
+ * will, given the chance: tinycoder wrote tabs until max_tokens). Nesting
+ * at most JC_MAX_DEPTH.
  *
  * Ownership: a json_constraint is immutable after jc_compile and may be
  * shared by any number of states (reference counted: jc_ref / jc_free). A
@@ -35,11 +38,11 @@
 #include <stdint.h>
 
 #define JC_MAX_DEPTH 32
-#define JC_MAX_WS 64
+#define JC_INDENT 4
 #define JC_MAX_PROPS 64   /* properties of one object schema */
 #define JC_MAX_LITERALS 64 /* values of one enum */
 #define JC_MAX_NODES 4096
-#define JC_MAX_NUMBER 64  /* characters of one number */
+#define JC_MAX_NUMBER 24  /* characters of one number (-1.2345678901234567e+308 is 24) */
 
 /* first characters a value may start with */
 enum {
@@ -100,6 +103,7 @@ typedef struct {
     uint8_t utf8;        /* continuation bytes still due in a string */
     uint8_t utf8_lo, utf8_hi; /* the range of the next one */
     uint8_t ws;          /* whitespace bytes in a row */
+    bool ws_nl;          /* a newline among them */
     bool done;           /* the root value is complete: nothing may follow */
     bool in_key;         /* the string being read is an object's key */
     uint16_t off;        /* bytes of the literal / key / number read */

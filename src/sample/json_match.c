@@ -154,12 +154,14 @@ static bool key_byte(jc_state *s, uint8_t b) {
 
 static bool structural(jc_state *s, uint8_t b) {
     if (s->done) return false;
-    if (b == ' ' || b == '\n' || b == '\t' || b == '\r') {
-        if (s->ws >= JC_MAX_WS) return false;
+    if (b == ' ' || b == '\n' || b == '\t') {
+        if (s->ws >= 1 + JC_INDENT * s->depth || (b == '\n' && s->ws_nl)) return false;
         s->ws++;
+        s->ws_nl |= b == '\n';
         return true;
     }
     s->ws = 0;
+    s->ws_nl = false;
     if (!s->depth) return value_start(s, s->c->root, b);
     jc_frame *f = top(s);
     const jc_node *n = node(s, f->node);

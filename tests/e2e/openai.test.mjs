@@ -236,11 +236,6 @@ test('chat tools: tool_choice none behaves as no tools', async () => {
   assert.equal(b.choices[0].message.content, a.choices[0].message.content);
 });
 
-test('chat: response_format json_object is accepted', async () => {
-  const r = await chat({ messages: msgs('Return a JSON object with a key "a".'), max_tokens: 8, response_format: { type: 'json_object' } });
-  assert.equal(r.object, 'chat.completion');
-});
-
 // -- /v1/completions: raw prompt, no template --
 
 const CODE = 'def fibonacci(n):\n';

@@ -49,7 +49,7 @@ static void expect(const char *schema, const char *text, int want) {
 
 TEST(test_json_constraint_object_mode) {
     expect(NULL, "{}", 1);
-    expect(NULL, "  {\"a\": [1, -2.5e-3, 0, \"x\\u00e9\\n\", true, false, null, {}, []]}", 1);
+    expect(NULL, " {\"a\": [1, -2.5e-3, 0, \"x\\u00e9\\n\", true, false, null, {}, []]}", 1);
     expect(NULL, "{\"caf\xC3\xA9\": \"\xE2\x82\xAC \xF0\x9F\x98\x80\"}", 1);
     expect(NULL, "[1]", 0);              /* json_object: the root is an object */
     expect(NULL, "\"a\"", 0);
@@ -68,12 +68,17 @@ TEST(test_json_constraint_object_mode) {
     expect(NULL, "{\"a\": 1", 0);        /* unfinished */
     expect(NULL, "{} ", 0);              /* nothing after the document */
     expect(NULL, "{}{}", 0);
-    /* whitespace runs capped; nesting capped */
+    /* whitespace: one newline per run, 1 + JC_INDENT per level of nesting */
+    expect(NULL, " {\n    \"a\": [\n        1,\n        2\n    ]\n}", 1);
+    expect(NULL, "{\"a\":\t1}", 1);
+    expect(NULL, "  {}", 0);
+    expect(NULL, "{\n\n\"a\": 1}", 0);
     char ws[200];
-    snprintf(ws, sizeof ws, "{%*s}", JC_MAX_WS, "");
+    snprintf(ws, sizeof ws, "{\"a\": [%*s1]}", 1 + 2 * JC_INDENT, "");
     expect(NULL, ws, 1);
-    snprintf(ws, sizeof ws, "{%*s}", JC_MAX_WS + 1, "");
+    snprintf(ws, sizeof ws, "{\"a\": [%*s1]}", 2 + 2 * JC_INDENT, "");
     expect(NULL, ws, 0);
+    expect(NULL, "{\"a\": 1\r}", 0);
     char deep[256] = "{\"a\":";
     for (int i = 1; i < JC_MAX_DEPTH; i++) strcat(deep, "[");
     expect(NULL, deep, 0); /* unfinished, but accepted so far: */

@@ -1,0 +1,179 @@
+// structured.test.mjs — structured output (JSON mode and JSON Schema) on
+// every surface through the official clients: OpenAI chat
+// (`chat.completions.parse`, response_format json_schema / json_object),
+// completions, Responses (`responses.parse`, text.format), Anthropic
+// (`messages.parse`, output_config.format) and Ollama (format: schema /
+// "json"). The answers are checked against the schema by a validator of
+// this file's own; greedy answers are the same streamed or not and with
+// speculation on or off, sampled ones conform at every seed tried; schemas
+// the server cannot enforce are a 400 in each surface's own error format.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import * as L from './lib.mjs';
+
+const LANG = {
+  type: 'object',
+  properties: {
+    language: { enum: ['python', 'javascript', 'c'] },
+    typed: { type: 'boolean' },
+    year: { type: 'integer' },
+    tags: { type: 'array', items: { type: 'string', enum: ['fast', 'safe', 'old'] }, maxItems: 2 },
+  },
+  required: ['language', 'typed', 'year', 'tags'],
+  additionalProperties: false,
+};
+const ASK = 'Describe the Python language as JSON.';
+
+// Does v conform to schema s (the keywords the tests use)?
+function conforms(v, s) {
+  if (s.enum) return s.enum.some((e) => JSON.stringify(e) === JSON.stringify(v));
+  const t = s.type;
+  if (t === 'object') {
+    if (typeof v !== 'object' || v === null || Array.isArray(v)) return false;
+    const props = s.properties ?? {};
+    for (const r of s.required ?? []) if (!(r in v)) return false;
+    for (const [k, x] of Object.entries(v)) {
+      if (props[k]) {
+        if (!conforms(x, props[k])) return false;
+      } else if (s.additionalProperties === false || (s.properties && s.additionalProperties === undefined)) return false;
+    }
+    return true;
+  }
+  if (t === 'array') {
+    if (!Array.isArray(v) || v.length > (s.maxItems ?? Infinity) || v.length < (s.minItems ?? 0)) return false;
+    return v.every((x) => !s.items || conforms(x, s.items));
+  }
+  if (t === 'integer') return Number.isInteger(v);
+  if (t === 'number') return typeof v === 'number';
+  if (t === 'string') return typeof v === 'string';
+  if (t === 'boolean') return typeof v === 'boolean';
+  if (t === 'null') return v === null;
+  return true;
+}
+
+test('conforms() itself tells a good answer from bad ones', () => {
+  assert.ok(conforms({ language: 'c', typed: true, year: 1972, tags: ['fast'] }, LANG));
+  assert.ok(!conforms({ language: 'go', typed: true, year: 2009, tags: [] }, LANG));
+  assert.ok(!conforms({ language: 'c', typed: 'yes', year: 1972, tags: [] }, LANG));
+  assert.ok(!conforms({ language: 'c', typed: true, year: 19.5, tags: [] }, LANG));
+  assert.ok(!conforms({ language: 'c', typed: true, year: 1, tags: [], extra: 1 }, LANG));
+  assert.ok(!conforms({ language: 'c', typed: true, year: 1 }, LANG));
+  assert.ok(!conforms({ language: 'c', typed: true, year: 1, tags: ['fast', 'safe', 'old'] }, LANG));
+});
+
+const client = L.openai();
+const jsonSchemaFormat = (schema) => ({ type: 'json_schema', json_schema: { name: 'answer', strict: true, schema } });
+
+test('OpenAI chat: json_schema through chat.completions.parse; streamed and speculation off give the same text', async () => {
+  const base = { model: await L.model(), messages: [{ role: 'user', content: ASK }], max_tokens: 120, temperature: 0 };
+  const r = await client.chat.completions.parse({ ...base, response_format: jsonSchemaFormat(LANG) });
+  const m = r.choices[0].message;
+  assert.equal(r.choices[0].finish_reason, 'stop', m.content);
+  assert.ok(conforms(m.parsed, LANG), m.content);
+  // streamed
+  const stream = await client.chat.completions.create({ ...base, response_format: jsonSchemaFormat(LANG), stream: true });
+  let text = '';
+  for await (const c of stream) text += c.choices[0]?.delta?.content ?? '';
+  assert.equal(text, m.content);
+  // speculation off (kestrel extension): the same greedy text
+  const off = await client.chat.completions.create({ ...base, response_format: jsonSchemaFormat(LANG), speculative: false });
+  assert.equal(off.choices[0].message.content, m.content);
+  // and unconstrained, the model answers otherwise (the constraint is what made it JSON)
+  const free = await client.chat.completions.create(base);
+  assert.notEqual(free.choices[0].message.content, m.content);
+});
+
+test('OpenAI chat: sampled answers conform at every seed, the same with speculation on and off', async () => {
+  const base = { model: await L.model(), messages: [{ role: 'user', content: ASK }], max_tokens: 200, temperature: 1.0, response_format: jsonSchemaFormat(LANG) };
+  const texts = new Set();
+  for (const seed of [1, 2, 3, 4, 5]) {
+    const r = await client.chat.completions.create({ ...base, seed });
+    const c = r.choices[0].message.content;
+    assert.equal(r.choices[0].finish_reason, 'stop', c);
+    assert.ok(conforms(JSON.parse(c), LANG), c);
+    texts.add(c);
+    if (seed <= 2) {
+      const off = await client.chat.completions.create({ ...base, seed, speculative: false });
+      assert.equal(off.choices[0].message.content, c);
+    }
+  }
+  assert.ok(texts.size > 1, 'sampling at temperature 1 gave one answer for five seeds');
+});
+
+test('OpenAI chat: json_object gives a JSON object', async () => {
+  const r = await client.chat.completions.create({
+    model: await L.model(), messages: [{ role: 'user', content: 'Write a JSON config for a Python project.' }],
+    max_tokens: 100, temperature: 0, response_format: { type: 'json_object' },
+  });
+  const c = r.choices[0].message.content;
+  assert.equal(r.choices[0].finish_reason, 'stop', c);
+  const v = JSON.parse(c);
+  assert.ok(typeof v === 'object' && v !== null && !Array.isArray(v), c);
+});
+
+test('OpenAI completions: response_format json_schema on a raw prompt', async () => {
+  const schema = { type: 'object', properties: { n: { type: 'integer' }, ok: { type: 'boolean' } }, required: ['n', 'ok'], additionalProperties: false };
+  const r = await client.completions.create({
+    model: await L.model(), prompt: 'def count(xs):\n    return len(xs)\n# result as JSON:\n', max_tokens: 60, temperature: 0,
+    response_format: jsonSchemaFormat(schema),
+  });
+  const c = r.choices[0].text;
+  assert.equal(r.choices[0].finish_reason, 'stop', c);
+  assert.ok(conforms(JSON.parse(c), schema), c);
+});
+
+test('OpenAI Responses: text.format json_schema through responses.parse', async () => {
+  const r = await client.responses.parse({
+    model: await L.model(), input: ASK, max_output_tokens: 120, temperature: 0,
+    text: { format: { type: 'json_schema', name: 'answer', strict: true, schema: LANG } },
+  });
+  assert.equal(r.status, 'completed', r.output_text);
+  assert.ok(conforms(r.output_parsed, LANG), r.output_text);
+});
+
+test('Anthropic: output_config.format through messages.parse', async () => {
+  const r = await L.anthropic().messages.parse({
+    model: await L.model(), max_tokens: 120, temperature: 0, messages: [{ role: 'user', content: ASK }],
+    output_config: { format: { type: 'json_schema', schema: LANG } },
+  });
+  assert.equal(r.stop_reason, 'end_turn', JSON.stringify(r.content));
+  assert.ok(conforms(r.parsed_output, LANG), JSON.stringify(r.content));
+});
+
+test('Ollama: format as a schema on chat, "json" on generate', async () => {
+  const ol = L.ollama();
+  const model = await L.model();
+  const r = await ol.chat({ model, messages: [{ role: 'user', content: ASK }], format: LANG, options: { temperature: 0, num_predict: 120 } });
+  assert.equal(r.done_reason, 'stop', r.message.content);
+  assert.ok(conforms(JSON.parse(r.message.content), LANG), r.message.content);
+  const g = await ol.generate({ model, prompt: 'Write a JSON config for a Python project.', format: 'json', options: { temperature: 0, num_predict: 100 } });
+  assert.equal(g.done_reason, 'stop', g.response);
+  const v = JSON.parse(g.response);
+  assert.ok(typeof v === 'object' && v !== null && !Array.isArray(v), g.response);
+});
+
+test('schemas that cannot be enforced are a 400 in each surface\'s format, naming the keyword', async () => {
+  const model = await L.model();
+  const NOT = { type: 'object', properties: { a: { not: { type: 'string' } } } };
+  const msg = [{ role: 'user', content: 'hi' }];
+  let r = await L.post('/v1/chat/completions', { model, messages: msg, max_tokens: 4, response_format: jsonSchemaFormat(NOT) });
+  L.assertOpenAIError(r, 400);
+  assert.match(r.json.error.message, /'not' is not supported/);
+  r = await L.post('/v1/chat/completions', { model, messages: msg, max_tokens: 4, response_format: jsonSchemaFormat({ type: 'objekt' }) });
+  L.assertOpenAIError(r, 400);
+  assert.match(r.json.error.message, /unknown type 'objekt'/);
+  r = await L.post('/v1/chat/completions', { model, messages: msg, max_tokens: 4, response_format: { type: 'json_schema', json_schema: { name: 'x', schema: 'string' } } });
+  L.assertOpenAIError(r, 400);
+  r = await L.post('/v1/responses', { model, input: 'hi', max_output_tokens: 4, text: { format: { type: 'json_schema', name: 'x', schema: NOT } } });
+  L.assertOpenAIError(r, 400);
+  r = await L.post('/v1/messages', { model, max_tokens: 4, messages: msg, output_config: { format: { type: 'json_schema', schema: NOT } } },
+    { headers: { 'anthropic-version': '2023-06-01' } });
+  L.assertAnthropicError(r, 400, 'invalid_request_error');
+  assert.match(r.json.error.message, /'not' is not supported/);
+  r = await L.post('/api/chat', { model, messages: msg, stream: false, format: 'yaml' });
+  L.assertOllamaError(r, 400);
+  r = await L.post('/api/generate', { model, prompt: 'hi', stream: false, format: NOT });
+  L.assertOllamaError(r, 400);
+  assert.match(r.json.error, /'not' is not supported/);
+  await L.health();
+});
