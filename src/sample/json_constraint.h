@@ -121,5 +121,10 @@ bool jc_feed(jc_state *s, const uint8_t *p, size_t n);
 bool jc_can_end(const jc_state *s);
 /* The document is complete and nothing more may follow. */
 bool jc_finished(const jc_state *s);
+/* Inside a string that takes any text (a value, or a key no property name
+ * matches where others are allowed), with no UTF-8 character half read:
+ * every byte run without '"', '\\' or control characters that is valid
+ * UTF-8 (a character may be cut at its end) is accepted, and keeps it so. */
+bool jc_in_free_string(const jc_state *s);
 
 #endif

@@ -339,3 +339,7 @@ bool jc_can_end(const jc_state *s) {
 }
 
 bool jc_finished(const jc_state *s) { return s->done; }
+
+bool jc_in_free_string(const jc_state *s) {
+    return s->lex == LX_STR && !s->utf8 && (!s->in_key || (!s->cand && node(s, s->f[s->depth - 1].node)->additional >= 0));
+}

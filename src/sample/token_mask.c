@@ -1,6 +1,8 @@
 /* token_mask.c — token_mask.h: the vocabulary's byte strings in sorted
  * order with each one's common prefix with the one before, walked with a
- * stack of recognizer states (state d = after the first d bytes). */
+ * stack of recognizer states (state d = after the first d bytes). Inside a
+ * free string (jc_in_free_string) most of a vocabulary is plain text: those
+ * tokens are allowed from a table made once, and only the others are fed. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,6 +15,10 @@ struct token_mask {
     int32_t *order;     /* (n_text) text tokens sorted by their bytes */
     uint32_t *lcp;      /* (n_text) bytes in common with the token before in order */
     int n_text;
+    uint8_t *plain;     /* (n_ids) 1: a token a free string takes whole (jc_in_free_string) */
+    int n_plain;
+    int32_t *other;     /* the text tokens that are not plain */
+    int n_other;
     uint32_t max_len;
     jc_state *stack;    /* (max_len + 1) scratch */
 };
@@ -23,6 +29,28 @@ static int by_bytes(const void *a, const void *b, void *ctx) {
     uint32_t lx = m->len[x], ly = m->len[y];
     int c = memcmp(m->bytes + m->off[x], m->bytes + m->off[y], lx < ly ? lx : ly);
     return c ? c : lx < ly ? -1 : lx > ly ? 1 : x - y;
+}
+
+/* Valid UTF-8 (the last character may be cut short) without '"', '\\' or
+ * control characters: what jc_in_free_string accepts whole. */
+static bool is_plain(const uint8_t *b, uint32_t n) {
+    for (uint32_t i = 0; i < n;) {
+        uint8_t c = b[i];
+        if (c < 0x80) {
+            if (c < 0x20 || c == '"' || c == '\\') return false;
+            i++;
+            continue;
+        }
+        uint32_t need = c >= 0xC2 && c <= 0xDF ? 1 : c >= 0xE0 && c <= 0xEF ? 2 : c >= 0xF0 && c <= 0xF4 ? 3 : 0;
+        if (!need) return false;
+        uint8_t lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80, hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
+        for (uint32_t k = 1; k <= need && i + k < n; k++) {
+            uint8_t d = b[i + k];
+            if (k == 1 ? d < lo || d > hi : (d & 0xC0) != 0x80) return false;
+        }
+        i += need + 1;
+    }
+    return true;
 }
 
 token_mask *token_mask_new(const tokenizer *t, int n_ids) {
@@ -71,7 +99,17 @@ token_mask *token_mask_new(const tokenizer *t, int n_ids) {
         m->lcp[i] = l;
     }
     m->stack = malloc((size_t)(m->max_len + 1) * sizeof *m->stack);
-    if (!m->stack) goto fail;
+    m->plain = calloc((size_t)n_ids, 1);
+    m->other = malloc((size_t)n_ids * sizeof *m->other);
+    if (!m->stack || !m->plain || !m->other) goto fail;
+    for (int i = 0; i < m->n_text; i++) {
+        int32_t id = m->order[i];
+        if (is_plain(m->bytes + m->off[id], m->len[id])) {
+            m->plain[id] = 1;
+            m->n_plain++;
+        } else
+            m->other[m->n_other++] = id;
+    }
     return m;
 fail:
     token_mask_free(m);
@@ -86,10 +124,22 @@ void token_mask_free(token_mask *m) {
     free(m->order);
     free(m->lcp);
     free(m->stack);
+    free(m->plain);
+    free(m->other);
     free(m);
 }
 
 int token_mask_fill(token_mask *m, const jc_state *s, uint8_t *allowed) {
+    if (jc_in_free_string(s)) {
+        memcpy(allowed, m->plain, (size_t)m->n_ids);
+        int n = m->n_plain;
+        for (int i = 0; i < m->n_other; i++)
+            if (token_mask_allows(m, s, m->other[i])) {
+                allowed[m->other[i]] = 1;
+                n++;
+            }
+        return n;
+    }
     memset(allowed, 0, (size_t)m->n_ids);
     jc_copy(&m->stack[0], s);
     /* valid: states stack[0..valid] hold the previous token's prefixes;

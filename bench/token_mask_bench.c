@@ -1,0 +1,73 @@
+/* token_mask_bench.c — what a JSON constraint costs per token: the time of
+ * token_mask_fill (the full mask: sampled choices, and greedy ones whose
+ * argmax the constraint refuses) and of token_mask_allows (a greedy choice's
+ * first try) at several points of a document, for one tokenizer:
+ *   build/token_mask_bench TOKENIZER [ITERS]
+ * TOKENIZER: a tokenizer.json or a model directory (scripts/fetch_tokenizers.sh
+ * puts Qwen3's, Llama 3's, ... under ~/.cache/kestrel/tokenizers). Also the
+ * one-off cost of building the mask's table. Not a test: compare runs of one
+ * machine. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "sample/token_mask.h"
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + t.tv_nsec * 1e-9;
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) {
+        fprintf(stderr, "usage: token_mask_bench TOKENIZER [ITERS]\n");
+        return 2;
+    }
+    int iters = argc > 2 ? atoi(argv[2]) : 20;
+    tokenizer *t = NULL;
+    if (tok_load(&t, argv[1]) < 0) {
+        fprintf(stderr, "cannot load %s\n", argv[1]);
+        return 1;
+    }
+    int V = tok_vocab_size(t);
+    double t0 = now();
+    token_mask *m = token_mask_new(t, V);
+    double t_build = now() - t0;
+    if (!m) return 1;
+    json_t *schema = json_loads("{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"n\":{\"type\":\"number\"},"
+                                "\"tags\":{\"type\":\"array\",\"items\":{\"enum\":[\"alpha\",\"beta\"]}}},\"required\":[\"name\"]}",
+                                0, NULL);
+    char err[200];
+    json_constraint *c = jc_compile(schema, err, sizeof err);
+    if (!c) {
+        fprintf(stderr, "schema: %s\n", err);
+        return 1;
+    }
+    printf("tokenizer %s: %d tokens, table built in %.1f ms\n", argv[1], V, t_build * 1e3);
+    const char *at[] = { "", "{\"", "{\"name\": \"some text ", "{\"name\": \"x\", \"n\": 12", "{\"name\": \"x\", \"tags\": [\"al" };
+    uint8_t *allowed = malloc((size_t)V);
+    for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
+        jc_state s;
+        jc_start(&s, c);
+        jc_feed(&s, (const uint8_t *)at[i], strlen(at[i]));
+        int n = 0;
+        t0 = now();
+        for (int k = 0; k < iters; k++) n = token_mask_fill(m, &s, allowed);
+        double fill = (now() - t0) / iters;
+        int probes = 0;
+        t0 = now();
+        for (int k = 0; k < iters; k++)
+            for (int id = 0; id < V; id += 97) probes += token_mask_allows(m, &s, id);
+        double allow = (now() - t0) / (iters * ((V + 96) / 97));
+        printf("  after %-32s %6d allowed  fill %.3f ms  one token %.3f us\n", at[i][0] ? at[i] : "(start)", n, fill * 1e3,
+               allow * 1e6);
+    }
+    free(allowed);
+    jc_free(c);
+    json_decref(schema);
+    token_mask_free(m);
+    tok_free(t);
+    return 0;
+}
