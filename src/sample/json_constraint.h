@@ -59,6 +59,9 @@ typedef struct {
 typedef struct {
     uint8_t kinds;       /* JC_K_* a value may be (0 with literals: only those) */
     bool integer;        /* a number must be an integer */
+    int obj, arr;        /* the nodes whose object / array fields an object / array value
+                          * follows: this node's own, or an anyOf branch's (by index, so a
+                          * branch still being compiled — a recursive $ref — is followed) */
     /* objects */
     jc_prop *props;
     int n_props;

@@ -77,8 +77,8 @@ static bool value_start(jc_state *s, int nd, uint8_t b) {
              : b == 'n' ? JC_K_NULL : 0;
     if (kind & n->kinds) {
         switch (kind) {
-        case JC_K_OBJECT: return push(s, nd, true);
-        case JC_K_ARRAY: return push(s, nd, false);
+        case JC_K_OBJECT: return push(s, n->obj, true);
+        case JC_K_ARRAY: return push(s, n->arr, false);
         case JC_K_STRING:
             s->lex = LX_STR;
             s->cand = 0;

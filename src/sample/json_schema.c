@@ -1,7 +1,8 @@
 /* json_schema.c — a JSON Schema (the subset json_constraint.h states)
  * compiled to json_constraint's node table. $ref targets are compiled once
  * and shared (a recursive schema is a cycle of node indices); a schema
- * wrapping one other ($ref, allOf of one) is that other node. */
+ * wrapping one other ($ref, allOf of one) is that other node; an anyOf node
+ * refers to its branches' object / array nodes rather than copying them. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -48,6 +49,7 @@ static int new_node(compiler *k) {
     n->additional = -1;
     n->items = -1;
     n->max_items = 1 << 30;
+    n->obj = n->arr = c->n_nodes;
     return c->n_nodes++;
 }
 
@@ -182,39 +184,22 @@ static int fill_array(compiler *k, int id, const json_t *s) {
     return 0;
 }
 
-/* Deep copy of node src's data for the kinds in `kinds` into dst (anyOf). */
+/* anyOf: node src's kinds joined to dst's; an object or array value of dst
+ * follows src's object / array node. */
 static int merge_kinds(compiler *k, int dst, int src) {
     jc_node *d = &k->c->nodes[dst], *s = &k->c->nodes[src];
-    int clash = d->kinds & s->kinds & ~JC_K_NUMBER & ~JC_K_STRING & ~JC_K_BOOL & ~JC_K_NULL;
+    int clash = d->kinds & s->kinds & (JC_K_OBJECT | JC_K_ARRAY);
     if (clash) return fail(k, "anyOf/oneOf branches that are both %s are not supported",
                            clash & JC_K_OBJECT ? "objects" : "arrays");
     if (s->kinds & JC_K_NUMBER) d->integer = (d->kinds & JC_K_NUMBER) ? d->integer && s->integer : s->integer;
-    if (s->kinds & JC_K_OBJECT) {
-        d->required = s->required;
-        d->additional = s->additional;
-        if (s->n_props) {
-            d->props = calloc((size_t)s->n_props, sizeof *d->props);
-            if (!d->props) return fail(k, "out of memory");
-            for (int i = 0; i < s->n_props; i++) {
-                d->props[i] = s->props[i];
-                d->props[i].name = strdup(s->props[i].name);
-                if (!d->props[i].name) return fail(k, "out of memory");
-                d->n_props = i + 1;
-            }
-        }
-    }
-    if (s->kinds & JC_K_ARRAY) {
-        d->items = s->items;
-        d->min_items = s->min_items;
-        d->max_items = s->max_items;
-    }
+    if (s->kinds & JC_K_OBJECT) d->obj = s->obj;
+    if (s->kinds & JC_K_ARRAY) d->arr = s->arr;
     d->kinds |= s->kinds;
     for (int i = 0; i < s->n_lit; i++) {
         json_t *v = json_loads(s->lit[i], JSON_DECODE_ANY, NULL);
         int rc = v ? add_literal(k, &k->c->nodes[dst], v) : fail(k, "out of memory");
         json_decref(v);
         if (rc < 0) return -1;
-        d = &k->c->nodes[dst];
         s = &k->c->nodes[src];
     }
     return 0;

@@ -134,6 +134,13 @@ TEST(test_json_constraint_schema) {
                        "\"required\":[\"v\"]}}}";
     expect(tree, "{\"v\": 1, \"kids\": [{\"v\": 2}, {\"v\": 3, \"kids\": []}]}", 1);
     expect(tree, "{\"v\": 1, \"kids\": [{\"w\": 2}]}", 0);
+    /* recursion through an anyOf branch (an optional next node) */
+    const char *list = "{\"$ref\":\"#/$defs/n\",\"$defs\":{\"n\":{\"type\":\"object\",\"properties\":{\"v\":{\"type\":\"integer\"},"
+                       "\"next\":{\"anyOf\":[{\"$ref\":\"#/$defs/n\"},{\"type\":\"null\"}]}},\"required\":[\"v\",\"next\"],"
+                       "\"additionalProperties\":false}}}";
+    expect(list, "{\"v\": 1, \"next\": {\"v\": 2, \"next\": null}}", 1);
+    expect(list, "{\"v\": 1, \"next\": {}}", 0);
+    expect(list, "{\"v\": 1, \"next\": {\"v\": 2}}", 0);
     /* top-level scalars */
     expect("{\"type\":\"number\"}", "-0.5E+3", 1);
     expect("{\"type\":\"integer\"}", "-05", 0);
