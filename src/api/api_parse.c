@@ -169,6 +169,35 @@ int api_get_ollama_format(json_t *o, json_constraint **out, api_err *e) {
     return bad(e, "format", "expected \"json\" or a JSON schema");
 }
 
+int api_forced_tool_call(json_t *tools, const char *name, const char *param, json_constraint **out, api_err *e) {
+    *out = NULL;
+    if (!json_array_size(tools)) return bad(e, param, "a tool call was required but no tools were given");
+    json_t *calls = json_array(); /* one {"name": const, "arguments": its parameters} object per tool */
+    size_t i;
+    json_t *t;
+    json_array_foreach(tools, i, t) {
+        json_t *fn = json_object_get(t, "function");
+        json_t *nm = json_object_get(fn, "name"), *params = json_object_get(fn, "parameters");
+        if (!json_is_string(nm) || (name && strcmp(name, json_string_value(nm)))) continue;
+        json_array_append_new(calls, json_pack("{s:s, s:{s:{s:O}, s:o}, s:[s,s], s:b}", "type", "object", "properties",
+                                               "name", "const", nm, "arguments",
+                                               json_is_object(params) ? json_incref(params) : json_pack("{s:s}", "type", "object"),
+                                               "required", "name", "arguments", "additionalProperties", 0));
+    }
+    if (!json_array_size(calls)) {
+        json_decref(calls);
+        char m[400];
+        snprintf(m, sizeof m, "the function '%.200s' is not among the tools", name ? name : "");
+        return bad(e, param, m);
+    }
+    /* several: a union told apart by "name" (json_constraint.h: written first) */
+    json_t *schema = json_array_size(calls) == 1 ? json_incref(json_array_get(calls, 0)) : json_pack("{s:O}", "anyOf", calls);
+    json_decref(calls);
+    int r = schema ? compile_schema(schema, param, out, e) : bad(e, param, "out of memory");
+    json_decref(schema);
+    return r;
+}
+
 int api_get_sampling(json_t *o, engine_params *p, bool ollama, api_err *e) {
     double d;
     long long x;

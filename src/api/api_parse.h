@@ -35,6 +35,15 @@ int api_get_logit_bias(json_t *o, engine_params *p, api_err *e);
  * -1 bad (the schema's refusal in err). */
 int api_get_response_format(json_t *o, const char *key, bool flat, json_constraint **out, api_err *e);
 int api_get_ollama_format(json_t *o, json_constraint **out, api_err *e);
+/* A forced tool call (tool_choice "required" / a named function; Anthropic's
+ * "any" / "tool"): the answer constrained to one {"name": ..., "arguments":
+ * ...} object, which the output parser turns into a tool call on every
+ * surface. tools: chat-shaped [{"type": "function", "function": {"name",
+ * "parameters"}}]; name: the function named, or NULL for any of them (a
+ * union told apart by "name", which is then written first). The arguments
+ * follow the tool's parameters schema. 1 *out compiled (caller jc_free()s),
+ * -1 bad (param named: no such tool, or a schema that cannot be enforced). */
+int api_forced_tool_call(json_t *tools, const char *name, const char *param, json_constraint **out, api_err *e);
 /* Sampling fields shared by the surfaces: temperature, top_p, top_k, min_p,
  * presence/frequency penalty, repetition_penalty (Ollama: repeat_penalty),
  * seed, stop. 0 or -1 (err filled). */

@@ -379,6 +379,23 @@ void openai_chat_completions(app *a, const http_req *req, http_resp *resp) {
     long long top_lp = 0;
     if (api_get_int(body, "top_logprobs", 0, 20, &top_lp, &e) < 0) goto bad;
     if (api_get_response_format(body, "response_format", false, &fmt, &e) < 0) goto bad;
+    /* tool_choice "required" or a named function: the answer is that call (before any response_format) */
+    json_t *tc = json_object_get(body, "tool_choice");
+    const char *forced = json_is_object(tc) ? json_string_value(json_object_get(json_object_get(tc, "function"), "name")) : NULL;
+    if (json_is_object(tc) && !forced) {
+        snprintf(e.msg, sizeof e.msg, "'tool_choice' must be none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+        e.param = "tool_choice";
+        goto bad;
+    }
+    if (tool_choice && strcmp(tool_choice, "none") && strcmp(tool_choice, "auto") && strcmp(tool_choice, "required")) {
+        snprintf(e.msg, sizeof e.msg, "'tool_choice' must be none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}");
+        e.param = "tool_choice";
+        goto bad;
+    }
+    if (forced || (tool_choice && !strcmp(tool_choice, "required"))) {
+        jc_free(fmt);
+        if (api_forced_tool_call(tools, forced, "tool_choice", &fmt, &e) < 0) goto bad;
+    }
     p.constraint = fmt;
     if (parse_prediction(a, body, &pred, &n_pred, &e) < 0) goto bad;
     p.prediction = pred;

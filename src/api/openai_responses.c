@@ -678,11 +678,17 @@ void openai_responses_create(app *a, const http_req *req, http_resp *resp) {
     bool choice_none;
     if (!(tc_echo = check_tool_choice(json_object_get(body, "tool_choice"), &choice_none, &e))) goto bad;
     bool use_tools = json_array_size(chat_tools) && !choice_none;
+    const char *forced = json_is_object(tc_echo) ? json_string_value(json_object_get(tc_echo, "name")) : NULL;
+    bool required = json_is_string(tc_echo) && !strcmp(json_string_value(tc_echo), "required");
     engine_params p;
     api_params_default(a, &p, 0);
     if (api_get_sampling(body, &p, false, &e) < 0) goto bad;
     json_t *text_opts = json_object_get(body, "text");
     if (json_is_object(text_opts) && api_get_response_format(text_opts, "format", true, &fmt, &e) < 0) goto bad;
+    if (forced || required) { /* the answer is that function call (before any text.format) */
+        jc_free(fmt);
+        if (api_forced_tool_call(chat_tools, forced, "tool_choice", &fmt, &e) < 0) goto bad;
+    }
     p.constraint = fmt;
     long long max_out = 0;
     if (api_get_int(body, "max_output_tokens", 1, 1 << 30, &max_out, &e) < 0) goto bad;

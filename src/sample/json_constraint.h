@@ -11,7 +11,9 @@
  * structured-output servers do; true or a schema allows others), items,
  * minItems / maxItems, enum / const, anyOf / oneOf whose branches start
  * with different characters (an object and null, a string and a number;
- * all-enum branches merge), allOf of one schema, $ref to #/$defs/NAME or
+ * all-enum branches merge) or are objects told apart by one required
+ * constant property (a discriminated union: that property is written
+ * first), allOf of one schema, $ref to #/$defs/NAME or
  * #/definitions/NAME (recursion allowed), true / {} (any value). Accepted but
  * not enforced: value refinements (pattern, format, minLength, minimum, ...)
  * and annotations. Refused at compile with a message: anything else that
@@ -42,7 +44,10 @@
 #define JC_MAX_PROPS 64   /* properties of one object schema */
 #define JC_MAX_LITERALS 64 /* values of one enum */
 #define JC_MAX_NODES 4096
-#define JC_MAX_NUMBER 24  /* characters of one number (-1.2345678901234567e+308 is 24) */
+#define JC_MAX_NUMBER 24  /* characters of one number */
+#define JC_MAX_INT_DIGITS 18 /* digits before any '.': every such integer fits int64 */
+#define JC_MAX_EXP_DIGITS 2  /* exponent digits: no double overflows (jansson, the tool-call
+                              * parser, refuses integers past int64 and reals past DBL_MAX) */
 
 /* first characters a value may start with */
 enum {
@@ -67,6 +72,9 @@ typedef struct {
     int n_props;
     uint64_t required;   /* bit i: props[i] required */
     int additional;      /* node of other properties' values, -1: none allowed */
+    int *disc_obj;       /* a discriminated union (anyOf of objects told apart by one constant
+                          * property, props[0], written first): the object node each literal of
+                          * props[0]'s value node leads to */
     /* arrays */
     int items;           /* node of the items */
     int min_items, max_items;

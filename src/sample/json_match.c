@@ -62,12 +62,31 @@ static bool push(jc_state *s, int nd, bool object) {
     return true;
 }
 
+/* Enum literal `idx` is complete. In a discriminated union's object (its
+ * constant property's value) the container goes on as the branch it names. */
+static void lit_end(jc_state *s, int idx) {
+    if (s->depth) {
+        jc_frame *f = top(s);
+        const jc_node *u = node(s, f->node);
+        if (f->object && u->disc_obj && f->key == 0) {
+            const jc_node *b = node(s, u->disc_obj[idx]);
+            f->node = (uint16_t)u->disc_obj[idx];
+            for (int i = 0; i < b->n_props; i++)
+                if (b->props[i].len == u->props[0].len && !memcmp(b->props[i].name, u->props[0].name, b->props[i].len)) {
+                    f->seen = 1ull << i;
+                    f->key = (int16_t)i;
+                }
+        }
+    }
+    value_end(s);
+}
+
 /* complete the enum literal if every candidate still in the race is whole */
 static void lit_maybe_end(jc_state *s) {
     const jc_node *n = node(s, s->lit_node);
     for (int i = 0; i < n->n_lit; i++)
         if (s->cand >> i & 1 && n->lit_len[i] != s->off) return;
-    value_end(s);
+    lit_end(s, __builtin_ctzll(s->cand));
 }
 
 static bool value_start(jc_state *s, int nd, uint8_t b) {
@@ -89,6 +108,7 @@ static bool value_start(jc_state *s, int nd, uint8_t b) {
             s->lex = LX_NUM;
             s->aux = b == '-' ? N_MINUS : b == '0' ? N_ZERO_T : N_INT_T;
             s->off = 1;
+            s->cand = s->aux == N_INT_T;
             s->lit_node = (uint16_t)nd;
             return true;
         default:
@@ -265,6 +285,10 @@ static bool number_byte(jc_state *s, uint8_t b) {
     }
     if (next >= 0) {
         if (++s->off > JC_MAX_NUMBER) return false;
+        /* s->cand counts the digits of the integer part, then of the exponent */
+        if (next == N_E) s->cand = 0;
+        if ((next == N_INT_T || next == N_EXP_T) && ++s->cand > (next == N_INT_T ? JC_MAX_INT_DIGITS : JC_MAX_EXP_DIGITS))
+            return false;
         s->aux = (uint8_t)next;
         return true;
     }
@@ -277,11 +301,11 @@ static bool number_byte(jc_state *s, uint8_t b) {
 static bool lit_byte(jc_state *s, uint8_t b) {
     const jc_node *n = node(s, s->lit_node);
     uint64_t c = 0;
-    bool whole = false;
+    int whole = -1;
     for (int i = 0; i < n->n_lit; i++)
         if (s->cand >> i & 1) {
             if (n->lit_len[i] > s->off && (uint8_t)n->lit[i][s->off] == b) c |= 1ull << i;
-            if (n->lit_len[i] == s->off) whole = true;
+            if (n->lit_len[i] == s->off) whole = i;
         }
     if (c) {
         s->cand = c;
@@ -289,8 +313,8 @@ static bool lit_byte(jc_state *s, uint8_t b) {
         lit_maybe_end(s);
         return true;
     }
-    if (!whole) return false;
-    value_end(s); /* "1" of enum [1, 12] followed by ',' */
+    if (whole < 0) return false;
+    lit_end(s, whole); /* "1" of enum [1, 12] followed by ',' */
     return structural(s, b);
 }
 

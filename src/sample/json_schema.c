@@ -75,6 +75,10 @@ static int add_literal(compiler *k, jc_node *n, const json_t *v) {
     if (n->n_lit >= JC_MAX_LITERALS) return fail(k, "enum with more than %d values", JC_MAX_LITERALS);
     char *t = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
     if (!t) return fail(k, "out of memory");
+    if (strlen(t) > 4096) {
+        free(t);
+        return fail(k, "an enum value longer than 4096 characters");
+    }
     char **l = realloc(n->lit, (size_t)(n->n_lit + 1) * sizeof *l);
     size_t *ll = l ? realloc(n->lit_len, (size_t)(n->n_lit + 1) * sizeof *ll) : NULL;
     if (l) n->lit = l;
@@ -205,6 +209,76 @@ static int merge_kinds(compiler *k, int dst, int src) {
     return 0;
 }
 
+/* anyOf of several object schemas: they must share a required property
+ * whose value is constant in each (const or enum) and differs between them
+ * (a discriminated union); node id's objects then start with that property
+ * and go on as the branch its value names. */
+static int discriminate(compiler *k, int id, const int *objs, int n) {
+    if (k->c->nodes[id].kinds & JC_K_OBJECT) return fail(k, "anyOf/oneOf branches that are both objects are not supported");
+    const jc_node *first = &k->c->nodes[k->c->nodes[objs[0]].obj];
+    int key = -1;
+    for (int p = 0; p < first->n_props && key < 0; p++) {
+        bool ok = true;
+        for (int b = 0; b < n && ok; b++) {
+            const jc_node *o = &k->c->nodes[k->c->nodes[objs[b]].obj];
+            int q = 0;
+            while (q < o->n_props && strcmp(o->props[q].name, first->props[p].name)) q++;
+            const jc_node *v = q < o->n_props ? &k->c->nodes[o->props[q].node] : NULL;
+            ok = v && !v->kinds && v->n_lit && (o->required >> q & 1);
+        }
+        if (ok) key = p;
+    }
+    if (key < 0)
+        return fail(k, "anyOf/oneOf branches that are objects need a required property that is constant (const / enum) "
+                       "in each to tell them apart");
+    int lit = new_node(k), u = lit < 0 ? -1 : new_node(k);
+    if (u < 0) return -1;
+    int *to = NULL, n_to = 0;
+    for (int b = 0; b < n; b++) {
+        const jc_node *o = &k->c->nodes[k->c->nodes[objs[b]].obj];
+        int q = 0;
+        while (strcmp(o->props[q].name, k->c->nodes[k->c->nodes[objs[0]].obj].props[key].name)) q++;
+        const jc_node *v = &k->c->nodes[o->props[q].node];
+        for (int l = 0; l < v->n_lit; l++) {
+            const jc_node *L = &k->c->nodes[lit];
+            for (int m = 0; m < L->n_lit; m++)
+                if (!strcmp(L->lit[m], v->lit[l])) {
+                    free(to);
+                    return fail(k, "anyOf/oneOf object branches share the value %s of their constant property", v->lit[l]);
+                }
+            json_t *jv = json_loads(v->lit[l], JSON_DECODE_ANY, NULL);
+            int rc = jv ? add_literal(k, &k->c->nodes[lit], jv) : fail(k, "out of memory");
+            json_decref(jv);
+            int *nt = rc < 0 ? NULL : realloc(to, (size_t)(n_to + 1) * sizeof *to);
+            if (!nt) {
+                free(to);
+                return rc < 0 ? -1 : fail(k, "out of memory");
+            }
+            to = nt;
+            to[n_to++] = k->c->nodes[objs[b]].obj;
+            v = &k->c->nodes[o->props[q].node];
+            o = &k->c->nodes[k->c->nodes[objs[b]].obj];
+        }
+    }
+    jc_node *un = &k->c->nodes[u];
+    const jc_prop *kp = &k->c->nodes[k->c->nodes[objs[0]].obj].props[key];
+    un->props = calloc(1, sizeof *un->props);
+    char *name = strdup(kp->name);
+    if (!un->props || !name) {
+        free(name);
+        free(to);
+        return fail(k, "out of memory");
+    }
+    un->props[0] = (jc_prop){ name, strlen(name), lit };
+    un->n_props = 1;
+    un->required = 1;
+    un->kinds = JC_K_OBJECT;
+    un->disc_obj = to;
+    k->c->nodes[id].kinds |= JC_K_OBJECT;
+    k->c->nodes[id].obj = u;
+    return 0;
+}
+
 /* Literals and kinds together: a literal a kind already allows is dropped;
  * bare true/false/null beside literals become literals; what is left must
  * start differently from every kind (the matcher picks by the first byte). */
@@ -256,12 +330,18 @@ static int fill(compiler *k, int id, const json_t *s) {
     }
     if (any) {
         if (!json_is_array(any) || !json_array_size(any)) return fail(k, "'anyOf' / 'oneOf' must be a non-empty array");
+        if (json_array_size(any) > JC_MAX_LITERALS) return fail(k, "'anyOf' with more than %d branches", JC_MAX_LITERALS);
+        int objs[JC_MAX_LITERALS], n_obj = 0;
         size_t i;
         const json_t *b;
         json_array_foreach(any, i, b) {
             int child = compile(k, b);
-            if (child < 0 || merge_kinds(k, id, child) < 0) return -1;
+            if (child < 0) return -1;
+            if (k->c->nodes[child].kinds == JC_K_OBJECT && !k->c->nodes[child].n_lit) objs[n_obj++] = child;
+            else if (merge_kinds(k, id, child) < 0) return -1;
         }
+        if (n_obj == 1 && merge_kinds(k, id, objs[0]) < 0) return -1;
+        if (n_obj > 1 && discriminate(k, id, objs, n_obj) < 0) return -1;
         return settle_literals(k, id);
     }
     const json_t *type = json_object_get(s, "type");
@@ -381,6 +461,7 @@ void jc_free(json_constraint *c) {
         for (int j = 0; j < n->n_props; j++) free(n->props[j].name);
         for (int j = 0; j < n->n_lit; j++) free(n->lit[j]);
         free(n->props);
+        free(n->disc_obj);
         free(n->lit);
         free(n->lit_len);
     }

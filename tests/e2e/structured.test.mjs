@@ -7,6 +7,9 @@
 // this file's own; greedy answers are the same streamed or not and with
 // speculation on or off, sampled ones conform at every seed tried; schemas
 // the server cannot enforce are a 400 in each surface's own error format.
+// Forced tool calls (tool_choice "required" / a named function; Anthropic's
+// "any" / "tool") come back as tool calls whose arguments follow the tool's
+// schema, on OpenAI chat (streamed too), Responses and Anthropic.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as L from './lib.mjs';
@@ -175,5 +178,97 @@ test('schemas that cannot be enforced are a 400 in each surface\'s format, namin
   r = await L.post('/api/generate', { model, prompt: 'hi', stream: false, format: NOT });
   L.assertOllamaError(r, 400);
   assert.match(r.json.error, /'not' is not supported/);
+  await L.health();
+});
+
+// -- forced tool calls: tool_choice "required" / a named function (Anthropic "any" / "tool") --
+
+// enum arguments: free strings run on in tinycoder (it is a small code model), enums end
+const WEATHER = { type: 'object', properties: { city: { enum: ['Paris', 'London', 'Tokyo'] }, days: { type: 'integer' } }, required: ['city'], additionalProperties: false };
+const CLOCK = { type: 'object', properties: { tz: { enum: ['UTC', 'CET'] } }, required: ['tz'], additionalProperties: false };
+const weather = { type: 'function', function: { name: 'get_weather', description: L.weatherDesc, parameters: WEATHER } };
+const clock = { type: 'function', function: { name: 'get_time', description: 'Current time in a time zone', parameters: CLOCK } };
+const ASK_TOOL = 'What is the weather in Paris?';
+
+test('OpenAI chat: a named tool_choice is that call, its arguments per the schema; streamed the same', async () => {
+  const base = { model: await L.model(), messages: [{ role: 'user', content: ASK_TOOL }], max_tokens: 80, temperature: 0, tools: [weather, clock] };
+  const r = await client.chat.completions.create({ ...base, tool_choice: { type: 'function', function: { name: 'get_weather' } } });
+  const ch = r.choices[0];
+  assert.equal(ch.finish_reason, 'tool_calls', JSON.stringify(ch.message));
+  assert.equal(ch.message.tool_calls.length, 1);
+  assert.equal(ch.message.tool_calls[0].function.name, 'get_weather');
+  const args = JSON.parse(ch.message.tool_calls[0].function.arguments);
+  assert.ok(conforms(args, WEATHER), ch.message.tool_calls[0].function.arguments);
+  const stream = await client.chat.completions.create({ ...base, tool_choice: { type: 'function', function: { name: 'get_weather' } }, stream: true });
+  let name = '', argText = '', finish = null;
+  for await (const c of stream) {
+    for (const tc of c.choices[0]?.delta?.tool_calls ?? []) {
+      name += tc.function?.name ?? '';
+      argText += tc.function?.arguments ?? '';
+    }
+    finish = c.choices[0]?.finish_reason ?? finish;
+  }
+  assert.equal(name, 'get_weather');
+  assert.equal(argText, ch.message.tool_calls[0].function.arguments);
+  assert.equal(finish, 'tool_calls');
+  // the other tool named: that one is called
+  const r2 = await client.chat.completions.create({ ...base, tool_choice: { type: 'function', function: { name: 'get_time' } } });
+  assert.equal(r2.choices[0].message.tool_calls[0].function.name, 'get_time');
+  assert.ok(conforms(JSON.parse(r2.choices[0].message.tool_calls[0].function.arguments), CLOCK));
+  // "required": a call to one of the tools
+  const r3 = await client.chat.completions.create({ ...base, tool_choice: 'required' });
+  assert.equal(r3.choices[0].finish_reason, 'tool_calls', JSON.stringify(r3.choices[0].message));
+  const c3 = r3.choices[0].message.tool_calls[0].function;
+  assert.ok(conforms(JSON.parse(c3.arguments), c3.name === 'get_weather' ? WEATHER : c3.name === 'get_time' ? CLOCK : { enum: [] }), JSON.stringify(c3));
+  // auto: the model's own choice (tinycoder writes text)
+  const r4 = await client.chat.completions.create({ ...base, tool_choice: 'auto' });
+  assert.equal(r4.choices[0].message.tool_calls, undefined);
+});
+
+test('OpenAI Responses: a named tool_choice gives a function_call item', async () => {
+  const r = await client.responses.create({
+    model: await L.model(), input: ASK_TOOL, max_output_tokens: 80, temperature: 0,
+    tools: [{ type: 'function', name: 'get_weather', description: L.weatherDesc, parameters: WEATHER }],
+    tool_choice: { type: 'function', name: 'get_weather' },
+  });
+  const call = r.output.find((o) => o.type === 'function_call');
+  assert.ok(call, JSON.stringify(r.output));
+  assert.equal(call.name, 'get_weather');
+  assert.ok(conforms(JSON.parse(call.arguments), WEATHER), call.arguments);
+});
+
+test('Anthropic: tool_choice tool / any give a tool_use block', async () => {
+  const an = L.anthropic();
+  const tools = [
+    { name: 'get_weather', description: L.weatherDesc, input_schema: WEATHER },
+    { name: 'get_time', description: 'Current time', input_schema: CLOCK },
+  ];
+  const base = { model: await L.model(), max_tokens: 80, temperature: 0, messages: [{ role: 'user', content: ASK_TOOL }], tools };
+  const r = await an.messages.create({ ...base, tool_choice: { type: 'tool', name: 'get_weather' } });
+  assert.equal(r.stop_reason, 'tool_use', JSON.stringify(r.content));
+  const use = r.content.find((b) => b.type === 'tool_use');
+  assert.equal(use.name, 'get_weather');
+  assert.ok(conforms(use.input, WEATHER), JSON.stringify(use.input));
+  const r2 = await an.messages.create({ ...base, tool_choice: { type: 'any' } });
+  assert.equal(r2.stop_reason, 'tool_use', JSON.stringify(r2.content));
+  const use2 = r2.content.find((b) => b.type === 'tool_use');
+  assert.ok(conforms(use2.input, use2.name === 'get_weather' ? WEATHER : CLOCK), JSON.stringify(use2));
+});
+
+test('a forced tool call naming no offered tool is a 400 on each surface', async () => {
+  const model = await L.model();
+  const msg = [{ role: 'user', content: 'hi' }];
+  let r = await L.post('/v1/chat/completions', { model, messages: msg, max_tokens: 4, tools: [weather], tool_choice: { type: 'function', function: { name: 'nope' } } });
+  L.assertOpenAIError(r, 400);
+  assert.match(r.json.error.message, /'nope' is not among the tools/);
+  r = await L.post('/v1/chat/completions', { model, messages: msg, max_tokens: 4, tool_choice: 'required' });
+  L.assertOpenAIError(r, 400);
+  r = await L.post('/v1/chat/completions', { model, messages: msg, max_tokens: 4, tools: [weather], tool_choice: 'sometimes' });
+  L.assertOpenAIError(r, 400);
+  r = await L.post('/v1/responses', { model, input: 'hi', max_output_tokens: 4, tools: [{ type: 'function', name: 'get_weather', parameters: L.weatherParams }], tool_choice: { type: 'function', name: 'nope' } });
+  L.assertOpenAIError(r, 400);
+  r = await L.post('/v1/messages', { model, max_tokens: 4, messages: msg, tools: [{ name: 'get_weather', input_schema: L.weatherParams }], tool_choice: { type: 'tool', name: 'nope' } },
+    { headers: { 'anthropic-version': '2023-06-01' } });
+  L.assertAnthropicError(r, 400, 'invalid_request_error');
   await L.health();
 });

@@ -141,9 +141,29 @@ TEST(test_json_constraint_schema) {
     expect(list, "{\"v\": 1, \"next\": {\"v\": 2, \"next\": null}}", 1);
     expect(list, "{\"v\": 1, \"next\": {}}", 0);
     expect(list, "{\"v\": 1, \"next\": {\"v\": 2}}", 0);
+    /* a discriminated union: objects told apart by a constant property, written first */
+    const char *shape = "{\"oneOf\":[{\"$ref\":\"#/$defs/c\"},{\"$ref\":\"#/$defs/r\"},{\"type\":\"null\"}],\"discriminator\":{\"propertyName\":\"kind\"},"
+                        "\"$defs\":{\"c\":{\"type\":\"object\",\"properties\":{\"kind\":{\"const\":\"circle\"},\"r\":{\"type\":\"number\"}},"
+                        "\"required\":[\"kind\",\"r\"],\"additionalProperties\":false},\"r\":{\"type\":\"object\",\"properties\":{"
+                        "\"kind\":{\"enum\":[\"rect\",\"square\"]},\"w\":{\"type\":\"number\"},\"h\":{\"type\":\"number\"}},"
+                        "\"required\":[\"kind\",\"w\"],\"additionalProperties\":false}}}";
+    expect(shape, "{\"kind\": \"circle\", \"r\": 1.5}", 1);
+    expect(shape, "{\"kind\": \"rect\", \"w\": 1, \"h\": 2}", 1);
+    expect(shape, "{\"kind\": \"square\", \"w\": 3}", 1);
+    expect(shape, "null", 1);
+    expect(shape, "{\"kind\": \"circle\", \"w\": 1}", 0);  /* a rect's property on a circle */
+    expect(shape, "{\"kind\": \"rect\", \"h\": 2}", 0);    /* w required */
+    expect(shape, "{\"r\": 1, \"kind\": \"circle\"}", 0);  /* the constant property comes first */
+    expect(shape, "{\"kind\": \"tri\"}", 0);
+    expect(shape, "{\"kind\": \"circle\", \"r\": 1, \"kind\": \"circle\"}", 0);
     /* top-level scalars */
     expect("{\"type\":\"number\"}", "-0.5E+3", 1);
     expect("{\"type\":\"integer\"}", "-05", 0);
+    expect("{\"type\":\"integer\"}", "-123456789012345678", 1);  /* 18 digits: fits int64 */
+    expect("{\"type\":\"integer\"}", "1234567890123456789", 0);  /* 19: may not */
+    expect("{\"type\":\"number\"}", "1.5e99", 1);
+    expect("{\"type\":\"number\"}", "1.5e308", 0);              /* 3 exponent digits: may overflow */
+    expect("{\"type\":\"number\"}", "0.000000000000000000001", 1);
     expect("{\"type\":\"boolean\"}", "true", 1);
     expect("{\"type\":\"string\"}", "\"\\ud83d\\ude00\"", 1);
     /* refinements are accepted and not enforced */
@@ -156,7 +176,9 @@ TEST(test_json_constraint_refused_schemas) {
         "{\"anyOf\":[{\"type\":\"object\"},{\"type\":\"object\",\"properties\":{\"a\":{}}}]}",
         "{\"$ref\":\"#/$defs/missing\"}", "{\"$ref\":\"#/$defs/a\",\"$defs\":{\"a\":{\"$ref\":\"#/$defs/a\"}}}",
         "{\"properties\":{\"a\":{}},\"required\":[\"b\"]}", "{\"enum\":[]}", "{\"type\":\"array\",\"minItems\":3,\"maxItems\":2}",
-        "{\"properties\":{\"a\\\"b\":{}}}", "{\"anyOf\":[{\"enum\":[\"x\"]},{\"type\":\"string\",\"maxLength\":3}, {\"enum\":[{\"a\":1}]}, {\"type\":\"object\"}]}",
+        "{\"properties\":{\"a\\\"b\":{}}}",
+        "{\"anyOf\":[{\"properties\":{\"k\":{\"const\":1}},\"required\":[\"k\"]},{\"properties\":{\"k\":{\"const\":1}},\"required\":[\"k\"]}]}",
+        "{\"anyOf\":[{\"properties\":{\"k\":{\"const\":1}}},{\"properties\":{\"k\":{\"const\":2}}}]}", "{\"anyOf\":[{\"enum\":[\"x\"]},{\"type\":\"string\",\"maxLength\":3}, {\"enum\":[{\"a\":1}]}, {\"type\":\"object\"}]}",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char err[256];
