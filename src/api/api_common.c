@@ -23,6 +23,7 @@ void api_params_default(const app *a, engine_params *p, int max_tokens) {
     p->max_tokens = max_tokens;
     p->spec = -1; /* the server's default; the gates decide per request */
     p->mtp = -1;
+    p->constraint_think = a->think; /* a reasoning model thinks before a constrained answer */
     uint64_t seed;
     if (getrandom(&seed, sizeof seed, 0) != sizeof seed) seed = (uint64_t)time(NULL);
     p->seed = seed;

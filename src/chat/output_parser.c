@@ -1,7 +1,7 @@
 /* output_parser.c — incremental content / reasoning / tool-call splitter
  * (see output_parser.h). States: TEXT (content), THINK (reasoning), CALL
- * (inside <tool_call>), JSON (a Llama 3 style bare-JSON answer, decided at the
- * end). After </think> the newlines that follow are dropped, after a parsed
+ * (inside <tool_call>), JSON (a Llama 3 style bare-JSON answer — at the start
+ * or right after the reasoning — decided at the end). After </think> the newlines that follow are dropped, after a parsed
  * </tool_call> the spaces and newlines: `skip` remembers that across feeds so
  * that the result does not depend on where the text was split. */
 #include "chat/output_parser.h"
@@ -95,7 +95,7 @@ static const char *find(const char *s, size_t n, const char *tag) { return memme
 /* Processes p->hold as far as it can be decided. */
 static void run(output_parser *p, out_emit emit, void *ud, bool final) {
     for (;;) {
-        if (p->skip && p->st == ST_TEXT) {
+        if (p->skip && (p->st == ST_TEXT || p->st == ST_START)) {
             size_t j = 0;
             while (j < p->hold.len && p->hold.s[j] && strchr(p->skip, p->hold.s[j])) j++;
             sb_consume(&p->hold, j);
@@ -137,8 +137,9 @@ static void run(output_parser *p, out_emit emit, void *ud, bool final) {
                 out_kind k = p->st == ST_THINK ? OUT_REASONING : OUT_CONTENT;
                 emit_text(emit, ud, k, s, (size_t)(hit - s));
                 sb_consume(&p->hold, (size_t)(hit - s) + strlen(open_tag));
-                p->st = p->st == ST_THINK ? ST_TEXT : ST_CALL;
-                if (p->st == ST_TEXT) p->skip = "\n"; /* drop the newlines that follow </think> */
+                /* after </think> the answer starts afresh: a bare-JSON tool call may follow */
+                p->st = p->st == ST_THINK ? (p->cfg.tools ? ST_START : ST_TEXT) : ST_CALL;
+                if (p->st != ST_CALL) p->skip = "\n"; /* drop the newlines that follow </think> */
                 continue;
             }
             size_t keep = final || (p->st == ST_TEXT && !p->cfg.tools) ? 0 : partial_suffix(s, n, open_tag);

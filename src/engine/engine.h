@@ -57,6 +57,7 @@ typedef struct {
      * and the request finishes when the document is complete. Borrowed:
      * engine_submit takes a reference of its own. */
     json_constraint *constraint;
+    bool constraint_think; /* the constrained answer may open with the model's <think>...</think> block */
 } engine_params;
 
 typedef enum {

@@ -20,7 +20,10 @@
  * changes the structure (prefixItems, not, if/then, allOf of several,
  * branches both starting with '{' ...).
  *
- * The document is one value of the root schema without surrounding text.
+ * The document is one value of the root schema without surrounding text —
+ * but for a reasoning model's "<think>...</think>" block, which may come
+ * first when jc_start is told so (its text unconstrained, then at most
+ * JC_THINK_WS whitespace bytes before the document).
  * Whitespace between tokens is what compact or indented JSON needs and no
  * more: a run holds at most one newline and 1 + JC_INDENT x (the nesting
  * depth) bytes, so a model cannot run on in blank space (small code models
@@ -41,6 +44,7 @@
 
 #define JC_MAX_DEPTH 32
 #define JC_INDENT 4
+#define JC_THINK_WS 4
 #define JC_MAX_PROPS 64   /* properties of one object schema */
 #define JC_MAX_LITERALS 64 /* values of one enum */
 #define JC_MAX_NODES 4096
@@ -117,13 +121,15 @@ typedef struct {
     bool ws_nl;          /* a newline among them */
     bool done;           /* the root value is complete: nothing may follow */
     bool in_key;         /* the string being read is an object's key */
+    uint8_t think;       /* before the document: a <think> block may open / is open / closed */
     uint16_t off;        /* bytes of the literal / key / number read */
     uint16_t lit_node;   /* the enum (or number) node being read */
     uint64_t cand;       /* literals / property names still matching */
     jc_frame f[JC_MAX_DEPTH];
 } jc_state;
 
-void jc_start(jc_state *s, const json_constraint *c);
+/* think: the answer may open with a <think>...</think> block. */
+void jc_start(jc_state *s, const json_constraint *c, bool think);
 void jc_copy(jc_state *dst, const jc_state *src);
 /* Feeds bytes; false when the text can no longer match (s is then
  * undefined: feed a copy when probing). */
@@ -137,5 +143,8 @@ bool jc_finished(const jc_state *s);
  * every byte run without '"', '\\' or control characters that is valid
  * UTF-8 (a character may be cut at its end) is accepted, and keeps it so. */
 bool jc_in_free_string(const jc_state *s);
+/* Inside the <think> block with nothing of "</think>" matched: any bytes
+ * without '<' are accepted, and keep it so. */
+bool jc_in_think(const jc_state *s);
 
 #endif

@@ -17,6 +17,10 @@ enum { PH_VALUE, PH_ARR_FIRST, PH_OBJ_FIRST, PH_OBJ_KEY, PH_COLON, PH_AFTER };
 /* number sub-states; the _T ones may end the number */
 enum { N_MINUS, N_ZERO_T, N_INT_T, N_DOT, N_FRAC_T, N_E, N_ESIGN, N_EXP_T };
 
+/* the <think> block before the document */
+enum { TH_NONE, TH_MAY, TH_OPEN, TH_IN, TH_AFTER };
+static const char THINK_OPEN[] = "<think>", THINK_CLOSE[] = "</think>";
+
 static const char *const KW[3] = { "true", "false", "null" };
 static const uint8_t KW_LEN[3] = { 4, 5, 4 };
 
@@ -27,9 +31,10 @@ static jc_frame *top(jc_state *s) { return &s->f[s->depth - 1]; }
 
 static uint64_t all_props(const jc_node *n) { return n->n_props == 64 ? ~0ull : (1ull << n->n_props) - 1; }
 
-void jc_start(jc_state *s, const json_constraint *c) {
+void jc_start(jc_state *s, const json_constraint *c, bool think) {
     memset(s, 0, offsetof(jc_state, f));
     s->c = c;
+    s->think = think ? TH_MAY : TH_NONE;
 }
 
 void jc_copy(jc_state *dst, const jc_state *src) {
@@ -318,7 +323,34 @@ static bool lit_byte(jc_state *s, uint8_t b) {
     return structural(s, b);
 }
 
+/* A byte before the document while a <think> block may come or is open
+ * (off: bytes of "<think>" / "</think>" matched). */
+static bool think_byte(jc_state *s, uint8_t b) {
+    switch (s->think) {
+    case TH_MAY:
+        s->think = TH_NONE;
+        if (b != '<') return structural(s, b);
+        s->think = TH_OPEN;
+        s->off = 1;
+        return true;
+    case TH_OPEN:
+        if (b != (uint8_t)THINK_OPEN[s->off]) return false;
+        if (++s->off == sizeof THINK_OPEN - 1) s->think = TH_IN, s->off = 0;
+        return true;
+    case TH_IN:
+        s->off = b == (uint8_t)THINK_CLOSE[s->off] ? s->off + 1 : b == '<';
+        if (s->off == sizeof THINK_CLOSE - 1) s->think = TH_AFTER, s->off = 0, s->ws = 0;
+        return true;
+    default: /* TH_AFTER */
+        if (b == ' ' || b == '\n' || b == '\t') return ++s->ws <= JC_THINK_WS;
+        s->think = TH_NONE;
+        s->ws = 0;
+        return structural(s, b);
+    }
+}
+
 static bool feed_byte(jc_state *s, uint8_t b) {
+    if (s->think) return think_byte(s, b);
     switch (s->lex) {
     case LX_NONE: return structural(s, b);
     case LX_STR: return string_byte(s, b);
@@ -352,6 +384,7 @@ bool jc_feed(jc_state *s, const uint8_t *p, size_t n) {
 
 bool jc_can_end(const jc_state *s) {
     if (s->done) return true;
+    if (s->think) return false;
     if (s->depth) return false;
     if (s->lex == LX_NUM) return num_terminal(s->aux);
     if (s->lex == LX_LIT) {
@@ -364,6 +397,8 @@ bool jc_can_end(const jc_state *s) {
 
 bool jc_finished(const jc_state *s) { return s->done; }
 
+bool jc_in_think(const jc_state *s) { return s->think == TH_IN && !s->off; }
+
 bool jc_in_free_string(const jc_state *s) {
-    return s->lex == LX_STR && !s->utf8 && (!s->in_key || (!s->cand && node(s, s->f[s->depth - 1].node)->additional >= 0));
+    return !s->think && s->lex == LX_STR && !s->utf8 && (!s->in_key || (!s->cand && node(s, s->f[s->depth - 1].node)->additional >= 0));
 }

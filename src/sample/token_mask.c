@@ -2,7 +2,8 @@
  * order with each one's common prefix with the one before, walked with a
  * stack of recognizer states (state d = after the first d bytes). Inside a
  * free string (jc_in_free_string) most of a vocabulary is plain text: those
- * tokens are allowed from a table made once, and only the others are fed. */
+ * tokens are allowed from a table made once, and only the others are fed;
+ * inside a <think> block (jc_in_think) only the tokens holding a '<'. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,6 +20,8 @@ struct token_mask {
     int n_plain;
     int32_t *other;     /* the text tokens that are not plain */
     int n_other;
+    int32_t *with_lt;   /* the text tokens holding a '<' (the others a <think> block takes whole) */
+    int n_with_lt;
     uint32_t max_len;
     jc_state *stack;    /* (max_len + 1) scratch */
 };
@@ -101,9 +104,11 @@ token_mask *token_mask_new(const tokenizer *t, int n_ids) {
     m->stack = malloc((size_t)(m->max_len + 1) * sizeof *m->stack);
     m->plain = calloc((size_t)n_ids, 1);
     m->other = malloc((size_t)n_ids * sizeof *m->other);
-    if (!m->stack || !m->plain || !m->other) goto fail;
+    m->with_lt = malloc((size_t)n_ids * sizeof *m->with_lt);
+    if (!m->stack || !m->plain || !m->other || !m->with_lt) goto fail;
     for (int i = 0; i < m->n_text; i++) {
         int32_t id = m->order[i];
+        if (memchr(m->bytes + m->off[id], '<', m->len[id])) m->with_lt[m->n_with_lt++] = id;
         if (is_plain(m->bytes + m->off[id], m->len[id])) {
             m->plain[id] = 1;
             m->n_plain++;
@@ -126,6 +131,7 @@ void token_mask_free(token_mask *m) {
     free(m->stack);
     free(m->plain);
     free(m->other);
+    free(m->with_lt);
     free(m);
 }
 
@@ -138,6 +144,15 @@ int token_mask_fill(token_mask *m, const jc_state *s, uint8_t *allowed) {
                 allowed[m->other[i]] = 1;
                 n++;
             }
+        return n;
+    }
+    if (jc_in_think(s)) { /* every text token but those with a '<', which are fed */
+        int n = 0;
+        memset(allowed, 0, (size_t)m->n_ids);
+        for (int i = 0; i < m->n_text; i++) allowed[m->order[i]] = 1;
+        for (int i = 0; i < m->n_with_lt; i++)
+            if (!token_mask_allows(m, s, m->with_lt[i])) allowed[m->with_lt[i]] = 0;
+        for (int i = 0; i < m->n_ids; i++) n += allowed[i];
         return n;
     }
     memset(allowed, 0, (size_t)m->n_ids);

@@ -24,9 +24,9 @@ static json_constraint *compile_str(const char *schema) {
 
 /* 1: the whole text is accepted and may end there; 0: refused or unfinished.
  * Checks on the way that each prefix of an accepted text is accepted. */
-static int verdict(const json_constraint *c, const char *text, bool *can_end_early) {
+static int verdict_think(const json_constraint *c, const char *text, bool think, bool *can_end_early) {
     jc_state s;
-    jc_start(&s, c);
+    jc_start(&s, c, think);
     size_t n = strlen(text);
     *can_end_early = false;
     for (size_t i = 0; i < n; i++) {
@@ -34,6 +34,10 @@ static int verdict(const json_constraint *c, const char *text, bool *can_end_ear
         if (i + 1 < n && jc_finished(&s)) *can_end_early = true;
     }
     return jc_can_end(&s) ? 1 : 0;
+}
+
+static int verdict(const json_constraint *c, const char *text, bool *can_end_early) {
+    return verdict_think(c, text, false, can_end_early);
 }
 
 static void expect(const char *schema, const char *text, int want) {
@@ -84,9 +88,27 @@ TEST(test_json_constraint_object_mode) {
     expect(NULL, deep, 0); /* unfinished, but accepted so far: */
     json_constraint *c = compile_str(NULL);
     jc_state s;
-    jc_start(&s, c);
+    jc_start(&s, c, false);
     CHECK(jc_feed(&s, (const uint8_t *)deep, strlen(deep)));
     CHECK(!jc_feed(&s, (const uint8_t *)"[", 1)); /* one more would pass JC_MAX_DEPTH */
+    jc_free(c);
+}
+
+/* a reasoning model's <think> block before the document, when allowed */
+TEST(test_json_constraint_think) {
+    json_constraint *c = compile_str(NULL);
+    if (!c) return;
+    bool early;
+    const char *ok[] = { "<think>plan: an object </thin> <b>\n</think>\n\n{\"a\": 1}", "{}", "<think></think>{}",
+                         "<think>x</think>    {}" };
+    const char *no[] = { "<think>x</think>", "<thinking>x</think>{}", "<think>x</think>     {}", "<think>x</think>[1]",
+                         " <think>x</think>{}", "<think>x</think>{} " };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++) {
+        CHECK_MSG(verdict_think(c, ok[i], true, &early) == 1, "think: '%s' refused", ok[i]);
+        CHECK_MSG(i == 1 || verdict(c, ok[i], &early) == 0, "'%s' accepted without the think allowance", ok[i]);
+    }
+    for (size_t i = 0; i < sizeof no / sizeof no[0]; i++)
+        CHECK_MSG(verdict_think(c, no[i], true, &early) == 0, "think: '%s' accepted", no[i]);
     jc_free(c);
 }
 
@@ -256,14 +278,15 @@ TEST(test_json_constraint_token_mask) {
     /* the last prefix is a finished document; those after it run under the
      * any-object constraint (free keys, a character cut in two, an escape) */
     const char *prefixes[] = { "", "{", "{\"na", "{\"name\": \"x y", "{\"name\": \"x\", \"n\": 1", "{\"name\": \"x\", \"e\": \"al",
-                               "{\"name\": \"x\", \"n\": 2}", "{\"k", "{\"k\": \"v\xC3", "{\"k\": \"v\\", "{\"k\": [\"\xE2\x82" };
+                               "{\"name\": \"x\", \"n\": 2}", "{\"k", "{\"k\": \"v\xC3", "{\"k\": \"v\\", "{\"k\": [\"\xE2\x82",
+                               "<think>so", "<think>so </th", "<think>so </think>\n" }; /* the last three with the think allowance */
     const int last_schema = 6;
     json_constraint *c = compile_str(schema), *any = compile_str(NULL);
     uint8_t *allowed = malloc((size_t)V + 7);
     double t_fill = 0;
     for (size_t i = 0; c && any && m && i < sizeof prefixes / sizeof prefixes[0]; i++) {
         jc_state s;
-        jc_start(&s, (int)i > last_schema ? any : c);
+        jc_start(&s, (int)i > last_schema ? any : c, i + 3 >= sizeof prefixes / sizeof prefixes[0]);
         CHECK(jc_feed(&s, (const uint8_t *)prefixes[i], strlen(prefixes[i])));
         struct timespec a, b;
         clock_gettime(CLOCK_MONOTONIC, &a);

@@ -190,4 +190,7 @@ TEST(output_parser_bare_json) {
 TEST(output_parser_empty) {
     check_case("empty", true, true, false, "", "", 0);
     check_case("empty think", false, true, false, "<think></think>", "", 0);
+    check_case("think then bare JSON call", true, true, false, "<think>weather</think>\n\n" CALL_WEATHER,
+               "R[weather]T[get_weather|{\"city\":\"Paris\",\"unit\":\"c\"}]", 1);
+    check_case("think then JSON, no tools", false, true, false, "<think>w</think>\n{\"a\": 1}", "R[w]C[{\"a\": 1}]", 0);
 }
