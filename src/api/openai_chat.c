@@ -382,12 +382,8 @@ void openai_chat_completions(app *a, const http_req *req, http_resp *resp) {
     /* tool_choice "required" or a named function: the answer is that call (before any response_format) */
     json_t *tc = json_object_get(body, "tool_choice");
     const char *forced = json_is_object(tc) ? json_string_value(json_object_get(json_object_get(tc, "function"), "name")) : NULL;
-    if (json_is_object(tc) && !forced) {
-        snprintf(e.msg, sizeof e.msg, "'tool_choice' must be none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}");
-        e.param = "tool_choice";
-        goto bad;
-    }
-    if (tool_choice && strcmp(tool_choice, "none") && strcmp(tool_choice, "auto") && strcmp(tool_choice, "required")) {
+    if ((json_is_object(tc) && !forced) ||
+        (tool_choice && strcmp(tool_choice, "none") && strcmp(tool_choice, "auto") && strcmp(tool_choice, "required"))) {
         snprintf(e.msg, sizeof e.msg, "'tool_choice' must be none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}");
         e.param = "tool_choice";
         goto bad;
