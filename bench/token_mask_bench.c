@@ -50,7 +50,7 @@ int main(int argc, char **argv) {
     uint8_t *allowed = malloc((size_t)V);
     for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
         jc_state s;
-        jc_start(&s, c, false);
+        jc_start(&s, c, 0);
         jc_feed(&s, (const uint8_t *)at[i], strlen(at[i]));
         int n = 0;
         t0 = now();

@@ -605,6 +605,11 @@ void anthropic_messages(app *a, const http_req *req, http_resp *resp) {
         p.constraint = fmt = tool_fmt;
     }
     if (bp) goto out;
+    if (!fmt && use_tools) { /* strict tools: their calls follow their schemas */
+        if ((r = api_strict_tool_calls(json_object_get(body, "tools"), &fmt, &e)) < 0) goto bad;
+        p.constraint_calls = r > 0;
+        p.constraint = fmt;
+    }
     if (!api_fit_output(a, n, max_tokens, &p.max_tokens)) {
         http_error(resp, API_ANTHROPIC, 400, "invalid_request_error", NULL,
                    "prompt is too long: %d tokens > %d maximum", n, engine_ctx_size(a->eng) - 1);

@@ -169,31 +169,61 @@ int api_get_ollama_format(json_t *o, json_constraint **out, api_err *e) {
     return bad(e, "format", "expected \"json\" or a JSON schema");
 }
 
-int api_forced_tool_call(json_t *tools, const char *name, const char *param, json_constraint **out, api_err *e) {
-    *out = NULL;
-    if (!json_array_size(tools)) return bad(e, param, "a tool call was required but no tools were given");
-    json_t *calls = json_array(); /* one {"name": const, "arguments": its parameters} object per tool */
+/* The schema of one tool call, {"name": const, "arguments": ...}, for each
+ * tool (name NULL) or the one named; a union told apart by "name" when
+ * several (json_constraint.h: written first). A tool's arguments follow its
+ * parameters schema, unless only strict tools' are to (strict_only) and it
+ * is not one: then any object. NULL when no tool matches. A tool is
+ * {"function": {"name", "parameters", "strict"}} (Chat Completions) or those
+ * fields at its top (Responses; Anthropic's with "input_schema"). */
+static json_t *tool_call_schema(json_t *tools, const char *name, bool strict_only) {
+    json_t *calls = json_array();
     size_t i;
     json_t *t;
     json_array_foreach(tools, i, t) {
-        json_t *fn = json_object_get(t, "function");
+        json_t *fn = json_is_object(json_object_get(t, "function")) ? json_object_get(t, "function") : t;
         json_t *nm = json_object_get(fn, "name"), *params = json_object_get(fn, "parameters");
+        if (!params) params = json_object_get(fn, "input_schema");
         if (!json_is_string(nm) || (name && strcmp(name, json_string_value(nm)))) continue;
+        bool follow = json_is_object(params) && (!strict_only || json_is_true(json_object_get(fn, "strict")));
         json_array_append_new(calls, json_pack("{s:s, s:{s:{s:O}, s:o}, s:[s,s], s:b}", "type", "object", "properties",
                                                "name", "const", nm, "arguments",
-                                               json_is_object(params) ? json_incref(params) : json_pack("{s:s}", "type", "object"),
+                                               follow ? json_incref(params) : json_pack("{s:s}", "type", "object"),
                                                "required", "name", "arguments", "additionalProperties", 0));
     }
-    if (!json_array_size(calls)) {
-        json_decref(calls);
+    json_t *schema = !json_array_size(calls) ? NULL
+                     : json_array_size(calls) == 1 ? json_incref(json_array_get(calls, 0))
+                                                   : json_pack("{s:O}", "anyOf", calls);
+    json_decref(calls);
+    return schema;
+}
+
+int api_forced_tool_call(json_t *tools, const char *name, const char *param, json_constraint **out, api_err *e) {
+    *out = NULL;
+    if (!json_array_size(tools)) return bad(e, param, "a tool call was required but no tools were given");
+    json_t *schema = tool_call_schema(tools, name, false);
+    if (!schema) {
         char m[400];
         snprintf(m, sizeof m, "the function '%.200s' is not among the tools", name ? name : "");
         return bad(e, param, m);
     }
-    /* several: a union told apart by "name" (json_constraint.h: written first) */
-    json_t *schema = json_array_size(calls) == 1 ? json_incref(json_array_get(calls, 0)) : json_pack("{s:O}", "anyOf", calls);
-    json_decref(calls);
-    int r = schema ? compile_schema(schema, param, out, e) : bad(e, param, "out of memory");
+    int r = compile_schema(schema, param, out, e);
+    json_decref(schema);
+    return r;
+}
+
+int api_strict_tool_calls(json_t *tools, json_constraint **out, api_err *e) {
+    *out = NULL;
+    size_t i;
+    json_t *t;
+    bool strict = false;
+    json_array_foreach(tools, i, t) {
+        json_t *fn = json_is_object(json_object_get(t, "function")) ? json_object_get(t, "function") : t;
+        strict = strict || json_is_true(json_object_get(fn, "strict"));
+    }
+    if (!strict) return 0;
+    json_t *schema = tool_call_schema(tools, NULL, true);
+    int r = schema ? compile_schema(schema, "tools", out, e) : 0;
     json_decref(schema);
     return r;
 }

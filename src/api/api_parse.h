@@ -44,6 +44,14 @@ int api_get_ollama_format(json_t *o, json_constraint **out, api_err *e);
  * follow the tool's parameters schema. 1 *out compiled (caller jc_free()s),
  * -1 bad (param named: no such tool, or a schema that cannot be enforced). */
 int api_forced_tool_call(json_t *tools, const char *name, const char *param, json_constraint **out, api_err *e);
+/* Tools marked "strict": true under tool_choice auto: every <tool_call> the
+ * model opens (Hermes / Qwen syntax) is constrained to a call of one of the
+ * tools, a strict tool's arguments following its parameters schema (the
+ * others': any object); the text around the calls stays free (the caller
+ * sets engine_params.constraint_calls). Any of the three tool shapes (Chat
+ * Completions, Responses, Anthropic). 0 no strict tool, 1 *out compiled,
+ * -1 bad. */
+int api_strict_tool_calls(json_t *tools, json_constraint **out, api_err *e);
 /* Sampling fields shared by the surfaces: temperature, top_p, top_k, min_p,
  * presence/frequency penalty, repetition_penalty (Ollama: repeat_penalty),
  * seed, stop. 0 or -1 (err filled). */

@@ -391,6 +391,10 @@ void openai_chat_completions(app *a, const http_req *req, http_resp *resp) {
     if (forced || (tool_choice && !strcmp(tool_choice, "required"))) {
         jc_free(fmt);
         if (api_forced_tool_call(tools, forced, "tool_choice", &fmt, &e) < 0) goto bad;
+    } else if (!fmt && use_tools) { /* strict tools: their calls follow their schemas */
+        int r = api_strict_tool_calls(tools, &fmt, &e);
+        if (r < 0) goto bad;
+        p.constraint_calls = r > 0;
     }
     p.constraint = fmt;
     if (parse_prediction(a, body, &pred, &n_pred, &e) < 0) goto bad;

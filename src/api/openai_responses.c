@@ -688,6 +688,10 @@ void openai_responses_create(app *a, const http_req *req, http_resp *resp) {
     if (forced || required) { /* the answer is that function call (before any text.format) */
         jc_free(fmt);
         if (api_forced_tool_call(chat_tools, forced, "tool_choice", &fmt, &e) < 0) goto bad;
+    } else if (!fmt && use_tools) { /* strict tools: their calls follow their schemas */
+        int r = api_strict_tool_calls(echo_tools, &fmt, &e);
+        if (r < 0) goto bad;
+        p.constraint_calls = r > 0;
     }
     p.constraint = fmt;
     long long max_out = 0;

@@ -58,6 +58,7 @@ typedef struct {
      * engine_submit takes a reference of its own. */
     json_constraint *constraint;
     bool constraint_think; /* the constrained answer may open with the model's <think>...</think> block */
+    bool constraint_calls; /* the constraint is on the answer's <tool_call> documents only (JC_CALLS) */
 } engine_params;
 
 typedef enum {

@@ -51,7 +51,7 @@ seq_state *engine_seq_new(engine *e, engine_req *r) {
         e->tmask = token_mask_new(e->tok, e->m->cfg.vocab_size);
         if (!e->allowed) e->allowed = malloc((size_t)e->m->cfg.vocab_size);
     }
-    if (r->p.constraint && (s->js = e->tmask && e->allowed ? malloc(sizeof *s->js) : NULL)) jc_start(s->js, r->p.constraint, r->p.constraint_think);
+    if (r->p.constraint && (s->js = e->tmask && e->allowed ? malloc(sizeof *s->js) : NULL)) jc_start(s->js, r->p.constraint, (r->p.constraint_think ? JC_THINK : 0) | (r->p.constraint_calls ? JC_CALLS : 0));
     if (!s->ctx || !s->smp || !s->ts || (r->p.constraint && !s->js)) {
         s->r = NULL;
         kv_seq_release(&e->kv, &s->kv);

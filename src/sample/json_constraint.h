@@ -23,7 +23,8 @@
  * The document is one value of the root schema without surrounding text —
  * but for a reasoning model's "<think>...</think>" block, which may come
  * first when jc_start is told so (its text unconstrained, then at most
- * JC_THINK_WS whitespace bytes before the document).
+ * JC_THINK_WS whitespace bytes before the document) — or, with JC_CALLS,
+ * any number of documents inside <tool_call> tags in free text.
  * Whitespace between tokens is what compact or indented JSON needs and no
  * more: a run holds at most one newline and 1 + JC_INDENT x (the nesting
  * depth) bytes, so a model cannot run on in blank space (small code models
@@ -122,14 +123,22 @@ typedef struct {
     bool done;           /* the root value is complete: nothing may follow */
     bool in_key;         /* the string being read is an object's key */
     uint8_t think;       /* before the document: a <think> block may open / is open / closed */
+    uint8_t calls;       /* JC_CALLS: in the text, a call's document, or its closing tag */
+    uint8_t call_off, think_off; /* JC_CALLS text: bytes of "<tool_call>" / "<think>" or "</think>" matched */
+    bool text_think;     /* JC_CALLS text: inside a <think> block (no call opens there) */
     uint16_t off;        /* bytes of the literal / key / number read */
     uint16_t lit_node;   /* the enum (or number) node being read */
     uint64_t cand;       /* literals / property names still matching */
     jc_frame f[JC_MAX_DEPTH];
 } jc_state;
 
-/* think: the answer may open with a <think>...</think> block. */
-void jc_start(jc_state *s, const json_constraint *c, bool think);
+/* flags: JC_THINK: the answer may open with a <think>...</think> block.
+ * JC_CALLS: the answer is free text in which each "<tool_call>" outside a
+ * <think> block opens a document (the constraint's: a tool call), closed by
+ * "</tool_call>" (a little whitespace allowed around it) — the Hermes /
+ * Qwen tool-call syntax; the text may end wherever no call is open. */
+enum { JC_THINK = 1, JC_CALLS = 2 };
+void jc_start(jc_state *s, const json_constraint *c, int flags);
 void jc_copy(jc_state *dst, const jc_state *src);
 /* Feeds bytes; false when the text can no longer match (s is then
  * undefined: feed a copy when probing). */
@@ -143,8 +152,8 @@ bool jc_finished(const jc_state *s);
  * every byte run without '"', '\\' or control characters that is valid
  * UTF-8 (a character may be cut at its end) is accepted, and keeps it so. */
 bool jc_in_free_string(const jc_state *s);
-/* Inside the <think> block with nothing of "</think>" matched: any bytes
- * without '<' are accepted, and keep it so. */
-bool jc_in_think(const jc_state *s);
+/* In free text (the JC_THINK block, JC_CALLS's text) with no tag partly
+ * matched: any bytes without '<' are accepted, and keep it so. */
+bool jc_in_free_text(const jc_state *s);
 
 #endif

@@ -20,6 +20,12 @@ enum { N_MINUS, N_ZERO_T, N_INT_T, N_DOT, N_FRAC_T, N_E, N_ESIGN, N_EXP_T };
 /* the <think> block before the document */
 enum { TH_NONE, TH_MAY, TH_OPEN, TH_IN, TH_AFTER };
 static const char THINK_OPEN[] = "<think>", THINK_CLOSE[] = "</think>";
+/* free text with tool calls (JC_CALLS): the text, after "<tool_call>" (a
+ * little whitespace, then the document), after the document (a little
+ * whitespace, then "</tool_call>") */
+enum { CL_NONE, CL_TEXT, CL_OPEN, CL_DOC, CL_CLOSE_WS, CL_CLOSE };
+static const char CALL_OPEN[] = "<tool_call>", CALL_CLOSE[] = "</tool_call>";
+#define CALL_WS 2
 
 static const char *const KW[3] = { "true", "false", "null" };
 static const uint8_t KW_LEN[3] = { 4, 5, 4 };
@@ -31,10 +37,11 @@ static jc_frame *top(jc_state *s) { return &s->f[s->depth - 1]; }
 
 static uint64_t all_props(const jc_node *n) { return n->n_props == 64 ? ~0ull : (1ull << n->n_props) - 1; }
 
-void jc_start(jc_state *s, const json_constraint *c, bool think) {
+void jc_start(jc_state *s, const json_constraint *c, int flags) {
     memset(s, 0, offsetof(jc_state, f));
     s->c = c;
-    s->think = think ? TH_MAY : TH_NONE;
+    s->calls = flags & JC_CALLS ? CL_TEXT : CL_NONE;
+    s->think = flags & JC_THINK && !s->calls ? TH_MAY : TH_NONE;
 }
 
 void jc_copy(jc_state *dst, const jc_state *src) {
@@ -349,8 +356,57 @@ static bool think_byte(jc_state *s, uint8_t b) {
     }
 }
 
+static bool doc_byte(jc_state *s, uint8_t b);
+
+/* A byte of JC_CALLS's answer: free text (where "<tool_call>" outside a
+ * <think> block opens a call), or a call's document and its closing tag.
+ * call_off / think_off: bytes of the tag being matched. */
+static bool calls_byte(jc_state *s, uint8_t b) {
+    bool ws = b == ' ' || b == '\n' || b == '\t';
+    switch (s->calls) {
+    case CL_TEXT:
+        if (s->text_think) {
+            s->think_off = b == (uint8_t)THINK_CLOSE[s->think_off] ? s->think_off + 1 : b == '<';
+            if (s->think_off == sizeof THINK_CLOSE - 1) s->text_think = false, s->think_off = 0;
+            return true;
+        }
+        s->call_off = b == (uint8_t)CALL_OPEN[s->call_off] ? s->call_off + 1 : b == '<';
+        s->think_off = b == (uint8_t)THINK_OPEN[s->think_off] ? s->think_off + 1 : b == '<';
+        if (s->think_off == sizeof THINK_OPEN - 1) s->text_think = true, s->think_off = s->call_off = 0;
+        if (s->call_off == sizeof CALL_OPEN - 1) { /* a call: a fresh document */
+            s->calls = CL_OPEN;
+            s->call_off = s->think_off = 0;
+            s->depth = s->lex = s->ws = 0;
+            s->done = s->ws_nl = s->in_key = false;
+        }
+        return true;
+    case CL_OPEN:
+        if (ws) return ++s->ws <= CALL_WS;
+        s->ws = 0;
+        s->calls = CL_DOC;
+        /* fall through */
+    case CL_DOC:
+        if (!doc_byte(s, b)) return false;
+        if (s->done) s->calls = CL_CLOSE_WS, s->ws = 0;
+        return true;
+    case CL_CLOSE_WS:
+        if (ws) return ++s->ws <= CALL_WS;
+        s->calls = CL_CLOSE;
+        /* fall through */
+    default: /* CL_CLOSE */
+        if (b != (uint8_t)CALL_CLOSE[s->call_off]) return false;
+        if (++s->call_off == sizeof CALL_CLOSE - 1) s->calls = CL_TEXT, s->call_off = 0;
+        return true;
+    }
+}
+
 static bool feed_byte(jc_state *s, uint8_t b) {
+    if (s->calls) return calls_byte(s, b);
     if (s->think) return think_byte(s, b);
+    return doc_byte(s, b);
+}
+
+static bool doc_byte(jc_state *s, uint8_t b) {
     switch (s->lex) {
     case LX_NONE: return structural(s, b);
     case LX_STR: return string_byte(s, b);
@@ -383,6 +439,7 @@ bool jc_feed(jc_state *s, const uint8_t *p, size_t n) {
 }
 
 bool jc_can_end(const jc_state *s) {
+    if (s->calls) return s->calls == CL_TEXT;
     if (s->done) return true;
     if (s->think) return false;
     if (s->depth) return false;
@@ -395,10 +452,12 @@ bool jc_can_end(const jc_state *s) {
     return false;
 }
 
-bool jc_finished(const jc_state *s) { return s->done; }
+bool jc_finished(const jc_state *s) { return !s->calls && s->done; }
 
-bool jc_in_think(const jc_state *s) { return s->think == TH_IN && !s->off; }
+bool jc_in_free_text(const jc_state *s) {
+    return (s->think == TH_IN && !s->off) || (s->calls == CL_TEXT && !s->call_off && !s->think_off);
+}
 
 bool jc_in_free_string(const jc_state *s) {
-    return !s->think && s->lex == LX_STR && !s->utf8 && (!s->in_key || (!s->cand && node(s, s->f[s->depth - 1].node)->additional >= 0));
+    return (!s->calls || s->calls == CL_DOC) && !s->think && s->lex == LX_STR && !s->utf8 && (!s->in_key || (!s->cand && node(s, s->f[s->depth - 1].node)->additional >= 0));
 }

@@ -3,7 +3,7 @@
  * stack of recognizer states (state d = after the first d bytes). Inside a
  * free string (jc_in_free_string) most of a vocabulary is plain text: those
  * tokens are allowed from a table made once, and only the others are fed;
- * inside a <think> block (jc_in_think) only the tokens holding a '<'. */
+ * in free text (jc_in_free_text) only the tokens holding a '<'. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -146,7 +146,7 @@ int token_mask_fill(token_mask *m, const jc_state *s, uint8_t *allowed) {
             }
         return n;
     }
-    if (jc_in_think(s)) { /* every text token but those with a '<', which are fed */
+    if (jc_in_free_text(s)) { /* every text token but those with a '<', which are fed */
         int n = 0;
         memset(allowed, 0, (size_t)m->n_ids);
         for (int i = 0; i < m->n_text; i++) allowed[m->order[i]] = 1;

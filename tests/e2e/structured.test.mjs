@@ -9,7 +9,8 @@
 // the server cannot enforce are a 400 in each surface's own error format.
 // Forced tool calls (tool_choice "required" / a named function; Anthropic's
 // "any" / "tool") come back as tool calls whose arguments follow the tool's
-// schema, on OpenAI chat (streamed too), Responses and Anthropic.
+// schema, on OpenAI chat (streamed too), Responses and Anthropic. Strict
+// tools under tool_choice auto: a call the model opens follows the schema.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as L from './lib.mjs';
@@ -271,4 +272,37 @@ test('a forced tool call naming no offered tool is a 400 on each surface', async
     { headers: { 'anthropic-version': '2023-06-01' } });
   L.assertAnthropicError(r, 400, 'invalid_request_error');
   await L.health();
+});
+
+test('strict tools under tool_choice auto: a call the model opens follows the schema', async () => {
+  // tinycoder never opens <tool_call> on its own: a logit_bias on that token makes it (then again after each call)
+  const [tc] = await L.tokenize('<tool_call>');
+  const strictFn = { type: 'function', function: { name: 'get_weather', strict: true, parameters: WEATHER } };
+  const base = { model: await L.model(), messages: [{ role: 'user', content: ASK_TOOL }], max_tokens: 60, temperature: 0, logit_bias: { [tc]: 100 } };
+  const r = await client.chat.completions.create({ ...base, tools: [strictFn, clock] });
+  const calls = r.choices[0].message.tool_calls ?? [];
+  assert.ok(calls.length >= 1, JSON.stringify(r.choices[0].message));
+  for (const c of calls) assert.ok(conforms(JSON.parse(c.function.arguments), c.function.name === 'get_weather' ? WEATHER : { type: 'object' }), JSON.stringify(c));
+  // the same request without strict: nothing constrains the calls, and tinycoder writes none that parse
+  const loose = await client.chat.completions.create({ ...base, tools: [{ ...strictFn, function: { ...strictFn.function, strict: false } }, clock] });
+  assert.equal(loose.choices[0].message.tool_calls, undefined, JSON.stringify(loose.choices[0].message));
+});
+
+test('strict tools are read in each surface\'s tool shape: an unenforceable strict schema is a 400', async () => {
+  const model = await L.model();
+  const NOT = { type: 'object', properties: { city: { not: { type: 'null' } } } };
+  const msg = [{ role: 'user', content: 'hi' }];
+  let r = await L.post('/v1/chat/completions', { model, messages: msg, max_tokens: 4, tools: [{ type: 'function', function: { name: 'f', strict: true, parameters: NOT } }] });
+  L.assertOpenAIError(r, 400);
+  r = await L.post('/v1/responses', { model, input: 'hi', max_output_tokens: 4, tools: [{ type: 'function', name: 'f', strict: true, parameters: NOT }] });
+  L.assertOpenAIError(r, 400);
+  r = await L.post('/v1/messages', { model, max_tokens: 4, messages: msg, tools: [{ name: 'f', input_schema: NOT, strict: true }] },
+    { headers: { 'anthropic-version': '2023-06-01' } });
+  L.assertAnthropicError(r, 400, 'invalid_request_error');
+  // not strict: the same schemas are only shown to the model
+  r = await L.post('/v1/chat/completions', { model, messages: msg, max_tokens: 4, tools: [{ type: 'function', function: { name: 'f', parameters: NOT } }] });
+  assert.equal(r.status, 200, r.text);
+  r = await L.post('/v1/messages', { model, max_tokens: 4, messages: msg, tools: [{ name: 'f', input_schema: NOT }] },
+    { headers: { 'anthropic-version': '2023-06-01' } });
+  assert.equal(r.status, 200, r.text);
 });

@@ -24,9 +24,9 @@ static json_constraint *compile_str(const char *schema) {
 
 /* 1: the whole text is accepted and may end there; 0: refused or unfinished.
  * Checks on the way that each prefix of an accepted text is accepted. */
-static int verdict_think(const json_constraint *c, const char *text, bool think, bool *can_end_early) {
+static int verdict_flags(const json_constraint *c, const char *text, int flags, bool *can_end_early) {
     jc_state s;
-    jc_start(&s, c, think);
+    jc_start(&s, c, flags);
     size_t n = strlen(text);
     *can_end_early = false;
     for (size_t i = 0; i < n; i++) {
@@ -36,8 +36,12 @@ static int verdict_think(const json_constraint *c, const char *text, bool think,
     return jc_can_end(&s) ? 1 : 0;
 }
 
+static int verdict_think(const json_constraint *c, const char *text, bool think, bool *can_end_early) {
+    return verdict_flags(c, text, think ? JC_THINK : 0, can_end_early);
+}
+
 static int verdict(const json_constraint *c, const char *text, bool *can_end_early) {
-    return verdict_think(c, text, false, can_end_early);
+    return verdict_flags(c, text, 0, can_end_early);
 }
 
 static void expect(const char *schema, const char *text, int want) {
@@ -88,7 +92,7 @@ TEST(test_json_constraint_object_mode) {
     expect(NULL, deep, 0); /* unfinished, but accepted so far: */
     json_constraint *c = compile_str(NULL);
     jc_state s;
-    jc_start(&s, c, false);
+    jc_start(&s, c, 0);
     CHECK(jc_feed(&s, (const uint8_t *)deep, strlen(deep)));
     CHECK(!jc_feed(&s, (const uint8_t *)"[", 1)); /* one more would pass JC_MAX_DEPTH */
     jc_free(c);
@@ -109,6 +113,36 @@ TEST(test_json_constraint_think) {
     }
     for (size_t i = 0; i < sizeof no / sizeof no[0]; i++)
         CHECK_MSG(verdict_think(c, no[i], true, &early) == 0, "think: '%s' accepted", no[i]);
+    jc_free(c);
+}
+
+/* JC_CALLS: free text whose <tool_call> documents follow the schema */
+static const char CALL_SCHEMA[] =
+    "{\"anyOf\":[{\"type\":\"object\",\"properties\":{\"name\":{\"const\":\"get_weather\"},\"arguments\":{\"type\":\"object\","
+    "\"properties\":{\"city\":{\"enum\":[\"Paris\",\"Oslo\"]}},\"required\":[\"city\"]}},\"required\":[\"name\",\"arguments\"]},"
+    "{\"type\":\"object\",\"properties\":{\"name\":{\"const\":\"now\"},\"arguments\":{\"type\":\"object\"}},"
+    "\"required\":[\"name\",\"arguments\"]}]}";
+#define W_CALL "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n</tool_call>"
+
+TEST(test_json_constraint_calls) {
+    json_constraint *c = compile_str(CALL_SCHEMA);
+    if (!c) return;
+    bool early;
+    const char *ok[] = { "", "Plain text, no call: a < b, <b>bold</b>, <tool_cal.", "Let me look." W_CALL,
+                         W_CALL "\n" W_CALL " Done.", "<tool_call>{\"name\":\"now\",\"arguments\":{}}</tool_call>",
+                         "<think>I could write <tool_call> here</think>ok", "<think>x</think>" W_CALL };
+    const char *no[] = { "<tool_call>\n{\"name\": \"nope\", \"arguments\": {}}\n</tool_call>",
+                         "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Rome\"}}</tool_call>",
+                         "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}",  /* open at the end */
+                         "<tool_call>{\"name\": \"now\", \"arguments\": {}}</tool_cal>x",
+                         "<tool_call>{\"arguments\": {}, \"name\": \"now\"}</tool_call>",                  /* name first */
+                         "<tool_call>   {\"name\": \"now\", \"arguments\": {}}</tool_call>", "<think>x" };
+    for (size_t i = 0; i < sizeof ok / sizeof ok[0]; i++)
+        CHECK_MSG(verdict_flags(c, ok[i], JC_CALLS, &early) == 1, "calls: '%s' refused", ok[i]);
+    for (size_t i = 0; i < sizeof no / sizeof no[0] - 1; i++)
+        CHECK_MSG(verdict_flags(c, no[i], JC_CALLS, &early) == 0, "calls: '%s' accepted", no[i]);
+    /* the last: an open think block may end the answer (EOS anywhere in the text) */
+    CHECK(verdict_flags(c, no[sizeof no / sizeof no[0] - 1], JC_CALLS, &early) == 1);
     jc_free(c);
 }
 
@@ -286,7 +320,7 @@ TEST(test_json_constraint_token_mask) {
     double t_fill = 0;
     for (size_t i = 0; c && any && m && i < sizeof prefixes / sizeof prefixes[0]; i++) {
         jc_state s;
-        jc_start(&s, (int)i > last_schema ? any : c, i + 3 >= sizeof prefixes / sizeof prefixes[0]);
+        jc_start(&s, (int)i > last_schema ? any : c, i + 3 >= sizeof prefixes / sizeof prefixes[0] ? JC_THINK : 0);
         CHECK(jc_feed(&s, (const uint8_t *)prefixes[i], strlen(prefixes[i])));
         struct timespec a, b;
         clock_gettime(CLOCK_MONOTONIC, &a);
@@ -305,6 +339,25 @@ TEST(test_json_constraint_token_mask) {
         else CHECK(n > 0);
         for (int id = V; id < V + 7; id++) CHECK(!allowed[id]);
     }
+    /* JC_CALLS: in the text, in a tag, in a call, closing it */
+    json_constraint *cc = compile_str(CALL_SCHEMA);
+    const char *calls_at[] = { "", "Hi <to", "ok <tool_call>\n{\"na", "<tool_call>\n{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}",
+                               "<tool_call>{\"name\": \"now\", \"arguments\": {}}\n</tool", "<think>a <tool_call" };
+    for (size_t i = 0; cc && m && i < sizeof calls_at / sizeof calls_at[0]; i++) {
+        jc_state s;
+        jc_start(&s, cc, JC_CALLS);
+        CHECK(jc_feed(&s, (const uint8_t *)calls_at[i], strlen(calls_at[i])));
+        int n = token_mask_fill(m, &s, allowed), brute = 0, wrong = 0;
+        for (int id = 0; id < V + 7; id++) {
+            bool ok = token_mask_allows(m, &s, id);
+            brute += ok;
+            wrong += ok != (allowed[id] == 1);
+        }
+        CHECK_MSG(wrong == 0 && n == brute && n > 0, "calls prefix '%s': %d tokens differ (fill %d, alone %d)", calls_at[i],
+                  wrong, n, brute);
+        printf("    calls, after '%s': %d of %d tokens allowed\n", calls_at[i], n, V);
+    }
+    jc_free(cc);
     printf("    %.3f ms per mask fill (%d tokens)\n", t_fill * 1e3 / (sizeof prefixes / sizeof prefixes[0]), V);
     free(allowed);
     jc_free(c);
