@@ -1,8 +1,9 @@
 /* output_parser.c — incremental content / reasoning / tool-call splitter
  * (see output_parser.h). States: TEXT (content), THINK (reasoning), CALL
- * (inside <tool_call>), JSON (a Llama 3 style bare-JSON answer — at the start
- * or right after the reasoning — decided at the end). After </think> the newlines that follow are dropped, after a parsed
- * </tool_call> the spaces and newlines: `skip` remembers that across feeds so
+ * (inside <tool_call>), JSON (a Llama 3 style bare-JSON answer — at the
+ * start or right after the reasoning — decided at the end). After </think>
+ * the newlines that follow are dropped, after a parsed </tool_call> the
+ * spaces and newlines: `skip` remembers that across feeds so
  * that the result does not depend on where the text was split. */
 #include "chat/output_parser.h"
 

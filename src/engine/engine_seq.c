@@ -47,11 +47,12 @@ seq_state *engine_seq_new(engine *e, engine_req *r) {
     s->ctx = malloc((size_t)s->cap * sizeof *s->ctx);
     s->smp = sampler_new(e->m->cfg.vocab_size);
     s->ts = tok_stream_new(e->tok, true);
-    if (r->p.constraint && !e->tmask) {
-        e->tmask = token_mask_new(e->tok, e->m->cfg.vocab_size);
+    if (r->p.constraint) { /* the vocabulary's table is built by the first constrained request */
+        if (!e->tmask) e->tmask = token_mask_new(e->tok, e->m->cfg.vocab_size);
         if (!e->allowed) e->allowed = malloc((size_t)e->m->cfg.vocab_size);
+        if (e->tmask && e->allowed && (s->js = malloc(sizeof *s->js)))
+            jc_start(s->js, r->p.constraint, (r->p.constraint_think ? JC_THINK : 0) | (r->p.constraint_calls ? JC_CALLS : 0));
     }
-    if (r->p.constraint && (s->js = e->tmask && e->allowed ? malloc(sizeof *s->js) : NULL)) jc_start(s->js, r->p.constraint, (r->p.constraint_think ? JC_THINK : 0) | (r->p.constraint_calls ? JC_CALLS : 0));
     if (!s->ctx || !s->smp || !s->ts || (r->p.constraint && !s->js)) {
         s->r = NULL;
         kv_seq_release(&e->kv, &s->kv);
@@ -312,8 +313,7 @@ static void constrain_row(engine *e, seq_state *s, float *row, bool greedy) {
     bool can_end = jc_can_end(s->js);
     if (greedy) {
         int id = sample_argmax(row, V);
-        if (can_end ? is_eos(p, id) || token_mask_allows(e->tmask, s->js, id) : token_mask_allows(e->tmask, s->js, id))
-            return;
+        if ((can_end && is_eos(p, id)) || token_mask_allows(e->tmask, s->js, id)) return;
     }
     int n = token_mask_fill(e->tmask, s->js, e->allowed);
     for (int i = 0; i < p->n_eos && can_end; i++)

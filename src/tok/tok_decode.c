@@ -119,6 +119,20 @@ static int lossy_utf8(tok_buf *hold, const char *p, size_t n, bool final, tok_bu
     return KS_OK;
 }
 
+/* A token's characters as bytes of the byte-level alphabet into out
+ * (appended); false when one is outside it (out then holds a part). */
+static bool bytelevel_bytes(const char *p, size_t n, tok_buf *out, int *rc) {
+    for (size_t i = 0; i < n;) {
+        int l = tok_utf8_len((const unsigned char *)p + i, n - i);
+        int b = l ? tok_cp_to_byte(tok_utf8_decode((const unsigned char *)p + i, l)) : -1;
+        if (b < 0) return false;
+        char c = (char)b;
+        if ((*rc = tok_buf_add(out, &c, 1)) < 0) return false;
+        i += l;
+    }
+    return true;
+}
+
 /* ---- the stages ------------------------------------------------------------------------ */
 
 /* The end of the pipeline: append to the output. */
@@ -243,17 +257,9 @@ static int feed(tok_stream *s, int k, const char *p, size_t n) {
         /* a token whose characters are all in the byte alphabet becomes those
          * bytes; any other token stays as its UTF-8 text */
         tok_buf *bytes = &d->tmp;
-        bool ok = true;
-        for (size_t i = 0; i < n && ok;) {
-            int l = tok_utf8_len((const unsigned char *)p + i, n - i);
-            int b = l ? tok_cp_to_byte(tok_utf8_decode((const unsigned char *)p + i, l)) : -1;
-            if (b < 0) ok = false;
-            else {
-                char c = (char)b;
-                if ((rc = tok_buf_add(bytes, &c, 1)) < 0) return rc;
-            }
-            i += l ? l : 1;
-        }
+        rc = KS_OK;
+        bool ok = bytelevel_bytes(p, n, bytes, &rc);
+        if (rc < 0) return rc;
         tok_buf text = { 0 };
         rc = ok ? lossy_utf8(&d->hold, bytes->p ? bytes->p : "", bytes->len, false, &text)
                 : lossy_utf8(&d->hold, p, n, false, &text);
@@ -394,22 +400,12 @@ int tok_id_bytes(const tokenizer *t, int id, char **out, size_t *out_len) {
             rc = v >= 0 ? tok_buf_add(&b, &c, 1) : tok_buf_add(&b, a.p, a.len);
             break;
         }
-        case TOK_DEC_BYTELEVEL: {
-            bool ok = true;
-            for (size_t i = 0; i < a.len && ok && rc >= 0;) {
-                int l = tok_utf8_len((const unsigned char *)a.p + i, a.len - i);
-                int v = l ? tok_cp_to_byte(tok_utf8_decode((const unsigned char *)a.p + i, l)) : -1;
-                char c = (char)v;
-                if (v < 0) ok = false;
-                else rc = tok_buf_add(&b, &c, 1);
-                i += l ? l : 1;
-            }
-            if (!ok && rc >= 0) {
+        case TOK_DEC_BYTELEVEL: /* a token outside the byte alphabet stays its text */
+            if (!bytelevel_bytes(a.p ? a.p : "", a.len, &b, &rc) && rc >= 0) {
                 b.len = 0;
                 rc = tok_buf_add(&b, a.p, a.len);
             }
             break;
-        }
         case TOK_DEC_FUSE:
         case TOK_DEC_STRIP:
             rc = tok_buf_add(&b, a.p, a.len);
