@@ -71,10 +71,13 @@ static const char *const UNSUPPORTED[] = {
     "dependentRequired", "propertyNames", "unevaluatedProperties", "unevaluatedItems", "additionalItems",
 };
 
-static int add_literal(compiler *k, jc_node *n, const json_t *v) {
-    if (n->n_lit >= JC_MAX_LITERALS) return fail(k, "enum with more than %d values", JC_MAX_LITERALS);
-    char *t = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+/* Adds a literal's compact JSON text t (taken: freed on failure). */
+static int add_literal_text(compiler *k, jc_node *n, char *t) {
     if (!t) return fail(k, "out of memory");
+    if (n->n_lit >= JC_MAX_LITERALS) {
+        free(t);
+        return fail(k, "enum with more than %d values", JC_MAX_LITERALS);
+    }
     if (strlen(t) > 4096) {
         free(t);
         return fail(k, "an enum value longer than 4096 characters");
@@ -90,6 +93,10 @@ static int add_literal(compiler *k, jc_node *n, const json_t *v) {
     n->lit[n->n_lit] = t;
     n->lit_len[n->n_lit++] = strlen(t);
     return 0;
+}
+
+static int add_literal(compiler *k, jc_node *n, const json_t *v) {
+    return add_literal_text(k, n, json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY));
 }
 
 static int kind_of_byte(unsigned char b) {
@@ -199,14 +206,18 @@ static int merge_kinds(compiler *k, int dst, int src) {
     if (s->kinds & JC_K_OBJECT) d->obj = s->obj;
     if (s->kinds & JC_K_ARRAY) d->arr = s->arr;
     d->kinds |= s->kinds;
-    for (int i = 0; i < s->n_lit; i++) {
-        json_t *v = json_loads(s->lit[i], JSON_DECODE_ANY, NULL);
-        int rc = v ? add_literal(k, &k->c->nodes[dst], v) : fail(k, "out of memory");
-        json_decref(v);
-        if (rc < 0) return -1;
-        s = &k->c->nodes[src];
-    }
+    for (int i = 0; i < s->n_lit; i++)
+        if (add_literal_text(k, d, strdup(s->lit[i])) < 0) return -1;
     return 0;
+}
+
+static jc_node *obj_of(compiler *k, int id) { return &k->c->nodes[k->c->nodes[id].obj]; }
+
+/* index of property `name` in node o, -1 when it has none */
+static int prop_index(const jc_node *o, const char *name) {
+    for (int q = 0; q < o->n_props; q++)
+        if (!strcmp(o->props[q].name, name)) return q;
+    return -1;
 }
 
 /* anyOf of several object schemas: they must share a required property
@@ -215,65 +226,46 @@ static int merge_kinds(compiler *k, int dst, int src) {
  * and go on as the branch its value names. */
 static int discriminate(compiler *k, int id, const int *objs, int n) {
     if (k->c->nodes[id].kinds & JC_K_OBJECT) return fail(k, "anyOf/oneOf branches that are both objects are not supported");
-    const jc_node *first = &k->c->nodes[k->c->nodes[objs[0]].obj];
-    int key = -1;
-    for (int p = 0; p < first->n_props && key < 0; p++) {
+    const jc_node *first = obj_of(k, objs[0]);
+    const char *key = NULL;
+    for (int p = 0; p < first->n_props && !key; p++) {
         bool ok = true;
         for (int b = 0; b < n && ok; b++) {
-            const jc_node *o = &k->c->nodes[k->c->nodes[objs[b]].obj];
-            int q = 0;
-            while (q < o->n_props && strcmp(o->props[q].name, first->props[p].name)) q++;
-            const jc_node *v = q < o->n_props ? &k->c->nodes[o->props[q].node] : NULL;
+            const jc_node *o = obj_of(k, objs[b]);
+            int q = prop_index(o, first->props[p].name);
+            const jc_node *v = q >= 0 ? &k->c->nodes[o->props[q].node] : NULL;
             ok = v && !v->kinds && v->n_lit && (o->required >> q & 1);
         }
-        if (ok) key = p;
+        if (ok) key = first->props[p].name; /* the props arrays do not move with the node table */
     }
-    if (key < 0)
+    if (!key)
         return fail(k, "anyOf/oneOf branches that are objects need a required property that is constant (const / enum) "
                        "in each to tell them apart");
     int lit = new_node(k), u = lit < 0 ? -1 : new_node(k);
     if (u < 0) return -1;
-    int *to = NULL, n_to = 0;
-    for (int b = 0; b < n; b++) {
-        const jc_node *o = &k->c->nodes[k->c->nodes[objs[b]].obj];
-        int q = 0;
-        while (strcmp(o->props[q].name, k->c->nodes[k->c->nodes[objs[0]].obj].props[key].name)) q++;
-        const jc_node *v = &k->c->nodes[o->props[q].node];
-        for (int l = 0; l < v->n_lit; l++) {
-            const jc_node *L = &k->c->nodes[lit];
-            for (int m = 0; m < L->n_lit; m++)
-                if (!strcmp(L->lit[m], v->lit[l])) {
-                    free(to);
-                    return fail(k, "anyOf/oneOf object branches share the value %s of their constant property", v->lit[l]);
-                }
-            json_t *jv = json_loads(v->lit[l], JSON_DECODE_ANY, NULL);
-            int rc = jv ? add_literal(k, &k->c->nodes[lit], jv) : fail(k, "out of memory");
-            json_decref(jv);
-            int *nt = rc < 0 ? NULL : realloc(to, (size_t)(n_to + 1) * sizeof *to);
-            if (!nt) {
-                free(to);
-                return rc < 0 ? -1 : fail(k, "out of memory");
-            }
-            to = nt;
-            to[n_to++] = k->c->nodes[objs[b]].obj;
-            v = &k->c->nodes[o->props[q].node];
-            o = &k->c->nodes[k->c->nodes[objs[b]].obj];
-        }
-    }
-    jc_node *un = &k->c->nodes[u];
-    const jc_prop *kp = &k->c->nodes[k->c->nodes[objs[0]].obj].props[key];
+    jc_node *un = &k->c->nodes[u], *L = &k->c->nodes[lit]; /* no new node below: these stay put */
     un->props = calloc(1, sizeof *un->props);
-    char *name = strdup(kp->name);
-    if (!un->props || !name) {
+    un->disc_obj = calloc(JC_MAX_LITERALS, sizeof *un->disc_obj);
+    char *name = strdup(key);
+    if (!un->props || !un->disc_obj || !name) {
         free(name);
-        free(to);
         return fail(k, "out of memory");
     }
     un->props[0] = (jc_prop){ name, strlen(name), lit };
     un->n_props = 1;
     un->required = 1;
     un->kinds = JC_K_OBJECT;
-    un->disc_obj = to;
+    for (int b = 0; b < n; b++) {
+        const jc_node *o = obj_of(k, objs[b]);
+        const jc_node *v = &k->c->nodes[o->props[prop_index(o, key)].node];
+        for (int l = 0; l < v->n_lit; l++) {
+            for (int m = 0; m < L->n_lit; m++)
+                if (!strcmp(L->lit[m], v->lit[l]))
+                    return fail(k, "anyOf/oneOf object branches share the value %s of their constant property", v->lit[l]);
+            if (add_literal_text(k, L, strdup(v->lit[l])) < 0) return -1;
+            un->disc_obj[L->n_lit - 1] = k->c->nodes[objs[b]].obj;
+        }
+    }
     k->c->nodes[id].kinds |= JC_K_OBJECT;
     k->c->nodes[id].obj = u;
     return 0;
