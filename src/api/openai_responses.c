@@ -619,7 +619,12 @@ static json_t *check_tool_choice(json_t *tc, bool *none, api_err *e) {
         *none = !strcmp(v, "none");
         return json_incref(tc);
     }
-    if (json_is_object(tc) && json_is_string(json_object_get(tc, "type"))) return json_incref(tc);
+    const char *type = json_string_value(json_object_get(tc, "type"));
+    if (type && !strcmp(type, "function") && !json_is_string(json_object_get(tc, "name"))) {
+        fail(e, "tool_choice", "'tool_choice' of type 'function' needs the function's 'name'");
+        return NULL;
+    }
+    if (json_is_object(tc) && type) return json_incref(tc);
     fail(e, "tool_choice", "'tool_choice' must be a string or an object with a 'type'");
     return NULL;
 }

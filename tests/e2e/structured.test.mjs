@@ -268,6 +268,10 @@ test('a forced tool call naming no offered tool is a 400 on each surface', async
   L.assertOpenAIError(r, 400);
   r = await L.post('/v1/responses', { model, input: 'hi', max_output_tokens: 4, tools: [{ type: 'function', name: 'get_weather', parameters: L.weatherParams }], tool_choice: { type: 'function', name: 'nope' } });
   L.assertOpenAIError(r, 400);
+  r = await L.post('/v1/responses', { model, input: 'hi', max_output_tokens: 4, tools: [{ type: 'function', name: 'get_weather', parameters: L.weatherParams }], tool_choice: { type: 'function' } });
+  L.assertOpenAIError(r, 400);
+  r = await L.post('/v1/chat/completions', { model, messages: msg, max_tokens: 4, tools: [weather], tool_choice: { type: 'function', function: {} } });
+  L.assertOpenAIError(r, 400);
   r = await L.post('/v1/messages', { model, max_tokens: 4, messages: msg, tools: [{ name: 'get_weather', input_schema: L.weatherParams }], tool_choice: { type: 'tool', name: 'nope' } },
     { headers: { 'anthropic-version': '2023-06-01' } });
   L.assertAnthropicError(r, 400, 'invalid_request_error');
