@@ -242,14 +242,19 @@ static void fill_logprobs(engine *e, const float *logits, int tok, engine_event 
 /* Appends a chosen token: events, stop strings, limits. `raw` is the row's
  * logits before processing (for logprobs). Returns 1 when the sequence
  * finished. */
+static bool is_eos(const engine_params *p, int tok) {
+    for (int i = 0; i < p->n_eos; i++)
+        if (tok == p->eos[i]) return true;
+    return false;
+}
+
 static int seq_commit(engine *e, seq_state *s, int tok, const float *raw) {
     engine_req *r = s->r;
     if (s->n_gen == 0) s->t_first = now_s();
-    for (int i = 0; i < r->p.n_eos; i++)
-        if (tok == r->p.eos[i]) {
-            engine_seq_finish(e, s, ENGINE_FINISH_STOP);
-            return 1;
-        }
+    if (is_eos(&r->p, tok)) {
+        engine_seq_finish(e, s, ENGINE_FINISH_STOP);
+        return 1;
+    }
     /* a constrained choice is always a token the document accepts; none
      * could continue it (js_stuck): the answer ends here */
     if (s->js && (s->js_stuck || !token_mask_feed(e->tmask, s->js, tok))) {
@@ -295,12 +300,6 @@ bool engine_seq_needs_logits(const seq_state *s) {
     return p->sp.temperature > 0.0f || (p->sp.repetition_penalty != 1.0f && p->sp.repetition_penalty > 0) ||
            p->sp.presence_penalty != 0.0f || p->sp.frequency_penalty != 0.0f || p->logprobs || p->top_logprobs > 0 ||
            p->n_logit_bias > 0 || p->constraint;
-}
-
-static bool is_eos(const engine_params *p, int tok) {
-    for (int i = 0; i < p->n_eos; i++)
-        if (tok == p->eos[i]) return true;
-    return false;
 }
 
 /* The JSON constraint on one row: every token that cannot continue the

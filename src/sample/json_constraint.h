@@ -139,6 +139,15 @@ typedef struct {
  * Qwen tool-call syntax; the text may end wherever no call is open. */
 enum { JC_THINK = 1, JC_CALLS = 2 };
 void jc_start(jc_state *s, const json_constraint *c, int flags);
+/* A byte c >= 0x80 as a UTF-8 lead byte: how many continuation bytes follow
+ * (0: not a lead byte) and the range of the first (the others 0x80..0xBF) —
+ * strict UTF-8, no overlongs or surrogates. The recognizer's strings and the
+ * token mask's plain-text table share it. */
+static inline int jc_utf8_lead(uint8_t c, uint8_t *lo, uint8_t *hi) {
+    *lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80;
+    *hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
+    return c >= 0xC2 && c <= 0xDF ? 1 : c >= 0xE0 && c <= 0xEF ? 2 : c >= 0xF0 && c <= 0xF4 ? 3 : 0;
+}
 void jc_copy(jc_state *dst, const jc_state *src);
 /* Feeds bytes; false when the text can no longer match (s is then
  * undefined: feed a copy when probing). */

@@ -101,6 +101,13 @@ static void lit_maybe_end(jc_state *s) {
     lit_end(s, __builtin_ctzll(s->cand));
 }
 
+/* the top container's closing bracket: the value it was ends */
+static bool close_container(jc_state *s) {
+    s->depth--;
+    value_end(s);
+    return true;
+}
+
 static bool value_start(jc_state *s, int nd, uint8_t b) {
     const jc_node *n = node(s, nd);
     int kind = b == '{' ? JC_K_OBJECT : b == '[' ? JC_K_ARRAY : b == '"' ? JC_K_STRING
@@ -204,9 +211,7 @@ static bool structural(jc_state *s, uint8_t b) {
     case PH_ARR_FIRST:
         if (b == ']') {
             if (n->min_items) return false;
-            s->depth--;
-            value_end(s);
-            return true;
+            return close_container(s);
         }
         if (!n->max_items) return false;
         f->phase = PH_AFTER;
@@ -214,9 +219,7 @@ static bool structural(jc_state *s, uint8_t b) {
     case PH_OBJ_FIRST:
         if (b == '}') {
             if (n->required) return false;
-            s->depth--;
-            value_end(s);
-            return true;
+            return close_container(s);
         }
         return b == '"' && key_start(s);
     case PH_OBJ_KEY:
@@ -233,9 +236,7 @@ static bool structural(jc_state *s, uint8_t b) {
         }
         if (b != (f->object ? '}' : ']')) return false;
         if (f->object ? (n->required & ~f->seen) != 0 : f->count < n->min_items) return false;
-        s->depth--;
-        value_end(s);
-        return true;
+        return close_container(s);
     }
     return false;
 }
@@ -260,21 +261,7 @@ static bool string_byte(jc_state *s, uint8_t b) {
         return node(s, top(s)->node)->additional >= 0;
     }
     if (b < 0x20) return false;
-    if (b >= 0x80) {
-        s->utf8_lo = 0x80;
-        s->utf8_hi = 0xBF;
-        if (b >= 0xC2 && b <= 0xDF) s->utf8 = 1;
-        else if (b >= 0xE0 && b <= 0xEF) {
-            s->utf8 = 2;
-            if (b == 0xE0) s->utf8_lo = 0xA0;
-            if (b == 0xED) s->utf8_hi = 0x9F;
-        } else if (b >= 0xF0 && b <= 0xF4) {
-            s->utf8 = 3;
-            if (b == 0xF0) s->utf8_lo = 0x90;
-            if (b == 0xF4) s->utf8_hi = 0x8F;
-        } else
-            return false;
-    }
+    if (b >= 0x80 && !(s->utf8 = (uint8_t)jc_utf8_lead(b, &s->utf8_lo, &s->utf8_hi))) return false;
     return key_byte(s, b);
 }
 

@@ -162,14 +162,12 @@ static int fill_object(compiler *k, int id, const json_t *s) {
             n->required |= 1ull << j;
         }
     }
-    int a;
-    if (!add) a = props ? -1 : any_node(k); /* listed properties only; none listed: any */
-    else if (json_is_false(add)) a = -1;
-    else if (json_is_true(add)) a = any_node(k);
-    else if (json_is_object(add)) a = compile(k, add);
-    else return fail(k, "'additionalProperties' must be a boolean or a schema");
-    if (add && !json_is_false(add) && a < 0) return -1;
-    if (!add && !props && a < 0) return -1;
+    if (add && !json_is_boolean(add) && !json_is_object(add))
+        return fail(k, "'additionalProperties' must be a boolean or a schema");
+    /* absent: the listed properties only (none listed: any) */
+    bool none = add ? json_is_false(add) : props != NULL;
+    int a = none ? -1 : json_is_object(add) ? compile(k, add) : any_node(k);
+    if (!none && a < 0) return -1;
     k->c->nodes[id].additional = a;
     return 0;
 }

@@ -44,9 +44,9 @@ static bool is_plain(const uint8_t *b, uint32_t n) {
             i++;
             continue;
         }
-        uint32_t need = c >= 0xC2 && c <= 0xDF ? 1 : c >= 0xE0 && c <= 0xEF ? 2 : c >= 0xF0 && c <= 0xF4 ? 3 : 0;
+        uint8_t lo, hi;
+        uint32_t need = (uint32_t)jc_utf8_lead(c, &lo, &hi);
         if (!need) return false;
-        uint8_t lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80, hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
         for (uint32_t k = 1; k <= need && i + k < n; k++) {
             uint8_t d = b[i + k];
             if (k == 1 ? d < lo || d > hi : (d & 0xC0) != 0x80) return false;
@@ -147,12 +147,11 @@ int token_mask_fill(token_mask *m, const jc_state *s, uint8_t *allowed) {
         return n;
     }
     if (jc_in_free_text(s)) { /* every text token but those with a '<', which are fed */
-        int n = 0;
+        int n = m->n_text;
         memset(allowed, 0, (size_t)m->n_ids);
         for (int i = 0; i < m->n_text; i++) allowed[m->order[i]] = 1;
         for (int i = 0; i < m->n_with_lt; i++)
-            if (!token_mask_allows(m, s, m->with_lt[i])) allowed[m->with_lt[i]] = 0;
-        for (int i = 0; i < m->n_ids; i++) n += allowed[i];
+            if (!token_mask_allows(m, s, m->with_lt[i])) allowed[m->with_lt[i]] = 0, n--;
         return n;
     }
     memset(allowed, 0, (size_t)m->n_ids);
