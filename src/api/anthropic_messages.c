@@ -396,11 +396,8 @@ static json_t *convert_tools(json_t *tools, api_err *e) {
 
 /* What /v1/messages and count_tokens share: validates model, system,
  * messages, tools, tool_choice, thinking; renders the prompt and tokenizes it.
- * With `forced`, a tool_choice of "any" or "tool" compiles the forced call's
- * constraint into it (api_forced_tool_call). Returns 0, or an HTTP status
- * with resp filled. */
-static int build_prompt(app *a, json_t *body, int32_t **ids, int *n, bool *use_tools, json_constraint **forced,
-                        http_resp *resp) {
+ * Returns 0, or an HTTP status with resp filled. */
+static int build_prompt(app *a, json_t *body, int32_t **ids, int *n, bool *use_tools, http_resp *resp) {
     api_err err = {{0}, NULL}, *e = &err;
     json_t *msgs = NULL, *tools = NULL, *extra = NULL;
     int st = 400;
@@ -466,10 +463,6 @@ static int build_prompt(app *a, json_t *body, int32_t **ids, int *n, bool *use_t
         json_object_set_new(extra, "enable_thinking", json_boolean(!strcmp(tt, "enabled")));
     }
     *use_tools = tools && json_array_size(tools) && !(tct && !strcmp(tct, "none"));
-    if (forced && tct && (!strcmp(tct, "any") || !strcmp(tct, "tool")) &&
-        api_forced_tool_call(tools, !strcmp(tct, "tool") ? json_string_value(json_object_get(tc, "name")) : NULL,
-                             "tool_choice", forced, e) < 0)
-        goto bad;
     /* a final assistant message is a prefill: the answer continues its text */
     json_t *last = json_array_get(msgs, json_array_size(msgs) - 1);
     const char *prefill = NULL;
@@ -529,7 +522,7 @@ void anthropic_count_tokens(app *a, const http_req *req, http_resp *resp) {
     int32_t *ids = NULL;
     int n = 0;
     bool use_tools = false;
-    if (build_prompt(a, body, &ids, &n, &use_tools, NULL, resp) == 0)
+    if (build_prompt(a, body, &ids, &n, &use_tools, resp) == 0)
         http_json(resp, 200, api_dump(json_pack("{s:i}", "input_tokens", n)));
     free(ids);
     json_decref(body);
@@ -598,18 +591,13 @@ void anthropic_messages(app *a, const http_req *req, http_resp *resp) {
         }
     }
     bool use_tools = false;
-    json_constraint *tool_fmt = NULL;
-    int bp = build_prompt(a, body, &ids, &n, &use_tools, &tool_fmt, resp);
-    if (tool_fmt) { /* a forced tool call wins over output_config.format */
-        jc_free(fmt);
-        p.constraint = fmt = tool_fmt;
-    }
-    if (bp) goto out;
-    if (!fmt && use_tools) { /* strict tools: their calls follow their schemas */
-        if ((r = api_strict_tool_calls(json_object_get(body, "tools"), &fmt, &e)) < 0) goto bad;
-        p.constraint_calls = r > 0;
-        p.constraint = fmt;
-    }
+    if (build_prompt(a, body, &ids, &n, &use_tools, resp)) goto out;
+    /* tool_choice "tool" / "any": that call (before output_config.format); strict tools */
+    json_t *tc = json_object_get(body, "tool_choice");
+    const char *tct = json_string_value(json_object_get(tc, "type"));
+    const char *named = tct && !strcmp(tct, "tool") ? json_string_value(json_object_get(tc, "name")) : NULL;
+    if (api_tool_constraint(json_object_get(body, "tools"), named, tct && !strcmp(tct, "any"), use_tools, &fmt, &p, &e) < 0)
+        goto bad;
     if (!api_fit_output(a, n, max_tokens, &p.max_tokens)) {
         http_error(resp, API_ANTHROPIC, 400, "invalid_request_error", NULL,
                    "prompt is too long: %d tokens > %d maximum", n, engine_ctx_size(a->eng) - 1);

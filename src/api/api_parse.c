@@ -198,7 +198,7 @@ static json_t *tool_call_schema(json_t *tools, const char *name, bool strict_onl
     return schema;
 }
 
-int api_forced_tool_call(json_t *tools, const char *name, const char *param, json_constraint **out, api_err *e) {
+static int forced_tool_call(json_t *tools, const char *name, const char *param, json_constraint **out, api_err *e) {
     *out = NULL;
     if (!json_array_size(tools)) return bad(e, param, "a tool call was required but no tools were given");
     json_t *schema = tool_call_schema(tools, name, false);
@@ -212,7 +212,7 @@ int api_forced_tool_call(json_t *tools, const char *name, const char *param, jso
     return r;
 }
 
-int api_strict_tool_calls(json_t *tools, json_constraint **out, api_err *e) {
+static int strict_tool_calls(json_t *tools, json_constraint **out, api_err *e) {
     *out = NULL;
     size_t i;
     json_t *t;
@@ -226,6 +226,20 @@ int api_strict_tool_calls(json_t *tools, json_constraint **out, api_err *e) {
     int r = schema ? compile_schema(schema, "tools", out, e) : 0;
     json_decref(schema);
     return r;
+}
+
+int api_tool_constraint(json_t *tools, const char *forced, bool required, bool use_tools, json_constraint **fmt,
+                        engine_params *p, api_err *e) {
+    if (forced || required) {
+        jc_free(*fmt);
+        if (forced_tool_call(tools, forced, "tool_choice", fmt, e) < 0) return -1;
+    } else if (!*fmt && use_tools) {
+        int r = strict_tool_calls(tools, fmt, e);
+        if (r < 0) return -1;
+        p->constraint_calls = r > 0;
+    }
+    p->constraint = *fmt;
+    return 0;
 }
 
 int api_get_sampling(json_t *o, engine_params *p, bool ollama, api_err *e) {

@@ -35,23 +35,22 @@ int api_get_logit_bias(json_t *o, engine_params *p, api_err *e);
  * -1 bad (the schema's refusal in err). */
 int api_get_response_format(json_t *o, const char *key, bool flat, json_constraint **out, api_err *e);
 int api_get_ollama_format(json_t *o, json_constraint **out, api_err *e);
-/* A forced tool call (tool_choice "required" / a named function; Anthropic's
- * "any" / "tool"): the answer constrained to one {"name": ..., "arguments":
- * ...} object, which the output parser turns into a tool call on every
- * surface. tools: chat-shaped [{"type": "function", "function": {"name",
- * "parameters"}}]; name: the function named, or NULL for any of them (a
- * union told apart by "name", which is then written first). The arguments
- * follow the tool's parameters schema. 1 *out compiled (caller jc_free()s),
- * -1 bad (param named: no such tool, or a schema that cannot be enforced). */
-int api_forced_tool_call(json_t *tools, const char *name, const char *param, json_constraint **out, api_err *e);
-/* Tools marked "strict": true under tool_choice auto: every <tool_call> the
- * model opens (Hermes / Qwen syntax) is constrained to a call of one of the
- * tools, a strict tool's arguments following its parameters schema (the
- * others': any object); the text around the calls stays free (the caller
- * sets engine_params.constraint_calls). Any of the three tool shapes (Chat
- * Completions, Responses, Anthropic). 0 no strict tool, 1 *out compiled,
- * -1 bad. */
-int api_strict_tool_calls(json_t *tools, json_constraint **out, api_err *e);
+/* The request's one output constraint, by precedence:
+ * 1. a forced tool call (`forced`: the function named; `required`: any of
+ *    them — tool_choice "required" / a named function, Anthropic's "any" /
+ *    "tool"): the answer is one {"name": ..., "arguments": ...} object,
+ *    which the output parser turns into a tool call on every surface;
+ * 2. the response format already compiled into *fmt;
+ * 3. tools marked "strict": true (use_tools: tool_choice auto): each
+ *    <tool_call> the model opens (Hermes / Qwen syntax) is a call of one of
+ *    the tools, strict tools' arguments per their schemas (JC_CALLS).
+ * tools in any of the three shapes (Chat Completions {"function": {...}},
+ * Responses' flat one, Anthropic's with "input_schema"). Replaces *fmt as
+ * needed (the caller jc_free()s it), sets p->constraint and
+ * p->constraint_calls. 0, or -1 (param "tool_choice" or "tools": no such
+ * tool, or a schema that cannot be enforced). */
+int api_tool_constraint(json_t *tools, const char *forced, bool required, bool use_tools, json_constraint **fmt,
+                        engine_params *p, api_err *e);
 /* Sampling fields shared by the surfaces: temperature, top_p, top_k, min_p,
  * presence/frequency penalty, repetition_penalty (Ollama: repeat_penalty),
  * seed, stop. 0 or -1 (err filled). */

@@ -379,7 +379,7 @@ void openai_chat_completions(app *a, const http_req *req, http_resp *resp) {
     long long top_lp = 0;
     if (api_get_int(body, "top_logprobs", 0, 20, &top_lp, &e) < 0) goto bad;
     if (api_get_response_format(body, "response_format", false, &fmt, &e) < 0) goto bad;
-    /* tool_choice "required" or a named function: the answer is that call (before any response_format) */
+    /* tool_choice "required" or a named function: the answer is that call (api_tool_constraint) */
     json_t *tc = json_object_get(body, "tool_choice");
     const char *forced = json_is_object(tc) ? json_string_value(json_object_get(json_object_get(tc, "function"), "name")) : NULL;
     if ((json_is_object(tc) && !forced) ||
@@ -388,15 +388,8 @@ void openai_chat_completions(app *a, const http_req *req, http_resp *resp) {
         e.param = "tool_choice";
         goto bad;
     }
-    if (forced || (tool_choice && !strcmp(tool_choice, "required"))) {
-        jc_free(fmt);
-        if (api_forced_tool_call(tools, forced, "tool_choice", &fmt, &e) < 0) goto bad;
-    } else if (!fmt && use_tools) { /* strict tools: their calls follow their schemas */
-        int r = api_strict_tool_calls(tools, &fmt, &e);
-        if (r < 0) goto bad;
-        p.constraint_calls = r > 0;
-    }
-    p.constraint = fmt;
+    if (api_tool_constraint(tools, forced, tool_choice && !strcmp(tool_choice, "required"), use_tools, &fmt, &p, &e) < 0)
+        goto bad;
     if (parse_prediction(a, body, &pred, &n_pred, &e) < 0) goto bad;
     p.prediction = pred;
     p.n_prediction = n_pred;

@@ -690,15 +690,7 @@ void openai_responses_create(app *a, const http_req *req, http_resp *resp) {
     if (api_get_sampling(body, &p, false, &e) < 0) goto bad;
     json_t *text_opts = json_object_get(body, "text");
     if (json_is_object(text_opts) && api_get_response_format(text_opts, "format", true, &fmt, &e) < 0) goto bad;
-    if (forced || required) { /* the answer is that function call (before any text.format) */
-        jc_free(fmt);
-        if (api_forced_tool_call(chat_tools, forced, "tool_choice", &fmt, &e) < 0) goto bad;
-    } else if (!fmt && use_tools) { /* strict tools: their calls follow their schemas */
-        int r = api_strict_tool_calls(echo_tools, &fmt, &e);
-        if (r < 0) goto bad;
-        p.constraint_calls = r > 0;
-    }
-    p.constraint = fmt;
+    if (api_tool_constraint(echo_tools, forced, required, use_tools, &fmt, &p, &e) < 0) goto bad;
     long long max_out = 0;
     if (api_get_int(body, "max_output_tokens", 1, 1 << 30, &max_out, &e) < 0) goto bad;
 
