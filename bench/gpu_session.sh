@@ -61,7 +61,9 @@
 # at the decode shapes of Qwen3-1.7B / 8B / tinycoder, 1 / 4 / 8 / 16
 # tokens, weights from DRAM, outputs checked bitwise (MVSWEEP_SHAPES: a
 # shape-name prefix, e.g. 1.7b; MVSWEEP_ARGS: "fold" and / or "l2", see
-# the tool's header).
+# the tool's header). json = Qwen3-8B chat decode plain against JSON mode
+# (response_format json_object), interleaved twice: the constraint's cost
+# with its logits readback.
 set -u
 OUT=${1:?usage: bench/gpu_session.sh OUT [STAGES]}
 STAGES=${2:-test real profile spec}
@@ -106,7 +108,7 @@ QTOK=/tmp/qwen3tok
 [ -f .devcarry/qwen3tok.tar.xz ] && tar -xJf .devcarry/qwen3tok.tar.xz -C /tmp
 [ -f "$QTOK/tokenizer.json" ] || QTOK=$TC
 # (NOCKPT=1: no random checkpoints, for stages run on tinycoder alone)
-if [ -z "${NOCKPT:-}" ] && { has real || has ops || has batch || has long || has profile || has kprof || has gprof || has mem || has cadence || has ab || has steps; }; then # written while the tests run
+if [ -z "${NOCKPT:-}" ] && { has real || has ops || has batch || has json || has long || has profile || has kprof || has gprof || has mem || has cadence || has ab || has steps; }; then # written while the tests run
     ( python3 tools/make_random_checkpoint.py qwen3-8b /tmp/q8 --tokenizer-from "$QTOK" &&
       { has real || has profile || has cadence || has ab; } &&
       python3 tools/make_random_checkpoint.py qwen3-1.7b /tmp/q17 --tokenizer-from "$QTOK" ) > /tmp/checkpoints.log 2>&1 &
@@ -216,6 +218,14 @@ if has batch; then # issue 7 on the GPU: streams 1/4/16 on Qwen3-8B; prefix-cach
             --device cuda --ctx-size 40000 --max-concurrent 4 --no-pld >> "$OUT/batch.txt" 2>&1
         tail -4 "$OUT/batch.txt"; }
     fi
+fi
+if has json && [ -f /tmp/q8/config.json ]; then # structured output's cost on the GPU: Qwen3-8B chat, plain vs JSON mode, interleaved
+    for r in 1 2; do for x in '{}' '{"response_format":{"type":"json_object"}}'; do
+        echo "== round $r extra $x" >> "$OUT/json.txt"
+        KESTREL=build/kestrel timeout 120 bash bench/bench.sh /tmp/q8 --quick --workloads chat --max-tokens 128 \
+            --extra-json "$x" --prompts /tmp/sh/shared/models/tinycoder/prompts -- --device cuda --no-pld >> "$OUT/json.txt" 2>&1
+    done; done
+    grep -E "^==|chat" "$OUT/json.txt" | head -40
 fi
 if has mem; then # issue 4's memory goal: GPU memory beyond weights + KV pool
     [ -f /tmp/q8/config.json ] && timeout 150 bash bench/gpu_memory.sh /tmp/q8 4G 2>&1 | tee -a "$OUT/mem.txt"
