@@ -9,13 +9,15 @@
  * Enforced: type (one or a list), properties / required /
  * additionalProperties (absent means none beyond `properties`, as strict
  * structured-output servers do; true or a schema allows others), items,
- * minItems / maxItems, enum / const, anyOf / oneOf whose branches start
+ * minItems / maxItems, a string's minLength / maxLength (at most 65535;
+ * an escape counts as one character, so a surrogate pair's two count two),
+ * enum / const, anyOf / oneOf whose branches start
  * with different characters (an object and null, a string and a number;
  * all-enum branches merge) or are objects told apart by one required
  * constant property (a discriminated union: that property is written
  * first), allOf of one schema, $ref to #/$defs/NAME or
  * #/definitions/NAME (recursion allowed), true / {} (any value). Accepted but
- * not enforced: value refinements (pattern, format, minLength, minimum, ...)
+ * not enforced: value refinements (pattern, format, minimum, ...)
  * and annotations. Refused at compile with a message: anything else that
  * changes the structure (prefixItems, not, if/then, allOf of several,
  * branches both starting with '{' ...).
@@ -83,6 +85,8 @@ typedef struct {
     /* arrays */
     int items;           /* node of the items */
     int min_items, max_items;
+    /* strings (values, not keys): characters (code points; an escape counts one) */
+    int min_len, max_len;
     /* enum / const: the values' compact JSON texts, matched byte for byte */
     char **lit;
     size_t *lit_len;
@@ -126,8 +130,8 @@ typedef struct {
     uint8_t calls;       /* JC_CALLS: in the text, a call's document, or its closing tag */
     uint8_t call_off, think_off; /* JC_CALLS text: bytes of "<tool_call>" / "<think>" or "</think>" matched */
     bool text_think;     /* JC_CALLS text: inside a <think> block (no call opens there) */
-    uint16_t off;        /* bytes of the literal / key / number read */
-    uint16_t lit_node;   /* the enum (or number) node being read */
+    uint16_t off;        /* bytes of the literal / key / number read; a string value's characters */
+    uint16_t lit_node;   /* the enum (number, string value) node being read */
     uint64_t cand;       /* literals / property names still matching */
     jc_frame f[JC_MAX_DEPTH];
 } jc_state;
@@ -159,8 +163,12 @@ bool jc_finished(const jc_state *s);
 /* Inside a string that takes any text (a value, or a key no property name
  * matches where others are allowed), with no UTF-8 character half read:
  * every byte run without '"', '\\' or control characters that is valid
- * UTF-8 (a character may be cut at its end) is accepted, and keeps it so. */
+ * UTF-8 (a character may be cut at its end) and starts at most
+ * jc_string_room characters is accepted, and keeps it so. */
 bool jc_in_free_string(const jc_state *s);
+/* Characters the string being read may still take (its maxLength less those
+ * read; INT_MAX-sized when unbounded). */
+int jc_string_room(const jc_state *s);
 /* In free text (the JC_THINK block, JC_CALLS's text) with no tag partly
  * matched: any bytes without '<' are accepted, and keep it so. */
 bool jc_in_free_text(const jc_state *s);

@@ -7,6 +7,7 @@
  * an array can still reach minItems), so masking by it never strands the
  * model — short of a schema that demands nesting past JC_MAX_DEPTH. */
 #include <stddef.h>
+#include <limits.h>
 #include <string.h>
 
 #include "sample/json_constraint.h"
@@ -122,6 +123,8 @@ static bool value_start(jc_state *s, int nd, uint8_t b) {
             s->cand = 0;
             s->utf8 = 0;
             s->in_key = false;
+            s->off = 0;
+            s->lit_node = (uint16_t)nd;
             return true;
         case JC_K_NUMBER:
             s->lex = LX_NUM;
@@ -241,6 +244,14 @@ static bool structural(jc_state *s, uint8_t b) {
     return false;
 }
 
+/* a byte that starts a character of a string value: refused past maxLength */
+static bool string_char(jc_state *s) {
+    if (s->in_key) return true;
+    if (s->off >= node(s, s->lit_node)->max_len) return false;
+    if (s->off < 0xFFFF) s->off++;
+    return true;
+}
+
 static bool string_byte(jc_state *s, uint8_t b) {
     if (s->utf8) {
         if (b < s->utf8_lo || b > s->utf8_hi) return false;
@@ -251,18 +262,19 @@ static bool string_byte(jc_state *s, uint8_t b) {
     }
     if (b == '"') {
         if (s->in_key) return key_end(s);
+        if (s->off < node(s, s->lit_node)->min_len) return false;
         value_end(s);
         return true;
     }
     if (b == '\\') {
         s->lex = LX_ESC;
-        if (!s->in_key) return true;
+        if (!s->in_key) return string_char(s);
         s->cand = 0; /* an escaped key matches no property name (names needing escapes are refused at compile) */
         return node(s, top(s)->node)->additional >= 0;
     }
     if (b < 0x20) return false;
     if (b >= 0x80 && !(s->utf8 = (uint8_t)jc_utf8_lead(b, &s->utf8_lo, &s->utf8_hi))) return false;
-    return key_byte(s, b);
+    return string_char(s) && key_byte(s, b);
 }
 
 static bool number_byte(jc_state *s, uint8_t b) {
@@ -447,4 +459,8 @@ bool jc_in_free_text(const jc_state *s) {
 
 bool jc_in_free_string(const jc_state *s) {
     return (!s->calls || s->calls == CL_DOC) && !s->think && s->lex == LX_STR && !s->utf8 && (!s->in_key || (!s->cand && node(s, s->f[s->depth - 1].node)->additional >= 0));
+}
+
+int jc_string_room(const jc_state *s) {
+    return s->in_key ? INT_MAX : node(s, s->lit_node)->max_len - s->off;
 }

@@ -48,7 +48,7 @@ static int new_node(compiler *k) {
     memset(n, 0, sizeof *n);
     n->additional = -1;
     n->items = -1;
-    n->max_items = 1 << 30;
+    n->max_items = n->max_len = 1 << 30;
     n->obj = n->arr = c->n_nodes;
     return c->n_nodes++;
 }
@@ -193,6 +193,20 @@ static int fill_array(compiler *k, int id, const json_t *s) {
     return 0;
 }
 
+static int fill_string(compiler *k, int id, const json_t *s) {
+    jc_node *n = &k->c->nodes[id];
+    const char *name[2] = { "minLength", "maxLength" };
+    int *v[2] = { &n->min_len, &n->max_len };
+    for (int i = 0; i < 2; i++) {
+        const json_t *x = json_object_get(s, name[i]);
+        if (!x) continue;
+        if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) > 65535)
+            return fail(k, "'%s' must be an integer from 0 to 65535", name[i]);
+        *v[i] = (int)json_integer_value(x);
+    }
+    return n->min_len > n->max_len ? fail(k, "'minLength' is above 'maxLength'") : 0;
+}
+
 /* anyOf: node src's kinds joined to dst's; an object or array value of dst
  * follows src's object / array node. */
 static int merge_kinds(compiler *k, int dst, int src) {
@@ -203,6 +217,10 @@ static int merge_kinds(compiler *k, int dst, int src) {
     if (s->kinds & JC_K_NUMBER) d->integer = (d->kinds & JC_K_NUMBER) ? d->integer && s->integer : s->integer;
     if (s->kinds & JC_K_OBJECT) d->obj = s->obj;
     if (s->kinds & JC_K_ARRAY) d->arr = s->arr;
+    if (s->kinds & JC_K_STRING) { /* two string branches: the lengths either allows (a hull: wider when they are apart) */
+        d->min_len = d->kinds & JC_K_STRING && d->min_len < s->min_len ? d->min_len : s->min_len;
+        d->max_len = d->kinds & JC_K_STRING && d->max_len > s->max_len ? d->max_len : s->max_len;
+    }
     d->kinds |= s->kinds;
     for (int i = 0; i < s->n_lit; i++)
         if (add_literal_text(k, d, strdup(s->lit[i])) < 0) return -1;
@@ -363,6 +381,7 @@ static int fill(compiler *k, int id, const json_t *s) {
     k->c->nodes[id].integer = integer;
     if (kinds & JC_K_OBJECT && fill_object(k, id, s) < 0) return -1;
     if (kinds & JC_K_ARRAY && fill_array(k, id, s) < 0) return -1;
+    if (kinds & JC_K_STRING && fill_string(k, id, s) < 0) return -1;
     return 0;
 }
 

@@ -2,7 +2,8 @@
  * order with each one's common prefix with the one before, walked with a
  * stack of recognizer states (state d = after the first d bytes). Inside a
  * free string (jc_in_free_string) most of a vocabulary is plain text: those
- * tokens are allowed from a table made once, and only the others are fed;
+ * tokens are allowed from a table made once (less those longer than a
+ * maxLength leaves room for), and only the others are fed;
  * in free text (jc_in_free_text) only the tokens holding a '<'. */
 #include <stdlib.h>
 #include <string.h>
@@ -17,6 +18,8 @@ struct token_mask {
     uint32_t *lcp;      /* (n_text) bytes in common with the token before in order */
     int n_text;
     uint8_t *plain;     /* (n_ids) 1: a token a free string takes whole (jc_in_free_string) */
+    uint16_t *chars;    /* (n_ids) a plain token's characters (bytes that start one) */
+    int max_chars;
     int n_plain;
     int32_t *other;     /* the text tokens that are not plain */
     int n_other;
@@ -105,13 +108,16 @@ token_mask *token_mask_new(const tokenizer *t, int n_ids) {
     m->plain = calloc((size_t)n_ids, 1);
     m->other = malloc((size_t)n_ids * sizeof *m->other);
     m->with_lt = malloc((size_t)n_ids * sizeof *m->with_lt);
-    if (!m->stack || !m->plain || !m->other || !m->with_lt) goto fail;
+    m->chars = calloc((size_t)n_ids, sizeof *m->chars);
+    if (!m->stack || !m->plain || !m->other || !m->with_lt || !m->chars) goto fail;
     for (int i = 0; i < m->n_text; i++) {
         int32_t id = m->order[i];
         if (memchr(m->bytes + m->off[id], '<', m->len[id])) m->with_lt[m->n_with_lt++] = id;
         if (is_plain(m->bytes + m->off[id], m->len[id])) {
             m->plain[id] = 1;
             m->n_plain++;
+            for (uint32_t k = 0; k < m->len[id]; k++) m->chars[id] += (m->bytes[m->off[id] + k] & 0xC0) != 0x80;
+            if (m->chars[id] > m->max_chars) m->max_chars = m->chars[id];
         } else
             m->other[m->n_other++] = id;
     }
@@ -132,13 +138,17 @@ void token_mask_free(token_mask *m) {
     free(m->plain);
     free(m->other);
     free(m->with_lt);
+    free(m->chars);
     free(m);
 }
 
 int token_mask_fill(token_mask *m, const jc_state *s, uint8_t *allowed) {
     if (jc_in_free_string(s)) {
         memcpy(allowed, m->plain, (size_t)m->n_ids);
-        int n = m->n_plain;
+        int n = m->n_plain, room = jc_string_room(s);
+        if (room < m->max_chars) /* a maxLength near: the plain tokens too long for it go */
+            for (int id = 0; id < m->n_ids; id++)
+                if (allowed[id] && m->chars[id] > room) allowed[id] = 0, n--;
         for (int i = 0; i < m->n_other; i++)
             if (token_mask_allows(m, s, m->other[i])) {
                 allowed[m->other[i]] = 1;

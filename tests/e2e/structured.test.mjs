@@ -49,7 +49,7 @@ function conforms(v, s) {
   }
   if (t === 'integer') return Number.isInteger(v);
   if (t === 'number') return typeof v === 'number';
-  if (t === 'string') return typeof v === 'string';
+  if (t === 'string') return typeof v === 'string' && [...v].length >= (s.minLength ?? 0) && [...v].length <= (s.maxLength ?? Infinity);
   if (t === 'boolean') return typeof v === 'boolean';
   if (t === 'null') return v === null;
   return true;
@@ -63,6 +63,9 @@ test('conforms() itself tells a good answer from bad ones', () => {
   assert.ok(!conforms({ language: 'c', typed: true, year: 1, tags: [], extra: 1 }, LANG));
   assert.ok(!conforms({ language: 'c', typed: true, year: 1 }, LANG));
   assert.ok(!conforms({ language: 'c', typed: true, year: 1, tags: ['fast', 'safe', 'old'] }, LANG));
+  assert.ok(conforms('h\u00e9', { type: 'string', minLength: 2, maxLength: 2 }));
+  assert.ok(!conforms('h\u00e9!', { type: 'string', maxLength: 2 }));
+  assert.ok(!conforms('h', { type: 'string', minLength: 2 }));
 });
 
 const client = L.openai();
@@ -102,6 +105,26 @@ test('OpenAI chat: sampled answers conform at every seed, the same with speculat
     }
   }
   assert.ok(texts.size > 1, 'sampling at temperature 1 gave one answer for five seeds');
+});
+
+test('OpenAI chat: string lengths hold at every seed (the same seeds write longer strings without them)', async () => {
+  const str = (b) => ({ type: 'string', ...b });
+  const schema = (b1, b2) => ({
+    type: 'object', properties: { name: str(b1), summary: str(b2) }, required: ['name', 'summary'], additionalProperties: false,
+  });
+  const bounded = schema({ minLength: 3, maxLength: 8 }, { maxLength: 12 });
+  const base = { model: await L.model(), messages: [{ role: 'user', content: 'Name a Python web framework and sum it up, as JSON.' }], max_tokens: 200, temperature: 1.0 };
+  let longer = 0;
+  for (const seed of [1, 2, 3, 4]) {
+    const r = await client.chat.completions.create({ ...base, seed, response_format: jsonSchemaFormat(bounded) });
+    const c = r.choices[0].message.content;
+    assert.equal(r.choices[0].finish_reason, 'stop', c);
+    assert.ok(conforms(JSON.parse(c), bounded), c);
+    const free = await client.chat.completions.create({ ...base, seed, response_format: jsonSchemaFormat(schema({}, {})) });
+    const f = free.choices[0].message.content;
+    if (free.choices[0].finish_reason !== 'stop' || !conforms(JSON.parse(f), bounded)) longer++;
+  }
+  assert.ok(longer > 0, 'no seed wrote a string past the bounds without them: the test shows nothing');
 });
 
 test('OpenAI chat: json_object gives a JSON object', async () => {

@@ -222,8 +222,23 @@ TEST(test_json_constraint_schema) {
     expect("{\"type\":\"number\"}", "0.000000000000000000001", 1);
     expect("{\"type\":\"boolean\"}", "true", 1);
     expect("{\"type\":\"string\"}", "\"\\ud83d\\ude00\"", 1);
-    /* refinements are accepted and not enforced */
-    expect("{\"type\":\"string\",\"pattern\":\"^[0-9]+$\",\"maxLength\":2}", "\"abc\"", 1);
+    /* other refinements are accepted and not enforced */
+    expect("{\"type\":\"string\",\"pattern\":\"^[0-9]+$\"}", "\"abc\"", 1);
+    /* string lengths in characters: a UTF-8 character or an escape counts one */
+    const char *len23 = "{\"type\":\"string\",\"minLength\":2,\"maxLength\":3}";
+    expect(len23, "\"ab\"", 1);
+    expect(len23, "\"abc\"", 1);
+    expect(len23, "\"a\"", 0);
+    expect(len23, "\"abcd\"", 0);
+    expect(len23, "\"\xC3\xA9\\n\"", 1);
+    expect(len23, "\"\xC3\xA9\xC3\xA9\xE2\x82\xAC\"", 1);
+    expect(len23, "\"\xC3\xA9\xC3\xA9\xC3\xA9\\u00e9\"", 0);
+    expect("{\"properties\":{\"abcdef\":{\"type\":\"string\",\"maxLength\":1}}}", "{\"abcdef\": \"x\"}", 1); /* keys not counted */
+    expect("{\"properties\":{\"abcdef\":{\"type\":\"string\",\"maxLength\":1}}}", "{\"abcdef\": \"xy\"}", 0);
+    expect("{\"anyOf\":[{\"type\":\"string\",\"maxLength\":2},{\"type\":\"null\"}]}", "\"ab\"", 1);
+    expect("{\"anyOf\":[{\"type\":\"string\",\"maxLength\":2},{\"type\":\"null\"}]}", "\"abc\"", 0);
+    expect("{\"anyOf\":[{\"type\":\"string\",\"maxLength\":2},{\"type\":\"null\"}]}", "null", 1);
+    expect("{\"type\":\"string\",\"maxLength\":0}", "\"\"", 1);
 }
 
 TEST(test_json_constraint_refused_schemas) {
@@ -233,6 +248,8 @@ TEST(test_json_constraint_refused_schemas) {
         "{\"$ref\":\"#/$defs/missing\"}", "{\"$ref\":\"#/$defs/a\",\"$defs\":{\"a\":{\"$ref\":\"#/$defs/a\"}}}",
         "{\"properties\":{\"a\":{}},\"required\":[\"b\"]}", "{\"enum\":[]}", "{\"type\":\"array\",\"minItems\":3,\"maxItems\":2}",
         "{\"properties\":{\"a\\\"b\":{}}}",
+        "{\"type\":\"string\",\"minLength\":3,\"maxLength\":2}", "{\"type\":\"string\",\"maxLength\":-1}",
+        "{\"type\":\"string\",\"maxLength\":70000}", "{\"type\":\"string\",\"minLength\":1.5}",
         "{\"anyOf\":[{\"properties\":{\"k\":{\"const\":1}},\"required\":[\"k\"]},{\"properties\":{\"k\":{\"const\":1}},\"required\":[\"k\"]}]}",
         "{\"anyOf\":[{\"properties\":{\"k\":{\"const\":1}}},{\"properties\":{\"k\":{\"const\":2}}}]}", "{\"anyOf\":[{\"enum\":[\"x\"]},{\"type\":\"string\",\"maxLength\":3}, {\"enum\":[{\"a\":1}]}, {\"type\":\"object\"}]}",
     };
@@ -308,13 +325,15 @@ TEST(test_json_constraint_token_mask) {
     token_mask *m = token_mask_new(t, V + 7); /* ids past the tokenizer's: never allowed */
     CHECK(m != NULL);
     const char *schema = "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"n\":{\"type\":\"number\"},"
-                         "\"e\":{\"enum\":[\"alpha\",\"beta\"]}},\"required\":[\"name\"]}";
+                         "\"e\":{\"enum\":[\"alpha\",\"beta\"]},\"s\":{\"type\":\"string\",\"maxLength\":4},"
+                         "\"m\":{\"type\":\"string\",\"minLength\":3}},\"required\":[\"name\"]}";
     /* the last prefix is a finished document; those after it run under the
      * any-object constraint (free keys, a character cut in two, an escape) */
     const char *prefixes[] = { "", "{", "{\"na", "{\"name\": \"x y", "{\"name\": \"x\", \"n\": 1", "{\"name\": \"x\", \"e\": \"al",
+                               "{\"s\": \"ab", "{\"s\": \"a\xC3\xA9\\t", "{\"m\": \"a",
                                "{\"name\": \"x\", \"n\": 2}", "{\"k", "{\"k\": \"v\xC3", "{\"k\": \"v\\", "{\"k\": [\"\xE2\x82",
                                "<think>so", "<think>so </th", "<think>so </think>\n" }; /* the last three with the think allowance */
-    const int last_schema = 6;
+    const int last_schema = 9;
     json_constraint *c = compile_str(schema), *any = compile_str(NULL);
     uint8_t *allowed = malloc((size_t)V + 7);
     double t_fill = 0;
