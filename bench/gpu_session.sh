@@ -41,7 +41,8 @@
 # AB_LADDER_MODELS), each tree.
 # steplog = KESTREL_STEP_LOG of one tinycoder completion with MTP, with DFlash.
 # autolong = auto mode against plain on tinycoder after a ~4,700-token prompt
-# (AUTOLONG_ROUNDS rounds, each ab tree): the gates' spread run to run.
+# (AUTOLONG_ROUNDS rounds, each ab tree): the gates' spread run to run;
+# AUTOLONG_MODES picks among "auto plain dflash" (DFlash alone, its prefill).
 # SPEC_FULL=1: the proposer matrix at --full size (5 prompts x 128 tokens).
 # CONC_MAX_TOKENS=N: the concurrency sweep's answers N tokens long (--quick:
 # 64, where the 16 prompts' prefill is much of the measured time).
@@ -428,11 +429,11 @@ if has autolong; then # auto mode (every proposer, gates on) on tinycoder after 
     p4k=$(head -c 15000 /tmp/all.txt)
     for round in $(seq ${AUTOLONG_ROUNDS:-5}); do
         for b in "${trees[@]:-build}"; do
-            for mode in auto plain; do
-                flags=; [ $mode = plain ] && flags="--no-pld --no-mtp --no-drafter"
+            for mode in ${AUTOLONG_MODES:-auto plain}; do
+                case $mode in plain) flags="--no-pld --no-mtp --no-drafter" ;; dflash) flags="--drafter $TC/dflash --no-pld --no-mtp" ;; *) flags= ;; esac
                 md=$(timeout 120 $b/kestrel run $TC -p "$p4k" -n 256 --temp 0 --ignore-eos --device cuda $flags \
                     2>/tmp/al_err.txt | md5sum | cut -c1-8)
-                echo "autolong $(tname $b) $round $mode: stdout $md, $(grep -o 'decode [0-9]* tokens, [0-9.]* tok/s' /tmp/al_err.txt); $(grep -o 'speculation: .*' /tmp/al_err.txt)" |
+                echo "autolong $(tname $b) $round $mode: stdout $md, $(grep -o 'prompt [0-9]* tokens, [0-9.]* tok/s; decode [0-9]* tokens, [0-9.]* tok/s' /tmp/al_err.txt); $(grep -o 'speculation: .*' /tmp/al_err.txt)" |
                     tee -a "$OUT/autolong.txt"
             done
         done
