@@ -304,37 +304,47 @@ bool engine_seq_needs_logits(const seq_state *s) {
 
 /* The JSON constraint on one row: every token that cannot continue the
  * document to -inf (the end-of-sequence tokens allowed once it may end).
- * Greedy choices first try the row's own argmax: when the constraint allows
- * it, it is the masked argmax too, and no mask is built. */
-static void constrain_row(engine *e, seq_state *s, float *row, bool greedy) {
+ * A greedy choice first tries the row's argmax (`argmax`, the device's for
+ * an unmodified row, else -1: found here): when the constraint allows it,
+ * it is the masked argmax too, and no mask is built. Returns the greedy
+ * choice (the masked argmax), -1 for a sampled one. */
+static int constrain_row(engine *e, seq_state *s, float *row, bool greedy, int argmax) {
     const engine_params *p = &s->r->p;
     int V = e->m->cfg.vocab_size;
     bool can_end = jc_can_end(s->js);
     if (greedy) {
-        int id = sample_argmax(row, V);
-        if ((can_end && is_eos(p, id)) || token_mask_allows(e->tmask, s->js, id)) return;
+        int id = argmax >= 0 ? argmax : sample_argmax(row, V);
+        if ((can_end && is_eos(p, id)) || token_mask_allows(e->tmask, s->js, id)) return id;
     }
     int n = token_mask_fill(e->tmask, s->js, e->allowed);
     for (int i = 0; i < p->n_eos && can_end; i++)
         if (p->eos[i] >= 0 && p->eos[i] < V) n += !e->allowed[p->eos[i]], e->allowed[p->eos[i]] = 1;
     if (!n) {
         s->js_stuck = true; /* seq_commit ends the sequence */
-        return;
+        return greedy ? sample_argmax(row, V) : -1;
     }
     for (int i = 0; i < V; i++)
         if (!e->allowed[i]) row[i] = -INFINITY;
+    return greedy ? sample_argmax(row, V) : -1;
 }
 
-/* row NULL: a greedy sequence without penalties; id is the row's argmax */
+/* row NULL: a greedy sequence without penalties; id is the row's argmax
+ * (the device's, before penalties and logit_bias) */
 static int seq_choose(engine *e, seq_state *s, float *row, int d, int id) {
     (void)d;
     if (!row) return id;
     const sample_params *sp = &s->r->p.sp;
-    sample_apply_penalties(s->smp, sp, row, s->ctx, s->n_ctx, s->r->n_prompt);
     const engine_params *p = &s->r->p;
+    bool greedy = sp->temperature <= 0.0f,
+         moved = (sp->repetition_penalty != 1.0f && sp->repetition_penalty > 0) || sp->presence_penalty != 0.0f ||
+                 sp->frequency_penalty != 0.0f || p->n_logit_bias > 0;
+    sample_apply_penalties(s->smp, sp, row, s->ctx, s->n_ctx, s->r->n_prompt);
     for (int i = 0; i < p->n_logit_bias; i++) row[p->logit_bias_id[i]] += p->logit_bias[i];
-    if (s->js) constrain_row(e, s, row, sp->temperature <= 0.0f);
-    if (sp->temperature <= 0.0f) return sample_argmax(row, e->m->cfg.vocab_size);
+    if (s->js) {
+        int c = constrain_row(e, s, row, greedy, moved ? -1 : id);
+        if (greedy) return c;
+    }
+    if (greedy) return moved ? sample_argmax(row, e->m->cfg.vocab_size) : id;
     const int32_t *ids;
     const float *probs;
     int n = sample_dist(s->smp, sp, row, &ids, &probs);
