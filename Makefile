@@ -60,7 +60,7 @@ TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/%.o)
 .PHONY: all debug test test-unit test-cli test-asan test-cuda clean bench
 # the bench programs build with everything, so a change to the ops they call
 # breaks the build (CI included), not the next device session
-BENCH_BINS := $(BUILD)/cuda_ops_bench $(BUILD)/cpu_attention_bench $(BUILD)/cpu_matmul_bench $(BUILD)/token_mask_bench
+BENCH_BINS := $(BUILD)/cuda_ops_bench $(BUILD)/cpu_attention_bench $(BUILD)/cpu_matmul_bench $(BUILD)/token_mask_bench $(BUILD)/sample_bench
 all: $(BUILD)/kestrel $(BUILD)/test_runner $(BENCH_BINS)
 
 $(BUILD)/kestrel: $(CLI_OBJS) $(BUILD)/libkestrel.a

@@ -63,8 +63,9 @@
 # tokens, weights from DRAM, outputs checked bitwise (MVSWEEP_SHAPES: a
 # shape-name prefix, e.g. 1.7b; MVSWEEP_ARGS: "fold" and / or "l2", see
 # the tool's header). json = Qwen3-8B chat decode plain against JSON mode
-# (response_format json_object), interleaved twice: the constraint's cost
-# with its logits readback.
+# (response_format json_object) against sampled (temperature 0.7 / top_p
+# 0.95, temperature 1), interleaved twice: the constraint's and the host
+# sampler's costs with the logits readback.
 set -u
 OUT=${1:?usage: bench/gpu_session.sh OUT [STAGES]}
 STAGES=${2:-test real profile spec}
@@ -221,7 +222,7 @@ if has batch; then # issue 7 on the GPU: streams 1/4/16 on Qwen3-8B; prefix-cach
     fi
 fi
 if has json && [ -f /tmp/q8/config.json ]; then # structured output's cost on the GPU: Qwen3-8B chat, plain vs JSON mode, interleaved
-    for r in 1 2; do for x in '{}' '{"response_format":{"type":"json_object"}}'; do
+    for r in 1 2; do for x in '{}' '{"response_format":{"type":"json_object"}}' '{"temperature":0.7,"top_p":0.95}' '{"temperature":1}'; do
         echo "== round $r extra $x" >> "$OUT/json.txt"
         KESTREL=build/kestrel timeout 120 bash bench/bench.sh /tmp/q8 --quick --workloads chat --max-tokens 128 \
             --extra-json "$x" --prompts /tmp/sh/shared/models/tinycoder/prompts -- --device cuda --no-pld >> "$OUT/json.txt" 2>&1

@@ -12,6 +12,7 @@ struct sampler {
     int32_t *heap;   /* (vocab) candidate ids */
     int32_t *kept;   /* (vocab) ids kept, descending logit */
     float *prob;     /* (vocab) */
+    float *e;        /* (vocab) e^(logit - the largest) */
     int32_t *count;  /* (vocab) occurrences in the output */
 };
 
@@ -58,8 +59,9 @@ sampler *sampler_new(int vocab) {
     s->heap = malloc((size_t)vocab * sizeof *s->heap);
     s->kept = malloc((size_t)vocab * sizeof *s->kept);
     s->prob = malloc((size_t)vocab * sizeof *s->prob);
+    s->e = malloc((size_t)vocab * sizeof *s->e);
     s->count = calloc((size_t)vocab, sizeof *s->count);
-    if (!s->heap || !s->kept || !s->prob || !s->count) {
+    if (!s->heap || !s->kept || !s->prob || !s->e || !s->count) {
         sampler_free(s);
         return NULL;
     }
@@ -71,6 +73,7 @@ void sampler_free(sampler *s) {
     free(s->heap);
     free(s->kept);
     free(s->prob);
+    free(s->e);
     free(s->count);
     free(s);
 }
@@ -136,28 +139,28 @@ static void heap_down(int32_t *h, int n, int i, const float *l) {
     }
 }
 
-int sample_dist(sampler *s, const sample_params *p, float *logits, const int32_t **ids, const float **probs) {
-    int V = s->vocab;
-    float inv_t = 1.0f / p->temperature;
-    int n = 0;
-    for (int i = 0; i < V; i++) {
-        if (isnan(logits[i]) || logits[i] == -INFINITY) continue;
-        logits[i] *= inv_t;
-        s->heap[n++] = i;
-    }
-    if (n == 0) { /* nothing finite: the argmax as a point mass */
-        s->kept[0] = sample_argmax(logits, V);
-        s->prob[0] = 1.0f;
-        *ids = s->kept;
-        *probs = s->prob;
-        return 1;
-    }
+/* Logits further than SAMPLE_CUT below the largest (after temperature)
+ * are left out of the distribution: each weighs under e^-30 = 9e-14 of the
+ * largest, all of a 262k vocabulary under 3e-8 of the mass — below float
+ * rounding of the probabilities, so the distribution is the same to the
+ * precision it is computed in. Without the cut a flat row's every token is
+ * a candidate. */
+#define SAMPLE_CUT 30.0f
+
+static int point_mass(sampler *s, int id, const int32_t **ids, const float **probs) {
+    s->kept[0] = id;
+    s->prob[0] = 1.0f;
+    *ids = s->kept;
+    *probs = s->prob;
+    return 1;
+}
+
+/* Candidates (ids, descending logit, ties by id) for top-k / top-p / min-p:
+ * a max-heap popped while the rules keep them, so only the kept ones (and
+ * one more) are sorted. Returns how many are kept. */
+static int truncate_sorted(sampler *s, const sample_params *p, const float *logits, int n, float mx, double z) {
     for (int i = n / 2 - 1; i >= 0; i--) heap_down(s->heap, n, i, logits);
     int limit = p->top_k > 0 && p->top_k < n ? p->top_k : n;
-    /* softmax normaliser over all candidates (top-p is relative to them) */
-    float mx = logits[s->heap[0]];
-    double z = 0;
-    for (int i = 0; i < n; i++) z += exp((double)(logits[s->heap[i]] - mx));
     if (limit < n) { /* top-k: renormalise over the k best before top-p, as HF does */
         int32_t *h = s->heap;
         int hn = n, k = 0;
@@ -165,7 +168,7 @@ int sample_dist(sampler *s, const sample_params *p, float *logits, const int32_t
         while (k < limit) {
             int32_t id = h[0];
             s->kept[k++] = id;
-            zk += exp((double)(logits[id] - mx));
+            zk += s->e[id];
             h[0] = h[--hn];
             heap_down(h, hn, 0, logits);
         }
@@ -175,13 +178,15 @@ int sample_dist(sampler *s, const sample_params *p, float *logits, const int32_t
     }
     int kept = 0;
     double cum = 0, top_p = p->top_p < 1.0f ? (double)p->top_p : 2.0;
+    float thr = p->min_p > 0.0f ? p->min_p / (float)z : 0.0f; /* the largest's probability is 1 / z */
     int32_t *h = s->heap;
     int hn = n;
     while (hn > 0) {
         int32_t id = h[0];
-        double pr = exp((double)(logits[id] - mx)) / z;
-        /* HF top-p keeps the smallest prefix whose mass reaches top_p */
-        if (kept > 0 && cum >= top_p) break;
+        double pr = s->e[id] / z;
+        /* HF top-p keeps the smallest prefix whose mass reaches top_p; min-p
+         * what is at least min_p of the largest */
+        if (kept > 0 && (cum >= top_p || (float)pr < thr)) break;
         s->kept[kept] = id;
         s->prob[kept] = (float)pr;
         kept++;
@@ -189,15 +194,99 @@ int sample_dist(sampler *s, const sample_params *p, float *logits, const int32_t
         h[0] = h[--hn];
         heap_down(h, hn, 0, logits);
     }
-    if (p->min_p > 0.0f) {
-        float thr = s->prob[0] * p->min_p;
-        int k2 = 1;
-        while (k2 < kept && s->prob[k2] >= thr) k2++;
-        kept = k2;
+    return kept;
+}
+
+/* e^x for x <= 0 within 2 ulp of expf (below -87, and NaN: e^-87, which
+ * no candidate is): x = n ln 2 + r, |r| <= ln 2 / 2 (n by the 1.5 x 2^23
+ * rounding trick), e^r by Cephes' degree-6 polynomial, 2^n into the
+ * exponent bits — arithmetic without branches or calls, which a compiler
+ * turns into vector instructions (glibc's expf is a call per value). */
+static inline float exp_nonpos(float x) {
+    x = x > -87.0f ? x : -87.0f;
+    float t = x * 1.44269504f + 12582912.0f, n = t - 12582912.0f;
+    float r = x - n * 0.693359375f + n * 2.12194440e-4f;
+    float q = ((((1.9875691500e-4f * r + 1.3981999507e-3f) * r + 8.3334519073e-3f) * r + 4.1665795894e-2f) * r +
+               1.6666665459e-1f) * r + 5.0000001201e-1f;
+    int32_t bits, sb;
+    memcpy(&bits, &t, 4);
+    sb = (bits - 0x4B400000 + 127) << 23;
+    float scale;
+    memcpy(&scale, &sb, 4);
+    return (q * r * r + r + 1.0f) * scale;
+}
+
+int sample_dist(sampler *s, const sample_params *p, float *logits, const int32_t **ids, const float **probs) {
+    int V = s->vocab;
+    float inv_t = 1.0f / p->temperature, lane[16], mx = -INFINITY;
+    for (int k = 0; k < 16; k++) lane[k] = -INFINITY;
+    int i = 0;
+    for (; i + 16 <= V; i += 16) /* temperature, and the largest (NaN never): vector instructions */
+        for (int k = 0; k < 16; k++) {
+            float x = logits[i + k] * inv_t;
+            logits[i + k] = x;
+            lane[k] = x > lane[k] ? x : lane[k];
+        }
+    for (; i < V; i++) {
+        logits[i] *= inv_t;
+        mx = logits[i] > mx ? logits[i] : mx;
+    }
+    for (int k = 0; k < 16; k++) mx = lane[k] > mx ? lane[k] : mx;
+    if (mx == -INFINITY || mx == INFINITY) /* nothing finite, or an infinite logit: the argmax */
+        return point_mass(s, sample_argmax(logits, V), ids, probs);
+    /* every weight e^(l - max) and their sum, in lanes (NaN and -inf weigh
+     * e^-87 and are no candidates) */
+    double zl[8] = { 0 };
+    for (i = 0; i + 8 <= V; i += 8)
+        for (int k = 0; k < 8; k++) {
+            float e = exp_nonpos(logits[i + k] - mx);
+            s->e[i + k] = e;
+            zl[k] += e;
+        }
+    double z = 0;
+    for (; i < V; i++) {
+        s->e[i] = exp_nonpos(logits[i] - mx);
+        z += s->e[i];
+    }
+    for (int k = 0; k < 8; k++) z += zl[k];
+    float cut = mx - SAMPLE_CUT;
+    int n = 0;
+    for (i = 0; i < V; i++)
+        if (logits[i] >= cut) {
+            s->heap[n] = i;
+            s->prob[n++] = s->e[i];
+        }
+    int kept;
+    if (p->top_k > 0 || p->top_p < 1.0f || p->min_p > 0.0f) {
+        /* only the candidates within D of the largest can be kept: D the
+         * fewest whole logit units that hold top_k of them, top_p of the
+         * mass, and everything min-p allows (e^(l - max) >= min_p) */
+        int count[(int)SAMPLE_CUT + 1] = { 0 };
+        double mass[(int)SAMPLE_CUT + 1] = { 0 };
+        for (i = 0; i < n; i++) {
+            int b = (int)(mx - logits[s->heap[i]]);
+            count[b]++;
+            mass[b] += s->prob[i];
+        }
+        int D = (int)SAMPLE_CUT, c = 0;
+        double m = 0, want = p->top_p < 1.0f ? p->top_p * z * (1 + 1e-6) : 2 * z; /* (a margin for rounding) */
+        if (p->min_p > 0.0f && -logf(p->min_p) < SAMPLE_CUT) D = (int)-logf(p->min_p) + 1;
+        for (int b = 0; b < D; b++) {
+            c += count[b];
+            m += mass[b];
+            if ((p->top_k > 0 && c >= p->top_k) || m >= want) D = b;
+        }
+        int in = 0;
+        for (i = 0; i < n; i++)
+            if ((int)(mx - logits[s->heap[i]]) <= D) s->heap[in++] = s->heap[i];
+        kept = truncate_sorted(s, p, logits, in, mx, z);
+    } else { /* every candidate, in id order */
+        memcpy(s->kept, s->heap, (size_t)n * sizeof *s->kept);
+        kept = n;
     }
     double tot = 0;
-    for (int i = 0; i < kept; i++) tot += s->prob[i];
-    for (int i = 0; i < kept; i++) s->prob[i] = (float)(s->prob[i] / tot);
+    for (i = 0; i < kept; i++) tot += s->prob[i];
+    for (i = 0; i < kept; i++) s->prob[i] = (float)(s->prob[i] / tot);
     *ids = s->kept;
     *probs = s->prob;
     return kept;
