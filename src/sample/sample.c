@@ -161,7 +161,7 @@ static int point_mass(sampler *s, int id, const int32_t **ids, const float **pro
 static int truncate_sorted(sampler *s, const sample_params *p, const float *logits, int n, float mx, double z) {
     for (int i = n / 2 - 1; i >= 0; i--) heap_down(s->heap, n, i, logits);
     int limit = p->top_k > 0 && p->top_k < n ? p->top_k : n;
-    if (limit < n) { /* top-k: renormalise over the k best before top-p, as HF does */
+    if (p->top_k > 0) { /* top-k: renormalise over the k best before top-p, as HF does */
         int32_t *h = s->heap;
         int hn = n, k = 0;
         double zk = 0;
@@ -242,6 +242,32 @@ static double weigh(const float *l, float *e, int n, float mx) {
     return z;
 }
 
+/* The weights e[i] of the logits l[i] >= lim: their sum, and how many (*count) */
+static double weight_above(const float *l, const float *e, int n, float lim, int *count) {
+    double z = 0;
+    int i = 0, c = 0;
+    const v4f vlim = { lim, lim, lim, lim };
+    while (i + 4 <= n) {
+        v4f acc = { 0, 0, 0, 0 };
+        v4i cnt = { 0, 0, 0, 0 };
+        int end = i + 1024 < n ? i + 1024 : n;
+        for (; i + 4 <= end; i += 4) {
+            v4f x, v;
+            memcpy(&x, l + i, sizeof x);
+            memcpy(&v, e + i, sizeof v);
+            v4i in = x >= vlim;
+            acc += (v4f)((v4i)v & in);
+            cnt -= in;
+        }
+        z += (double)acc[0] + acc[1] + acc[2] + acc[3];
+        c += cnt[0] + cnt[1] + cnt[2] + cnt[3];
+    }
+    for (; i < n; i++)
+        if (l[i] >= lim) z += e[i], c++;
+    *count = c;
+    return z;
+}
+
 int sample_dist(sampler *s, const sample_params *p, float *logits, const int32_t **ids, const float **probs) {
     int V = s->vocab;
     float inv_t = 1.0f / p->temperature, lane[16], mx = -INFINITY;
@@ -264,43 +290,47 @@ int sample_dist(sampler *s, const sample_params *p, float *logits, const int32_t
      * are no candidates) */
     double z = weigh(logits, s->e, V, mx);
     float cut = mx - SAMPLE_CUT;
-    int n = 0;
-    for (i = 0; i < V; i++)
-        if (logits[i] >= cut) {
-            s->heap[n] = i;
-            s->prob[n++] = s->e[i];
-        }
-    int kept;
+    const float *e = s->e;
+    int32_t *cand = s->heap;
+    int n = 0, kept;
     if (p->top_k > 0 || p->top_p < 1.0f || p->min_p > 0.0f) {
-        /* only the candidates within D of the largest can be kept: D the
-         * fewest whole logit units that hold top_k of them, top_p of the
-         * mass, and everything min-p allows (e^(l - max) >= min_p) */
-        int count[(int)SAMPLE_CUT + 1] = { 0 };
-        double mass[(int)SAMPLE_CUT + 1] = { 0 };
-        for (i = 0; i < n; i++) {
-            int b = (int)(mx - logits[s->heap[i]]);
-            count[b]++;
-            mass[b] += s->prob[i];
+        /* only the logits within d of the largest can be kept: d (1, 2, 4,
+         * ... up to the cut, then halved to half a unit) the least that
+         * holds top_k of them, else top_p of the mass, or all min-p allows
+         * (e^(l - max) >= min_p) */
+        float dmax = p->top_k <= 0 && p->min_p > 0.0f && -logf(p->min_p) + 1.0f < SAMPLE_CUT ? -logf(p->min_p) + 1.0f
+                                                                                         : SAMPLE_CUT;
+        double want = p->top_k <= 0 && p->top_p < 1.0f ? p->top_p * z * (1 + 1e-6) : 2 * z; /* (a margin for rounding) */
+        int c;
+        /* (with top-k the set is the k best, whose mass renormalises) */
+#define HOLDS(d) (weight_above(logits, e, V, mx - (d), &c) >= want || (p->top_k > 0 && c >= p->top_k))
+        float lo = 0.0f, hi = 1.0f; /* the rule fails at lo (none kept) and holds at hi, or hi = dmax */
+        while (hi < dmax && !HOLDS(hi)) lo = hi, hi = 2 * hi < dmax ? 2 * hi : dmax;
+        if (hi > dmax) hi = dmax;
+        while (hi - lo > 0.5f) { /* to half a unit: few candidates past the kept ones */
+            float mid = (lo + hi) / 2;
+            if (HOLDS(mid)) hi = mid;
+            else lo = mid;
         }
-        int D = (int)SAMPLE_CUT, c = 0;
-        double m = 0, want = p->top_p < 1.0f ? p->top_p * z * (1 + 1e-6) : 2 * z; /* (a margin for rounding) */
-        if (p->min_p > 0.0f && -logf(p->min_p) < SAMPLE_CUT) D = (int)-logf(p->min_p) + 1;
-        for (int b = 0; b < D; b++) {
-            c += count[b];
-            m += mass[b];
-            if ((p->top_k > 0 && c >= p->top_k) || m >= want) D = b;
-        }
-        int in = 0;
-        for (i = 0; i < n; i++)
-            if ((int)(mx - logits[s->heap[i]]) <= D) s->heap[in++] = s->heap[i];
-        kept = truncate_sorted(s, p, logits, in, mx, z);
+#undef HOLDS
+        float lim = mx - hi;
+        for (i = 0; i < V; i++)
+            if (logits[i] >= lim) cand[n++] = i;
+        kept = truncate_sorted(s, p, logits, n, mx, z);
     } else { /* every candidate, in id order */
-        memcpy(s->kept, s->heap, (size_t)n * sizeof *s->kept);
+        int32_t *ids_out = s->kept;
+        float *pr = s->prob;
+        for (i = 0; i < V; i++)
+            if (logits[i] >= cut) {
+                ids_out[n] = i;
+                pr[n++] = e[i];
+            }
         kept = n;
     }
     double tot = 0;
     for (i = 0; i < kept; i++) tot += s->prob[i];
-    for (i = 0; i < kept; i++) s->prob[i] = (float)(s->prob[i] / tot);
+    float inv = (float)(1.0 / tot);
+    for (i = 0; i < kept; i++) s->prob[i] *= inv;
     *ids = s->kept;
     *probs = s->prob;
     return kept;
