@@ -155,33 +155,31 @@ static int point_mass(sampler *s, int id, const int32_t **ids, const float **pro
     return 1;
 }
 
-/* Candidates (ids, descending logit, ties by id) for top-k / top-p / min-p:
- * a max-heap popped while the rules keep them, so only the kept ones (and
- * one more) are sorted. Returns how many are kept. */
-static int truncate_sorted(sampler *s, const sample_params *p, const float *logits, int n, float mx, double z) {
-    for (int i = n / 2 - 1; i >= 0; i--) heap_down(s->heap, n, i, logits);
-    int limit = p->top_k > 0 && p->top_k < n ? p->top_k : n;
-    if (p->top_k > 0) { /* top-k: renormalise over the k best before top-p, as HF does */
-        int32_t *h = s->heap;
-        int hn = n, k = 0;
+/* Appends to s->kept[kept..] the candidates s->heap[0..n) in descending
+ * logit order (ties by id) while the rules keep them — a max-heap popped,
+ * so only the kept ones (and one more) are sorted; `cum` is the mass the
+ * kept ones before hold. With top-k the k best first, whose mass then
+ * renormalises (as HF does, before top-p). Returns how many are kept. */
+static int pop_sorted(sampler *s, const sample_params *p, const float *logits, int n, double z, int kept, double cum) {
+    int32_t *h = s->heap;
+    for (int i = n / 2 - 1; i >= 0; i--) heap_down(h, n, i, logits);
+    if (p->top_k > 0) {
+        int limit = p->top_k < n ? p->top_k : n, k = 0;
         double zk = 0;
         while (k < limit) {
             int32_t id = h[0];
             s->kept[k++] = id;
             zk += s->e[id];
-            h[0] = h[--hn];
-            heap_down(h, hn, 0, logits);
+            h[0] = h[--n];
+            heap_down(h, n, 0, logits);
         }
         z = zk;
         n = k;
-        memcpy(s->heap, s->kept, (size_t)k * sizeof *s->kept); /* sorted desc is a valid heap */
+        memcpy(h, s->kept, (size_t)k * sizeof *h); /* sorted desc is a valid heap */
     }
-    int kept = 0;
-    double cum = 0, top_p = p->top_p < 1.0f ? (double)p->top_p : 2.0;
+    double top_p = p->top_p < 1.0f ? (double)p->top_p : 2.0;
     float thr = p->min_p > 0.0f ? p->min_p / (float)z : 0.0f; /* the largest's probability is 1 / z */
-    int32_t *h = s->heap;
-    int hn = n;
-    while (hn > 0) {
+    while (n > 0) {
         int32_t id = h[0];
         double pr = s->e[id] / z;
         /* HF top-p keeps the smallest prefix whose mass reaches top_p; min-p
@@ -191,8 +189,8 @@ static int truncate_sorted(sampler *s, const sample_params *p, const float *logi
         s->prob[kept] = (float)pr;
         kept++;
         cum += pr;
-        h[0] = h[--hn];
-        heap_down(h, hn, 0, logits);
+        h[0] = h[--n];
+        heap_down(h, n, 0, logits);
     }
     return kept;
 }
@@ -293,33 +291,58 @@ int sample_dist(sampler *s, const sample_params *p, float *logits, const int32_t
     const float *e = s->e;
     int32_t *cand = s->heap;
     int n = 0, kept;
-    if (p->top_k > 0 || p->top_p < 1.0f || p->min_p > 0.0f) {
-        /* only the logits within d of the largest can be kept: d (1, 2, 4,
-         * ... up to the cut, then halved to half a unit) the least that
-         * holds top_k of them, else top_p of the mass, or all min-p allows
-         * (e^(l - max) >= min_p) */
-        float dmax = p->top_k <= 0 && p->min_p > 0.0f && -logf(p->min_p) + 1.0f < SAMPLE_CUT ? -logf(p->min_p) + 1.0f
-                                                                                         : SAMPLE_CUT;
-        double want = p->top_k <= 0 && p->top_p < 1.0f ? p->top_p * z * (1 + 1e-6) : 2 * z; /* (a margin for rounding) */
-        int c;
-        /* (with top-k the set is the k best, whose mass renormalises) */
-#define HOLDS(d) (weight_above(logits, e, V, mx - (d), &c) >= want || (p->top_k > 0 && c >= p->top_k))
-        float lo = 0.0f, hi = 1.0f; /* the rule fails at lo (none kept) and holds at hi, or hi = dmax */
-        while (hi < dmax && !HOLDS(hi)) lo = hi, hi = 2 * hi < dmax ? 2 * hi : dmax;
-        if (hi > dmax) hi = dmax;
-        while (hi - lo > 0.5f) { /* to half a unit: few candidates past the kept ones */
+    int32_t *ids_out = s->kept;
+    float *pr = s->prob;
+    if (p->top_k > 0 || p->top_p < 1.0f) {
+        /* The kept ones are a prefix of the descending order: find logit
+         * bounds mx - hi <= mx - lo where the rule holds with every logit
+         * >= mx - hi (top_k of them; else top_p of the mass) and fails with
+         * those >= mx - lo — doubling d from 1, then halving while more
+         * than 256 lie between (masked vector sums, no sort). */
+        double want = p->top_k <= 0 ? p->top_p * z * (1 + 1e-6) : 2 * z; /* (a margin for rounding) */
+        int c, c_hi = 0;
+        double m, m_lo = 0;
+#define HOLDS(d) ((m = weight_above(logits, e, V, mx - (d), &c)) >= want || (p->top_k > 0 && c >= p->top_k))
+        float lo = 0.0f, hi = 1.0f;
+        while (hi < SAMPLE_CUT && !HOLDS(hi)) lo = hi, m_lo = m, hi = 2 * hi < SAMPLE_CUT ? 2 * hi : SAMPLE_CUT;
+        if (hi >= SAMPLE_CUT) hi = SAMPLE_CUT;
+        weight_above(logits, e, V, mx - hi, &c_hi);
+        int c_lo = 0;
+        if (lo > 0) weight_above(logits, e, V, mx - lo, &c_lo);
+        while (c_hi - c_lo > 256 && hi - lo > 1e-5f * (1.0f + hi)) {
             float mid = (lo + hi) / 2;
-            if (HOLDS(mid)) hi = mid;
-            else lo = mid;
+            if (HOLDS(mid)) hi = mid, c_hi = c;
+            else lo = mid, c_lo = c, m_lo = m;
         }
 #undef HOLDS
-        float lim = mx - hi;
+        if (p->top_k <= 0 && m_lo >= p->top_p * z * (1 - 1e-6)) lo = 0; /* too near top_p to be sure: all sorted */
+        float llo = mx - lo, lhi = mx - hi;
+        if (p->top_k > 0) { /* the k best are among those >= lhi: their heap */
+            for (i = 0; i < V; i++)
+                if (logits[i] >= lhi) cand[n++] = i;
+            kept = pop_sorted(s, p, logits, n, z, 0, 0.0);
+        } else { /* those >= llo all kept (id order), then the band's best */
+            float minw = p->min_p > 0.0f ? p->min_p < 1.0f ? p->min_p : 1.0f : 0.0f; /* min-p: e^(l - max) >= min_p */
+            double cum = 0;
+            kept = 0;
+            for (i = 0; i < V; i++)
+                if (logits[i] >= llo && lo > 0) {
+                    if (e[i] < minw) continue;
+                    ids_out[kept] = i;
+                    pr[kept++] = (float)(e[i] / z);
+                    cum += e[i] / z;
+                } else if (logits[i] >= lhi)
+                    cand[n++] = i;
+            kept = pop_sorted(s, p, logits, n, z, kept, cum);
+        }
+    } else if (p->min_p > 0.0f) { /* min-p alone: e^(l - max) >= min_p, id order */
         for (i = 0; i < V; i++)
-            if (logits[i] >= lim) cand[n++] = i;
-        kept = truncate_sorted(s, p, logits, n, mx, z);
-    } else { /* every candidate, in id order */
-        int32_t *ids_out = s->kept;
-        float *pr = s->prob;
+            if (logits[i] >= cut && e[i] >= p->min_p) {
+                ids_out[n] = i;
+                pr[n++] = e[i];
+            }
+        kept = n;
+    } else { /* every candidate, id order */
         for (i = 0; i < V; i++)
             if (logits[i] >= cut) {
                 ids_out[n] = i;
