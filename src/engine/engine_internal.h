@@ -172,8 +172,7 @@ struct engine {
     seq_state **preempted;  /* FIFO of sequences to recompute */
     int n_preempted;
     long long admit_counter;
-    float *logits;          /* (max rows, vocab) */
-    int logits_rows;
+    float *logits;          /* (rows, vocab) the step's rows on the host: model_host_logits' (the model owns it) */
     int32_t *b_tok, *b_pos, *b_seq, *b_rows;
     int32_t *b_ids;         /* (b_cap) argmax of each logits row, from the backend */
     int b_cap;

@@ -440,12 +440,7 @@ int engine_step(engine *e) {
      * 16-sequence step would otherwise copy and scan 16 vocabulary rows */
     bool need_rows = false;
     for (int i = 0; i < na; i++) need_rows |= rows_of[i] && engine_seq_needs_logits(e->active[i]);
-    if (need_rows && n_rows > e->logits_rows) {
-        float *l = realloc(e->logits, (size_t)n_rows * e->m->cfg.vocab_size * sizeof(float));
-        if (!l) return 1;
-        e->logits = l;
-        e->logits_rows = n_rows;
-    }
+    if (need_rows && !(e->logits = model_host_logits(e->m, n_rows))) return 1;
     /* a drafter's features only for steps that feed one of its sequences */
     bool features = false;
     for (int i = 0; i < na; i++) features |= feed[i] && e->active[i]->use_dflash;

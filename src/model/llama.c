@@ -167,10 +167,21 @@ static void free_acts(model *m) {
     m->cap_logits = m->cap_ids = 0;
 }
 
+float *model_host_logits(model *m, int n_rows) {
+    if (n_rows <= m->cap_h_logits) return m->h_logits;
+    const backend_ops *op = m->be->ops;
+    size_t bytes = (size_t)n_rows * m->cfg.vocab_size * sizeof(float);
+    if (m->h_logits) op->host_alloc ? op->host_free(m->be, m->h_logits) : free(m->h_logits);
+    m->h_logits = op->host_alloc ? op->host_alloc(m->be, bytes) : malloc(bytes);
+    m->cap_h_logits = m->h_logits ? n_rows : 0;
+    return m->h_logits;
+}
+
 void model_free(model *m) {
     if (!m) return;
     if (m->be) {
         free_acts(m);
+        if (m->h_logits) m->be->ops->host_alloc ? m->be->ops->host_free(m->be, m->h_logits) : free(m->h_logits);
         if (m->inv_freq) m->be->ops->buf_free(m->be, m->inv_freq);
         bk_weight *ws[] = {&m->final_norm, &m->embed, &m->lm_head};
         for (int i = 0; i < (m->borrowed_io ? 1 : 3); i++)

@@ -123,6 +123,8 @@ typedef struct model {
     int32_t *d_tiles;     /* (cap, 2) prompt-row tiles (bk_attn_batch.tiles) */
     int32_t *d_ids;       /* (cap_ids) argmax of each logits row (drafts), then model_dev_ids.n_fetch ids */
     int32_t *h_ids;       /* (cap_ids) host staging of d_ids from the backend's host_alloc (NULL: none) */
+    float *h_logits;      /* (cap_h_logits, vocab) model_host_logits' rows */
+    int cap_h_logits;
     int32_t *d_mtp_ids;   /* (cap_logits * MODEL_MTP_MAX_CHAIN) the argmax ids of a chain of MTP passes */
     int mtp_chain, mtp_last; /* ids in d_mtp_ids so far; of them, the last pass's */
     int32_t *h_tiles;     /* (cap, 2) host staging of the same (owned) */
@@ -195,6 +197,12 @@ int model_kv_init(const model *m, kv_cache *kv, int n_ctx_tokens);
 int model_sync(model *m);
 /* logits: (n_logits, vocab) host, or NULL when only b->argmax is wanted. */
 int model_forward(model *m, kv_cache *kv, const model_batch *b, float *logits);
+/* A host buffer for n_rows rows of logits, pinned where the backend has
+ * host_alloc (the copy off the device then runs at the bus's speed, not
+ * through the driver's staging); owned by the model, grown on demand
+ * (earlier pointers then invalid), freed by model_free. NULL: out of
+ * memory. */
+float *model_host_logits(model *m, int n_rows);
 
 /* Ids already on the device (a drafter's drafts, left there so that no wait
  * comes between its pass and the forward that verifies them): ids is
