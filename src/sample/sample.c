@@ -266,6 +266,24 @@ static double weight_above(const float *l, const float *e, int n, float lim, int
     return z;
 }
 
+/* The sum of p[0..n): float lanes over 1,024 values at a time, then double */
+static double sum_floats(const float *p, int n) {
+    double z = 0;
+    int i = 0;
+    while (i + 4 <= n) {
+        v4f acc = { 0, 0, 0, 0 };
+        int end = i + 1024 < n ? i + 1024 : n;
+        for (; i + 4 <= end; i += 4) {
+            v4f v;
+            memcpy(&v, p + i, sizeof v);
+            acc += v;
+        }
+        z += (double)acc[0] + acc[1] + acc[2] + acc[3];
+    }
+    for (; i < n; i++) z += p[i];
+    return z;
+}
+
 int sample_dist(sampler *s, const sample_params *p, float *logits, const int32_t **ids, const float **probs) {
     int V = s->vocab;
     float inv_t = 1.0f / p->temperature, lane[16], mx = -INFINITY;
@@ -350,9 +368,7 @@ int sample_dist(sampler *s, const sample_params *p, float *logits, const int32_t
             }
         kept = n;
     }
-    double tot = 0;
-    for (i = 0; i < kept; i++) tot += s->prob[i];
-    float inv = (float)(1.0 / tot);
+    float inv = (float)(1.0 / sum_floats(s->prob, kept));
     for (i = 0; i < kept; i++) s->prob[i] *= inv;
     *ids = s->kept;
     *probs = s->prob;
@@ -360,19 +376,24 @@ int sample_dist(sampler *s, const sample_params *p, float *logits, const int32_t
 }
 
 int sample_draw(const int32_t *ids, const float *probs, int n, int exclude, sample_rng *rng) {
-    double tot = 0;
-    for (int i = 0; i < n; i++)
-        if (ids[i] != exclude) tot += probs[i];
+    int ix = -1; /* where the excluded id is (at most once) */
+    for (int i = 0; exclude >= 0 && i < n && ix < 0; i++)
+        if (ids[i] == exclude) ix = i;
+    double tot = sum_floats(probs, n) - (ix >= 0 ? probs[ix] : 0.0);
     if (tot <= 0) return ids[0];
     double u = sample_rng_uniform(rng) * tot, acc = 0;
-    int last = -1;
-    for (int i = 0; i < n; i++) {
-        if (ids[i] == exclude) continue;
+    int i = 0;
+    for (; i + 64 <= n; i += 64) { /* whole blocks of 64 while u lies past them */
+        double b = sum_floats(probs + i, 64) - (ix >= i && ix < i + 64 ? probs[ix] : 0.0);
+        if (u < acc + b) break;
+        acc += b;
+    }
+    for (; i < n; i++) {
+        if (i == ix) continue;
         acc += probs[i];
-        last = i;
         if (u < acc) return ids[i];
     }
-    return ids[last];
+    return ids[ix == n - 1 ? n - 2 : n - 1]; /* (rounding left u at the end) */
 }
 
 int sample_choose(sampler *s, const sample_params *p, float *logits, sample_rng *rng) {

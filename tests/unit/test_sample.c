@@ -166,3 +166,39 @@ TEST(test_sample_argmax_is_the_first_largest) {
     }
     free(l);
 }
+
+/* sample_draw (blocks of 64 skipped whole) draws each id at its probability,
+ * renormalised without the excluded one, which never comes */
+TEST(test_sample_draw_frequencies) {
+    enum { N = 300, DRAWS = 300000 };
+    int32_t ids[N];
+    float probs[N];
+    uint64_t x = 777;
+    double tot = 0;
+    for (int i = 0; i < N; i++) {
+        ids[i] = 1000 + 3 * i;
+        probs[i] = (float)((rnd(&x) % 1000) + 1) * (i % 50 == 0 ? 20.0f : 1.0f);
+        tot += probs[i];
+    }
+    for (int i = 0; i < N; i++) probs[i] = (float)(probs[i] / tot);
+    sample_rng rng;
+    sample_rng_seed(&rng, 99);
+    for (int pass = 0; pass < 2; pass++) {
+        int exclude = pass ? ids[150] : -1, ix = pass ? 150 : -1;
+        static int count[N];
+        memset(count, 0, sizeof count);
+        for (int k = 0; k < DRAWS; k++) {
+            int id = sample_draw(ids, probs, N, exclude, &rng), j = (id - 1000) / 3;
+            CHECK_MSG(j >= 0 && j < N && ids[j] == id, "drew %d, not among the ids", id);
+            if (j >= 0 && j < N) count[j]++;
+        }
+        double rest = 1.0 - (ix >= 0 ? probs[ix] : 0.0);
+        int off = 0;
+        for (int i = 0; i < N; i++) {
+            double p = i == ix ? 0.0 : probs[i] / rest, mean = p * DRAWS, sd = sqrt(mean * (1 - p)) + 1e-9;
+            if (fabs(count[i] - mean) > 5 * sd + (i == ix ? 0 : 1)) off++;
+        }
+        CHECK_MSG(off == 0, "pass %d: %d ids drawn off their probability by more than 5 sd", pass, off);
+        if (ix >= 0) CHECK_EQ_INT(count[ix], 0);
+    }
+}
