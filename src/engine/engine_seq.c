@@ -297,8 +297,7 @@ static int seq_commit(engine *e, seq_state *s, int tok, const float *raw) {
  * general rule for sampled drafts is sample_spec_accept.) */
 bool engine_seq_needs_logits(const seq_state *s) {
     const engine_params *p = &s->r->p;
-    return p->sp.temperature > 0.0f || (p->sp.repetition_penalty != 1.0f && p->sp.repetition_penalty > 0) ||
-           p->sp.presence_penalty != 0.0f || p->sp.frequency_penalty != 0.0f || p->logprobs || p->top_logprobs > 0 ||
+    return p->sp.temperature > 0.0f || sample_penalties_on(&p->sp) || p->logprobs || p->top_logprobs > 0 ||
            p->n_logit_bias > 0 || p->constraint;
 }
 
@@ -336,8 +335,7 @@ static int seq_choose(engine *e, seq_state *s, float *row, int d, int id) {
     const sample_params *sp = &s->r->p.sp;
     const engine_params *p = &s->r->p;
     bool greedy = sp->temperature <= 0.0f,
-         moved = (sp->repetition_penalty != 1.0f && sp->repetition_penalty > 0) || sp->presence_penalty != 0.0f ||
-                 sp->frequency_penalty != 0.0f || p->n_logit_bias > 0;
+         moved = sample_penalties_on(sp) || p->n_logit_bias > 0;
     sample_apply_penalties(s->smp, sp, row, s->ctx, s->n_ctx, s->r->n_prompt);
     for (int i = 0; i < p->n_logit_bias; i++) row[p->logit_bias_id[i]] += p->logit_bias[i];
     if (s->js) {

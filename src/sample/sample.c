@@ -78,6 +78,11 @@ void sampler_free(sampler *s) {
     free(s);
 }
 
+bool sample_penalties_on(const sample_params *p) {
+    return (p->repetition_penalty != 1.0f && p->repetition_penalty > 0) || p->presence_penalty != 0.0f ||
+           p->frequency_penalty != 0.0f;
+}
+
 void sample_apply_penalties(sampler *s, const sample_params *p, float *logits, const int32_t *ctx,
                             int n_ctx, int n_prompt) {
     int V = s->vocab;
@@ -215,29 +220,35 @@ static inline v4f exp4_nonpos(v4f x) {
     return (q * r * r + r + 1.0f) * (v4f)bits;
 }
 
-/* e[i] = e^(l[i] - mx) for every i < n; returns their sum (float lanes
- * over 1,024 values at a time, then double) */
-static double weigh(const float *l, float *e, int n, float mx) {
+/* The sum of p[0..n): float lanes over 1,024 values at a time, then double */
+static double sum_floats(const float *p, int n) {
     double z = 0;
     int i = 0;
     while (i + 4 <= n) {
         v4f acc = { 0, 0, 0, 0 };
         int end = i + 1024 < n ? i + 1024 : n;
         for (; i + 4 <= end; i += 4) {
-            v4f x, v;
-            memcpy(&x, l + i, sizeof x);
-            v = exp4_nonpos(x - mx);
-            memcpy(e + i, &v, sizeof v);
+            v4f v;
+            memcpy(&v, p + i, sizeof v);
             acc += v;
         }
         z += (double)acc[0] + acc[1] + acc[2] + acc[3];
     }
-    for (; i < n; i++) {
-        v4f v = exp4_nonpos((v4f){ l[i] - mx, 0, 0, 0 });
-        e[i] = v[0];
-        z += v[0];
-    }
+    for (; i < n; i++) z += p[i];
     return z;
+}
+
+/* e[i] = e^(l[i] - mx) for every i < n; returns their sum */
+static double weigh(const float *l, float *e, int n, float mx) {
+    int i = 0;
+    for (; i + 4 <= n; i += 4) {
+        v4f x, v;
+        memcpy(&x, l + i, sizeof x);
+        v = exp4_nonpos(x - mx);
+        memcpy(e + i, &v, sizeof v);
+    }
+    for (; i < n; i++) e[i] = exp4_nonpos((v4f){ l[i] - mx, 0, 0, 0 })[0];
+    return sum_floats(e, n);
 }
 
 /* The weights e[i] of the logits l[i] >= lim: their sum, and how many (*count) */
@@ -266,23 +277,6 @@ static double weight_above(const float *l, const float *e, int n, float lim, int
     return z;
 }
 
-/* The sum of p[0..n): float lanes over 1,024 values at a time, then double */
-static double sum_floats(const float *p, int n) {
-    double z = 0;
-    int i = 0;
-    while (i + 4 <= n) {
-        v4f acc = { 0, 0, 0, 0 };
-        int end = i + 1024 < n ? i + 1024 : n;
-        for (; i + 4 <= end; i += 4) {
-            v4f v;
-            memcpy(&v, p + i, sizeof v);
-            acc += v;
-        }
-        z += (double)acc[0] + acc[1] + acc[2] + acc[3];
-    }
-    for (; i < n; i++) z += p[i];
-    return z;
-}
 
 int sample_dist(sampler *s, const sample_params *p, float *logits, const int32_t **ids, const float **probs) {
     int V = s->vocab;

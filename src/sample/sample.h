@@ -8,6 +8,7 @@
 #ifndef KS_SAMPLE_H
 #define KS_SAMPLE_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 typedef struct {
@@ -34,6 +35,8 @@ void sampler_free(sampler *s);
 
 /* Applies penalties in place to logits (vocab) given the context ctx[0..n_ctx)
  * of which ctx[n_prompt..] are generated tokens. */
+/* Whether p's penalties change any logit (sample_apply_penalties does something). */
+bool sample_penalties_on(const sample_params *p);
 void sample_apply_penalties(sampler *s, const sample_params *p, float *logits, const int32_t *ctx,
                             int n_ctx, int n_prompt);
 /* The final sampling distribution of (penalised) logits at temperature > 0:
