@@ -96,7 +96,7 @@ static void time_forward(backend *be, const char *dir, int only) {
         seqs[i] = &s[i];
         for (int j = 0; j < P; j++) { tok[j] = 100 + i + j; pos[j] = j; }
         kv_seq_reserve(&kv, &s[i], P + 64);
-        model_batch b = {P, tok, pos, seq, 1, &seqs[i], 1, &row, P, NULL, false};
+        model_batch b = {P, tok, pos, seq, 1, &seqs[i], 1, &row, P, NULL, false, NULL, 0};
         double t0 = now();
         model_forward(m, &kv, &b, logits);
         if (i == 0) printf("forward prefill n=%d: %.1f ms\n", P, (now() - t0) * 1e3);
@@ -107,7 +107,7 @@ static void time_forward(backend *be, const char *dir, int only) {
         if (only && ns != only) continue;
         int32_t dt[S], dp[S], dsq[S], dr[S];
         for (int i = 0; i < ns; i++) { dt[i] = 7 + i; dp[i] = P; dsq[i] = i; dr[i] = i; }
-        model_batch d = {ns, dt, dp, dsq, ns, seqs, ns, dr, 0, NULL, false};
+        model_batch d = {ns, dt, dp, dsq, ns, seqs, ns, dr, 0, NULL, false, NULL, 0};
         for (int w = 0; w < 3; w++) model_forward(m, &kv, &d, logits);
         double t0 = now();
         for (int r = 0; r < 20; r++) model_forward(m, &kv, &d, logits);

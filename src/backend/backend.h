@@ -37,6 +37,18 @@ typedef struct {
     void *impl;                          /* backend-owned (e.g. device copy) */
 } bk_weight;
 
+/* One row to sample on the device (sample_rows): the logits row and the
+ * rules of sample_params (temperature > 0), and the uniform in [0, 1) the
+ * request's generator drew for it. */
+typedef struct bk_sample_row {
+    int row;
+    int top_k;         /* <= 0: off */
+    float temperature; /* > 0 */
+    float top_p;       /* >= 1: off */
+    float min_p;       /* <= 0: off */
+    double u;
+} bk_sample_row;
+
 /* Where each token of a forward call reads its keys/values: token i of the
  * call belongs to sequence seq[i] at position pos[i] and attends to positions
  * 0..pos[i] of that sequence, found through its block table. All arrays are
@@ -170,6 +182,17 @@ typedef struct backend_ops {
      * value, the lowest such index on ties (sample_argmax's rule): greedy
      * drafts leave the device as ids, not as rows of logits */
     void (*argmax)(backend *be, int32_t *out, const float *in, int n, int cols);
+    /* Optional (NULL: the engine samples on the host): sampling on the
+     * device. For each of the n entries, out[row] (which holds that row's
+     * argmax, from argmax above) becomes a draw from row `row` of in (.., cols)
+     * at the entry's uniform u — the distribution of sample.h's rules
+     * (temperature, top-k, top-p, min-p, logits below the largest by more
+     * than 30 after temperature left out) over the row as it is. The draw
+     * is the inverse of the cumulative distribution in id order (the host's
+     * sampler walks it in descending probability: the same distribution, a
+     * different id for the same u). Deterministic: the same row and u give
+     * the same id whatever else is in the call. */
+    void (*sample_rows)(backend *be, int32_t *out, const float *in, int cols, const bk_sample_row *rows, int n);
     /* A greedy verify's outcome for rows launched right behind it, before
      * the host has seen its ids (a DFlash block drafted after its verify):
      * a = the count of leading i < k[0] with ids[i] == drafts[i] (the

@@ -42,15 +42,15 @@ void engine_measure_step(engine *e) {
         /* 16 rows first, untimed: each weight shape's first use (its GEMM
          * algorithms chosen and checked, kernels loaded) stays out of the
          * rate that sizes the rest */
-        model_batch b0 = {16, tok, pos, seq, 1, seqs, 0, rows, 16, NULL, false};
+        model_batch b0 = {16, tok, pos, seq, 1, seqs, 0, rows, 16, NULL, false, NULL, 0};
         ok = model_forward(e->m, &e->kv, &b0, logits) == 0 && model_sync(e->m) == 0;
         double t0 = now_s();
-        model_batch b = {L1, tok, pos, seq, 1, seqs, 0, rows, L1, NULL, false};
+        model_batch b = {L1, tok, pos, seq, 1, seqs, 0, rows, L1, NULL, false, NULL, 0};
         ok = model_forward(e->m, &e->kv, &b, logits) == 0 && model_sync(e->m) == 0;
         double per_token = (now_s() - t0) / L1;
         if (per_token > 0 && L1 + 0.5 / per_token < L2) L2 = L1 + (int)(0.5 / per_token);
         if (L2 < L1 + 64) L2 = L1 + 64;
-        model_batch b2 = {L2 - L1, tok, pos + L1, seq, 1, seqs, 0, rows, L2 - L1, NULL, false};
+        model_batch b2 = {L2 - L1, tok, pos + L1, seq, 1, seqs, 0, rows, L2 - L1, NULL, false, NULL, 0};
         ok = ok && model_forward(e->m, &e->kv, &b2, logits) == 0;
     }
     /* the probes: (tokens, context, slot of t[]); without context probes
@@ -61,7 +61,7 @@ void engine_measure_step(engine *e) {
     for (int rep = 0; ok && rep < 4; rep++)
         for (int v = 0; ok && v < np; v++) {
             int n = pv[v][0];
-            model_batch b = {n, tok, pos + pv[v][1], seq, 1, seqs, n, rows, 0, NULL, false};
+            model_batch b = {n, tok, pos + pv[v][1], seq, 1, seqs, n, rows, 0, NULL, false, NULL, 0};
             double t0 = now_s();
             ok = model_forward(e->m, &e->kv, &b, logits) == 0;
             double dt = now_s() - t0;
@@ -173,7 +173,7 @@ double engine_probe_cost(engine *e, probe_fn pass, void *arg, double fallback) {
     if (logits && kv_seq_reserve(&e->kv, &s, ENGINE_MAX_DRAFT + 1) == 0)
         for (int rep = 0; rep < 4; rep++) {
             int32_t row0 = 0;
-            model_batch b = {1, tok, pos, seq, 1, seqs, 1, &row0, 0, NULL, false};
+            model_batch b = {1, tok, pos, seq, 1, seqs, 1, &row0, 0, NULL, false, NULL, 0};
             double t0 = now_s();
             if (model_forward(e->m, &e->kv, &b, logits) != 0) break;
             double t1 = now_s();
@@ -193,7 +193,7 @@ double engine_probe_cost(engine *e, probe_fn pass, void *arg, double fallback) {
 static int mtp_pass(engine *e, const probe_ctx *pc, void *arg) {
     kv_seq *ms = arg, *mseqs[1] = {ms};
     int32_t idx = 0, q = 1, hid = 0, row = 0;
-    model_batch mb = {1, pc->tok, &idx, pc->seq_idx, 1, mseqs, 1, &row, 0, NULL, false};
+    model_batch mb = {1, pc->tok, &idx, pc->seq_idx, 1, mseqs, 1, &row, 0, NULL, false, NULL, 0};
     int32_t id;
     return model_mtp_forward(e->m, &e->mtp_kv, &mb, &q, &hid, MTP_SRC_TARGET, NULL, &id);
 }
@@ -208,7 +208,7 @@ static int drafter_pass(engine *e, const probe_ctx *pc, void *arg) {
     drafter_probe *d = arg;
     kv_seq *seqs[1] = {&d->s};
     int32_t row = 0, id;
-    model_batch b = {1, pc->tok, pc->pos, pc->seq_idx, 1, seqs, 1, &row, 0, &id, false};
+    model_batch b = {1, pc->tok, pc->pos, pc->seq_idx, 1, seqs, 1, &row, 0, &id, false, NULL, 0};
     return model_forward(e->cfg.drafter, &d->kv, &b, NULL); /* the greedy id only, as drafter.c asks */
 }
 

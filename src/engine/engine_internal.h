@@ -86,6 +86,8 @@ typedef struct {
     int n_ctx, cap, n_cached, n_gen;
     sampler *smp;
     sample_rng rng;
+    bool dev_sample;        /* its sampled rows are drawn on the device (model_samples_on_device), one uniform
+                             * of rng each, in order: nothing on the host changes its logits */
     tok_stream *ts;
     char *pend;             /* text held back while it may start a stop string */
     size_t pend_len, pend_cap;
@@ -174,7 +176,8 @@ struct engine {
     long long admit_counter;
     float *logits;          /* (rows, vocab) the step's rows on the host: model_host_logits' (the model owns it) */
     int32_t *b_tok, *b_pos, *b_seq, *b_rows;
-    int32_t *b_ids;         /* (b_cap) argmax of each logits row, from the backend */
+    int32_t *b_ids;         /* (b_cap) argmax of each logits row, from the backend (a device draw for rows in b_sample) */
+    bk_sample_row *b_sample; /* (b_cap) the step's rows sampled on the device */
     int b_cap;
     float *raw;             /* vocab scratch for logprobs */
     token_mask *tmask;      /* the vocabulary for JSON constraints (built at the first constrained request) */

@@ -111,6 +111,9 @@ static int ensure_batch(engine *e, int n) {
     e->b_rows = d;
     if (!(ids = realloc(e->b_ids, (size_t)cap * 4))) return -1;
     e->b_ids = ids;
+    bk_sample_row *sr = realloc(e->b_sample, (size_t)cap * sizeof *sr);
+    if (!sr) return -1;
+    e->b_sample = sr;
     e->b_cap = cap;
     return 0;
 }
@@ -441,10 +444,23 @@ int engine_step(engine *e) {
     bool need_rows = false;
     for (int i = 0; i < na; i++) need_rows |= rows_of[i] && engine_seq_needs_logits(e->active[i]);
     if (need_rows && !(e->logits = model_host_logits(e->m, n_rows))) return 1;
+    /* rows sampled on the device: row j of a sequence at the j-th uniform
+     * ahead in its stream (seq_choose takes one per committed token) */
+    int n_sample = 0;
+    for (int i = 0; i < na; i++) {
+        seq_state *s = e->active[i];
+        if (!rows_of[i] || !s->dev_sample) continue;
+        const sample_params *sp = &s->r->p.sp;
+        sample_rng ahead = s->rng;
+        for (int j = 0; j < rows_of[i]; j++)
+            e->b_sample[n_sample++] = (bk_sample_row){first_row[i] + j, sp->top_k, sp->temperature, sp->top_p,
+                                                      sp->min_p, sample_rng_uniform(&ahead)};
+    }
     /* a drafter's features only for steps that feed one of its sequences */
     bool features = false;
     for (int i = 0; i < na; i++) features |= feed[i] && e->active[i]->use_dflash;
-    model_batch b = {n, e->b_tok, e->b_pos, e->b_seq, na, seqs, n_rows, e->b_rows, n_prompt, e->b_ids, !features};
+    model_batch b = {n,       e->b_tok, e->b_pos,  e->b_seq,   na, seqs, n_rows, e->b_rows, n_prompt, e->b_ids,
+                     !features, e->b_sample, n_sample};
     /* one sequence verifying DFlash drafts: its next block goes right behind the verify */
     bool behind = na == 1 && !n_prompt && e->fl_kv.n_blocks && engine_dflash_plan_behind(e, e->active[0]);
     model_dev_ids dev = {n_fetch ? dflash_block_ids(e->cfg.dflash) : NULL, n_runs, runs, n_fetch,
@@ -482,7 +498,8 @@ int engine_step(engine *e) {
     memset(done, 0, sizeof done);
     for (int i = 0; i < na; i++) {
         seq_state *s = e->active[i];
-        float *rows = need_rows ? e->logits + (size_t)first_row[i] * e->m->cfg.vocab_size : NULL;
+        float *rows = need_rows && engine_seq_needs_logits(s) ? e->logits + (size_t)first_row[i] * e->m->cfg.vocab_size
+                                                               : NULL;
         const int32_t *ids = e->b_ids + first_row[i];
         if (s->n_draft) {
             done[i] = engine_seq_verify(e, s, rows, ids, s->n_cached);

@@ -39,6 +39,12 @@ void engine_seq_free(engine *e, seq_state *s) {
     free(s);
 }
 
+/* whether a request's rows need the host for more than the draw: penalties,
+ * logit_bias, a JSON constraint, log-probabilities */
+static bool host_rows(const engine_params *p) {
+    return sample_penalties_on(&p->sp) || p->logprobs || p->top_logprobs > 0 || p->n_logit_bias > 0 || p->constraint;
+}
+
 seq_state *engine_seq_new(engine *e, engine_req *r) {
     seq_state *s = calloc(1, sizeof *s);
     if (!s) return NULL;
@@ -66,6 +72,7 @@ seq_state *engine_seq_new(engine *e, engine_req *r) {
     memcpy(s->ctx, r->prompt, (size_t)r->n_prompt * sizeof *s->ctx);
     s->n_ctx = r->n_prompt;
     sample_rng_seed(&s->rng, r->p.seed);
+    s->dev_sample = r->p.sp.temperature > 0.0f && !host_rows(&r->p) && model_samples_on_device(e->m);
     /* drafting: prompt lookup when on (server default or per request), and
      * any request's own prediction (a draft source of its own) */
     s->pld = r->p.spec < 0 ? e->cfg.pld : r->p.spec > 0;
@@ -297,8 +304,7 @@ static int seq_commit(engine *e, seq_state *s, int tok, const float *raw) {
  * general rule for sampled drafts is sample_spec_accept.) */
 bool engine_seq_needs_logits(const seq_state *s) {
     const engine_params *p = &s->r->p;
-    return p->sp.temperature > 0.0f || sample_penalties_on(&p->sp) || p->logprobs || p->top_logprobs > 0 ||
-           p->n_logit_bias > 0 || p->constraint;
+    return (p->sp.temperature > 0.0f && !s->dev_sample) || host_rows(p);
 }
 
 /* The JSON constraint on one row: every token that cannot continue the
@@ -327,11 +333,15 @@ static int constrain_row(engine *e, seq_state *s, float *row, bool greedy, int a
     return greedy ? sample_argmax(row, V) : -1;
 }
 
-/* row NULL: a greedy sequence without penalties; id is the row's argmax
- * (the device's, before penalties and logit_bias) */
+/* row NULL: a greedy sequence without penalties, id the row's argmax (the
+ * device's, before penalties and logit_bias); or one sampled on the device,
+ * id its draw at the stream's next uniform, taken here */
 static int seq_choose(engine *e, seq_state *s, float *row, int d, int id) {
     (void)d;
-    if (!row) return id;
+    if (!row) {
+        if (s->dev_sample) sample_rng_uniform(&s->rng);
+        return id;
+    }
     const sample_params *sp = &s->r->p.sp;
     const engine_params *p = &s->r->p;
     bool greedy = sp->temperature <= 0.0f,

@@ -167,6 +167,8 @@ static void free_acts(model *m) {
     m->cap_logits = m->cap_ids = 0;
 }
 
+bool model_samples_on_device(const model *m) { return m->be->ops->sample_rows != NULL; }
+
 float *model_host_logits(model *m, int n_rows) {
     if (n_rows <= m->cap_h_logits) return m->h_logits;
     const backend_ops *op = m->be->ops;
@@ -665,6 +667,13 @@ int model_forward_dev(model *m, kv_cache *kv, const model_batch *b, float *logit
     if (!dev) dev = &none;
     if (dev->n_fetch < 0 || ((dev->n_fetch || dev->n_runs) && !dev->ids) || (dev->n_fetch && !b->argmax))
         return err_set(KS_EINVAL, "forward: %d device ids to fetch without a source or a host buffer", dev->n_fetch);
+    if (b->n_sample && (!b->argmax || !m->be->ops->sample_rows || b->n_sample > b->n_logits))
+        return err_set(KS_EINVAL, "forward: %d rows to sample on a backend without sampling or without ids",
+                       b->n_sample);
+    for (int i = 0; i < b->n_sample; i++)
+        if (b->sample[i].row < 0 || b->sample[i].row >= b->n_logits || !(b->sample[i].temperature > 0.0f))
+            return err_set(KS_EINVAL, "forward: sampled row %d (of %d logits rows) at temperature %g", b->sample[i].row,
+                           b->n_logits, b->sample[i].temperature);
     int rc = prepare_batch(m, kv, b, dev->n_fetch, graph, &ab);
     if (rc || (rc = model_upload_step(m, MODEL_SEG_ROWS + 1))) return rc;
     for (int i = 0; i < dev->n_runs; i++) { /* token rows whose ids are on the device (after the upload) */
@@ -686,6 +695,7 @@ int model_forward_dev(model *m, kv_cache *kv, const model_batch *b, float *logit
     const backend_ops *op = m->be->ops;
     int n_am = b->argmax ? b->n_logits : 0, lo = n_am ? 0 : b->n_logits, n_out = n_am + dev->n_fetch;
     if (n_am) op->argmax(m->be, m->d_ids, m->logits_dev, n_am, c->vocab_size);
+    if (b->n_sample) op->sample_rows(m->be, m->d_ids, m->logits_dev, c->vocab_size, b->sample, b->n_sample);
     if (dev->n_fetch && (rc = op->buf_upload(m->be, m->d_ids + b->n_logits, dev->ids, (size_t)dev->n_fetch * 4)))
         return rc;
     if (n_out && m->h_ids) {

@@ -186,6 +186,11 @@ typedef struct {
     /* no row here feeds a DFlash drafter: the forward skips capturing the
      * features of model_capture_layers (one gather per layer id) */
     bool no_features;
+    /* optional (n_sample) logits rows to sample on the device (backend
+     * sample_rows; only where model_samples_on_device): their ids in argmax
+     * are then those draws (argmax is required) */
+    const bk_sample_row *sample;
+    int n_sample;
 } model_batch;
 
 /* Loads dir (config.json + safetensors) onto the backend. */
@@ -203,6 +208,8 @@ int model_forward(model *m, kv_cache *kv, const model_batch *b, float *logits);
  * (earlier pointers then invalid), freed by model_free. NULL: out of
  * memory. */
 float *model_host_logits(model *m, int n_rows);
+/* Whether the backend samples rows itself (model_batch.sample) */
+bool model_samples_on_device(const model *m);
 
 /* Ids already on the device (a drafter's drafts, left there so that no wait
  * comes between its pass and the forward that verifies them): ids is

@@ -23,7 +23,7 @@ static inline float *prefill_logits(model *m, kv_cache *kv, const int32_t *ids, 
         CHECK(kv_seq_reserve(kv, &s, off + c) == 0);
         for (int i = 0; i < c; i++) pos[i] = off + i;
         int32_t last = c - 1;
-        model_batch b = {c, ids + off, pos, seq, 1, seqs, 1, &last, prompt ? c : 0, NULL, false};
+        model_batch b = {c, ids + off, pos, seq, 1, seqs, 1, &last, prompt ? c : 0, NULL, false, NULL, 0};
         CHECK(model_forward(m, kv, &b, logits) == 0);
     }
     kv_seq_release(kv, &s);

@@ -769,3 +769,82 @@ TEST(test_cuda_argmax_matches_the_host_rule) {
     printf("    %d argmax rows compared with the host loop\n", checked);
     close_pair(&p);
 }
+
+/* The device sampler against the host's distribution (sample_dist): N
+ * copies of a row drawn at the stratified uniforms u_j = (j + 1/2) / N. An
+ * inverse-CDF draw picks each id for a span of u as long as its
+ * probability, so it is drawn round(N p) times, within 1, whatever order
+ * the ids are walked in; an id the host keeps out is never drawn. Rows:
+ * spread, peaked, and integer logits (ties at the top-k / top-p edge, taken
+ * lowest id first on both); the rules alone and together. One more row in
+ * the call is not listed and keeps its argmax; a second call draws the same
+ * ids. */
+TEST(test_cuda_sample_rows_draw_the_host_distribution) {
+    pair p = {0};
+    if (!open_pair(&p)) SKIP("no CUDA GPU");
+    const sample_params rules[] = {
+        {1.0f, 0, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f},    {0.7f, 0, 0.95f, 0.0f, 1.0f, 0.0f, 0.0f},
+        {0.7f, 20, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f},   {1.0f, 40, 0.9f, 0.0f, 1.0f, 0.0f, 0.0f},
+        {0.8f, 0, 1.0f, 0.05f, 1.0f, 0.0f, 0.0f},   {1.3f, 50, 0.8f, 0.02f, 1.0f, 0.0f, 0.0f},
+        {0.25f, 0, 0.5f, 0.0f, 1.0f, 0.0f, 0.0f},
+    };
+    const int widths[] = {1000, 151936}, copies[] = {1024, 192};
+    int checked = 0;
+    for (int wi = 0; wi < 2; wi++) {
+        int cols = widths[wi], N = copies[wi];
+        size_t bytes = (size_t)(N + 1) * cols * 4;
+        float *h = malloc(bytes), *row = malloc((size_t)cols * 4);
+        int *count = calloc((size_t)cols, sizeof *count);
+        int32_t *got = malloc((size_t)(N + 1) * 4), *again = malloc((size_t)(N + 1) * 4);
+        bk_sample_row *sr = malloc((size_t)N * sizeof *sr);
+        sampler *smp = sampler_new(cols);
+        float *d = p.gpu->ops->buf_alloc(p.gpu, bytes);
+        int32_t *dout = p.gpu->ops->buf_alloc(p.gpu, (size_t)(N + 1) * 4);
+        for (int kind = 0; kind < 3; kind++)
+            for (int ri = 0; ri < (int)(sizeof rules / sizeof *rules); ri++) {
+                const sample_params *sp = &rules[ri];
+                float *x = h;
+                for (int i = 0; i < cols; i++)
+                    x[i] = kind == 0 ? frand() * 4 : kind == 1 ? frand() * 2 - (i % 97 ? 6.f : 0.f)
+                                                                : (float)(int)(frand() * 6);
+                for (int c = 1; c <= N; c++) memcpy(h + (size_t)c * cols, x, (size_t)cols * 4);
+                for (int j = 0; j < N; j++)
+                    sr[j] = (bk_sample_row){j, sp->top_k, sp->temperature, sp->top_p, sp->min_p, (j + 0.5) / N};
+                p.gpu->ops->buf_upload(p.gpu, d, h, bytes);
+                for (int rep = 0; rep < 2; rep++) {
+                    p.gpu->ops->argmax(p.gpu, dout, d, N + 1, cols);
+                    p.gpu->ops->sample_rows(p.gpu, dout, d, cols, sr, N);
+                    CHECK(p.gpu->ops->buf_download(p.gpu, rep ? again : got, dout, (size_t)(N + 1) * 4) == 0);
+                }
+                CHECK_MSG(!memcmp(got, again, (size_t)(N + 1) * 4), "cols %d kind %d rules %d: a second call drew other ids",
+                          cols, kind, ri);
+                CHECK_MSG(got[N] == sample_argmax(x, cols), "cols %d kind %d rules %d: the unlisted row lost its argmax",
+                          cols, kind, ri);
+                memcpy(row, x, (size_t)cols * 4);
+                const int32_t *ids;
+                const float *probs;
+                int n = sample_dist(smp, sp, row, &ids, &probs);
+                memset(count, 0, (size_t)cols * sizeof *count);
+                for (int j = 0; j < N; j++) {
+                    CHECK_MSG(got[j] >= 0 && got[j] < cols, "cols %d: id %d out of range", cols, got[j]);
+                    if (got[j] >= 0 && got[j] < cols) count[got[j]]++;
+                }
+                int drawn = 0;
+                for (int k = 0; k < n; k++) {
+                    double want = N * (double)probs[k];
+                    CHECK_MSG(fabs(count[ids[k]] - want) <= 1.05, "cols %d kind %d rules %d: id %d drawn %d times, %.2f expected",
+                              cols, kind, ri, ids[k], count[ids[k]], want);
+                    drawn += count[ids[k]];
+                }
+                CHECK_MSG(drawn == N, "cols %d kind %d rules %d: %d of %d draws outside the host's %d kept ids", cols, kind,
+                          ri, N - drawn, N, n);
+                checked++;
+            }
+        p.gpu->ops->buf_free(p.gpu, d);
+        p.gpu->ops->buf_free(p.gpu, dout);
+        sampler_free(smp);
+        free(h), free(row), free(count), free(got), free(again), free(sr);
+    }
+    printf("    %d distributions drawn on the device against the host's\n", checked);
+    close_pair(&p);
+}

@@ -380,10 +380,11 @@ static double chi2_crit(int df) {
 }
 
 /* Sampling at temperature 1 with drafts from `src` (SRC_PLD here means a
- * fixed prediction: the greedy continuation) against plain sampling. */
-static void sampling_matches_plain(spec_src src, int N) {
+ * fixed prediction: the greedy continuation) against plain sampling, on
+ * `device` (CUDA: both arms drawn on the device, backend sample_rows). */
+static void sampling_matches_plain(const char *device, spec_src src, int N) {
     fx f;
-    if (!fx_open(&f)) return;
+    if (!fx_open_on(&f, device)) return;
     model *dm = NULL;
     if (src == SRC_DRAFTER) CHECK(model_load(&dm, test_shared_path("models/tinycoder/drafter"), f.be) == 0);
     dflash *fl = open_dflash(src, f.m);
@@ -458,18 +459,18 @@ static void sampling_matches_plain(spec_src src, int N) {
 
 TEST(test_spec_sampling_distribution_matches_plain) {
     if (!test_shared_path("models/tinycoder")) SKIP("../shared/models/tinycoder not found");
-    sampling_matches_plain(SRC_PLD, 2000);
+    sampling_matches_plain("cpu", SRC_PLD, 2000);
 }
 
 TEST(test_spec_mtp_and_drafter_sampling_distribution_matches_plain) {
     if (!test_shared_path("models/tinycoder/drafter")) SKIP("../shared/models/tinycoder not found");
-    sampling_matches_plain(SRC_MTP, 1000);
-    sampling_matches_plain(SRC_DRAFTER, 1000);
+    sampling_matches_plain("cpu", SRC_MTP, 1000);
+    sampling_matches_plain("cpu", SRC_DRAFTER, 1000);
 }
 
 TEST(test_spec_dflash_sampling_distribution_matches_plain) {
     if (!test_shared_path("models/tinycoder/dflash")) SKIP("../shared/models/tinycoder/dflash not found");
-    sampling_matches_plain(SRC_DFLASH, 1000);
+    sampling_matches_plain("cpu", SRC_DFLASH, 1000);
 }
 
 TEST(test_spec_prediction_and_proposer_failure) {
@@ -520,11 +521,12 @@ TEST(test_spec_prediction_and_proposer_failure) {
     fx_close(&f);
 }
 
-/* a seeded request at temperature 1 gives the same text with speculation on
- * and off (every committed token consumes one draw of the request's stream) */
-TEST(test_spec_seeded_sampling_identical_on_and_off) {
+/* a seeded request at temperature 0.8 / top-p 0.95 gives the same text
+ * with speculation on and off (every committed token consumes one draw of
+ * the request's stream), on `device`; different seeds, different texts */
+static void seeded_identical_on_and_off(const char *device) {
     fx f;
-    if (!fx_open(&f)) SKIP("../shared/models/tinycoder not found");
+    if (!fx_open_on(&f, device)) return;
     engine *e = NULL;
     engine_config ec = {.max_concurrent = 4, .prefill_chunk = 512, .ctx_size = 1024, .pld = true,
                         .spec_min_repetition = 0.0, .no_runtime_gates = true, .mtp = true, .mtp_depth = 3};
@@ -533,6 +535,8 @@ TEST(test_spec_seeded_sampling_identical_on_and_off) {
     int32_t *ids = workload_prompt(&f, "models/tinycoder/prompts/edit.jsonl", 2, &n, NULL);
     CHECK(ids != NULL);
     long long drafted = 0;
+    int distinct = 0;
+    run_out first;
     for (int seed = 1; ids && seed <= 6; seed++) {
         engine_params on = params(96, 1), off = params(96, 0);
         on.mtp = 1;
@@ -542,13 +546,39 @@ TEST(test_spec_seeded_sampling_identical_on_and_off) {
         run_out a, b;
         collect(engine_submit(e, ids, n, &on), &a);
         collect(engine_submit(e, ids, n, &off), &b);
-        CHECK_MSG(a.n == b.n && !memcmp(a.toks, b.toks, (size_t)a.n * 4), "seed %d: sampled text differs", seed);
+        CHECK_MSG(a.n == b.n && !memcmp(a.toks, b.toks, (size_t)a.n * 4), "%s seed %d: sampled text differs", device,
+                  seed);
+        if (seed == 1) first = a;
+        else distinct += a.n != first.n || memcmp(a.toks, first.toks, (size_t)a.n * 4) != 0;
         drafted += a.drafted;
     }
+    printf("    %s: 6 seeds identical with speculation on and off, %d of 5 differ from seed 1's text, %lld drafted\n",
+           device, distinct, drafted);
     CHECK(drafted > 50);
+    CHECK(distinct >= 1); /* (the seeds matter: tinycoder is sure of most tokens, 2 of 5 differ on the CPU) */
     free(ids);
     engine_stop(e);
     fx_close(&f);
+}
+
+TEST(test_spec_seeded_sampling_identical_on_and_off) {
+    if (!test_shared_path("models/tinycoder")) SKIP("../shared/models/tinycoder not found");
+    seeded_identical_on_and_off("cpu");
+}
+
+/* the same on the GPU, where the draws are made on the device */
+TEST(test_cuda_spec_seeded_sampling_identical_on_and_off) {
+    if (!test_shared_path("models/tinycoder")) SKIP("../shared/models/tinycoder not found");
+    if (!backend_cuda_available()) SKIP("no CUDA GPU");
+    seeded_identical_on_and_off("cuda");
+}
+
+/* spec sampling's distribution equals plain sampling's with the draws on the device */
+TEST(test_cuda_spec_sampling_distribution_matches_plain) {
+    if (!test_shared_path("models/tinycoder")) SKIP("../shared/models/tinycoder not found");
+    if (!backend_cuda_available()) SKIP("no CUDA GPU");
+    sampling_matches_plain("cuda", SRC_PLD, 2000);
+    sampling_matches_plain("cuda", SRC_MTP, 1000);
 }
 
 /* tinycoder with its draft model and DFlash drafter (every model

@@ -48,7 +48,7 @@ static double check_tiny_dir(const char *name, const char *dir, const char *devi
         kv_seq s = {0};
         kv_seq *seqs[1] = {&s};
         CHECK(kv_seq_reserve(&kv, &s, n) == 0);
-        model_batch b = {n, ids, pos, seq, 1, seqs, n, rows, 0, NULL, false};
+        model_batch b = {n, ids, pos, seq, 1, seqs, n, rows, 0, NULL, false, NULL, 0};
         CHECK(model_forward(m, &kv, &b, logits) == 0);
         worst = 0;
         for (int t = 0; t < n; t++) {

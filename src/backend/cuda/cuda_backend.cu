@@ -407,6 +407,11 @@ static void cu_argmax(backend *be, int32_t *out, const float *in, int n, int col
     PROF(be, "argmax", ks_cuda_argmax(S, out, in, n, cols));
 }
 
+static void cu_sample_rows(backend *be, int32_t *out, const float *in, int cols, const bk_sample_row *rows, int n) {
+    SKIP_IF_FAILED();
+    PROF(be, "sample_rows", ks_cuda_sample_rows(S, out, in, cols, rows, n));
+}
+
 static void cu_spec_shift(backend *be, const int32_t *ids, const int32_t *drafts, const int32_t *k, int32_t *tok,
                           int32_t *pos, int32_t *pos2, const int32_t *entry, int32_t *slots, const int32_t *table,
                           int block_size, int n) {
@@ -480,7 +485,7 @@ static void cu_backend_free(backend *be) {
 static const backend_ops cuda_ops = {
     "cuda",       cu_alloc,       cu_free,      cu_upload,       cu_download,   cu_weight_init, cu_weight_release,
     cu_embed,     cu_rmsnorm,     cu_matmul,    cu_matmul_prompt, cu_rope,         cu_kv_store,   cu_attention,   cu_silu_mul,
-    cu_matmul_fused, cu_matmul_fused_side, cu_add,       cu_qk_norm_rope, cu_gather,  cu_mtp_input, cu_argmax, cu_spec_shift,
+    cu_matmul_fused, cu_matmul_fused_side, cu_add,       cu_qk_norm_rope, cu_gather,  cu_mtp_input, cu_argmax, cu_sample_rows, cu_spec_shift,
     cu_host_alloc, cu_host_free, cu_download_start, cu_download_wait, cu_graph_begin, cu_graph_end,  cu_graph_launch, cu_graph_free, cu_mem_usage, cu_backend_free,
 };
 

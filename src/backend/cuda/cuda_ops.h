@@ -12,6 +12,7 @@ extern "C" {
 #endif
 
 typedef struct CUstream_st *ks_stream;
+struct bk_sample_row; /* backend.h */
 
 /* out (n, rows) = x (n, k) @ w^T (+ bias f32 (rows)) */
 void ks_cuda_matmul(ks_stream s, float *out, const float *x, const void *w, int wtype, const float *bias, int n,
@@ -53,6 +54,10 @@ void ks_cuda_gather_rows(ks_stream s, float *out, const float *in, const int32_t
 void ks_cuda_mtp_input(ks_stream s, float *out, const void *table, int wtype, const int32_t *ids, const float *hid,
                        const int32_t *idx, const float *we, const float *wh, int n, int dim, float eps);
 void ks_cuda_argmax(ks_stream s, int32_t *out, const float *in, int n, int cols);
+/* backend.h's sample_rows (k_sample.cu); rows are host memory (kernel
+ * parameters), read before it returns */
+void ks_cuda_sample_rows(ks_stream s, int32_t *out, const float *in, int cols, const struct bk_sample_row *rows,
+                         int n);
 /* backend op spec_shift (k_spec.cu) */
 void ks_cuda_spec_shift(ks_stream s, const int32_t *ids, const int32_t *drafts, const int32_t *k, int32_t *tok,
                         int32_t *pos, int32_t *pos2, const int32_t *entry, int32_t *slots, const int32_t *table,

@@ -21,14 +21,6 @@
 #define AM_PER_THREAD 16
 #define AM_SPAN (AM_THREADS * AM_PER_THREAD) /* values of a block's slice */
 
-/* value -> 32 bits that order as the floats do (-0 taken as +0, so the two
- * tie); NaN -> 0, below every number's key (-inf's is 0x007fffff) */
-__device__ __forceinline__ uint32_t am_order(float v) {
-    if (v != v) return 0u;
-    uint32_t u = __float_as_uint(v == 0.f ? 0.f : v);
-    return (u & 0x80000000u) ? ~u : u | 0x80000000u;
-}
-
 __global__ void __launch_bounds__(AM_THREADS)
 k_argmax(int32_t *out, const float *in, int cols, unsigned long long *acc, unsigned int *arrived) {
     pdl_start();
@@ -45,7 +37,7 @@ k_argmax(int32_t *out, const float *in, int cols, unsigned long long *acc, unsig
     unsigned long long best = 0ull;
 #pragma unroll
     for (int i = 0; i < AM_PER_THREAD; i++) {
-        uint32_t o = am_order(v[i]);
+        uint32_t o = order_key(v[i]);
         unsigned long long key = (unsigned long long)o << 32 | (0xffffffffu - (uint32_t)(base + i * AM_THREADS));
         if (o && key > best) best = key; /* (a NaN is no candidate) */
     }
