@@ -218,7 +218,8 @@ static void time_attention(backend *be, int capacity) {
 }
 
 /* The greedy argmax over Qwen3's vocabulary (151,936 logits a row), 1 and
- * 16 rows (decode, a verify), launches back to back */
+ * 16 rows (decode, a verify), launches back to back; then the argmax with
+ * sampling on the device (sample_rows) under a few rules */
 static void time_argmax(backend *be) {
     int cols = 151936;
     for (int n = 1; n <= 16; n *= 16) {
@@ -230,6 +231,21 @@ static void time_argmax(backend *be) {
         double dt;
         TIME_CALLS(dt, be, 200, be->ops->argmax(be, ids, d, n, cols));
         printf("argmax rows=%-2d cols=%d %9.1f us\n", n, cols, dt * 1e6);
+        static const struct {
+            const char *name;
+            int top_k;
+            float t, top_p, min_p;
+        } rules[] = {{"t1", 0, 1.0f, 1.0f, 0.0f},
+                     {"t0.7-top_p0.95", 0, 0.7f, 0.95f, 0.0f},
+                     {"t0.8-top_k40-top_p0.9", 40, 0.8f, 0.9f, 0.0f},
+                     {"t1-min_p0.05", 0, 1.0f, 1.0f, 0.05f}};
+        bk_sample_row sr[16];
+        for (int r = 0; r < 4 && be->ops->sample_rows; r++) {
+            for (int j = 0; j < n; j++)
+                sr[j] = (bk_sample_row){j, rules[r].top_k, rules[r].t, rules[r].top_p, rules[r].min_p, (j + 0.5) / n};
+            TIME_CALLS(dt, be, 100, (be->ops->argmax(be, ids, d, n, cols), be->ops->sample_rows(be, ids, d, cols, sr, n)));
+            printf("argmax+sample rows=%-2d cols=%d %-22s %9.1f us\n", n, cols, rules[r].name, dt * 1e6);
+        }
         be->ops->buf_free(be, d);
         be->ops->buf_free(be, ids);
         free(h);
