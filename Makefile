@@ -52,10 +52,14 @@ endif
 LIB_SRCS  := $(filter-out src/cli/%,$(shell find src -name '*.c' | sort))
 CLI_SRCS  := $(shell find src/cli -name '*.c' | sort)
 TEST_SRCS := tests/runner.c $(sort $(wildcard tests/unit/*.c))
+# CUDA kernels compiled for the host (tests/emu: their logic tested without a GPU)
+EMU_SRCS  := $(sort $(wildcard tests/emu/*.cpp))
+CXXFLAGS_EMU := -std=c++17 -Wall -Wextra -Wno-unknown-pragmas -Wno-unused-parameter -Itests/emu -Isrc -pthread \
+                -fno-exceptions -fno-rtti -ffp-contract=off
 
 LIB_OBJS  := $(LIB_SRCS:%.c=$(BUILD)/%.o) $(if $(HAVE_CUDA),$(CU_SRCS:%.cu=$(BUILD)/%.cu.o))
 CLI_OBJS  := $(CLI_SRCS:%.c=$(BUILD)/%.o)
-TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/%.o)
+TEST_OBJS := $(TEST_SRCS:%.c=$(BUILD)/%.o) $(EMU_SRCS:%.cpp=$(BUILD)/%.o)
 
 .PHONY: all debug test test-unit test-cli test-asan test-cuda clean bench
 # the bench programs build with everything, so a change to the ops they call
@@ -84,6 +88,10 @@ $(BUILD)/%_avx512.o: %_avx512.c
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS_BASE) $(OPT) $(CFLAGS) -Itests -MMD -MP -c -o $@ $<
+
+$(BUILD)/tests/emu/%.o: tests/emu/%.cpp
+	@mkdir -p $(dir $@)
+	$(CXX) $(CXXFLAGS_EMU) $(OPT) -MMD -MP -c -o $@ $<
 
 $(BUILD)/%.cu.o: %.cu
 	@mkdir -p $(dir $@)

@@ -89,14 +89,7 @@ __device__ __forceinline__ void merge_partials(float *out, const float *po, cons
     }
 }
 
-/* value -> 32 bits that order as the floats do (-0 taken as +0, so the two
- * tie); NaN -> 0, below every number's key (-inf's is 0x007fffff); the
- * argmax and the sampler's order */
-__device__ __forceinline__ uint32_t order_key(float v) {
-    if (v != v) return 0u;
-    uint32_t u = __float_as_uint(v == 0.f ? 0.f : v);
-    return (u & 0x80000000u) ? ~u : u | 0x80000000u;
-}
+#include "backend/cuda/order_key.cuh"
 
 /* Two floats rounded to bf16 in one 32-bit register, the first in the low
  * half (the lower k of an mma fragment pair). */

@@ -33,7 +33,9 @@ extern "C" {
 #include "backend/backend.h"
 }
 
+#ifndef SP_THREADS /* (a multiple of 32, at most 1024; tests/emu runs it with fewer) */
 #define SP_THREADS 1024
+#endif
 #define SP_WARPS (SP_THREADS / 32)
 #define SP_BINS1 1024               /* pass 1: linear bins of xmax - x over [0, SP_CUT] */
 #define SP_RADIX 2048               /* radix passes: at most 11 key bits */
@@ -96,10 +98,10 @@ __device__ void sp_scan(sp_smem *S, unsigned &c, u64 &s) {
     if (lane == 31) S->wc[wp] = ci, S->ws[wp] = si;
     __syncthreads();
     if (wp == 0) {
-        unsigned a = S->wc[lane], ai = a;
-        u64 b = S->ws[lane], bi = b;
+        unsigned a = lane < SP_WARPS ? S->wc[lane] : 0, ai = a;
+        u64 b = lane < SP_WARPS ? S->ws[lane] : 0, bi = b;
         warp_scan(ai, bi);
-        S->wc[lane] = ai - a, S->ws[lane] = bi - b;
+        if (lane < SP_WARPS) S->wc[lane] = ai - a, S->ws[lane] = bi - b;
         if (lane == 31) S->tot_c = ai, S->tot_s = bi;
     }
     __syncthreads();

@@ -1,0 +1,155 @@
+/* tests/emu/backend/cuda/cuda_common.cuh — stands in for the CUDA backend's
+ * cuda_common.cuh when a kernel file is compiled for the host
+ * (tests/emu/NAME.cpp, with -Itests/emu ahead of -Isrc), so that CI, which
+ * has no GPU, runs the kernel's own code. A launch runs its blocks one
+ * after another; each thread of a block is an OS thread; __syncthreads is a
+ * barrier of the block's threads and a warp shuffle or ballot an exchange
+ * through a slot per thread and a barrier of the warp's 32 (two sets of
+ * slots, used in turn: a slot is written again only after the next
+ * exchange's barrier, when every read of it is done).
+ * __shared__ variables become function statics, shared by the block's
+ * threads. What it cannot show: timing, races the barriers hide, the
+ * device's expf (the host's differs in the last bit), launch limits.
+ * Kernels must reach every __syncthreads and warp exchange with all their
+ * threads (as the hardware wants too), or the emulation waits forever. */
+#pragma once
+
+#include <math.h>
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <utility>
+
+#define __device__
+#define __global__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __shared__ static
+
+struct uint3 {
+    unsigned x, y, z;
+};
+struct dim3 {
+    unsigned x, y, z;
+    constexpr dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {}
+};
+typedef struct CUstream_st *cudaStream_t;
+
+static thread_local uint3 threadIdx, blockIdx, blockDim, gridDim;
+
+struct emu_block {
+    pthread_barrier_t bar;
+    pthread_barrier_t warp_bar[32];
+    uint64_t slot[2][1024];
+};
+static emu_block emu_blk;
+static thread_local int emu_turn; /* which set of slots this thread's next exchange uses */
+
+static inline void __syncthreads() { pthread_barrier_wait(&emu_blk.bar); }
+
+/* this lane's v in, lane src's out */
+template <typename T>
+static inline T emu_exchange(T v, int src) {
+    int w = threadIdx.x >> 5;
+    uint64_t b = 0, r, *slot = emu_blk.slot[emu_turn ^= 1];
+    memcpy(&b, &v, sizeof v);
+    slot[threadIdx.x] = b;
+    pthread_barrier_wait(&emu_blk.warp_bar[w]);
+    r = slot[(w << 5) + src];
+    T out;
+    memcpy(&out, &r, sizeof out);
+    return out;
+}
+template <typename T>
+static inline T __shfl_up_sync(unsigned, T v, int o) {
+    int lane = threadIdx.x & 31;
+    return emu_exchange(v, lane >= o ? lane - o : lane);
+}
+template <typename T>
+static inline T __shfl_xor_sync(unsigned, T v, int o) { return emu_exchange(v, (threadIdx.x & 31) ^ o); }
+template <typename T>
+static inline T __shfl_sync(unsigned, T v, int src) { return emu_exchange(v, src & 31); }
+static inline unsigned __ballot_sync(unsigned, int p) {
+    int w = threadIdx.x >> 5;
+    uint64_t *slot = emu_blk.slot[emu_turn ^= 1];
+    slot[threadIdx.x] = p != 0;
+    pthread_barrier_wait(&emu_blk.warp_bar[w]);
+    unsigned m = 0;
+    for (int l = 0; l < 32; l++) m |= (unsigned)slot[(w << 5) + l] << l;
+    return m;
+}
+
+static inline unsigned atomicAdd(unsigned *a, unsigned v) { return __atomic_fetch_add(a, v, __ATOMIC_RELAXED); }
+static inline unsigned long long atomicAdd(unsigned long long *a, unsigned long long v) {
+    return __atomic_fetch_add(a, v, __ATOMIC_RELAXED);
+}
+
+/* rounded as written: the .cpp is compiled with -ffp-contract=off */
+static inline float __fmul_rn(float a, float b) { return a * b; }
+static inline float __fsub_rn(float a, float b) { return a - b; }
+static inline float __fdiv_rn(float a, float b) { return a / b; }
+static inline float __uint_as_float(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static inline uint32_t __float_as_uint(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+static inline int __popc(unsigned x) { return __builtin_popcount(x); }
+static inline int __ffs(unsigned x) { return __builtin_ffs((int)x); }
+static inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
+static inline int min(int a, int b) { return a < b ? a : b; }
+
+static inline void pdl_start() {}
+
+#include "backend/cuda/order_key.cuh"
+
+template <typename F>
+struct emu_job {
+    F *f;
+    uint3 tid, bid, bdim, gdim;
+};
+template <typename F>
+static void *emu_thread(void *p) {
+    emu_job<F> *j = (emu_job<F> *)p;
+    threadIdx = j->tid, blockIdx = j->bid, blockDim = j->bdim, gridDim = j->gdim;
+    emu_turn = 0;
+    (*j->f)();
+    return NULL;
+}
+
+/* f() on every thread of every block (1-D grids and blocks) */
+template <typename F>
+static void emu_run(dim3 grid, dim3 block, F &f) {
+    static pthread_t th[1024];
+    static emu_job<F> jobs[1024];
+    unsigned nt = block.x;
+    pthread_attr_t at;
+    pthread_attr_init(&at);
+    pthread_attr_setstacksize(&at, 256 << 10);
+    for (unsigned b = 0; b < grid.x; b++) {
+        pthread_barrier_init(&emu_blk.bar, NULL, nt);
+        for (unsigned w = 0; w * 32 < nt; w++) pthread_barrier_init(&emu_blk.warp_bar[w], NULL, nt - w * 32 < 32 ? nt - w * 32 : 32);
+        for (unsigned t = 0; t < nt; t++) {
+            jobs[t] = emu_job<F>{&f, {t, 0, 0}, {b, 0, 0}, {nt, 1, 1}, {grid.x, 1, 1}};
+            pthread_create(&th[t], &at, emu_thread<F>, &jobs[t]);
+        }
+        for (unsigned t = 0; t < nt; t++) pthread_join(th[t], NULL);
+        pthread_barrier_destroy(&emu_blk.bar);
+        for (unsigned w = 0; w * 32 < nt; w++) pthread_barrier_destroy(&emu_blk.warp_bar[w]);
+    }
+    pthread_attr_destroy(&at);
+}
+
+template <typename... KArgs, typename... Args>
+static inline void ks_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
+                             Args &&...args) {
+    (void)smem, (void)s;
+    auto call = [&]() { kernel(args...); };
+    emu_run(grid, block, call);
+}
