@@ -555,13 +555,17 @@ TEST(test_spec_prediction_and_proposer_failure) {
 
 /* a seeded request at temperature 0.8 / top-p 0.95 gives the same text
  * with speculation on and off (every committed token consumes one draw of
- * the request's stream), on `device`; different seeds, different texts */
-static void seeded_identical_on_and_off(const char *device) {
+ * the request's stream), on `device`, drafting with lookup and the MTP head
+ * (src SRC_MTP) or DFlash (SRC_DFLASH: one sequence, so its blocks go behind
+ * their verify); different seeds, different texts */
+static void seeded_identical_on_and_off(const char *device, spec_src src) {
     fx f;
     if (!fx_open_on(&f, device)) return;
+    dflash *fl = open_dflash(src, f.m);
     engine *e = NULL;
     engine_config ec = {.max_concurrent = 4, .prefill_chunk = 512, .ctx_size = 1024, .pld = true,
-                        .spec_min_repetition = 0.0, .no_runtime_gates = true, .mtp = true, .mtp_depth = 3};
+                        .spec_min_repetition = 0.0, .no_runtime_gates = true, .mtp = src == SRC_MTP, .mtp_depth = 3,
+                        .dflash = fl};
     CHECK(engine_start(&e, f.m, f.tk, &ec) == 0);
     int n;
     int32_t *ids = workload_prompt(&f, "models/tinycoder/prompts/edit.jsonl", 2, &n, NULL);
@@ -571,7 +575,7 @@ static void seeded_identical_on_and_off(const char *device) {
     run_out first;
     for (int seed = 1; ids && seed <= 6; seed++) {
         engine_params on = params(96, 1), off = params(96, 0);
-        on.mtp = 1;
+        on.mtp = src == SRC_MTP;
         on.sp.temperature = off.sp.temperature = 0.8f;
         on.sp.top_p = off.sp.top_p = 0.95f;
         on.seed = off.seed = (uint64_t)seed;
@@ -585,18 +589,22 @@ static void seeded_identical_on_and_off(const char *device) {
         else distinct += a.n != first.n || memcmp(a.toks, first.toks, (size_t)a.n * 4) != 0;
         drafted += a.drafted;
     }
-    printf("    %s: %d of 6 seeds identical with speculation on and off, %d of 5 differ from seed 1's text, %lld drafted\n",
-           device, same, distinct, drafted);
+    engine_stats st;
+    engine_get_stats(e, &st);
+    printf("    %s, %s: %d of 6 seeds identical with speculation on and off, %d of 5 differ from seed 1's text, %lld "
+           "drafted, %lld DFlash blocks behind their verify\n",
+           device, src == SRC_MTP ? "MTP" : "DFlash", same, distinct, drafted, st.dflash_behind_steps);
     CHECK(drafted > 50);
     CHECK(distinct >= 1); /* (the seeds matter: tinycoder is sure of most tokens, 2 of 5 differ on the CPU) */
     free(ids);
     engine_stop(e);
+    dflash_free(fl);
     fx_close(&f);
 }
 
 TEST(test_spec_seeded_sampling_identical_on_and_off) {
     if (!test_shared_path("models/tinycoder")) SKIP("../shared/models/tinycoder not found");
-    seeded_identical_on_and_off("cpu");
+    seeded_identical_on_and_off("cpu", SRC_MTP);
 }
 
 /* the same with the rows drawn by the backend (the CPU with a sample_rows
@@ -605,7 +613,8 @@ TEST(test_spec_seeded_sampling_identical_on_and_off) {
  * and off */
 TEST(test_spec_seeded_sampling_identical_with_rows_sampled_by_the_backend) {
     if (!test_shared_path("models/tinycoder")) SKIP("../shared/models/tinycoder not found");
-    seeded_identical_on_and_off("cpu+sample_rows");
+    seeded_identical_on_and_off("cpu+sample_rows", SRC_MTP);
+    if (test_shared_path("models/tinycoder/dflash")) seeded_identical_on_and_off("cpu+sample_rows", SRC_DFLASH);
 }
 
 /* ... and sampling with drafts keeps plain sampling's distribution */
@@ -619,7 +628,8 @@ TEST(test_spec_sampling_distribution_with_rows_sampled_by_the_backend) {
 TEST(test_cuda_spec_seeded_sampling_identical_on_and_off) {
     if (!test_shared_path("models/tinycoder")) SKIP("../shared/models/tinycoder not found");
     if (!backend_cuda_available()) SKIP("no CUDA GPU");
-    seeded_identical_on_and_off("cuda");
+    seeded_identical_on_and_off("cuda", SRC_MTP);
+    if (test_shared_path("models/tinycoder/dflash")) seeded_identical_on_and_off("cuda", SRC_DFLASH);
 }
 
 /* spec sampling's distribution equals plain sampling's with the draws on the device */
