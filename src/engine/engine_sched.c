@@ -459,8 +459,8 @@ int engine_step(engine *e) {
     /* a drafter's features only for steps that feed one of its sequences */
     bool features = false;
     for (int i = 0; i < na; i++) features |= feed[i] && e->active[i]->use_dflash;
-    model_batch b = {n,       e->b_tok, e->b_pos,  e->b_seq,   na, seqs, n_rows, e->b_rows, n_prompt, e->b_ids,
-                     !features, e->b_sample, n_sample};
+    model_batch b = {n, e->b_tok, e->b_pos, e->b_seq, na, seqs, n_rows, e->b_rows, n_prompt, e->b_ids, !features,
+                     e->b_sample, n_sample};
     /* one sequence verifying DFlash drafts: its next block goes right behind the verify */
     bool behind = na == 1 && !n_prompt && e->fl_kv.n_blocks && engine_dflash_plan_behind(e, e->active[0]);
     model_dev_ids dev = {n_fetch ? dflash_block_ids(e->cfg.dflash) : NULL, n_runs, runs, n_fetch,
