@@ -10,6 +10,7 @@
 #include "backend/backend.h"
 #include "kv_upload.h"
 #include "sample/sample.h"
+#include "sample_rows_cases.h"
 #include "test.h"
 
 static unsigned rng_state = 12345;
@@ -774,21 +775,12 @@ TEST(test_cuda_argmax_matches_the_host_rule) {
  * copies of a row drawn at the stratified uniforms u_j = (j + 1/2) / N. An
  * inverse-CDF draw picks each id for a span of u as long as its
  * probability, so it is drawn round(N p) times, within 1, whatever order
- * the ids are walked in; an id the host keeps out is never drawn. Rows:
- * spread, peaked, and integer logits (ties at the top-k / top-p edge, taken
- * lowest id first on both), scattered top logits above integer ones (ties
- * left out before kept ids); the rules alone and together. One more row in
- * the call is not listed and keeps its argmax; a second call draws the same
- * ids. */
+ * the ids are walked in; an id the host keeps out is never drawn. The rows
+ * and rules of sample_rows_cases.h. One more row in the call is not listed
+ * and keeps its argmax; a second call draws the same ids. */
 TEST(test_cuda_sample_rows_draw_the_host_distribution) {
     pair p = {0};
     if (!open_pair(&p)) SKIP("no CUDA GPU");
-    const sample_params rules[] = {
-        {1.0f, 0, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f},    {0.7f, 0, 0.95f, 0.0f, 1.0f, 0.0f, 0.0f},
-        {0.7f, 20, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f},   {1.0f, 40, 0.9f, 0.0f, 1.0f, 0.0f, 0.0f},
-        {0.8f, 0, 1.0f, 0.05f, 1.0f, 0.0f, 0.0f},   {1.3f, 50, 0.8f, 0.02f, 1.0f, 0.0f, 0.0f},
-        {0.25f, 0, 0.5f, 0.0f, 1.0f, 0.0f, 0.0f}, {1.0f, 40, 1.0f, 0.3f, 1.0f, 0.0f, 0.0f},
-    };
     const int widths[] = {1000, 151936}, copies[] = {1024, 192};
     int checked = 0;
     for (int wi = 0; wi < 2; wi++) {
@@ -801,15 +793,11 @@ TEST(test_cuda_sample_rows_draw_the_host_distribution) {
         sampler *smp = sampler_new(cols);
         float *d = p.gpu->ops->buf_alloc(p.gpu, bytes);
         int32_t *dout = p.gpu->ops->buf_alloc(p.gpu, (size_t)(N + 1) * 4);
-        for (int kind = 0; kind < 4; kind++)
-            for (int ri = 0; ri < (int)(sizeof rules / sizeof *rules); ri++) {
-                const sample_params *sp = &rules[ri];
+        for (int kind = 0; kind < SAMPLE_CASE_KINDS; kind++)
+            for (int ri = 0; ri < SAMPLE_CASE_RULES; ri++) {
+                const sample_params *sp = &sample_case_rules[ri];
                 float *x = h;
-                for (int i = 0; i < cols; i++)
-                    x[i] = kind == 0   ? frand() * 4
-                           : kind == 1 ? frand() * 2 - (i % 97 ? 6.f : 0.f)
-                           : kind == 2 ? (float)(int)(frand() * 6)
-                                       : i % 300 == 90 ? 4.f : (float)(int)(frand() * 3);
+                for (int i = 0; i < cols; i++) x[i] = sample_case_logit(kind, i, frand());
                 for (int c = 1; c <= N; c++) memcpy(h + (size_t)c * cols, x, (size_t)cols * 4);
                 for (int j = 0; j < N; j++)
                     sr[j] = (bk_sample_row){j, sp->top_k, sp->temperature, sp->top_p, sp->min_p, (j + 0.5) / N};

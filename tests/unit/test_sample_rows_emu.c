@@ -4,19 +4,18 @@
  * checks it on a GPU. The device draws by the inverse of the cumulative
  * distribution in id order, so each kept id owns a span of u as long as its
  * probability, where the host's distribution puts it: kept ids spread over
- * the vocabulary are drawn at 3% and 97% into their spans, and each must
- * come back (a rule applied wrong moves the spans). Rows: spread, peaked, integer logits (ties at the top-k and
- * top-p edges, lowest id first on both), and ten scattered top logits above
- * integer ones (the edge's ties below them: a draw walks past ties left
- * out); the rules alone and together; a
- * row whose largest logit is infinite keeps its argmax; an unlisted row is
- * left alone. */
+ * the vocabulary are drawn near both ends of their spans, and each must
+ * come back (a rule applied wrong moves the spans). The rows and rules of
+ * sample_rows_cases.h, at 3,000 logits and (the selecting rules) at Qwen3's
+ * 151,936; a row whose largest logit is infinite keeps its argmax; an
+ * unlisted row is left alone. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend/backend.h"
 #include "sample/sample.h"
+#include "sample_rows_cases.h"
 #include "test.h"
 
 struct CUstream_st;
@@ -40,11 +39,7 @@ static int check_case(int cols, int kind, const sample_params *sp, sampler *smp)
     double *p_of = calloc((size_t)cols, sizeof *p_of), *start = malloc((size_t)cols * sizeof *start);
     int32_t got[N + 1], want[N];
     bk_sample_row sr[N];
-    for (int i = 0; i < cols; i++)
-        h[i] = kind == 0   ? urand() * 4
-               : kind == 1 ? urand() * 2 - (i % 97 ? 6.f : 0.f)
-               : kind == 2 ? (float)(int)(urand() * 6)
-                           : i % 300 == 90 ? 4.f : (float)(int)(urand() * 3);
+    for (int i = 0; i < cols; i++) h[i] = sample_case_logit(kind, i, urand());
     for (int c = 1; c <= N; c++) memcpy(h + (size_t)c * cols, h, (size_t)cols * 4);
     memcpy(row, h, (size_t)cols * 4);
     const int32_t *ids;
@@ -82,16 +77,11 @@ static int check_case(int cols, int kind, const sample_params *sp, sampler *smp)
 }
 
 TEST(test_sample_rows_emulated_draws_the_host_distribution) {
-    const sample_params rules[] = {
-        {1.0f, 0, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f},  {0.7f, 0, 0.95f, 0.0f, 1.0f, 0.0f, 0.0f},
-        {0.7f, 20, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f}, {1.0f, 40, 0.9f, 0.0f, 1.0f, 0.0f, 0.0f},
-        {0.8f, 0, 1.0f, 0.05f, 1.0f, 0.0f, 0.0f}, {1.3f, 50, 0.8f, 0.02f, 1.0f, 0.0f, 0.0f},
-        {0.25f, 0, 0.5f, 0.0f, 1.0f, 0.0f, 0.0f}, {1.0f, 40, 1.0f, 0.3f, 1.0f, 0.0f, 0.0f},
-    };
-    int n_rules = (int)(sizeof rules / sizeof *rules), draws = 0, cases = 0;
+    const sample_params *rules = sample_case_rules;
+    int draws = 0, cases = 0;
     sampler *smp = sampler_new(3000);
-    for (int kind = 0; kind < 4; kind++)
-        for (int ri = 0; ri < n_rules; ri++, cases++) draws += check_case(3000, kind, &rules[ri], smp);
+    for (int kind = 0; kind < SAMPLE_CASE_KINDS; kind++)
+        for (int ri = 0; ri < SAMPLE_CASE_RULES; ri++, cases++) draws += check_case(3000, kind, &rules[ri], smp);
     sampler_free(smp);
     /* Qwen3's vocabulary: the rules that select (top-p; top-k with top-p) */
     smp = sampler_new(151936);
