@@ -169,11 +169,19 @@ static void free_acts(model *m) {
 
 bool model_samples_on_device(const model *m) { return m->be->ops->sample_rows != NULL; }
 
+/* the host logits rows come from the backend's host_alloc where it has one */
+static void host_logits_free(model *m) {
+    const backend_ops *op = m->be->ops;
+    if (m->h_logits) op->host_alloc ? op->host_free(m->be, m->h_logits) : free(m->h_logits);
+    m->h_logits = NULL;
+    m->cap_h_logits = 0;
+}
+
 float *model_host_logits(model *m, int n_rows) {
     if (n_rows <= m->cap_h_logits) return m->h_logits;
     const backend_ops *op = m->be->ops;
     size_t bytes = (size_t)n_rows * m->cfg.vocab_size * sizeof(float);
-    if (m->h_logits) op->host_alloc ? op->host_free(m->be, m->h_logits) : free(m->h_logits);
+    host_logits_free(m);
     m->h_logits = op->host_alloc ? op->host_alloc(m->be, bytes) : malloc(bytes);
     m->cap_h_logits = m->h_logits ? n_rows : 0;
     return m->h_logits;
@@ -183,7 +191,7 @@ void model_free(model *m) {
     if (!m) return;
     if (m->be) {
         free_acts(m);
-        if (m->h_logits) m->be->ops->host_alloc ? m->be->ops->host_free(m->be, m->h_logits) : free(m->h_logits);
+        host_logits_free(m);
         if (m->inv_freq) m->be->ops->buf_free(m->be, m->inv_freq);
         bk_weight *ws[] = {&m->final_norm, &m->embed, &m->lm_head};
         for (int i = 0; i < (m->borrowed_io ? 1 : 3); i++)
