@@ -44,6 +44,7 @@
 # (AUTOLONG_ROUNDS rounds, each ab tree): the gates' spread run to run;
 # AUTOLONG_MODES picks among "auto plain dflash" (DFlash alone, its prefill).
 # SPEC_FULL=1: the proposer matrix at --full size (5 prompts x 128 tokens).
+# CONC_EXTRA='{"temperature":0.7}': the sweep's requests sampled (bench.sh --extra-json).
 # CONC_MAX_TOKENS=N: the concurrency sweep's answers N tokens long (--quick:
 # 64, where the 16 prompts' prefill is much of the measured time).
 # batch also runs bench/step_cadence.sh (forward time vs step cadence by
@@ -64,8 +65,9 @@
 # shape-name prefix, e.g. 1.7b; MVSWEEP_ARGS: "fold" and / or "l2", see
 # the tool's header). json = Qwen3-8B chat decode plain against JSON mode
 # (response_format json_object) against sampled (temperature 0.7 / top_p
-# 0.95, temperature 1), interleaved twice: the constraint's and the host
-# sampler's costs with the logits readback.
+# 0.95, temperature 1, temperature 0.8 / top_k 40 / top_p 0.9),
+# interleaved twice: the constraint's cost and the sampler's (on the
+# device since the thirty-seventh session).
 set -u
 OUT=${1:?usage: bench/gpu_session.sh OUT [STAGES]}
 STAGES=${2:-test real profile spec}
@@ -209,7 +211,7 @@ if has batch; then # issue 7 on the GPU: streams 1/4/16 on Qwen3-8B; prefix-cach
     if [ -f /tmp/q8/config.json ]; then
         [[ $bp == *" sweep "* ]] && {
         KESTREL=build/kestrel timeout 240 bash bench/bench.sh /tmp/q8 --quick --workloads concurrency --ignore-eos \
-            ${CONC_MAX_TOKENS:+--max-tokens $CONC_MAX_TOKENS} \
+            ${CONC_MAX_TOKENS:+--max-tokens $CONC_MAX_TOKENS} ${CONC_EXTRA:+--extra-json "$CONC_EXTRA"} \
             --prompts /tmp/sh/shared/models/tinycoder/prompts -- --device cuda --no-pld > "$OUT/batch.txt" 2>&1
         grep -i "stream\|concurr" "$OUT/batch.txt" | tail -12; }
         [[ $bp == *" cadence "* ]] &&
@@ -222,7 +224,8 @@ if has batch; then # issue 7 on the GPU: streams 1/4/16 on Qwen3-8B; prefix-cach
     fi
 fi
 if has json && [ -f /tmp/q8/config.json ]; then # structured output's cost on the GPU: Qwen3-8B chat, plain vs JSON mode, interleaved
-    for r in 1 2; do for x in '{}' '{"response_format":{"type":"json_object"}}' '{"temperature":0.7,"top_p":0.95}' '{"temperature":1}'; do
+    for r in 1 2; do for x in '{}' '{"response_format":{"type":"json_object"}}' '{"temperature":0.7,"top_p":0.95}' '{"temperature":1}' \
+        '{"temperature":0.8,"top_k":40,"top_p":0.9}'; do
         echo "== round $r extra $x" >> "$OUT/json.txt"
         KESTREL=build/kestrel timeout 120 bash bench/bench.sh /tmp/q8 --quick --workloads chat --max-tokens 128 \
             --extra-json "$x" --prompts /tmp/sh/shared/models/tinycoder/prompts -- --device cuda --no-pld >> "$OUT/json.txt" 2>&1
