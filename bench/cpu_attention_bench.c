@@ -13,6 +13,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "backend/backend.h"
 #include "base/dtype.h"
 
@@ -23,12 +24,6 @@
 #define HD 64
 #define BS 16
 #define MAX_CTX 4096
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
 
 int main(int argc, char **argv) {
     int ctx = argc > 1 ? atoi(argv[1]) : 330, threads = argc > 2 ? atoi(argv[2]) : 2;
@@ -75,11 +70,11 @@ int main(int argc, char **argv) {
     bk_attn_batch ab = {S, pos, seq, slots, tables, max_blocks, BS, ctx - 1, n_blocks * BS, 0, NULL, 0};
     for (int l = 0; l < LAYERS; l++) be->ops->attention(be, o, q, qs, kc[l], vc[l], &ab, NH, NKV, HD, 0.125f);
     int steps = 0;
-    double t0 = now(), dt;
+    double t0 = now_s(), dt;
     do {
         for (int l = 0; l < LAYERS; l++) be->ops->attention(be, o, q, qs, kc[l], vc[l], &ab, NH, NKV, HD, 0.125f);
         steps++;
-        dt = now() - t0;
+        dt = now_s() - t0;
     } while (dt < 1.0);
     double per = dt / steps, bytes = (double)S * ctx * NKV * HD * eb * 2 * LAYERS;
     printf("cpu_attention_bench: %d sequences x %d keys, %d layers, %d threads (%s tables, %s KV): %.3f ms per step, "

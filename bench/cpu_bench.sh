@@ -20,7 +20,7 @@ N=${N:-128}
 THREADS=${THREADS:-$(nproc)}
 make -s -j2 build/kestrel
 mkdir -p build bench/results
-cc -O3 -mavx2 -pthread bench/membw.c -o build/membw
+cc -O3 -mavx2 -pthread -Isrc bench/membw.c -o build/membw
 MEMBW=$(build/membw "$THREADS")
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 python3 - "$PROMPTS" "$tmp" <<'PY'

@@ -11,16 +11,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "backend/backend.h"
 
 #define LAYERS 6
 #define N_MATS (LAYERS * 4 + 1)
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
 
 int main(int argc, char **argv) {
     int n = argc > 1 ? atoi(argv[1]) : 16, threads = argc > 2 ? atoi(argv[2]) : 2;
@@ -54,10 +49,10 @@ int main(int argc, char **argv) {
     float *out = be->ops->buf_alloc(be, (size_t)n * 8192 * sizeof(float));
     for (int i = 0; i < n * 1536; i++) x[i] = (float)((i * 7919) % 1000) / 1000.0f - 0.5f;
     for (int rep = 0; rep < 3; rep++) {
-        double t0 = now();
+        double t0 = now_s();
         for (int it = 0; it < iters; it++)
             for (int m = 0; m < N_MATS; m++) be->ops->matmul(be, out, x, &w[m], NULL, n);
-        double dt = (now() - t0) / iters;
+        double dt = (now_s() - t0) / iters;
         printf("N %d, %d threads: %.3f ms per forward, %.1f GFLOP/s, weights %.1f GB/s\n", n, threads, dt * 1e3,
                flops / dt / 1e9, bytes / dt / 1e9);
     }

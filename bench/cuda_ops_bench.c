@@ -11,15 +11,10 @@
 #include <time.h>
 #include <pthread.h>
 
+#include "base/clock.h"
 #include "backend/backend.h"
 #include "model/model.h"
 #include "decode_shapes.h"
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
 
 static void sync(backend *be) {
     float x;
@@ -34,10 +29,10 @@ static void sync(backend *be) {
     do {                                              \
         stmt;                                         \
         sync(be);                                     \
-        double t0_ = now();                           \
+        double t0_ = now_s();                           \
         for (int r_ = 0; r_ < (reps); r_++) stmt;     \
         sync(be);                                     \
-        (dt) = (now() - t0_) / (reps);                \
+        (dt) = (now_s() - t0_) / (reps);                \
     } while (0)
 
 /* Uniform pseudo-random values in [-scale/2, scale/2) (an LCG; zeros or a
@@ -97,9 +92,9 @@ static void time_forward(backend *be, const char *dir, int only) {
         for (int j = 0; j < P; j++) { tok[j] = 100 + i + j; pos[j] = j; }
         kv_seq_reserve(&kv, &s[i], P + 64);
         model_batch b = {P, tok, pos, seq, 1, &seqs[i], 1, &row, P, NULL, false, NULL, 0};
-        double t0 = now();
+        double t0 = now_s();
         model_forward(m, &kv, &b, logits);
-        if (i == 0) printf("forward prefill n=%d: %.1f ms\n", P, (now() - t0) * 1e3);
+        if (i == 0) printf("forward prefill n=%d: %.1f ms\n", P, (now_s() - t0) * 1e3);
     }
     int ns_list[3] = {1, 4, 16};
     for (int li = 0; li < 3; li++) {
@@ -109,9 +104,9 @@ static void time_forward(backend *be, const char *dir, int only) {
         for (int i = 0; i < ns; i++) { dt[i] = 7 + i; dp[i] = P; dsq[i] = i; dr[i] = i; }
         model_batch d = {ns, dt, dp, dsq, ns, seqs, ns, dr, 0, NULL, false, NULL, 0};
         for (int w = 0; w < 3; w++) model_forward(m, &kv, &d, logits);
-        double t0 = now();
+        double t0 = now_s();
         for (int r = 0; r < 20; r++) model_forward(m, &kv, &d, logits);
-        double ms = (now() - t0) / 20 * 1e3;
+        double ms = (now_s() - t0) / 20 * 1e3;
         printf("forward decode %2d sequences x 1 token: %.3f ms/step, %.0f tok/s\n", ns, ms, ns / ms * 1e3);
     }
     for (int i = 0; i < S; i++) kv_seq_release(&kv, &s[i]);
@@ -131,15 +126,15 @@ typedef struct {
 static void *rotation(void *v) {
     rotation_arg *a = v;
     enum { R = 10 };
-    double t0 = now(), host = 0;
+    double t0 = now_s(), host = 0;
     for (int r = 0; r < R; r++)
         for (int si = 0; si < 4; si++) {
-            double h = now();
+            double h = now_s();
             a->be->ops->matmul_prompt(a->be, a->o, a->x, NULL, 0.f, &a->w[si], NULL, r % 2 ? a->n : a->n - 333, BK_MM_PLAIN);
-            host += now() - h;
+            host += now_s() - h;
         }
     sync(a->be);
-    double dt = now() - t0;
+    double dt = now_s() - t0;
     printf("gemm rotation (4 shapes, 2048 / 1715 rows, %s): %.1f us per call, host %.1f us per call\n", a->label,
            dt / (4 * R) * 1e6, host / (4 * R) * 1e6);
     return NULL;

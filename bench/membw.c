@@ -11,13 +11,9 @@
 #include <time.h>
 #include <unistd.h>
 
-typedef struct { const uint64_t *p; size_t n; uint64_t sum; pthread_barrier_t *bar; } slice;
+#include "base/clock.h"
 
-static double now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
+typedef struct { const uint64_t *p; size_t n; uint64_t sum; pthread_barrier_t *bar; } slice;
 
 static void *reader(void *v) {
     slice *s = v;
@@ -53,9 +49,9 @@ int main(int argc, char **argv) {
             pthread_create(&th[t], NULL, reader, &sl[t]);
         }
         pthread_barrier_wait(&bar);
-        double t0 = now();
+        double t0 = now_s();
         pthread_barrier_wait(&bar);
-        double dt = now() - t0;
+        double dt = now_s() - t0;
         for (int t = 0; t < T; t++) { pthread_join(th[t], NULL); check += sl[t].sum; }
         pthread_barrier_destroy(&bar);
         double gbs = (double)(n / T * T) * 8 / dt / 1e9;

@@ -10,13 +10,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "sample/sample.h"
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
 
 int main(int argc, char **argv) {
     int V = argc > 1 ? atoi(argv[1]) : 151936, iters = argc > 2 ? atoi(argv[2]) : 50;
@@ -55,7 +50,7 @@ int main(int argc, char **argv) {
         long kept = 0;
         for (int k = 0; k < iters; k++) {
             memcpy(row, base, (size_t)V * sizeof *row);
-            double t0 = now();
+            double t0 = now_s();
             if (p.temperature > 0) {
                 const int32_t *ids;
                 const float *probs;
@@ -64,7 +59,7 @@ int main(int argc, char **argv) {
                 sample_draw(ids, probs, n, -1, &rng);
             } else
                 kept += sample_argmax(row, V) >= 0;
-            t += now() - t0;
+            t += now_s() - t0;
         }
         printf("  %-40s %8.3f ms a token  (%ld candidates kept on average)\n", cfg[c].name, t * 1e3 / iters,
                kept / iters);

@@ -14,14 +14,9 @@
 
 #include <math.h>
 
+#include "base/clock.h"
 #include "sample/sample.h"
 #include "sample/token_mask.h"
-
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + t.tv_nsec * 1e-9;
-}
 
 int main(int argc, char **argv) {
     if (argc < 2) {
@@ -35,9 +30,9 @@ int main(int argc, char **argv) {
         return 1;
     }
     int V = tok_vocab_size(t);
-    double t0 = now();
+    double t0 = now_s();
     token_mask *m = token_mask_new(t, V);
-    double t_build = now() - t0;
+    double t_build = now_s() - t0;
     if (!m) return 1;
     json_t *schema = json_loads("{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"n\":{\"type\":\"number\"},"
                                 "\"tags\":{\"type\":\"array\",\"items\":{\"enum\":[\"alpha\",\"beta\"]}}},\"required\":[\"name\"]}",
@@ -56,14 +51,14 @@ int main(int argc, char **argv) {
         jc_start(&s, c, 0);
         jc_feed(&s, (const uint8_t *)at[i], strlen(at[i]));
         int n = 0;
-        t0 = now();
+        t0 = now_s();
         for (int k = 0; k < iters; k++) n = token_mask_fill(m, &s, allowed);
-        double fill = (now() - t0) / iters;
+        double fill = (now_s() - t0) / iters;
         int probes = 0;
-        t0 = now();
+        t0 = now_s();
         for (int k = 0; k < iters; k++)
             for (int id = 0; id < V; id += 97) probes += token_mask_allows(m, &s, id);
-        double allow = (now() - t0) / (iters * ((V + 96) / 97));
+        double allow = (now_s() - t0) / (iters * ((V + 96) / 97));
         printf("  after %-32s %6d allowed  fill %.3f ms  one token %.3f us\n", at[i][0] ? at[i] : "(start)", n, fill * 1e3,
                allow * 1e6);
     }
@@ -84,7 +79,7 @@ int main(int argc, char **argv) {
             row[id] = (float)(x >> 40) * 0x1p-24f;
         }
         int best = sample_argmax(row, V); /* the device's, in the engine */
-        t0 = now();
+        t0 = now_s();
         if (!token_mask_allows(m, &s, best)) { /* as the engine's constrain_row */
             fills++;
             if (!token_mask_fill(m, &s, allowed)) break;
@@ -93,7 +88,7 @@ int main(int argc, char **argv) {
             best = sample_argmax(row, V);
         }
         token_mask_feed(m, &s, best);
-        t_all += now() - t0;
+        t_all += now_s() - t0;
         toks++;
         max_depth = s.depth > max_depth ? s.depth : max_depth;
         if (jc_finished(&s)) jc_start(&s, any, 0), docs++;

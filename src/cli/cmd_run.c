@@ -9,6 +9,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "backend/backend.h"
 #include "base/err.h"
 #include "base/file.h"
@@ -68,12 +69,6 @@ static void read_rss(double *peak, double *anon, double *file) {
         if (sscanf(line, "RssFile: %ld kB", &kb) == 1) *file = kb / 1024.0;
     }
     fclose(f);
-}
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 int cmd_run(int argc, char **argv) {

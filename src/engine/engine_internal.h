@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "engine/engine.h"
 #include "kv/prefix_cache.h"
 #include "sample/token_mask.h"
@@ -233,12 +234,6 @@ struct engine {
     atomic_int stat_active;
     atomic_int stat_kv_free;
 };
-
-static inline double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 /* engine.c */
 void engine_push_event(engine_req *r, engine_event *ev); /* takes ev->text */

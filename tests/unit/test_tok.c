@@ -10,17 +10,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "base/clock.h"
 #include "base/err.h"
 #include "test.h"
 #include "tok/tok.h"
 
 /* ---- helpers ----------------------------------------------------------------- */
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec + ts.tv_nsec * 1e-9;
-}
 
 static bool utf8_valid(const char *s, size_t n) {
     const unsigned char *u = (const unsigned char *)s;
