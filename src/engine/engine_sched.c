@@ -441,8 +441,11 @@ int engine_step(engine *e) {
     }
     /* greedy steps take only each row's argmax off the device: a
      * 16-sequence step would otherwise copy and scan 16 vocabulary rows */
-    bool need_rows = false;
-    for (int i = 0; i < na; i++) need_rows |= rows_of[i] && engine_seq_needs_logits(e->active[i]);
+    bool need_rows = false, wants_rows[na];
+    for (int i = 0; i < na; i++) {
+        wants_rows[i] = rows_of[i] && engine_seq_needs_logits(e->active[i]);
+        need_rows |= wants_rows[i];
+    }
     if (need_rows && !(e->logits = model_host_logits(e->m, n_rows))) return 1;
     /* rows sampled on the device: row j of a sequence at the j-th uniform
      * ahead in its stream (seq_choose takes one per committed token) */
@@ -498,8 +501,7 @@ int engine_step(engine *e) {
     memset(done, 0, sizeof done);
     for (int i = 0; i < na; i++) {
         seq_state *s = e->active[i];
-        float *rows = need_rows && engine_seq_needs_logits(s) ? e->logits + (size_t)first_row[i] * e->m->cfg.vocab_size
-                                                               : NULL;
+        float *rows = wants_rows[i] ? e->logits + (size_t)first_row[i] * e->m->cfg.vocab_size : NULL;
         const int32_t *ids = e->b_ids + first_row[i];
         if (s->n_draft) {
             done[i] = engine_seq_verify(e, s, rows, ids, s->n_cached);
