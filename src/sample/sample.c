@@ -277,6 +277,33 @@ static double weight_above(const float *l, const float *e, int n, float lim, int
     return z;
 }
 
+/* Top-k / top-p keep a prefix of the descending order: logit bounds
+ * mx - hi <= mx - lo (*lo 0: none below which all are kept) where the rule
+ * holds with every logit >= mx - hi (top_k of them; else top_p of the mass
+ * z) and fails with those >= mx - lo — doubling d from 1, then halving while
+ * more than 256 lie between (masked vector sums, no sort). */
+static void prefix_bounds(const float *logits, const float *e, int V, float mx, double z, const sample_params *p,
+                          float *lo_out, float *hi_out) {
+    double want = p->top_k <= 0 ? p->top_p * z * (1 + 1e-6) : 2 * z; /* (a margin for rounding) */
+    int c, c_hi = 0;
+    double m, m_lo = 0;
+#define HOLDS(d) ((m = weight_above(logits, e, V, mx - (d), &c)) >= want || (p->top_k > 0 && c >= p->top_k))
+    float lo = 0.0f, hi = 1.0f;
+    while (hi < SAMPLE_CUT && !HOLDS(hi)) lo = hi, m_lo = m, hi = 2 * hi < SAMPLE_CUT ? 2 * hi : SAMPLE_CUT;
+    if (hi >= SAMPLE_CUT) hi = SAMPLE_CUT;
+    weight_above(logits, e, V, mx - hi, &c_hi);
+    int c_lo = 0;
+    if (lo > 0) weight_above(logits, e, V, mx - lo, &c_lo);
+    while (c_hi - c_lo > 256 && hi - lo > 1e-5f * (1.0f + hi)) {
+        float mid = (lo + hi) / 2;
+        if (HOLDS(mid)) hi = mid, c_hi = c;
+        else lo = mid, c_lo = c, m_lo = m;
+    }
+#undef HOLDS
+    if (p->top_k <= 0 && m_lo >= p->top_p * z * (1 - 1e-6)) lo = 0; /* too near top_p to be sure: all sorted */
+    *lo_out = lo;
+    *hi_out = hi;
+}
 
 int sample_dist(sampler *s, const sample_params *p, float *logits, const int32_t **ids, const float **probs) {
     int V = s->vocab;
@@ -306,28 +333,8 @@ int sample_dist(sampler *s, const sample_params *p, float *logits, const int32_t
     int32_t *ids_out = s->kept;
     float *pr = s->prob;
     if (p->top_k > 0 || p->top_p < 1.0f) {
-        /* The kept ones are a prefix of the descending order: find logit
-         * bounds mx - hi <= mx - lo where the rule holds with every logit
-         * >= mx - hi (top_k of them; else top_p of the mass) and fails with
-         * those >= mx - lo — doubling d from 1, then halving while more
-         * than 256 lie between (masked vector sums, no sort). */
-        double want = p->top_k <= 0 ? p->top_p * z * (1 + 1e-6) : 2 * z; /* (a margin for rounding) */
-        int c, c_hi = 0;
-        double m, m_lo = 0;
-#define HOLDS(d) ((m = weight_above(logits, e, V, mx - (d), &c)) >= want || (p->top_k > 0 && c >= p->top_k))
-        float lo = 0.0f, hi = 1.0f;
-        while (hi < SAMPLE_CUT && !HOLDS(hi)) lo = hi, m_lo = m, hi = 2 * hi < SAMPLE_CUT ? 2 * hi : SAMPLE_CUT;
-        if (hi >= SAMPLE_CUT) hi = SAMPLE_CUT;
-        weight_above(logits, e, V, mx - hi, &c_hi);
-        int c_lo = 0;
-        if (lo > 0) weight_above(logits, e, V, mx - lo, &c_lo);
-        while (c_hi - c_lo > 256 && hi - lo > 1e-5f * (1.0f + hi)) {
-            float mid = (lo + hi) / 2;
-            if (HOLDS(mid)) hi = mid, c_hi = c;
-            else lo = mid, c_lo = c, m_lo = m;
-        }
-#undef HOLDS
-        if (p->top_k <= 0 && m_lo >= p->top_p * z * (1 - 1e-6)) lo = 0; /* too near top_p to be sure: all sorted */
+        float lo, hi;
+        prefix_bounds(logits, e, V, mx, z, p, &lo, &hi);
         float llo = mx - lo, lhi = mx - hi;
         if (p->top_k > 0) { /* the k best are among those >= lhi: their heap */
             for (i = 0; i < V; i++)
@@ -369,13 +376,18 @@ int sample_dist(sampler *s, const sample_params *p, float *logits, const int32_t
     return kept;
 }
 
-int sample_draw(const int32_t *ids, const float *probs, int n, int exclude, sample_rng *rng) {
-    int ix = -1; /* where the excluded id is (at most once) */
-    for (int i = 0; exclude >= 0 && i < n && ix < 0; i++)
-        if (ids[i] == exclude) ix = i;
-    double tot = sum_floats(probs, n) - (ix >= 0 ? probs[ix] : 0.0);
-    if (tot <= 0) return ids[0];
-    double u = sample_rng_uniform(rng) * tot, acc = 0;
+/* The mass of probs[0..n) without the excluded id, and where that id is
+ * (*ix, -1: absent) */
+static double mass_without(const int32_t *ids, const float *probs, int n, int exclude, int *ix) {
+    *ix = -1;
+    for (int i = 0; exclude >= 0 && i < n && *ix < 0; i++)
+        if (ids[i] == exclude) *ix = i;
+    return sum_floats(probs, n) - (*ix >= 0 ? probs[*ix] : 0.0);
+}
+
+/* the id at u of the way through the mass tot (ix left out) */
+static int draw_at(const int32_t *ids, const float *probs, int n, int ix, double tot, double u01) {
+    double u = u01 * tot, acc = 0;
     int i = 0;
     for (; i + 64 <= n; i += 64) { /* whole blocks of 64 while u lies past them */
         double b = sum_floats(probs + i, 64) - (ix >= i && ix < i + 64 ? probs[ix] : 0.0);
@@ -388,6 +400,18 @@ int sample_draw(const int32_t *ids, const float *probs, int n, int exclude, samp
         if (u < acc) return ids[i];
     }
     return ids[ix == n - 1 ? n - 2 : n - 1]; /* (rounding left u at the end) */
+}
+
+int sample_draw(const int32_t *ids, const float *probs, int n, int exclude, sample_rng *rng) {
+    int ix;
+    double tot = mass_without(ids, probs, n, exclude, &ix);
+    return tot <= 0 ? ids[0] : draw_at(ids, probs, n, ix, tot, sample_rng_uniform(rng));
+}
+
+int sample_draw_u(const int32_t *ids, const float *probs, int n, double u) {
+    int ix;
+    double tot = mass_without(ids, probs, n, -1, &ix);
+    return tot <= 0 ? ids[0] : draw_at(ids, probs, n, ix, tot, u);
 }
 
 int sample_choose(sampler *s, const sample_params *p, float *logits, sample_rng *rng) {

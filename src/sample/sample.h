@@ -33,10 +33,10 @@ typedef struct sampler sampler;
 sampler *sampler_new(int vocab);
 void sampler_free(sampler *s);
 
-/* Applies penalties in place to logits (vocab) given the context ctx[0..n_ctx)
- * of which ctx[n_prompt..] are generated tokens. */
 /* Whether p's penalties change any logit (sample_apply_penalties does something). */
 bool sample_penalties_on(const sample_params *p);
+/* Applies penalties in place to logits (vocab) given the context ctx[0..n_ctx)
+ * of which ctx[n_prompt..] are generated tokens. */
 void sample_apply_penalties(sampler *s, const sample_params *p, float *logits, const int32_t *ctx,
                             int n_ctx, int n_prompt);
 /* The final sampling distribution of (penalised) logits at temperature > 0:
@@ -48,6 +48,8 @@ int sample_dist(sampler *s, const sample_params *p, float *logits, const int32_t
  * renormalised — the residual of the speculative rejection rule for a
  * one-token draft distribution. */
 int sample_draw(const int32_t *ids, const float *probs, int n, int exclude, sample_rng *rng);
+/* The same draw at a given uniform u in [0, 1) (nothing excluded). */
+int sample_draw_u(const int32_t *ids, const float *probs, int n, double u);
 /* Speculative rejection rule (Leviathan/Chen) for a draft token d proposed
  * with q = 1{d} (deterministic drafters: PLD, predictions): accept d with
  * probability min(1, p(d)/q(d)) = p(d), otherwise draw from

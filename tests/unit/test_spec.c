@@ -84,8 +84,7 @@ typedef struct {
 /* The CPU backend with a sample_rows op (as CUDA has it), so that the
  * engine hands it the rows of sampled requests with their uniforms — the
  * engine's side of sampling on the device, run without a GPU. Each row: the
- * host's distribution (sample_dist), drawn at u by the inverse of its
- * cumulative distribution (in the kept order). */
+ * host's distribution (sample_dist) drawn at u (sample_draw_u). */
 static sampler *rows_smp;
 static float *rows_copy;
 static void host_sample_rows(backend *be, int32_t *out, const float *in, int cols, const bk_sample_row *rows, int n) {
@@ -98,11 +97,8 @@ static void host_sample_rows(backend *be, int32_t *out, const float *in, int col
         memcpy(rows_copy, in + (size_t)rows[i].row * cols, (size_t)cols * sizeof *rows_copy);
         const int32_t *ids;
         const float *probs;
-        int k = sample_dist(rows_smp, &sp, rows_copy, &ids, &probs), j = 0;
-        double z = 0, acc = 0;
-        for (int m = 0; m < k; m++) z += probs[m];
-        while (j < k - 1 && (acc += probs[j]) <= rows[i].u * z) j++;
-        out[rows[i].row] = ids[j];
+        int k = sample_dist(rows_smp, &sp, rows_copy, &ids, &probs);
+        out[rows[i].row] = sample_draw_u(ids, probs, k, rows[i].u);
     }
 }
 static backend_ops cpu_sampling_ops;
