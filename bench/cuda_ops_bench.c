@@ -91,7 +91,8 @@ static void time_forward(backend *be, const char *dir, int only) {
         seqs[i] = &s[i];
         for (int j = 0; j < P; j++) { tok[j] = 100 + i + j; pos[j] = j; }
         kv_seq_reserve(&kv, &s[i], P + 64);
-        model_batch b = {P, tok, pos, seq, 1, &seqs[i], 1, &row, P, NULL, false, NULL, 0};
+        model_batch b = {.n_tokens = P, .tokens = tok, .pos = pos, .seq = seq, .n_seqs = 1, .seqs = &seqs[i],
+                         .n_logits = 1, .logit_rows = &row, .n_prompt = P};
         double t0 = now_s();
         model_forward(m, &kv, &b, logits);
         if (i == 0) printf("forward prefill n=%d: %.1f ms\n", P, (now_s() - t0) * 1e3);
@@ -102,7 +103,8 @@ static void time_forward(backend *be, const char *dir, int only) {
         if (only && ns != only) continue;
         int32_t dt[S], dp[S], dsq[S], dr[S];
         for (int i = 0; i < ns; i++) { dt[i] = 7 + i; dp[i] = P; dsq[i] = i; dr[i] = i; }
-        model_batch d = {ns, dt, dp, dsq, ns, seqs, ns, dr, 0, NULL, false, NULL, 0};
+        model_batch d = {.n_tokens = ns, .tokens = dt, .pos = dp, .seq = dsq, .n_seqs = ns, .seqs = seqs,
+                         .n_logits = ns, .logit_rows = dr};
         for (int w = 0; w < 3; w++) model_forward(m, &kv, &d, logits);
         double t0 = now_s();
         for (int r = 0; r < 20; r++) model_forward(m, &kv, &d, logits);

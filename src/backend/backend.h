@@ -49,6 +49,31 @@ typedef struct bk_sample_row {
     double u;
 } bk_sample_row;
 
+/* One sequence's logits rows to penalise (penalize_rows), sample.h's order:
+ * Hugging Face's repetition penalty on each token of its context, OpenAI's
+ * presence and frequency penalties on each token of its output, then
+ * logit_bias. Its rows are row .. row + n_rows - 1; row j's context is the
+ * one its entries describe followed by the tokens fed at rows row + 1 ..
+ * row + j (a verify's: row 0 is the last context token's, row j follows
+ * draft j - 1), which are output. */
+#define BK_PEN_MAX_FED 64
+typedef struct bk_pen_seq {
+    int row, n_rows;          /* n_rows <= BK_PEN_MAX_FED + 1 */
+    int ent, n_ent;           /* its entries: ent .. ent + n_ent - 1 of the call's list, one per id */
+    float rep;                /* repetition penalty (1: off): l > 0 ? l / rep : l * rep */
+    float presence, frequency; /* then l - (presence + frequency * count), count > 0 times in the output */
+} bk_pen_seq;
+/* A token of a sequence's context, or one its logit_bias names. */
+typedef struct bk_pen_ent {
+    int32_t id;
+    int32_t n_out; /* times in the output; -1: not in the context (a logit_bias id only) */
+    float bias;    /* added last (0: none) */
+} bk_pen_ent;
+/* Row j of ps penalised in place (row: that logits row, cols wide): the
+ * rule penalize_rows applies, on the host (row_penalties.c); fed[0..j) the
+ * tokens fed at ps's rows 1..j. */
+void bk_penalize_row(float *row, int cols, const bk_pen_seq *ps, const bk_pen_ent *ent, const int32_t *fed, int j);
+
 /* Where each token of a forward call reads its keys/values: token i of the
  * call belongs to sequence seq[i] at position pos[i] and attends to positions
  * 0..pos[i] of that sequence, found through its block table. All arrays are
@@ -182,6 +207,13 @@ typedef struct backend_ops {
      * value, the lowest such index on ties (sample_argmax's rule): greedy
      * drafts leave the device as ids, not as rows of logits */
     void (*argmax)(backend *be, int32_t *out, const float *in, int n, int cols);
+    /* Penalties and logit_bias on the rows of n_seqs sequences, in place
+     * (bk_pen_seq's rule, as bk_penalize_row; logits (n_rows, cols)): the
+     * token fed at logits row r is tokens[rows[r]]. seqs and ent are
+     * backend buffers; a sequence's entries have distinct ids. Before
+     * argmax and sample_rows, which then see the penalised rows. */
+    void (*penalize_rows)(backend *be, float *logits, int cols, int n_rows, const int32_t *tokens,
+                          const int32_t *rows, const bk_pen_seq *seqs, int n_seqs, const bk_pen_ent *ent);
     /* Optional (NULL: the engine samples on the host): sampling on the
      * device. For each of the n entries, out[row] (which holds that row's
      * argmax, from argmax above) becomes a draw from row `row` of in (.., cols)

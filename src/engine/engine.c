@@ -230,7 +230,7 @@ static void engine_release(engine *e) {
     token_mask_free(e->tmask);
     free(e->allowed);
     free(e->active); free(e->preempted); free(e->raw);
-    free(e->b_tok); free(e->b_pos); free(e->b_seq); free(e->b_rows); free(e->b_ids); free(e->b_sample);
+    free(e->b_tok); free(e->b_pos); free(e->b_seq); free(e->b_rows); free(e->b_ids); free(e->b_sample); free(e->b_pen); free(e->b_pen_ent);
     free(e);
 }
 

@@ -42,15 +42,18 @@ void engine_measure_step(engine *e) {
         /* 16 rows first, untimed: each weight shape's first use (its GEMM
          * algorithms chosen and checked, kernels loaded) stays out of the
          * rate that sizes the rest */
-        model_batch b0 = {16, tok, pos, seq, 1, seqs, 0, rows, 16, NULL, false, NULL, 0};
+        model_batch b0 = {.n_tokens = 16, .tokens = tok, .pos = pos, .seq = seq, .n_seqs = 1, .seqs = seqs,
+                          .logit_rows = rows, .n_prompt = 16};
         ok = model_forward(e->m, &e->kv, &b0, logits) == 0 && model_sync(e->m) == 0;
         double t0 = now_s();
-        model_batch b = {L1, tok, pos, seq, 1, seqs, 0, rows, L1, NULL, false, NULL, 0};
+        model_batch b = {.n_tokens = L1, .tokens = tok, .pos = pos, .seq = seq, .n_seqs = 1, .seqs = seqs,
+                         .logit_rows = rows, .n_prompt = L1};
         ok = model_forward(e->m, &e->kv, &b, logits) == 0 && model_sync(e->m) == 0;
         double per_token = (now_s() - t0) / L1;
         if (per_token > 0 && L1 + 0.5 / per_token < L2) L2 = L1 + (int)(0.5 / per_token);
         if (L2 < L1 + 64) L2 = L1 + 64;
-        model_batch b2 = {L2 - L1, tok, pos + L1, seq, 1, seqs, 0, rows, L2 - L1, NULL, false, NULL, 0};
+        model_batch b2 = {.n_tokens = L2 - L1, .tokens = tok, .pos = pos + L1, .seq = seq, .n_seqs = 1, .seqs = seqs,
+                          .logit_rows = rows, .n_prompt = L2 - L1};
         ok = ok && model_forward(e->m, &e->kv, &b2, logits) == 0;
     }
     /* the probes: (tokens, context, slot of t[]); without context probes
@@ -61,7 +64,8 @@ void engine_measure_step(engine *e) {
     for (int rep = 0; ok && rep < 4; rep++)
         for (int v = 0; ok && v < np; v++) {
             int n = pv[v][0];
-            model_batch b = {n, tok, pos + pv[v][1], seq, 1, seqs, n, rows, 0, NULL, false, NULL, 0};
+            model_batch b = {.n_tokens = n, .tokens = tok, .pos = pos + pv[v][1], .seq = seq, .n_seqs = 1, .seqs = seqs,
+                             .n_logits = n, .logit_rows = rows};
             double t0 = now_s();
             ok = model_forward(e->m, &e->kv, &b, logits) == 0;
             double dt = now_s() - t0;
@@ -173,7 +177,8 @@ double engine_probe_cost(engine *e, probe_fn pass, void *arg, double fallback) {
     if (logits && kv_seq_reserve(&e->kv, &s, ENGINE_MAX_DRAFT + 1) == 0)
         for (int rep = 0; rep < 4; rep++) {
             int32_t row0 = 0;
-            model_batch b = {1, tok, pos, seq, 1, seqs, 1, &row0, 0, NULL, false, NULL, 0};
+            model_batch b = {.n_tokens = 1, .tokens = tok, .pos = pos, .seq = seq, .n_seqs = 1, .seqs = seqs,
+                             .n_logits = 1, .logit_rows = &row0};
             double t0 = now_s();
             if (model_forward(e->m, &e->kv, &b, logits) != 0) break;
             double t1 = now_s();
@@ -193,7 +198,8 @@ double engine_probe_cost(engine *e, probe_fn pass, void *arg, double fallback) {
 static int mtp_pass(engine *e, const probe_ctx *pc, void *arg) {
     kv_seq *ms = arg, *mseqs[1] = {ms};
     int32_t idx = 0, q = 1, hid = 0, row = 0;
-    model_batch mb = {1, pc->tok, &idx, pc->seq_idx, 1, mseqs, 1, &row, 0, NULL, false, NULL, 0};
+    model_batch mb = {.n_tokens = 1, .tokens = pc->tok, .pos = &idx, .seq = pc->seq_idx, .n_seqs = 1, .seqs = mseqs,
+                      .n_logits = 1, .logit_rows = &row};
     int32_t id;
     return model_mtp_forward(e->m, &e->mtp_kv, &mb, &q, &hid, MTP_SRC_TARGET, NULL, &id);
 }
@@ -208,7 +214,8 @@ static int drafter_pass(engine *e, const probe_ctx *pc, void *arg) {
     drafter_probe *d = arg;
     kv_seq *seqs[1] = {&d->s};
     int32_t row = 0, id;
-    model_batch b = {1, pc->tok, pc->pos, pc->seq_idx, 1, seqs, 1, &row, 0, &id, false, NULL, 0};
+    model_batch b = {.n_tokens = 1, .tokens = pc->tok, .pos = pc->pos, .seq = pc->seq_idx, .n_seqs = 1, .seqs = seqs,
+                     .n_logits = 1, .logit_rows = &row, .argmax = &id};
     return model_forward(e->cfg.drafter, &d->kv, &b, NULL); /* the greedy id only, as drafter.c asks */
 }
 

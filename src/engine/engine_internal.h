@@ -89,6 +89,13 @@ typedef struct {
     sample_rng rng;
     bool dev_sample;        /* its sampled rows are drawn on the device (model_samples_on_device), one uniform
                              * of rng each, in order: nothing on the host changes its logits */
+    /* penalties / logit_bias (engine_penalty.c; pen: the request has some):
+     * pen_ent one entry per distinct token of ctx[0..pen_n) that a penalty
+     * reads and per logit_bias id, pen_at[id] its index + 1 (0: none) */
+    bool pen;
+    bk_pen_ent *pen_ent;
+    int n_pen_ent, cap_pen_ent, pen_n;
+    int32_t *pen_at; /* (vocab) */
     tok_stream *ts;
     char *pend;             /* text held back while it may start a stop string */
     size_t pend_len, pend_cap;
@@ -179,6 +186,9 @@ struct engine {
     int32_t *b_tok, *b_pos, *b_seq, *b_rows;
     int32_t *b_ids;         /* (b_cap) argmax of each logits row, from the backend (a device draw for rows in b_sample) */
     bk_sample_row *b_sample; /* (b_cap) the step's rows sampled on the device */
+    bk_pen_seq *b_pen;       /* (b_cap) the step's penalised sequences */
+    bk_pen_ent *b_pen_ent;   /* (cap_b_pen_ent) their entries */
+    int cap_b_pen_ent;
     int b_cap;
     float *raw;             /* vocab scratch for logprobs */
     token_mask *tmask;      /* the vocabulary for JSON constraints (built at the first constrained request) */
@@ -247,6 +257,16 @@ void engine_cache_blocks(engine *e, seq_state *s);
 /* rows: the sequence's logits rows, or NULL when none of it needs more than
  * the argmax (engine_seq_needs_logits false); ids: each row's argmax. */
 bool engine_seq_needs_logits(const seq_state *s);
+/* engine_penalty.c: s->pen's entries made (engine_pen_init, at admission;
+ * -1: out of memory) and kept up with s->ctx (engine_pen_sync); the
+ * backend's description of its rows row .. row + n_rows - 1 whose entries
+ * start at ent of the step's list; a row the host took penalised as the
+ * backend would have (engine_pen_row: the context as it is now) */
+int engine_pen_init(engine *e, seq_state *s);
+void engine_pen_free(seq_state *s);
+void engine_pen_sync(engine *e, seq_state *s);
+bk_pen_seq engine_pen_seq(const seq_state *s, int row, int n_rows, int ent);
+void engine_pen_row(engine *e, seq_state *s, float *row);
 int engine_seq_sample(engine *e, seq_state *s, float *rows, const int32_t *ids);
 int engine_seq_verify(engine *e, seq_state *s, float *rows, const int32_t *ids, int n_cached_before);
 /* engine_sched.c */

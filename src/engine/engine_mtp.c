@@ -162,7 +162,8 @@ int engine_mtp_update(engine *e, int na, const int *feed, const int *tstart, con
     int depth = 1;
     for (int i = 0; i < na; i++)
         if (row_of[i] >= 0 && e->active[i]->mtp_depth > depth) depth = e->active[i]->mtp_depth;
-    model_batch b = {n, e->mtp_tok, e->mtp_idx, e->mtp_seq, na, seqs, n_rows, e->mtp_rows, n_prompt, NULL, false, NULL, 0};
+    model_batch b = {.n_tokens = n, .tokens = e->mtp_tok, .pos = e->mtp_idx, .seq = e->mtp_seq, .n_seqs = na,
+                     .seqs = seqs, .n_logits = n_rows, .logit_rows = e->mtp_rows, .n_prompt = n_prompt};
     if (model_mtp_forward(e->m, &e->mtp_kv, &b, e->mtp_pos, e->mtp_hid, MTP_SRC_TARGET, NULL,
                           depth == 1 ? e->mtp_ids : NULL) != 0) {
         for (int i = 0; i < na; i++) e->active[i]->use_mtp = false;
@@ -181,7 +182,8 @@ int engine_mtp_update(engine *e, int na, const int *feed, const int *tstart, con
             e->mtp_rows[j] = j;
             j++;
         }
-        model_batch bd = {n_rows, NULL, e->mtp_idx, e->mtp_seq, na, seqs, n_rows, e->mtp_rows, 0, NULL, false, NULL, 0};
+        model_batch bd = {.n_tokens = n_rows, .pos = e->mtp_idx, .seq = e->mtp_seq, .n_seqs = na, .seqs = seqs,
+                          .n_logits = n_rows, .logit_rows = e->mtp_rows};
         if (model_mtp_forward(e->m, &e->mtp_kv, &bd, e->mtp_pos, e->mtp_hid, MTP_SRC_MTP, NULL,
                               d == depth - 1 ? e->mtp_ids : NULL) != 0) {
             for (int i = 0; i < na; i++) e->active[i]->use_mtp = false;

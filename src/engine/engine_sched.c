@@ -114,8 +114,22 @@ static int ensure_batch(engine *e, int n) {
     bk_sample_row *sr = realloc(e->b_sample, (size_t)cap * sizeof *sr);
     if (!sr) return -1;
     e->b_sample = sr;
+    bk_pen_seq *ps = realloc(e->b_pen, (size_t)cap * sizeof *ps);
+    if (!ps) return -1;
+    e->b_pen = ps;
     e->b_cap = cap;
     return 0;
+}
+
+/* A step that could not run: every active sequence ends with msg. */
+static int step_failed(engine *e, const char *msg) {
+    e->fl_pend = 0;
+    for (int i = e->n_active - 1; i >= 0; i--) {
+        engine_push_error(e->active[i]->r, msg);
+        engine_seq_free(e, e->active[i]);
+    }
+    e->n_active = 0;
+    return 1;
 }
 
 /* The most drafts a decoding sequence can verify next step: predictions
@@ -459,11 +473,31 @@ int engine_step(engine *e) {
             e->b_sample[n_sample++] = (bk_sample_row){first_row[i] + j, sp->top_k, sp->temperature, sp->top_p,
                                                       sp->min_p, sample_rng_uniform(&ahead)};
     }
+    /* penalties and logit_bias: each such sequence's entries (its context's
+     * tokens), the backend counting a verify's drafts row by row */
+    int n_pen = 0, n_pen_ent = 0;
+    for (int i = 0; i < na; i++) {
+        seq_state *s = e->active[i];
+        if (!rows_of[i] || !s->pen) continue;
+        engine_pen_sync(e, s);
+        if (n_pen_ent + s->n_pen_ent > e->cap_b_pen_ent) {
+            int cap = (n_pen_ent + s->n_pen_ent) * 2;
+            bk_pen_ent *ne = realloc(e->b_pen_ent, (size_t)cap * sizeof *ne);
+            if (!ne) return step_failed(e, "out of memory for the step's penalties");
+            e->b_pen_ent = ne;
+            e->cap_b_pen_ent = cap;
+        }
+        e->b_pen[n_pen++] = engine_pen_seq(s, first_row[i], rows_of[i], n_pen_ent);
+        memcpy(e->b_pen_ent + n_pen_ent, s->pen_ent, (size_t)s->n_pen_ent * sizeof *s->pen_ent);
+        n_pen_ent += s->n_pen_ent;
+    }
     /* a drafter's features only for steps that feed one of its sequences */
     bool features = false;
     for (int i = 0; i < na; i++) features |= feed[i] && e->active[i]->use_dflash;
-    model_batch b = {n, e->b_tok, e->b_pos, e->b_seq, na, seqs, n_rows, e->b_rows, n_prompt, e->b_ids, !features,
-                     e->b_sample, n_sample};
+    model_batch b = {.n_tokens = n, .tokens = e->b_tok, .pos = e->b_pos, .seq = e->b_seq, .n_seqs = na, .seqs = seqs,
+                     .n_logits = n_rows, .logit_rows = e->b_rows, .n_prompt = n_prompt, .argmax = e->b_ids,
+                     .no_features = !features, .sample = e->b_sample, .n_sample = n_sample, .pen = e->b_pen,
+                     .n_pen = n_pen, .pen_ent = e->b_pen_ent, .n_pen_ent = n_pen_ent};
     /* one sequence verifying DFlash drafts: its next block goes right behind the verify */
     bool behind = na == 1 && !n_prompt && e->fl_kv.n_blocks && engine_dflash_plan_behind(e, e->active[0]);
     model_dev_ids dev = {n_fetch ? dflash_block_ids(e->cfg.dflash) : NULL, n_runs, runs, n_fetch,
@@ -487,16 +521,7 @@ int engine_step(engine *e) {
         fprintf(stderr, "kestrel: step %d rows (%d prompt) of %d sequences, context <= %d: %.2f ms (started at %.6f s)\n",
                 n, n_prompt, na, ctx_max, (now_s() - t_fwd) * 1e3, t_fwd);
     }
-    if (fwd_rc != 0) {
-        e->fl_pend = 0;
-        const char *msg = err_msg();
-        for (int i = na - 1; i >= 0; i--) {
-            engine_push_error(e->active[i]->r, msg);
-            engine_seq_free(e, e->active[i]);
-        }
-        e->n_active = 0;
-        return 1;
-    }
+    if (fwd_rc != 0) return step_failed(e, err_msg());
     int done[na];
     memset(done, 0, sizeof done);
     for (int i = 0; i < na; i++) {

@@ -30,6 +30,7 @@ void engine_seq_free(engine *e, seq_state *s) {
     if (e->dr) drafter_seq_release(e->dr, &s->dseq);
     engine_mtp_reset(e, s);
     engine_dflash_reset(e, s);
+    engine_pen_free(s);
     sampler_free(s->smp);
     tok_stream_free(s->ts);
     free(s->ctx);
@@ -39,11 +40,10 @@ void engine_seq_free(engine *e, seq_state *s) {
     free(s);
 }
 
-/* whether a request's rows need the host for more than the draw: penalties,
- * logit_bias, a JSON constraint, log-probabilities */
-static bool host_rows(const engine_params *p) {
-    return sample_penalties_on(&p->sp) || p->logprobs || p->top_logprobs > 0 || p->n_logit_bias > 0 || p->constraint;
-}
+/* whether a request's rows need the host for more than the draw: a JSON
+ * constraint, log-probabilities (penalties and logit_bias are the
+ * backend's: engine_penalty.c) */
+static bool host_rows(const engine_params *p) { return p->logprobs || p->top_logprobs > 0 || p->constraint; }
 
 seq_state *engine_seq_new(engine *e, engine_req *r) {
     seq_state *s = calloc(1, sizeof *s);
@@ -59,9 +59,10 @@ seq_state *engine_seq_new(engine *e, engine_req *r) {
         if (e->tmask && e->allowed && (s->js = malloc(sizeof *s->js)))
             jc_start(s->js, r->p.constraint, (r->p.constraint_think ? JC_THINK : 0) | (r->p.constraint_calls ? JC_CALLS : 0));
     }
-    if (!s->ctx || !s->smp || !s->ts || (r->p.constraint && !s->js)) {
+    if (!s->ctx || !s->smp || !s->ts || (r->p.constraint && !s->js) || engine_pen_init(e, s)) {
         s->r = NULL;
         kv_seq_release(&e->kv, &s->kv);
+        engine_pen_free(s);
         sampler_free(s->smp);
         tok_stream_free(s->ts);
         free(s->ctx);
@@ -309,9 +310,9 @@ bool engine_seq_needs_logits(const seq_state *s) {
 
 /* The JSON constraint on one row: every token that cannot continue the
  * document to -inf (the end-of-sequence tokens allowed once it may end).
- * A greedy choice first tries the row's argmax (`argmax`, the device's for
- * an unmodified row, else -1: found here): when the constraint allows it,
- * it is the masked argmax too, and no mask is built. Returns the greedy
+ * A greedy choice first tries the row's argmax (`argmax`, the backend's, of
+ * the row as penalised; -1: found here): when the constraint allows it, it
+ * is the masked argmax too, and no mask is built. Returns the greedy
  * choice (the masked argmax), -1 for a sampled one. */
 static int constrain_row(engine *e, seq_state *s, float *row, bool greedy, int argmax) {
     const engine_params *p = &s->r->p;
@@ -333,9 +334,11 @@ static int constrain_row(engine *e, seq_state *s, float *row, bool greedy, int a
     return greedy ? sample_argmax(row, V) : -1;
 }
 
-/* row NULL: a greedy sequence without penalties, id the row's argmax (the
- * device's, before penalties and logit_bias); or one sampled on the device,
- * id its draw at the stream's next uniform, taken here */
+/* row NULL: id is the backend's choice (penalties and logit_bias applied
+ * there): the row's argmax, or its draw at the stream's next uniform for a
+ * sequence sampled on the device (taken here). A row the host holds is the
+ * model's: penalised here as the backend did its copy, so id is still its
+ * argmax. */
 static int seq_choose(engine *e, seq_state *s, float *row, int d, int id) {
     (void)d;
     if (!row) {
@@ -343,16 +346,13 @@ static int seq_choose(engine *e, seq_state *s, float *row, int d, int id) {
         return id;
     }
     const sample_params *sp = &s->r->p.sp;
-    const engine_params *p = &s->r->p;
-    bool greedy = sp->temperature <= 0.0f,
-         moved = sample_penalties_on(sp) || p->n_logit_bias > 0;
-    sample_apply_penalties(s->smp, sp, row, s->ctx, s->n_ctx, s->r->n_prompt);
-    for (int i = 0; i < p->n_logit_bias; i++) row[p->logit_bias_id[i]] += p->logit_bias[i];
+    bool greedy = sp->temperature <= 0.0f;
+    if (s->pen) engine_pen_row(e, s, row);
     if (s->js) {
-        int c = constrain_row(e, s, row, greedy, moved ? -1 : id);
+        int c = constrain_row(e, s, row, greedy, id);
         if (greedy) return c;
     }
-    if (greedy) return moved ? sample_argmax(row, e->m->cfg.vocab_size) : id;
+    if (greedy) return id;
     const int32_t *ids;
     const float *probs;
     int n = sample_dist(s->smp, sp, row, &ids, &probs);

@@ -324,7 +324,8 @@ int dflash_step(dflash *d, kv_cache *kv, int n_seqs, kv_seq *const *seqs, const 
             d->h_seq[i] = bl->seq[s];
             d->h_rows[i - nc] = i;
         }
-    model_batch b = {n, d->h_tok, d->h_pos, d->h_seq, n_seqs, seqs, nb * B, d->h_rows, 0, NULL, false, NULL, 0};
+    model_batch b = {.n_tokens = n, .tokens = d->h_tok, .pos = d->h_pos, .seq = d->h_seq, .n_seqs = n_seqs,
+                     .seqs = seqs, .n_logits = nb * B, .logit_rows = d->h_rows};
     bk_attn_batch ab;
     /* replayed while both parts are bounded like a verify step */
     bool graph = model_graphs_on(m, nc > nb ? nc : nb);

@@ -161,6 +161,10 @@ static void free_acts(model *m) {
     m->mtp_chain = m->mtp_last = 0;
     free(m->h_tiles);
     m->h_tiles = NULL;
+    if (m->d_pen) be->ops->buf_free(be, m->d_pen);
+    free(m->h_pen);
+    m->d_pen = m->h_pen = NULL;
+    m->cap_pen = 0;
     m->tab_kv = NULL; /* d_tables gone: its mirror too */
     m->cap_tokens = 0;
     m->cap_tables = 0;
@@ -659,6 +663,50 @@ int model_sync(model *m) {
     return m->x ? m->be->ops->buf_download(m->be, &v, m->x, sizeof v) : KS_OK;
 }
 
+/* b's penalties on m->logits_dev (penalize_rows): the sequences and their
+ * entries go up in one copy */
+static int penalize(model *m, const model_batch *b) {
+    backend *be = m->be;
+    size_t seq_bytes = (size_t)b->n_pen * sizeof *b->pen, bytes = seq_bytes + (size_t)b->n_pen_ent * sizeof *b->pen_ent;
+    if (bytes > m->cap_pen) {
+        if (m->d_pen) be->ops->buf_free(be, m->d_pen);
+        free(m->h_pen);
+        m->cap_pen = bytes * 2;
+        m->d_pen = be->ops->buf_alloc(be, m->cap_pen);
+        m->h_pen = malloc(m->cap_pen);
+        if (!m->d_pen || !m->h_pen) {
+            if (m->d_pen) be->ops->buf_free(be, m->d_pen);
+            free(m->h_pen);
+            m->d_pen = m->h_pen = NULL;
+            m->cap_pen = 0;
+            return err_set(KS_ENOMEM, "model: out of memory for %d penalised tokens", b->n_pen_ent);
+        }
+    }
+    memcpy(m->h_pen, b->pen, seq_bytes);
+    memcpy((char *)m->h_pen + seq_bytes, b->pen_ent, bytes - seq_bytes);
+    int rc = be->ops->buf_upload(be, m->d_pen, m->h_pen, bytes);
+    if (rc) return rc;
+    be->ops->penalize_rows(be, m->logits_dev, m->cfg.vocab_size, b->n_logits, m->d_tokens, m->d_rows, m->d_pen,
+                           b->n_pen, (const bk_pen_ent *)((char *)m->d_pen + seq_bytes));
+    return KS_OK;
+}
+
+/* the penalised sequences of b well formed: rows within the logits rows,
+ * apart, entries within the list */
+static int check_pen(const model_batch *b) {
+    if (b->n_pen < 0 || b->n_pen_ent < 0 || (b->n_pen && !b->pen) || (b->n_pen_ent && !b->pen_ent))
+        return err_set(KS_EINVAL, "forward: %d penalised sequences, %d entries", b->n_pen, b->n_pen_ent);
+    for (int i = 0, end = 0; i < b->n_pen; i++) {
+        const bk_pen_seq *p = &b->pen[i];
+        if (p->row < end || p->n_rows < 1 || p->n_rows > BK_PEN_MAX_FED + 1 || p->row + p->n_rows > b->n_logits ||
+            p->ent < 0 || p->n_ent < 0 || p->ent + p->n_ent > b->n_pen_ent)
+            return err_set(KS_EINVAL, "forward: penalised sequence %d (rows %d + %d of %d, entries %d + %d of %d)", i,
+                           p->row, p->n_rows, b->n_logits, p->ent, p->n_ent, b->n_pen_ent);
+        end = p->row + p->n_rows;
+    }
+    return KS_OK;
+}
+
 int model_forward(model *m, kv_cache *kv, const model_batch *b, float *logits) {
     return model_forward_dev(m, kv, b, logits, NULL);
 }
@@ -682,8 +730,9 @@ int model_forward_dev(model *m, kv_cache *kv, const model_batch *b, float *logit
         if (b->sample[i].row < 0 || b->sample[i].row >= b->n_logits || !(b->sample[i].temperature > 0.0f))
             return err_set(KS_EINVAL, "forward: sampled row %d (of %d logits rows) at temperature %g", b->sample[i].row,
                            b->n_logits, b->sample[i].temperature);
-    int rc = prepare_batch(m, kv, b, dev->n_fetch, graph, &ab);
-    if (rc || (rc = model_upload_step(m, MODEL_SEG_ROWS + 1))) return rc;
+    int rc = check_pen(b);
+    if (rc || (rc = prepare_batch(m, kv, b, dev->n_fetch, graph, &ab))) return rc;
+    if ((rc = model_upload_step(m, MODEL_SEG_ROWS + 1))) return rc;
     for (int i = 0; i < dev->n_runs; i++) { /* token rows whose ids are on the device (after the upload) */
         const model_dev_run *r = &dev->runs[i];
         if (r->row < 0 || r->n < 0 || r->row + r->n > n || r->src < 0)
@@ -701,6 +750,14 @@ int model_forward_dev(model *m, kv_cache *kv, const model_batch *b, float *logit
     /* the argmax ids and the fetched ones leave in one copy (one wait);
      * what dev->behind launches goes between the copy and the wait */
     const backend_ops *op = m->be->ops;
+    bool host_rows = b->n_logits > 0 && logits;
+    if (b->n_pen) { /* the host's rows leave as the model computed them (the host penalises its own) */
+        if (host_rows &&
+            (rc = op->buf_download(m->be, logits, m->logits_dev, (size_t)b->n_logits * c->vocab_size * 4)))
+            return rc;
+        host_rows = false;
+        if ((rc = penalize(m, b))) return rc;
+    }
     int n_am = b->argmax ? b->n_logits : 0, lo = n_am ? 0 : b->n_logits, n_out = n_am + dev->n_fetch;
     if (n_am) op->argmax(m->be, m->d_ids, m->logits_dev, n_am, c->vocab_size);
     if (b->n_sample) op->sample_rows(m->be, m->d_ids, m->logits_dev, c->vocab_size, b->sample, b->n_sample);
@@ -715,7 +772,7 @@ int model_forward_dev(model *m, kv_cache *kv, const model_batch *b, float *logit
         if (dev->behind) dev->behind(dev->behind_arg);
         if (n_out && (rc = op->buf_download(m->be, b->argmax + lo, m->d_ids + lo, (size_t)n_out * 4))) return rc;
     }
-    if (b->n_logits > 0 && logits)
+    if (host_rows)
         return m->be->ops->buf_download(m->be, logits, m->logits_dev, (size_t)b->n_logits * c->vocab_size * 4);
     return KS_OK;
 }

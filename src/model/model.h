@@ -121,6 +121,8 @@ typedef struct model {
     bool rows_dense;          /* the batch prepared last has logits rows 0..n-1: the head reads x as it is */
     int32_t *d_tables;
     int32_t *d_tiles;     /* (cap, 2) prompt-row tiles (bk_attn_batch.tiles) */
+    void *d_pen, *h_pen;  /* (cap_pen bytes) model_batch.pen then pen_ent, on the device / host staging (owned) */
+    size_t cap_pen;
     int32_t *d_ids;       /* (cap_ids) argmax of each logits row (drafts), then model_dev_ids.n_fetch ids */
     int32_t *h_ids;       /* (cap_ids) host staging of d_ids from the backend's host_alloc (NULL: none) */
     float *h_logits;      /* (cap_h_logits, vocab) model_host_logits' rows */
@@ -191,6 +193,14 @@ typedef struct {
      * are then those draws (argmax is required) */
     const bk_sample_row *sample;
     int n_sample;
+    /* optional (n_pen) sequences whose logits rows the backend penalises
+     * (penalize_rows, with their n_pen_ent entries) before argmax and
+     * sample_rows; model_forward's logits still leave the device as the
+     * model computed them */
+    const bk_pen_seq *pen;
+    int n_pen;
+    const bk_pen_ent *pen_ent;
+    int n_pen_ent;
 } model_batch;
 
 /* Loads dir (config.json + safetensors) onto the backend. */

@@ -13,7 +13,6 @@ struct sampler {
     int32_t *kept;   /* (vocab) ids kept, descending logit */
     float *prob;     /* (vocab) */
     float *e;        /* (vocab) e^(logit - the largest) */
-    int32_t *count;  /* (vocab) occurrences in the output */
 };
 
 void sample_params_default(sample_params *p) {
@@ -60,8 +59,7 @@ sampler *sampler_new(int vocab) {
     s->kept = malloc((size_t)vocab * sizeof *s->kept);
     s->prob = malloc((size_t)vocab * sizeof *s->prob);
     s->e = malloc((size_t)vocab * sizeof *s->e);
-    s->count = calloc((size_t)vocab, sizeof *s->count);
-    if (!s->heap || !s->kept || !s->prob || !s->e || !s->count) {
+    if (!s->heap || !s->kept || !s->prob || !s->e) {
         sampler_free(s);
         return NULL;
     }
@@ -74,40 +72,12 @@ void sampler_free(sampler *s) {
     free(s->kept);
     free(s->prob);
     free(s->e);
-    free(s->count);
     free(s);
 }
 
 bool sample_penalties_on(const sample_params *p) {
     return (p->repetition_penalty != 1.0f && p->repetition_penalty > 0) || p->presence_penalty != 0.0f ||
            p->frequency_penalty != 0.0f;
-}
-
-void sample_apply_penalties(sampler *s, const sample_params *p, float *logits, const int32_t *ctx,
-                            int n_ctx, int n_prompt) {
-    int V = s->vocab;
-    if (p->repetition_penalty != 1.0f && p->repetition_penalty > 0) {
-        /* each distinct token once (HF gathers/scatters unique positions) */
-        for (int i = 0; i < n_ctx; i++) {
-            int t = ctx[i];
-            if (t < 0 || t >= V || s->count[t] < 0) continue;
-            float l = logits[t];
-            logits[t] = l > 0 ? l / p->repetition_penalty : l * p->repetition_penalty;
-            s->count[t] = -1; /* mark */
-        }
-        for (int i = 0; i < n_ctx; i++)
-            if (ctx[i] >= 0 && ctx[i] < V) s->count[ctx[i]] = 0;
-    }
-    if (p->presence_penalty != 0.0f || p->frequency_penalty != 0.0f) {
-        for (int i = n_prompt; i < n_ctx; i++)
-            if (ctx[i] >= 0 && ctx[i] < V) s->count[ctx[i]]++;
-        for (int i = n_prompt; i < n_ctx; i++) {
-            int t = ctx[i];
-            if (t < 0 || t >= V || s->count[t] == 0) continue;
-            logits[t] -= p->presence_penalty + p->frequency_penalty * (float)s->count[t];
-            s->count[t] = 0;
-        }
-    }
 }
 
 /* The first index of the largest logit (NaNs never win; a NaN first logit

@@ -2,7 +2,8 @@
  *
  * Order (as Hugging Face generate applies its processors, with vLLM's
  * OpenAI-style penalties): repetition penalty over prompt + output,
- * presence/frequency penalties over the output only; then temperature <= 0
+ * presence/frequency penalties over the output only, logit_bias (these
+ * three by the backend: backend.h bk_pen_seq); then temperature <= 0
  * means greedy (argmax, lowest id on ties); else temperature, top-k, top-p,
  * min-p, softmax, draw with a seeded xoshiro256** generator. */
 #ifndef KS_SAMPLE_H
@@ -33,12 +34,9 @@ typedef struct sampler sampler;
 sampler *sampler_new(int vocab);
 void sampler_free(sampler *s);
 
-/* Whether p's penalties change any logit (sample_apply_penalties does something). */
+/* Whether p's penalties change any logit (applied by the backend: backend.h
+ * penalize_rows, engine_penalty.c). */
 bool sample_penalties_on(const sample_params *p);
-/* Applies penalties in place to logits (vocab) given the context ctx[0..n_ctx)
- * of which ctx[n_prompt..] are generated tokens. */
-void sample_apply_penalties(sampler *s, const sample_params *p, float *logits, const int32_t *ctx,
-                            int n_ctx, int n_prompt);
 /* The final sampling distribution of (penalised) logits at temperature > 0:
  * kept ids in descending probability and their probabilities (summing to 1),
  * after temperature, top-k, top-p and min-p. The arrays belong to the

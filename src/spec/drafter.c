@@ -70,7 +70,9 @@ static int step(drafter *d, drafter_seq *s, const int32_t *tokens, int n, int fr
     }
     int32_t row = n - 1, id = 0;
     kv_seq *seqs[1] = {&s->kv};
-    model_batch b = {n, tokens, d->pos, d->seq, 1, seqs, 1, &row, n > MODEL_PROPOSER_PROMPT_ROWS ? n : 0, &id, false, NULL, 0};
+    model_batch b = {.n_tokens = n, .tokens = tokens, .pos = d->pos, .seq = d->seq, .n_seqs = 1, .seqs = seqs,
+                     .n_logits = 1, .logit_rows = &row, .n_prompt = n > MODEL_PROPOSER_PROMPT_ROWS ? n : 0,
+                     .argmax = &id};
     int rc = model_forward(d->m, &d->kv, &b, NULL);
     if (rc) return rc;
     s->n_cached = from + n;

@@ -23,7 +23,8 @@ static inline float *prefill_logits(model *m, kv_cache *kv, const int32_t *ids, 
         CHECK(kv_seq_reserve(kv, &s, off + c) == 0);
         for (int i = 0; i < c; i++) pos[i] = off + i;
         int32_t last = c - 1;
-        model_batch b = {c, ids + off, pos, seq, 1, seqs, 1, &last, prompt ? c : 0, NULL, false, NULL, 0};
+        model_batch b = {.n_tokens = c, .tokens = ids + off, .pos = pos, .seq = seq, .n_seqs = 1, .seqs = seqs,
+                         .n_logits = 1, .logit_rows = &last, .n_prompt = prompt ? c : 0};
         CHECK(model_forward(m, kv, &b, logits) == 0);
     }
     kv_seq_release(kv, &s);

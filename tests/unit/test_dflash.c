@@ -45,7 +45,8 @@ static void check_first_blocks(const char *device) {
         kv_seq *seqs[1] = {&s}, *fseqs[1] = {&fs};
         CHECK(kv_seq_reserve(&kv, &s, n) == 0);
         int32_t last = n - 1;
-        model_batch b = {n, ids, pos, seq, 1, seqs, 1, &last, 0, NULL, false, NULL, 0};
+        model_batch b = {.n_tokens = n, .tokens = ids, .pos = pos, .seq = seq, .n_seqs = 1, .seqs = seqs, .n_logits = 1,
+                         .logit_rows = &last};
         CHECK(model_forward(m, &kv, &b, logits) == 0);
         int32_t first = sample_argmax(logits, V);
         CHECK_EQ_INT(first, json_integer_value(json_array_get(greedy, 0)));
@@ -261,11 +262,13 @@ TEST(test_dflash_incremental_context_equals_fresh) {
         CHECK(kv_seq_reserve(&fkv, &fs, P + M + 16) == 0);
         int32_t row = 0, rope0, last;
         if (path == 0) { /* fresh: everything in one forward */
-            model_batch b = {P + M, ids, pos, seq, 1, seqs, 1, &row, 0, NULL, false, NULL, 0};
+            model_batch b = {.n_tokens = P + M, .tokens = ids, .pos = pos, .seq = seq, .n_seqs = 1, .seqs = seqs,
+                             .n_logits = 1, .logit_rows = &row};
             CHECK(model_forward(m, &kv, &b, logits) == 0);
             CHECK(dflash_add_context(d, &fkv, P + M, pos, pos, seq, pos, 1, fseqs) == 0);
         } else { /* prompt, a discarded block, then the output in two verify-sized steps */
-            model_batch b = {P, ids, pos, seq, 1, seqs, 1, &row, 0, NULL, false, NULL, 0};
+            model_batch b = {.n_tokens = P, .tokens = ids, .pos = pos, .seq = seq, .n_seqs = 1, .seqs = seqs,
+                             .n_logits = 1, .logit_rows = &row};
             CHECK(model_forward(m, &kv, &b, logits) == 0);
             CHECK(dflash_add_context(d, &fkv, P, pos, pos, seq, pos, 1, fseqs) == 0);
             last = ids[P];
@@ -275,7 +278,8 @@ TEST(test_dflash_incremental_context_equals_fresh) {
                 int cnt = step ? P + M - from : 5;
                 kv_seq_truncate(&fkv, &fs, from);
                 CHECK(kv_seq_reserve(&fkv, &fs, from + cnt) == 0);
-                model_batch vb = {cnt, ids + from, pos + from, seq, 1, seqs, 1, &row, 0, NULL, false, NULL, 0};
+                model_batch vb = {.n_tokens = cnt, .tokens = ids + from, .pos = pos + from, .seq = seq, .n_seqs = 1,
+                                  .seqs = seqs, .n_logits = 1, .logit_rows = &row};
                 CHECK(model_forward(m, &kv, &vb, logits) == 0);
                 CHECK(dflash_add_context(d, &fkv, cnt, pos + from, pos + from, seq, pos, 1, fseqs) == 0);
                 from += cnt;

@@ -53,11 +53,13 @@ static int world(model *m, dflash *d, const int32_t *prompt, int P, const int32_
     kv_seq *seqs[1] = {&s}, *fseqs[1] = {&fs};
     CHECK(kv_seq_reserve(&kv, &s, P + K + 1) == 0);
     CHECK(kv_seq_reserve(&fkv, &fs, n) == 0);
-    model_batch pb = {P, prompt, pos, seq, 1, seqs, 1, &last_row, 0, NULL, false, NULL, 0};
+    model_batch pb = {.n_tokens = P, .tokens = prompt, .pos = pos, .seq = seq, .n_seqs = 1, .seqs = seqs, .n_logits = 1,
+                      .logit_rows = &last_row};
     CHECK(model_forward(m, &kv, &pb, logits) == 0);
     CHECK(dflash_add_context(d, &fkv, P, pos, pos, seq, pos, 1, fseqs) == 0);
     behind_arg x = {d, &fkv, &fs, P, 0};
-    model_batch vb = {K + 1, verify, pos + P, seq, 1, seqs, K + 1, rows, 0, ids, false, NULL, 0};
+    model_batch vb = {.n_tokens = K + 1, .tokens = verify, .pos = pos + P, .seq = seq, .n_seqs = 1, .seqs = seqs,
+                      .n_logits = K + 1, .logit_rows = rows, .argmax = ids};
     model_dev_ids dev = {NULL, 0, NULL, 0, behind ? launch_behind : NULL, &x};
     CHECK(model_forward_dev(m, &kv, &vb, NULL, &dev) == 0);
     CHECK_EQ_INT(x.rc, 0);

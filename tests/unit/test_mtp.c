@@ -43,7 +43,8 @@ static void check_mtp(const char *device) {
     kv_seq *seqs[1] = {&s}, *mseqs[1] = {&ms};
     CHECK(kv_seq_reserve(&kv, &s, n) == 0);
     int32_t last = n - 1;
-    model_batch b = {n, ids, pos, seq, 1, seqs, 1, &last, 0, NULL, false, NULL, 0};
+    model_batch b = {.n_tokens = n, .tokens = ids, .pos = pos, .seq = seq, .n_seqs = 1, .seqs = seqs, .n_logits = 1,
+                     .logit_rows = &last};
     CHECK(model_forward(m, &kv, &b, logits) == 0);
     int t_n = 0;
     for (int v = 1; v < V; v++)
@@ -59,7 +60,8 @@ static void check_mtp(const char *device) {
         hidx[q - 1] = q - 1;
     }
     CHECK(kv_seq_reserve(&mkv, &ms, n + 3) == 0);
-    model_batch mb = {n, toks, kidx, seq, 1, mseqs, n, rows, 0, NULL, false, NULL, 0};
+    model_batch mb = {.n_tokens = n, .tokens = toks, .pos = kidx, .seq = seq, .n_seqs = 1, .seqs = mseqs, .n_logits = n,
+                      .logit_rows = rows};
     CHECK(model_mtp_forward(m, &mkv, &mb, mpos, hidx, MTP_SRC_TARGET, logits, NULL) == 0);
     json_t *every = json_object_get(ref, "draft1_top1_every_position");
     /* every position agrees, except (within the device's logit tolerance)
@@ -93,7 +95,8 @@ static void check_mtp(const char *device) {
     int d1 = (int)json_integer_value(json_array_get(tids, 0));
     /* depth 2: the head's output at position n (row n-1 of its last pass) with d1 at n+1 */
     int32_t tok2 = d1, pos2 = n + 1, idx2 = n, hid2 = n - 1, row0 = 0, ids2[1] = {-1};
-    model_batch mb2 = {1, &tok2, &idx2, seq, 1, mseqs, 1, &row0, 0, NULL, false, NULL, 0};
+    model_batch mb2 = {.n_tokens = 1, .tokens = &tok2, .pos = &idx2, .seq = seq, .n_seqs = 1, .seqs = mseqs,
+                       .n_logits = 1, .logit_rows = &row0};
     CHECK(model_mtp_forward(m, &mkv, &mb2, &pos2, &hid2, MTP_SRC_MTP, logits, ids2) == 0);
     int d2 = 0;
     for (int v = 1; v < V; v++)
@@ -103,18 +106,23 @@ static void check_mtp(const char *device) {
     /* three depths chained on the device (no host tokens after the first
      * pass, one download) give the ids of three passes run one by one */
     int32_t lastrow = n - 1, seq_ids[3], chain_ids[3];
-    model_batch e1 = {n, toks, kidx, seq, 1, mseqs, 1, &lastrow, 0, NULL, false, NULL, 0};
+    model_batch e1 = {.n_tokens = n, .tokens = toks, .pos = kidx, .seq = seq, .n_seqs = 1, .seqs = mseqs, .n_logits = 1,
+                      .logit_rows = &lastrow};
     CHECK(model_mtp_forward(m, &mkv, &e1, mpos, hidx, MTP_SRC_TARGET, NULL, &seq_ids[0]) == 0);
     int32_t t2 = seq_ids[0], p2 = n + 1, k2 = n, h2 = n - 1;
-    model_batch e2 = {1, &t2, &k2, seq, 1, mseqs, 1, &row0, 0, NULL, false, NULL, 0};
+    model_batch e2 = {.n_tokens = 1, .tokens = &t2, .pos = &k2, .seq = seq, .n_seqs = 1, .seqs = mseqs, .n_logits = 1,
+                      .logit_rows = &row0};
     CHECK(model_mtp_forward(m, &mkv, &e2, &p2, &h2, MTP_SRC_MTP, NULL, &seq_ids[1]) == 0);
     int32_t t3 = seq_ids[1], p3 = n + 2, k3 = n + 1, h3 = 0;
-    model_batch e3 = {1, &t3, &k3, seq, 1, mseqs, 1, &row0, 0, NULL, false, NULL, 0};
+    model_batch e3 = {.n_tokens = 1, .tokens = &t3, .pos = &k3, .seq = seq, .n_seqs = 1, .seqs = mseqs, .n_logits = 1,
+                      .logit_rows = &row0};
     CHECK(model_mtp_forward(m, &mkv, &e3, &p3, &h3, MTP_SRC_MTP, NULL, &seq_ids[2]) == 0);
     CHECK_EQ_INT(seq_ids[0], d1);
     CHECK_EQ_INT(seq_ids[1], d2);
-    model_batch c2 = {1, NULL, &k2, seq, 1, mseqs, 1, &row0, 0, NULL, false, NULL, 0};
-    model_batch c3 = {1, NULL, &k3, seq, 1, mseqs, 1, &row0, 0, NULL, false, NULL, 0};
+    model_batch c2 = {.n_tokens = 1, .pos = &k2, .seq = seq, .n_seqs = 1, .seqs = mseqs, .n_logits = 1,
+                      .logit_rows = &row0};
+    model_batch c3 = {.n_tokens = 1, .pos = &k3, .seq = seq, .n_seqs = 1, .seqs = mseqs, .n_logits = 1,
+                      .logit_rows = &row0};
     CHECK(model_mtp_forward(m, &mkv, &c2, &p2, &h2, MTP_SRC_MTP, NULL, NULL) != 0); /* no chain to continue */
     CHECK(model_mtp_forward(m, &mkv, &e1, mpos, hidx, MTP_SRC_TARGET, NULL, NULL) == 0);
     CHECK(model_mtp_forward(m, &mkv, &c2, &p2, &h2, MTP_SRC_MTP, NULL, NULL) == 0);

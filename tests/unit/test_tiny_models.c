@@ -48,7 +48,8 @@ static double check_tiny_dir(const char *name, const char *dir, const char *devi
         kv_seq s = {0};
         kv_seq *seqs[1] = {&s};
         CHECK(kv_seq_reserve(&kv, &s, n) == 0);
-        model_batch b = {n, ids, pos, seq, 1, seqs, n, rows, 0, NULL, false, NULL, 0};
+        model_batch b = {.n_tokens = n, .tokens = ids, .pos = pos, .seq = seq, .n_seqs = 1, .seqs = seqs, .n_logits = n,
+                         .logit_rows = rows};
         CHECK(model_forward(m, &kv, &b, logits) == 0);
         worst = 0;
         for (int t = 0; t < n; t++) {

@@ -530,6 +530,19 @@ static void cpu_spec_shift(backend *be, const int32_t *ids, const int32_t *draft
     tok[0] = ids[a];
 }
 
+static void cpu_penalize_rows(backend *be, float *logits, int cols, int n_rows, const int32_t *tokens,
+                              const int32_t *rows, const bk_pen_seq *seqs, int n_seqs, const bk_pen_ent *ent) {
+    (void)be;
+    for (int s = 0; s < n_seqs; s++) {
+        const bk_pen_seq *ps = &seqs[s];
+        int32_t fed[BK_PEN_MAX_FED];
+        for (int j = 0; j < ps->n_rows && ps->row + j < n_rows; j++) {
+            if (j > 0 && j <= BK_PEN_MAX_FED) fed[j - 1] = tokens[rows[ps->row + j]];
+            bk_penalize_row(logits + (int64_t)(ps->row + j) * cols, cols, ps, ent, fed, j);
+        }
+    }
+}
+
 static const backend_ops cpu_ops = {
     .name = "cpu",
     .buf_alloc = cpu_buf_alloc,
@@ -552,6 +565,7 @@ static const backend_ops cpu_ops = {
     .gather_rows = cpu_gather_rows,
     .mtp_input = cpu_mtp_input,
     .argmax = cpu_argmax,
+    .penalize_rows = cpu_penalize_rows,
     .spec_shift = cpu_spec_shift,
     .graph_begin = NULL,
     .free = cpu_free,

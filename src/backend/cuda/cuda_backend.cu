@@ -407,6 +407,12 @@ static void cu_argmax(backend *be, int32_t *out, const float *in, int n, int col
     PROF(be, "argmax", ks_cuda_argmax(S, out, in, n, cols));
 }
 
+static void cu_penalize_rows(backend *be, float *logits, int cols, int n_rows, const int32_t *tokens,
+                             const int32_t *rows, const bk_pen_seq *seqs, int n_seqs, const bk_pen_ent *ent) {
+    SKIP_IF_FAILED();
+    PROF(be, "penalize_rows", ks_cuda_penalize_rows(S, logits, cols, n_rows, tokens, rows, seqs, n_seqs, ent));
+}
+
 static void cu_sample_rows(backend *be, int32_t *out, const float *in, int cols, const bk_sample_row *rows, int n) {
     SKIP_IF_FAILED();
     PROF(be, "sample_rows", ks_cuda_sample_rows(S, out, in, cols, rows, n));
@@ -483,10 +489,41 @@ static void cu_backend_free(backend *be) {
 }
 
 static const backend_ops cuda_ops = {
-    "cuda",       cu_alloc,       cu_free,      cu_upload,       cu_download,   cu_weight_init, cu_weight_release,
-    cu_embed,     cu_rmsnorm,     cu_matmul,    cu_matmul_prompt, cu_rope,         cu_kv_store,   cu_attention,   cu_silu_mul,
-    cu_matmul_fused, cu_matmul_fused_side, cu_add,       cu_qk_norm_rope, cu_gather,  cu_mtp_input, cu_argmax, cu_sample_rows, cu_spec_shift,
-    cu_host_alloc, cu_host_free, cu_download_start, cu_download_wait, cu_graph_begin, cu_graph_end,  cu_graph_launch, cu_graph_free, cu_mem_usage, cu_backend_free,
+    .name = "cuda",
+    .buf_alloc = cu_alloc,
+    .buf_free = cu_free,
+    .buf_upload = cu_upload,
+    .buf_download = cu_download,
+    .weight_init = cu_weight_init,
+    .weight_release = cu_weight_release,
+    .embed = cu_embed,
+    .rmsnorm = cu_rmsnorm,
+    .matmul = cu_matmul,
+    .matmul_prompt = cu_matmul_prompt,
+    .rope = cu_rope,
+    .kv_store = cu_kv_store,
+    .attention = cu_attention,
+    .silu_mul = cu_silu_mul,
+    .matmul_fused = cu_matmul_fused,
+    .matmul_fused_side = cu_matmul_fused_side,
+    .add = cu_add,
+    .qk_norm_rope = cu_qk_norm_rope,
+    .gather_rows = cu_gather,
+    .mtp_input = cu_mtp_input,
+    .argmax = cu_argmax,
+    .penalize_rows = cu_penalize_rows,
+    .sample_rows = cu_sample_rows,
+    .spec_shift = cu_spec_shift,
+    .host_alloc = cu_host_alloc,
+    .host_free = cu_host_free,
+    .buf_download_start = cu_download_start,
+    .download_wait = cu_download_wait,
+    .graph_begin = cu_graph_begin,
+    .graph_end = cu_graph_end,
+    .graph_launch = cu_graph_launch,
+    .graph_free = cu_graph_free,
+    .mem_usage = cu_mem_usage,
+    .free = cu_backend_free,
 };
 
 static int pdl_state = -1; /* -1: not yet decided */

@@ -54,6 +54,10 @@ void ks_cuda_gather_rows(ks_stream s, float *out, const float *in, const int32_t
 void ks_cuda_mtp_input(ks_stream s, float *out, const void *table, int wtype, const int32_t *ids, const float *hid,
                        const int32_t *idx, const float *we, const float *wh, int n, int dim, float eps);
 void ks_cuda_argmax(ks_stream s, int32_t *out, const float *in, int n, int cols);
+/* backend.h's penalize_rows (k_penalize.cu); seqs and ent device memory */
+void ks_cuda_penalize_rows(ks_stream s, float *logits, int cols, int n_rows, const int32_t *tokens,
+                           const int32_t *rows, const struct bk_pen_seq *seqs, int n_seqs,
+                           const struct bk_pen_ent *ent);
 /* backend.h's sample_rows (k_sample.cu); rows are host memory (kernel
  * parameters), read before it returns */
 void ks_cuda_sample_rows(ks_stream s, int32_t *out, const float *in, int cols, const struct bk_sample_row *rows,
