@@ -257,6 +257,23 @@ test('logit_bias: +100 forces a token, -100 bans tokens, on chat and completions
     await assert.rejects(chat({ messages: m, max_tokens: 4, logit_bias: bad }), (e) => e.status === 400, JSON.stringify(bad));
 });
 
+// penalties run on the backend; a request with logprobs takes its rows on the
+// host, which penalises them itself: the same text either way
+test('repetition / frequency penalties change greedy text; the same with logprobs, whose values are the model\'s', async () => {
+  const m = msgs('Write a Python function `add`: Return the sum of a and b.');
+  const base = (await chat({ messages: m, max_tokens: 60 })).choices[0].message.content;
+  // (tinycoder is sure of its output's few repeats: the repetition penalty, over the prompt too, moves it)
+  const pen = { messages: m, max_tokens: 60, repetition_penalty: 1.5, frequency_penalty: 1 };
+  const a = await chat(pen);
+  const b = await chat({ ...pen, logprobs: true, top_logprobs: 2 });
+  assert.notEqual(a.choices[0].message.content, base);
+  assert.equal(b.choices[0].message.content, a.choices[0].message.content);
+  const lp = b.choices[0].logprobs.content;
+  assert.ok(lp.length > 0);
+  // the chosen token need not be the model's most likely one once penalised
+  assert.ok(lp.some((t) => t.top_logprobs[0].logprob > t.logprob), 'some chosen token was not the unpenalised argmax');
+});
+
 test('completions: non-streaming, finish_reason length, usage == tokenizer counts', async () => {
   const r = await client.completions.create({ model: await L.model(), prompt: CODE, max_tokens: 20, temperature: 0 });
   assert.equal(r.object, 'text_completion');

@@ -11,7 +11,10 @@
  *   a third of the target steps; a proposer failure mid-request falls back to
  *   plain decoding with the output unchanged;
  * - the model proposers take turns: with the MTP head, DFlash and a draft
- *   model loaded, only the head drafts, and with the head off only DFlash. */
+ *   model loaded, only the head drafts, and with the head off only DFlash;
+ * - penalties and logit_bias (applied by the backend, drafts counted row by
+ *   row): greedy text equal to a plain decode under the host's rule, and the
+ *   same with speculation on and off, greedy and seeded. */
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
@@ -22,6 +25,7 @@
 #include "sample/sample.h"
 #include "spec/pld.h"
 #include "tok/tok.h"
+#include "penalty_cases.h"
 #include "test.h"
 
 TEST(test_spec_pld_lookup_and_repetition_score) {
@@ -634,6 +638,103 @@ TEST(test_cuda_spec_sampling_distribution_matches_plain) {
     if (!backend_cuda_available()) SKIP("no CUDA GPU");
     sampling_matches_plain("cuda", SRC_PLD, 2000);
     sampling_matches_plain("cuda", SRC_MTP, 1000);
+}
+
+/* greedy decode of n tokens after ids[0..n_ids) with model_forward one
+ * token at a time, every row penalised by penalty_cases.h's rule over the
+ * context so far (the host's loop before the backend took the penalties) */
+static int reference_penalised(fx *f, const int32_t *ids, int n_ids, const engine_params *p, int32_t *out, int n) {
+    model *m = f->m;
+    int V = m->cfg.vocab_size, got = 0;
+    kv_cache kv;
+    kv_seq ks = {0};
+    kv_seq *seqs[1] = {&ks};
+    int32_t *ctx = malloc((size_t)(n_ids + n) * 4), *pos = malloc((size_t)(n_ids + n) * 4),
+            *seq = calloc((size_t)(n_ids + n), 4);
+    float *logits = malloc((size_t)V * 4);
+    CHECK(model_kv_init(m, &kv, n_ids + n + 16) == 0);
+    memcpy(ctx, ids, (size_t)n_ids * 4);
+    for (int i = 0; i < n_ids + n; i++) pos[i] = i;
+    int at = 0, len = n_ids;
+    while (got < n) {
+        CHECK(kv_seq_reserve(&kv, &ks, len) == 0);
+        int32_t last = len - at - 1;
+        model_batch b = {.n_tokens = len - at, .tokens = ctx + at, .pos = pos + at, .seq = seq, .n_seqs = 1,
+                         .seqs = seqs, .n_logits = 1, .logit_rows = &last};
+        if (model_forward(m, &kv, &b, logits) != 0) break;
+        at = len;
+        pen_reference(logits, V, ctx, len, n_ids, &p->sp, p->logit_bias_id, p->logit_bias, p->n_logit_bias);
+        int t = sample_argmax(logits, V);
+        out[got++] = t;
+        ctx[len++] = t;
+        if (t == p->eos[0] || t == p->eos[1]) break;
+    }
+    kv_seq_release(&kv, &ks);
+    kv_cache_free(&kv);
+    free(ctx); free(pos); free(seq); free(logits);
+    return got;
+}
+
+/* Penalties (repetition 1.3, presence 0.4, frequency 0.3) and a logit_bias
+ * on four edit prompts, whose answers repeat their prompts (prompt lookup
+ * drafts them) — penalised rows whose drafts the backend counts. Greedy:
+ * the engine's text with speculation off equals reference_penalised and
+ * with it on (lookup, then the MTP head) the same; the penalties change
+ * the text. Seeded sampling at 0.8 / top-p 0.95 with the rows drawn by the
+ * backend: the same text with speculation on and off. */
+TEST(test_spec_penalties_exact) {
+    if (!test_shared_path("models/tinycoder/prompts/edit.jsonl")) SKIP("../shared/models/tinycoder/prompts not found");
+    fx f;
+    if (!fx_open_on(&f, "cpu+sample_rows")) return;
+    engine *e = NULL;
+    engine_config ec = {.max_concurrent = 4, .prefill_chunk = 512, .ctx_size = 1024, .pld = true,
+                        .spec_min_repetition = 0.0, .no_runtime_gates = true, .mtp = true, .mtp_depth = 3};
+    CHECK(engine_start(&e, f.m, f.tk, &ec) == 0);
+    int compared = 0, moved = 0, sampled_same = 0;
+    long long drafted = 0;
+    for (int line = 0; line < 4; line++) {
+        int n;
+        int32_t *ids = workload_prompt(&f, "models/tinycoder/prompts/edit.jsonl", line, &n, NULL);
+        if (!ids || n + 80 > 1024) { free(ids); continue; }
+        engine_params plain = params(64, 0), on = params(64, 1), off = params(64, 0);
+        engine_params *pp[2] = {&on, &off};
+        for (int k = 0; k < 2; k++) {
+            pp[k]->sp.repetition_penalty = 1.3f;
+            pp[k]->sp.presence_penalty = 0.4f;
+            pp[k]->sp.frequency_penalty = 0.3f;
+            pp[k]->n_logit_bias = 1;
+            pp[k]->logit_bias_id[0] = ids[n / 2];
+            pp[k]->logit_bias[0] = -2.0f;
+        }
+        on.mtp = line % 2; /* lookup alone, then the head as well */
+        run_out a, b, c;
+        collect(engine_submit(e, ids, n, &on), &a);
+        collect(engine_submit(e, ids, n, &off), &b);
+        collect(engine_submit(e, ids, n, &plain), &c);
+        int32_t want[64];
+        int nw = reference_penalised(&f, ids, n, &off, want, 64);
+        CHECK_MSG(b.n == nw && !memcmp(b.toks, want, (size_t)nw * 4), "line %d: penalised text differs from the rule's", line);
+        CHECK_MSG(a.n == b.n && !memcmp(a.toks, b.toks, (size_t)a.n * 4), "line %d: speculation changed the penalised text",
+                  line);
+        moved += c.n != b.n || memcmp(c.toks, b.toks, (size_t)b.n * 4) != 0;
+        drafted += a.drafted;
+        compared++;
+        for (int k = 0; k < 2; k++) pp[k]->sp.temperature = 0.8f, pp[k]->sp.top_p = 0.95f, pp[k]->seed = 7 + line;
+        collect(engine_submit(e, ids, n, &on), &a);
+        collect(engine_submit(e, ids, n, &off), &b);
+        bool same = a.n == b.n && !memcmp(a.toks, b.toks, (size_t)a.n * 4);
+        CHECK_MSG(same, "line %d: seeded penalised text differs with speculation", line);
+        sampled_same += same;
+        drafted += a.drafted;
+        free(ids);
+    }
+    printf("    %d prompts: greedy equal to the rule and with speculation, %d changed by the penalties; %d seeded "
+           "equal; %lld drafted\n", compared, moved, sampled_same, drafted);
+    CHECK_EQ_INT(compared, 4);
+    CHECK(moved >= 2);
+    CHECK(drafted > 50);
+    engine_stop(e);
+    fx_close(&f);
 }
 
 /* tinycoder with its draft model and DFlash drafter (every model

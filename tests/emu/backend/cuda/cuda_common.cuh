@@ -90,6 +90,7 @@ static inline unsigned long long atomicAdd(unsigned long long *a, unsigned long 
 static inline float __fmul_rn(float a, float b) { return a * b; }
 static inline float __fsub_rn(float a, float b) { return a - b; }
 static inline float __fdiv_rn(float a, float b) { return a / b; }
+static inline float __fadd_rn(float a, float b) { return a + b; }
 static inline float __uint_as_float(uint32_t u) {
     float f;
     memcpy(&f, &u, 4);
