@@ -474,9 +474,11 @@ int engine_step(engine *e) {
                                                       sp->min_p, sample_rng_uniform(&ahead)};
     }
     /* penalties and logit_bias: each such sequence's entries (its context's
-     * tokens), the backend counting a verify's drafts row by row */
+     * tokens), the backend counting a verify's drafts row by row; in row
+     * order (prompt rows first) */
     int n_pen = 0, n_pen_ent = 0;
-    for (int i = 0; i < na; i++) {
+    for (int o = 0; o < na; o++) {
+        int i = order[o];
         seq_state *s = e->active[i];
         if (!rows_of[i] || !s->pen) continue;
         engine_pen_sync(e, s);

@@ -737,6 +737,47 @@ TEST(test_spec_penalties_exact) {
     fx_close(&f);
 }
 
+/* Penalised sequences batched with each other: one decoding while the
+ * next prefills in chunks (its prompt rows lead the step, so the rows of
+ * the sequences come in another order than the engine's list), each with
+ * its own penalties and bias — every text equal to the sequence's alone. */
+TEST(test_spec_penalties_batched) {
+    if (!test_shared_path("models/tinycoder/prompts/edit.jsonl")) SKIP("../shared/models/tinycoder/prompts not found");
+    fx f;
+    if (!fx_open_on(&f, "cpu")) return;
+    engine *e = NULL;
+    engine_config ec = {.max_concurrent = 4, .prefill_chunk = 64, .ctx_size = 1024, .pld = true,
+                        .spec_min_repetition = 0.0, .no_runtime_gates = true};
+    CHECK(engine_start(&e, f.m, f.tk, &ec) == 0);
+    int32_t *ids[3];
+    int n[3];
+    engine_params p[3];
+    run_out alone[3], both[3];
+    engine_req *r[3];
+    for (int i = 0; i < 3; i++) {
+        ids[i] = workload_prompt(&f, "models/tinycoder/prompts/edit.jsonl", 4 + i, &n[i], NULL);
+        CHECK(ids[i] != NULL);
+        if (!ids[i]) return;
+        p[i] = params(48, i != 1);
+        p[i].sp.repetition_penalty = 1.1f + 0.2f * i;
+        p[i].sp.frequency_penalty = 0.5f * i;
+        p[i].n_logit_bias = i;
+        if (i) p[i].logit_bias_id[0] = ids[i][n[i] / 3], p[i].logit_bias[0] = 1.5f;
+        collect(engine_submit(e, ids[i], n[i], &p[i]), &alone[i]);
+    }
+    for (int i = 0; i < 3; i++) r[i] = engine_submit(e, ids[i], n[i], &p[i]);
+    for (int i = 0; i < 3; i++) {
+        collect(r[i], &both[i]);
+        CHECK_MSG(both[i].n == alone[i].n && !memcmp(both[i].toks, alone[i].toks, (size_t)alone[i].n * 4),
+                  "request %d: batched text differs from its text alone", i);
+        free(ids[i]);
+    }
+    printf("    3 penalised requests batched (prompts of %d, %d, %d tokens in chunks of 64): each text as alone\n",
+           n[0], n[1], n[2]);
+    engine_stop(e);
+    fx_close(&f);
+}
+
 /* tinycoder with its draft model and DFlash drafter (every model
  * proposer); false, nothing open, when they are not there */
 static bool open_all_proposers(fx *f, const char *device, model **dm, dflash **fl) {
