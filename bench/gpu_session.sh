@@ -65,9 +65,11 @@
 # shape-name prefix, e.g. 1.7b; MVSWEEP_ARGS: "fold" and / or "l2", see
 # the tool's header). json = Qwen3-8B chat decode plain against JSON mode
 # (response_format json_object) against sampled (temperature 0.7 / top_p
-# 0.95, temperature 1, temperature 0.8 / top_k 40 / top_p 0.9),
-# interleaved twice: the constraint's cost and the sampler's (on the
-# device since the thirty-seventh session).
+# 0.95, temperature 1, temperature 0.8 / top_k 40 / top_p 0.9) against
+# penalised (greedy with presence / frequency, sampled with a repetition
+# penalty), interleaved twice: the constraint's cost, the sampler's (on
+# the device since the thirty-seventh session) and the penalties' (on the
+# device since the thirty-eighth); JSON_EXTRAS: the list (space-separated).
 set -u
 OUT=${1:?usage: bench/gpu_session.sh OUT [STAGES]}
 STAGES=${2:-test real profile spec}
@@ -224,8 +226,8 @@ if has batch; then # issue 7 on the GPU: streams 1/4/16 on Qwen3-8B; prefix-cach
     fi
 fi
 if has json && [ -f /tmp/q8/config.json ]; then # structured output's cost on the GPU: Qwen3-8B chat, plain vs JSON mode, interleaved
-    for r in 1 2; do for x in '{}' '{"response_format":{"type":"json_object"}}' '{"temperature":0.7,"top_p":0.95}' '{"temperature":1}' \
-        '{"temperature":0.8,"top_k":40,"top_p":0.9}'; do
+    JSON_EXTRAS=${JSON_EXTRAS:-'{} {"response_format":{"type":"json_object"}} {"temperature":0.7,"top_p":0.95} {"temperature":1} {"temperature":0.8,"top_k":40,"top_p":0.9} {"frequency_penalty":0.5,"presence_penalty":0.5} {"temperature":0.7,"top_p":0.95,"repetition_penalty":1.1}'}
+    for r in 1 2; do for x in $JSON_EXTRAS; do
         echo "== round $r extra $x" >> "$OUT/json.txt"
         KESTREL=build/kestrel timeout 120 bash bench/bench.sh /tmp/q8 --quick --workloads chat --max-tokens 128 \
             --extra-json "$x" --prompts /tmp/sh/shared/models/tinycoder/prompts -- --device cuda --no-pld >> "$OUT/json.txt" 2>&1
