@@ -230,7 +230,7 @@ static void engine_release(engine *e) {
     token_mask_free(e->tmask);
     free(e->allowed);
     free(e->active); free(e->preempted); free(e->raw);
-    free(e->b_tok); free(e->b_pos); free(e->b_seq); free(e->b_rows); free(e->b_ids); free(e->b_sample); free(e->b_pen); free(e->b_pen_ent);
+    free(e->b_tok); free(e->b_pos); free(e->b_seq); free(e->b_rows); free(e->b_ids); free(e->b_sample); free(e->b_pen); free(e->b_pen_ent); free(e->row);
     free(e);
 }
 
@@ -375,6 +375,7 @@ void engine_get_stats(engine *e, engine_stats *s) {
     memcpy(s->src_cost_ratio, e->src_ratio, sizeof s->src_cost_ratio);
     for (int d = 0; d <= ENGINE_MAX_DRAFT; d++) s->mtp_depth_steps[d] = atomic_load(&e->mtp_depth_steps[d]);
     s->dflash_behind_steps = atomic_load(&e->fl_behind_steps);
+    s->constraint_rows = atomic_load(&e->constraint_rows);
     backend *be = e->m->be;
     s->has_mem = be->ops->mem_usage != NULL;
     if (s->has_mem) be->ops->mem_usage(be, &s->mem);

@@ -104,6 +104,7 @@ typedef struct {
     bool stop_hit;          /* a stop string ended it: pend is final */
     jc_state *js;           /* the JSON constraint's state after the committed tokens (NULL: none) */
     bool js_stuck;          /* no token could continue the document: the sequence ends */
+    int row0;               /* its first logits row in the step's forward (model_logits_rows) */
     /* speculation */
     bool spec;              /* drafting on for this sequence (gates may turn it off) */
     bool pld;               /* prompt lookup among the draft sources */
@@ -191,6 +192,7 @@ struct engine {
     int cap_b_pen_ent;
     int b_cap;
     float *raw;             /* vocab scratch for logprobs */
+    float *row;             /* vocab: a row fetched for a refused greedy constrained argmax (with tmask) */
     token_mask *tmask;      /* the vocabulary for JSON constraints (built at the first constrained request) */
     uint8_t *allowed;       /* (vocab) token_mask_fill's output */
     /* stats */
@@ -199,6 +201,7 @@ struct engine {
     atomic_llong gate_retries; /* runtime gates' back-offs passed: a proposer or a request's drafting started again */
     atomic_llong prefix_lookup, prefix_hit;
     atomic_llong fl_behind_steps;
+    atomic_llong constraint_rows; /* rows fetched for a refused greedy constrained argmax */
     atomic_int stat_cached_blocks;
     prefix_cache *pc;       /* NULL when disabled */
     drafter *dr;            /* NULL without a draft model */
@@ -254,8 +257,10 @@ seq_state *engine_seq_new(engine *e, engine_req *r);
 void engine_seq_free(engine *e, seq_state *s);
 void engine_seq_finish(engine *e, seq_state *s, engine_finish why);
 void engine_cache_blocks(engine *e, seq_state *s);
-/* rows: the sequence's logits rows, or NULL when none of it needs more than
- * the argmax (engine_seq_needs_logits false); ids: each row's argmax. */
+/* rows: the sequence's logits rows, or NULL when it needs no more than the
+ * backend's ids each step (engine_seq_needs_logits false; a greedy
+ * constrained one fetches a row when its argmax is refused); ids: each
+ * row's argmax, or the device's draw. */
 bool engine_seq_needs_logits(const seq_state *s);
 /* engine_penalty.c: s->pen's entries made (engine_pen_init, at admission;
  * -1: out of memory) and kept up with s->ctx (engine_pen_sync); the

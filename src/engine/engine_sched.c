@@ -437,7 +437,7 @@ int engine_step(engine *e) {
         int i = order[o];
         seq_state *s = e->active[i];
         seqs[i] = &s->kv;
-        first_row[i] = n_rows;
+        first_row[i] = s->row0 = n_rows;
         rows_of[i] = 0;
         tstart[i] = t;
         pstart[i] = s->n_cached;

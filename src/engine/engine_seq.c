@@ -44,6 +44,11 @@ void engine_seq_free(engine *e, seq_state *s) {
  * constraint, log-probabilities (penalties and logit_bias are the
  * backend's: engine_penalty.c) */
 static bool host_rows(const engine_params *p) { return p->logprobs || p->top_logprobs > 0 || p->constraint; }
+/* ... all of them, each step: a greedy constrained choice takes a row only
+ * when the constraint refuses its argmax (seq_choose) */
+static bool rows_each_step(const engine_params *p) {
+    return p->logprobs || p->top_logprobs > 0 || (p->constraint && p->sp.temperature > 0.0f);
+}
 
 seq_state *engine_seq_new(engine *e, engine_req *r) {
     seq_state *s = calloc(1, sizeof *s);
@@ -56,7 +61,8 @@ seq_state *engine_seq_new(engine *e, engine_req *r) {
     if (r->p.constraint) { /* the vocabulary's table is built by the first constrained request */
         if (!e->tmask) e->tmask = token_mask_new(e->tok, e->m->cfg.vocab_size);
         if (!e->allowed) e->allowed = malloc((size_t)e->m->cfg.vocab_size);
-        if (e->tmask && e->allowed && (s->js = malloc(sizeof *s->js)))
+        if (!e->row) e->row = malloc((size_t)e->m->cfg.vocab_size * sizeof *e->row);
+        if (e->tmask && e->allowed && e->row && (s->js = malloc(sizeof *s->js)))
             jc_start(s->js, r->p.constraint, (r->p.constraint_think ? JC_THINK : 0) | (r->p.constraint_calls ? JC_CALLS : 0));
     }
     if (!s->ctx || !s->smp || !s->ts || (r->p.constraint && !s->js) || engine_pen_init(e, s)) {
@@ -305,7 +311,7 @@ static int seq_commit(engine *e, seq_state *s, int tok, const float *raw) {
  * general rule for sampled drafts is sample_spec_accept.) */
 bool engine_seq_needs_logits(const seq_state *s) {
     const engine_params *p = &s->r->p;
-    return (p->sp.temperature > 0.0f && !s->dev_sample) || host_rows(p);
+    return (p->sp.temperature > 0.0f && !s->dev_sample) || rows_each_step(p);
 }
 
 /* The JSON constraint on one row: every token that cannot continue the
@@ -314,13 +320,17 @@ bool engine_seq_needs_logits(const seq_state *s) {
  * the row as penalised; -1: found here): when the constraint allows it, it
  * is the masked argmax too, and no mask is built. Returns the greedy
  * choice (the masked argmax), -1 for a sampled one. */
+static bool constraint_allows(engine *e, seq_state *s, int id) {
+    return (jc_can_end(s->js) && is_eos(&s->r->p, id)) || token_mask_allows(e->tmask, s->js, id);
+}
+
 static int constrain_row(engine *e, seq_state *s, float *row, bool greedy, int argmax) {
     const engine_params *p = &s->r->p;
     int V = e->m->cfg.vocab_size;
     bool can_end = jc_can_end(s->js);
     if (greedy) {
         int id = argmax >= 0 ? argmax : sample_argmax(row, V);
-        if ((can_end && is_eos(p, id)) || token_mask_allows(e->tmask, s->js, id)) return id;
+        if (constraint_allows(e, s, id)) return id;
     }
     int n = token_mask_fill(e->tmask, s->js, e->allowed);
     for (int i = 0; i < p->n_eos && can_end; i++)
@@ -336,17 +346,24 @@ static int constrain_row(engine *e, seq_state *s, float *row, bool greedy, int a
 
 /* row NULL: id is the backend's choice (penalties and logit_bias applied
  * there): the row's argmax, or its draw at the stream's next uniform for a
- * sequence sampled on the device (taken here). A row the host holds is the
- * model's: penalised here as the backend did its copy, so id is still its
- * argmax. */
-static int seq_choose(engine *e, seq_state *s, float *row, int d, int id) {
-    (void)d;
-    if (!row) {
-        if (s->dev_sample) sample_rng_uniform(&s->rng);
-        return id;
-    }
+ * sequence sampled on the device (taken here); for a greedy constrained
+ * one, the argmax when the constraint allows it, else row i of the
+ * sequence's (s->row0 + i of the step's) comes from the device, penalised,
+ * for the masked argmax. A row the host holds is the model's: penalised
+ * here as the backend did its copy, so id is still its argmax. */
+static int seq_choose(engine *e, seq_state *s, float *row, int i, int id) {
     const sample_params *sp = &s->r->p.sp;
     bool greedy = sp->temperature <= 0.0f;
+    if (!row) {
+        if (s->dev_sample) sample_rng_uniform(&s->rng);
+        if (!s->js || constraint_allows(e, s, id)) return id;
+        if (!e->row || model_logits_rows(e->m, s->row0 + i, 1, e->row) != 0) {
+            s->js_stuck = true; /* (the device failed: the next forward reports it) */
+            return id;
+        }
+        atomic_fetch_add(&e->constraint_rows, 1);
+        return constrain_row(e, s, e->row, true, -1);
+    }
     if (s->pen) engine_pen_row(e, s, row);
     if (s->js) {
         int c = constrain_row(e, s, row, greedy, id);
@@ -427,7 +444,7 @@ int engine_seq_sample(engine *e, seq_state *s, float *logits, const int32_t *ids
     engine_req *r = s->r;
     if (logits && (r->p.logprobs || r->p.top_logprobs > 0))
         memcpy(e->raw, logits, (size_t)e->m->cfg.vocab_size * sizeof(float));
-    int tok = seq_choose(e, s, logits, -1, ids[0]), base = s->n_ctx;
+    int tok = seq_choose(e, s, logits, 0, ids[0]), base = s->n_ctx;
     int finished = seq_commit(e, s, tok, e->raw);
     learn_sources(s, 0, 0, base); /* drafts ready but not worth verifying: still compared */
     return finished;
@@ -556,7 +573,7 @@ int engine_seq_verify(engine *e, seq_state *s, float *rows, const int32_t *ids, 
         float *row = rows ? rows + (size_t)i * V : NULL;
         if (row && (r->p.logprobs || r->p.top_logprobs > 0)) memcpy(e->raw, row, (size_t)V * sizeof(float));
         int d = i < k ? s->draft[i] : -1;
-        int tok = seq_choose(e, s, row, d, ids[i]);
+        int tok = seq_choose(e, s, row, i, ids[i]);
         bool hit = d >= 0 && tok == d;
         if (hit) {
             accepted++;

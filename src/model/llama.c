@@ -707,6 +707,13 @@ static int check_pen(const model_batch *b) {
     return KS_OK;
 }
 
+int model_logits_rows(model *m, int row, int n, float *dst) {
+    if (row < 0 || n < 0 || row + n > m->fwd_logits || !m->logits_dev)
+        return err_set(KS_EINVAL, "logits rows %d + %d of the last forward's %d", row, n, m->fwd_logits);
+    size_t V = (size_t)m->cfg.vocab_size;
+    return n ? m->be->ops->buf_download(m->be, dst, m->logits_dev + row * V, n * V * sizeof *dst) : KS_OK;
+}
+
 int model_forward(model *m, kv_cache *kv, const model_batch *b, float *logits) {
     return model_forward_dev(m, kv, b, logits, NULL);
 }
@@ -746,7 +753,9 @@ int model_forward_dev(model *m, kv_cache *kv, const model_batch *b, float *logit
     model_graph_key k = {.tag = features || !m->n_feat ? MODEL_GRAPH_FORWARD : MODEL_GRAPH_FORWARD_NO_FEATURES,
                          .n = n, .n_logits = b->n_logits, .n_seqs = b->n_seqs, .kv = kv->k[0],
                          .kv_blocks = kv->n_blocks, .n_prompt = ab.n_prompt};
+    m->fwd_logits = 0;
     if ((rc = model_graph_run(m, &k, graph, forward_ops, &f))) return rc;
+    m->fwd_logits = b->n_logits;
     /* the argmax ids and the fetched ones leave in one copy (one wait);
      * what dev->behind launches goes between the copy and the wait */
     const backend_ops *op = m->be->ops;

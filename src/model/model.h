@@ -132,6 +132,7 @@ typedef struct model {
     int32_t *h_tiles;     /* (cap, 2) host staging of the same (owned) */
     int cap_tables;       /* int32 entries in d_tables */
     int cap_logits;       /* rows of logits_dev (sized by logit rows, not tokens) */
+    int fwd_logits;       /* logits rows of the last model_forward_dev (model_logits_rows) */
     int cap_ids;          /* entries of d_ids: argmax ids and the ids fetched beside them */
     int32_t *h_tables;    /* host staging of d_tables (owned) */
     size_t h_cap_tables;
@@ -218,6 +219,11 @@ int model_forward(model *m, kv_cache *kv, const model_batch *b, float *logits);
  * (earlier pointers then invalid), freed by model_free. NULL: out of
  * memory. */
 float *model_host_logits(model *m, int n_rows);
+/* Rows row .. row + n - 1 of the last forward's logits, as the backend left
+ * them (penalised: model_batch.pen), into host dst (n, vocab): valid until
+ * the next pass that writes logits (a forward, an MTP or DFlash pass on this
+ * model). KS_EINVAL outside that forward's rows. */
+int model_logits_rows(model *m, int row, int n, float *dst);
 /* Whether the backend samples rows itself (model_batch.sample) */
 bool model_samples_on_device(const model *m);
 

@@ -328,6 +328,14 @@ TEST(test_spec_json_constraint_is_exact) {
             CHECK_MSG(a.n == b.n && !memcmp(a.toks, b.toks, (size_t)a.n * 4),
                       "chat line %d (%s): constrained output with speculation differs (%d vs %d tokens)", line,
                       sampled ? "sampled" : "greedy", a.n, b.n);
+            if (!sampled) { /* with logprobs every row comes to the host: the same choices as rows fetched on refusal */
+                run_out h;
+                engine_params plp = poff;
+                plp.logprobs = 1;
+                collect(engine_submit(e, ids, n, &plp), &h);
+                CHECK_MSG(h.n == b.n && !memcmp(h.toks, b.toks, (size_t)b.n * 4),
+                          "chat line %d: greedy constrained output differs with every row on the host", line);
+            }
             drafted += a.drafted;
             accepted += a.accepted;
             compared++;
@@ -343,8 +351,12 @@ TEST(test_spec_json_constraint_is_exact) {
         }
         free(ids);
     }
-    printf("    %d constrained answers identical with speculation on and off (%d finished and parsed); %lld drafted, %lld accepted\n",
-           compared, parsed, drafted, accepted);
+    engine_stats st = {0};
+    if (e) engine_get_stats(e, &st);
+    printf("    %d constrained answers identical with speculation on and off (%d finished and parsed); %lld drafted, %lld "
+           "accepted; %lld rows fetched for a refused greedy argmax\n",
+           compared, parsed, drafted, accepted, st.constraint_rows);
+    CHECK(st.constraint_rows > 0);
     CHECK(compared >= 20);
     CHECK(parsed >= 10);
     CHECK(accepted > 20); /* drafts were really verified under the constraint */
