@@ -214,6 +214,11 @@ typedef struct backend_ops {
      * argmax and sample_rows, which then see the penalised rows. */
     void (*penalize_rows)(backend *be, float *logits, int cols, int n_rows, const int32_t *tokens,
                           const int32_t *rows, const bk_pen_seq *seqs, int n_seqs, const bk_pen_ent *ent);
+    /* A constraint's masks on n logits rows, in place: row rows[k] of logits
+     * (.., cols) gets -inf at every id whose bit is 0 in bits[k] ((cols +
+     * 31) / 32 words; id's bit is bit id % 32 of word id / 32). rows and
+     * bits are backend buffers. After penalize_rows, before argmax. */
+    void (*mask_rows)(backend *be, float *logits, int cols, const int32_t *rows, const uint32_t *bits, int n);
     /* Optional (NULL: the engine samples on the host): sampling on the
      * device. For each of the n entries, out[row] (which holds that row's
      * argmax, from argmax above) becomes a draw from row `row` of in (.., cols)

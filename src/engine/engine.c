@@ -231,6 +231,7 @@ static void engine_release(engine *e) {
     free(e->allowed);
     free(e->active); free(e->preempted); free(e->raw);
     free(e->b_tok); free(e->b_pos); free(e->b_seq); free(e->b_rows); free(e->b_ids); free(e->b_sample); free(e->b_pen); free(e->b_pen_ent); free(e->row);
+    free(e->b_mask_rows); free(e->b_mask_bits);
     free(e);
 }
 
@@ -376,6 +377,7 @@ void engine_get_stats(engine *e, engine_stats *s) {
     for (int d = 0; d <= ENGINE_MAX_DRAFT; d++) s->mtp_depth_steps[d] = atomic_load(&e->mtp_depth_steps[d]);
     s->dflash_behind_steps = atomic_load(&e->fl_behind_steps);
     s->constraint_rows = atomic_load(&e->constraint_rows);
+    s->constraint_masks = atomic_load(&e->constraint_masks);
     backend *be = e->m->be;
     s->has_mem = be->ops->mem_usage != NULL;
     if (s->has_mem) be->ops->mem_usage(be, &s->mem);

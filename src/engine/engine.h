@@ -165,6 +165,7 @@ typedef struct {
     long long mtp_depth_steps[ENGINE_MAX_DRAFT + 1]; /* MTP verify steps by the depth verified */
     long long dflash_behind_steps;               /* DFlash blocks launched behind their verify (engine_dflash_behind) */
     long long constraint_rows; /* logits rows a greedy constrained choice fetched (its argmax refused) */
+    long long constraint_masks; /* constrained rows masked on the backend (sampled there) */
     long long gate_prompt_off, gate_runtime_off; /* requests the prompt gate turned speculation off for; runtime gate closings */
     long long gate_retries; /* runtime gates' back-offs passed (SPEC_RETRY_TOKENS): drafting started again */
     double verify_cost_ratio;                    /* measured cost of a k+1-token step / 1-token step */

@@ -105,6 +105,8 @@ typedef struct {
     jc_state *js;           /* the JSON constraint's state after the committed tokens (NULL: none) */
     bool js_stuck;          /* no token could continue the document: the sequence ends */
     int row0;               /* its first logits row in the step's forward (model_logits_rows) */
+    bool dev_mask;          /* sampled under its constraint on the device (masks sent with its rows: engine_constraint.c) */
+    int mask_stuck;         /* the step's row (of its own) with no mask: nothing continued the document there; -1 */
     /* speculation */
     bool spec;              /* drafting on for this sequence (gates may turn it off) */
     bool pld;               /* prompt lookup among the draft sources */
@@ -190,6 +192,9 @@ struct engine {
     bk_pen_seq *b_pen;       /* (b_cap) the step's penalised sequences */
     bk_pen_ent *b_pen_ent;   /* (cap_b_pen_ent) their entries */
     int cap_b_pen_ent;
+    int32_t *b_mask_rows;    /* (cap_b_mask) the step's masked rows (engine_constraint_masks) */
+    uint32_t *b_mask_bits;   /* (cap_b_mask, (vocab + 31) / 32) their masks */
+    int cap_b_mask;
     int b_cap;
     float *raw;             /* vocab scratch for logprobs */
     float *row;             /* vocab: a row fetched for a refused greedy constrained argmax (with tmask) */
@@ -202,6 +207,7 @@ struct engine {
     atomic_llong prefix_lookup, prefix_hit;
     atomic_llong fl_behind_steps;
     atomic_llong constraint_rows; /* rows fetched for a refused greedy constrained argmax */
+    atomic_llong constraint_masks; /* constrained rows masked on the backend */
     atomic_int stat_cached_blocks;
     prefix_cache *pc;       /* NULL when disabled */
     drafter *dr;            /* NULL without a draft model */
@@ -262,6 +268,19 @@ void engine_cache_blocks(engine *e, seq_state *s);
  * constrained one fetches a row when its argmax is refused); ids: each
  * row's argmax, or the device's draw. */
 bool engine_seq_needs_logits(const seq_state *s);
+bool engine_is_eos(const engine_params *p, int tok);
+/* engine_constraint.c (s->js): whether the document at state st takes id
+ * next; a row masked to the ids it takes (the greedy choice: argmax, the
+ * backend's, when allowed; -1: the row's own) — the masked argmax, -1 for a
+ * sampled choice; drafts it refuses dropped from s->draft (with those
+ * after); the masks of rows row0 .. row0 + n_rows - 1 (row j after drafts
+ * 0..j-1) into rows / bits ((vocab + 31) / 32 words each), returning how
+ * many — a row whose document takes nothing gets none and is
+ * s->mask_stuck (the answer ends there), and none follow it */
+bool engine_constraint_allows(engine *e, const jc_state *st, const seq_state *s, int id);
+int engine_constrain_row(engine *e, seq_state *s, float *row, bool greedy, int argmax);
+void engine_cut_drafts(engine *e, seq_state *s);
+int engine_constraint_masks(engine *e, seq_state *s, int row0, int n_rows, int32_t *rows, uint32_t *bits);
 /* engine_penalty.c: s->pen's entries made (engine_pen_init, at admission;
  * -1: out of memory) and kept up with s->ctx (engine_pen_sync); the
  * backend's description of its rows row .. row + n_rows - 1 whose entries

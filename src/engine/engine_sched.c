@@ -297,6 +297,7 @@ static int plan_feed(engine *e, seq_state *s, bool prompt, int *budget) {
             s->n_draft = 0;
             engine_spec_off(e, s, "proposer failure");
         }
+        engine_cut_drafts(e, s);
         want += s->n_draft;
     }
     return want;
@@ -493,13 +494,33 @@ int engine_step(engine *e) {
         memcpy(e->b_pen_ent + n_pen_ent, s->pen_ent, (size_t)s->n_pen_ent * sizeof *s->pen_ent);
         n_pen_ent += s->n_pen_ent;
     }
+    /* sampled under a constraint on the device: each row's mask */
+    int n_mask = 0, words = (e->m->cfg.vocab_size + 31) / 32;
+    for (int o = 0; o < na; o++) {
+        int i = order[o];
+        seq_state *s = e->active[i];
+        if (!rows_of[i] || !s->dev_mask) continue;
+        if (n_mask + rows_of[i] > e->cap_b_mask) {
+            int cap = (n_mask + rows_of[i]) * 2;
+            int32_t *nr = realloc(e->b_mask_rows, (size_t)cap * sizeof *nr);
+            if (nr) e->b_mask_rows = nr;
+            uint32_t *nb = nr ? realloc(e->b_mask_bits, (size_t)cap * words * sizeof *nb) : NULL;
+            if (!nb) return step_failed(e, "out of memory for the step's constraint masks");
+            e->b_mask_bits = nb;
+            e->cap_b_mask = cap;
+        }
+        n_mask += engine_constraint_masks(e, s, first_row[i], rows_of[i], e->b_mask_rows + n_mask,
+                                          e->b_mask_bits + (size_t)n_mask * words);
+    }
+    atomic_fetch_add(&e->constraint_masks, n_mask);
     /* a drafter's features only for steps that feed one of its sequences */
     bool features = false;
     for (int i = 0; i < na; i++) features |= feed[i] && e->active[i]->use_dflash;
     model_batch b = {.n_tokens = n, .tokens = e->b_tok, .pos = e->b_pos, .seq = e->b_seq, .n_seqs = na, .seqs = seqs,
                      .n_logits = n_rows, .logit_rows = e->b_rows, .n_prompt = n_prompt, .argmax = e->b_ids,
                      .no_features = !features, .sample = e->b_sample, .n_sample = n_sample, .pen = e->b_pen,
-                     .n_pen = n_pen, .pen_ent = e->b_pen_ent, .n_pen_ent = n_pen_ent};
+                     .n_pen = n_pen, .pen_ent = e->b_pen_ent, .n_pen_ent = n_pen_ent, .mask_rows = e->b_mask_rows,
+                     .mask_bits = e->b_mask_bits, .n_mask = n_mask};
     /* one sequence verifying DFlash drafts: its next block goes right behind the verify */
     bool behind = na == 1 && !n_prompt && e->fl_kv.n_blocks && engine_dflash_plan_behind(e, e->active[0]);
     model_dev_ids dev = {n_fetch ? dflash_block_ids(e->cfg.dflash) : NULL, n_runs, runs, n_fetch,

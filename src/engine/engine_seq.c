@@ -40,16 +40,6 @@ void engine_seq_free(engine *e, seq_state *s) {
     free(s);
 }
 
-/* whether a request's rows need the host for more than the draw: a JSON
- * constraint, log-probabilities (penalties and logit_bias are the
- * backend's: engine_penalty.c) */
-static bool host_rows(const engine_params *p) { return p->logprobs || p->top_logprobs > 0 || p->constraint; }
-/* ... all of them, each step: a greedy constrained choice takes a row only
- * when the constraint refuses its argmax (seq_choose) */
-static bool rows_each_step(const engine_params *p) {
-    return p->logprobs || p->top_logprobs > 0 || (p->constraint && p->sp.temperature > 0.0f);
-}
-
 seq_state *engine_seq_new(engine *e, engine_req *r) {
     seq_state *s = calloc(1, sizeof *s);
     if (!s) return NULL;
@@ -79,7 +69,13 @@ seq_state *engine_seq_new(engine *e, engine_req *r) {
     memcpy(s->ctx, r->prompt, (size_t)r->n_prompt * sizeof *s->ctx);
     s->n_ctx = r->n_prompt;
     sample_rng_seed(&s->rng, r->p.seed);
-    s->dev_sample = r->p.sp.temperature > 0.0f && !host_rows(&r->p) && model_samples_on_device(e->m);
+    /* sampled on the device unless the host needs its rows: logprobs; under
+     * a constraint with the masks sent along (the backend can apply them) */
+    bool logprobs = r->p.logprobs || r->p.top_logprobs > 0;
+    s->dev_sample = r->p.sp.temperature > 0.0f && !logprobs && model_samples_on_device(e->m) &&
+                    (!s->js || e->m->be->ops->mask_rows);
+    s->dev_mask = s->dev_sample && s->js;
+    s->mask_stuck = -1;
     /* drafting: prompt lookup when on (server default or per request), and
      * any request's own prediction (a draft source of its own) */
     s->pld = r->p.spec < 0 ? e->cfg.pld : r->p.spec > 0;
@@ -93,7 +89,7 @@ seq_state *engine_seq_new(engine *e, engine_req *r) {
     bool can_mtp = e->mtp_kv.n_blocks > 0 && r->p.spec != 0 && (r->p.mtp < 0 ? e->cfg.mtp : r->p.mtp > 0);
     bool can_dflash = e->fl_kv.n_blocks > 0 && r->p.spec != 0;
     s->use_mtp = can_mtp;
-    s->standby[DRAFT_SRC_DFLASH] = can_dflash;
+    s->standby[DRAFT_SRC_DFLASH] = can_dflash && !s->dev_mask; /* (its drafts stay on the device: a row's mask needs them) */
     s->standby[DRAFT_SRC_DRAFTER] = can_drafter;
     s->mtp_q0 = -1;
     s->mtp_depth = e->cfg.mtp_depth;
@@ -253,19 +249,20 @@ static void fill_logprobs(engine *e, const float *logits, int tok, engine_event 
     for (int k = 0; k < n; k++) ev->top_logprobs[k] = logits[h[k]] - lz;
 }
 
-/* Appends a chosen token: events, stop strings, limits. `raw` is the row's
- * logits before processing (for logprobs). Returns 1 when the sequence
- * finished. */
-static bool is_eos(const engine_params *p, int tok) {
+bool engine_is_eos(const engine_params *p, int tok) {
     for (int i = 0; i < p->n_eos; i++)
         if (tok == p->eos[i]) return true;
     return false;
 }
 
+/* Appends a chosen token: events, stop strings, limits. `raw` is the row's
+ * logits before processing (for logprobs). Returns 1 when the sequence
+ * finished. */
+
 static int seq_commit(engine *e, seq_state *s, int tok, const float *raw) {
     engine_req *r = s->r;
     if (s->n_gen == 0) s->t_first = now_s();
-    if (is_eos(&r->p, tok)) {
+    if (engine_is_eos(&r->p, tok)) {
         engine_seq_finish(e, s, ENGINE_FINISH_STOP);
         return 1;
     }
@@ -311,37 +308,7 @@ static int seq_commit(engine *e, seq_state *s, int tok, const float *raw) {
  * general rule for sampled drafts is sample_spec_accept.) */
 bool engine_seq_needs_logits(const seq_state *s) {
     const engine_params *p = &s->r->p;
-    return (p->sp.temperature > 0.0f && !s->dev_sample) || rows_each_step(p);
-}
-
-/* The JSON constraint on one row: every token that cannot continue the
- * document to -inf (the end-of-sequence tokens allowed once it may end).
- * A greedy choice first tries the row's argmax (`argmax`, the backend's, of
- * the row as penalised; -1: found here): when the constraint allows it, it
- * is the masked argmax too, and no mask is built. Returns the greedy
- * choice (the masked argmax), -1 for a sampled one. */
-static bool constraint_allows(engine *e, seq_state *s, int id) {
-    return (jc_can_end(s->js) && is_eos(&s->r->p, id)) || token_mask_allows(e->tmask, s->js, id);
-}
-
-static int constrain_row(engine *e, seq_state *s, float *row, bool greedy, int argmax) {
-    const engine_params *p = &s->r->p;
-    int V = e->m->cfg.vocab_size;
-    bool can_end = jc_can_end(s->js);
-    if (greedy) {
-        int id = argmax >= 0 ? argmax : sample_argmax(row, V);
-        if (constraint_allows(e, s, id)) return id;
-    }
-    int n = token_mask_fill(e->tmask, s->js, e->allowed);
-    for (int i = 0; i < p->n_eos && can_end; i++)
-        if (p->eos[i] >= 0 && p->eos[i] < V) n += !e->allowed[p->eos[i]], e->allowed[p->eos[i]] = 1;
-    if (!n) {
-        s->js_stuck = true; /* seq_commit ends the sequence */
-        return greedy ? sample_argmax(row, V) : -1;
-    }
-    for (int i = 0; i < V; i++)
-        if (!e->allowed[i]) row[i] = -INFINITY;
-    return greedy ? sample_argmax(row, V) : -1;
+    return p->logprobs || p->top_logprobs > 0 || (p->sp.temperature > 0.0f && !s->dev_sample);
 }
 
 /* row NULL: id is the backend's choice (penalties and logit_bias applied
@@ -356,17 +323,21 @@ static int seq_choose(engine *e, seq_state *s, float *row, int i, int id) {
     bool greedy = sp->temperature <= 0.0f;
     if (!row) {
         if (s->dev_sample) sample_rng_uniform(&s->rng);
-        if (!s->js || constraint_allows(e, s, id)) return id;
+        if (s->dev_mask) { /* drawn under the row's mask; a row without one: no token continues the document */
+            if (i == s->mask_stuck) s->js_stuck = true;
+            return id;
+        }
+        if (!s->js || engine_constraint_allows(e, s->js, s, id)) return id;
         if (!e->row || model_logits_rows(e->m, s->row0 + i, 1, e->row) != 0) {
             s->js_stuck = true; /* (the device failed: the next forward reports it) */
             return id;
         }
         atomic_fetch_add(&e->constraint_rows, 1);
-        return constrain_row(e, s, e->row, true, -1);
+        return engine_constrain_row(e, s, e->row, true, -1);
     }
     if (s->pen) engine_pen_row(e, s, row);
     if (s->js) {
-        int c = constrain_row(e, s, row, greedy, id);
+        int c = engine_constrain_row(e, s, row, greedy, id);
         if (greedy) return c;
     }
     if (greedy) return id;

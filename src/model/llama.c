@@ -663,11 +663,13 @@ int model_sync(model *m) {
     return m->x ? m->be->ops->buf_download(m->be, &v, m->x, sizeof v) : KS_OK;
 }
 
-/* b's penalties on m->logits_dev (penalize_rows): the sequences and their
- * entries go up in one copy */
-static int penalize(model *m, const model_batch *b) {
+/* b's penalties and masks on m->logits_dev (penalize_rows, mask_rows):
+ * their lists go up in one copy */
+static int edit_rows(model *m, const model_batch *b) {
     backend *be = m->be;
-    size_t seq_bytes = (size_t)b->n_pen * sizeof *b->pen, bytes = seq_bytes + (size_t)b->n_pen_ent * sizeof *b->pen_ent;
+    size_t words = ((size_t)m->cfg.vocab_size + 31) / 32;
+    size_t at_ent = (size_t)b->n_pen * sizeof *b->pen, at_rows = at_ent + (size_t)b->n_pen_ent * sizeof *b->pen_ent,
+           at_bits = at_rows + (size_t)b->n_mask * 4, bytes = at_bits + (size_t)b->n_mask * words * 4;
     if (bytes > m->cap_pen) {
         if (m->d_pen) be->ops->buf_free(be, m->d_pen);
         free(m->h_pen);
@@ -679,23 +681,36 @@ static int penalize(model *m, const model_batch *b) {
             free(m->h_pen);
             m->d_pen = m->h_pen = NULL;
             m->cap_pen = 0;
-            return err_set(KS_ENOMEM, "model: out of memory for %d penalised tokens", b->n_pen_ent);
+            return err_set(KS_ENOMEM, "model: out of memory for %d penalised tokens and %d masks", b->n_pen_ent,
+                           b->n_mask);
         }
     }
-    memcpy(m->h_pen, b->pen, seq_bytes);
-    memcpy((char *)m->h_pen + seq_bytes, b->pen_ent, bytes - seq_bytes);
-    int rc = be->ops->buf_upload(be, m->d_pen, m->h_pen, bytes);
+    char *h = m->h_pen, *d = m->d_pen;
+    memcpy(h, b->pen, at_ent);
+    memcpy(h + at_ent, b->pen_ent, at_rows - at_ent);
+    memcpy(h + at_rows, b->mask_rows, at_bits - at_rows);
+    memcpy(h + at_bits, b->mask_bits, bytes - at_bits);
+    int rc = be->ops->buf_upload(be, d, h, bytes);
     if (rc) return rc;
-    be->ops->penalize_rows(be, m->logits_dev, m->cfg.vocab_size, b->n_logits, m->d_tokens, m->d_rows, m->d_pen,
-                           b->n_pen, (const bk_pen_ent *)((char *)m->d_pen + seq_bytes));
+    if (b->n_pen)
+        be->ops->penalize_rows(be, m->logits_dev, m->cfg.vocab_size, b->n_logits, m->d_tokens, m->d_rows,
+                               (const bk_pen_seq *)d, b->n_pen, (const bk_pen_ent *)(d + at_ent));
+    if (b->n_mask)
+        be->ops->mask_rows(be, m->logits_dev, m->cfg.vocab_size, (const int32_t *)(d + at_rows),
+                           (const uint32_t *)(d + at_bits), b->n_mask);
     return KS_OK;
 }
 
 /* the penalised sequences of b well formed: rows within the logits rows,
- * apart, entries within the list */
-static int check_pen(const model_batch *b) {
-    if (b->n_pen < 0 || b->n_pen_ent < 0 || (b->n_pen && !b->pen) || (b->n_pen_ent && !b->pen_ent))
-        return err_set(KS_EINVAL, "forward: %d penalised sequences, %d entries", b->n_pen, b->n_pen_ent);
+ * apart, entries within the list; masked rows within the logits rows */
+static int check_edits(const model_batch *b) {
+    if (b->n_pen < 0 || b->n_pen_ent < 0 || (b->n_pen && !b->pen) || (b->n_pen_ent && !b->pen_ent) ||
+        b->n_mask < 0 || (b->n_mask && (!b->mask_rows || !b->mask_bits)))
+        return err_set(KS_EINVAL, "forward: %d penalised sequences, %d entries, %d masks", b->n_pen, b->n_pen_ent,
+                       b->n_mask);
+    for (int i = 0; i < b->n_mask; i++)
+        if (b->mask_rows[i] < 0 || b->mask_rows[i] >= b->n_logits)
+            return err_set(KS_EINVAL, "forward: masked row %d of %d logits rows", b->mask_rows[i], b->n_logits);
     for (int i = 0, end = 0; i < b->n_pen; i++) {
         const bk_pen_seq *p = &b->pen[i];
         if (p->row < end || p->n_rows < 1 || p->n_rows > BK_PEN_MAX_FED + 1 || p->row + p->n_rows > b->n_logits ||
@@ -737,7 +752,7 @@ int model_forward_dev(model *m, kv_cache *kv, const model_batch *b, float *logit
         if (b->sample[i].row < 0 || b->sample[i].row >= b->n_logits || !(b->sample[i].temperature > 0.0f))
             return err_set(KS_EINVAL, "forward: sampled row %d (of %d logits rows) at temperature %g", b->sample[i].row,
                            b->n_logits, b->sample[i].temperature);
-    int rc = check_pen(b);
+    int rc = check_edits(b);
     if (rc || (rc = prepare_batch(m, kv, b, dev->n_fetch, graph, &ab))) return rc;
     if ((rc = model_upload_step(m, MODEL_SEG_ROWS + 1))) return rc;
     for (int i = 0; i < dev->n_runs; i++) { /* token rows whose ids are on the device (after the upload) */
@@ -760,12 +775,12 @@ int model_forward_dev(model *m, kv_cache *kv, const model_batch *b, float *logit
      * what dev->behind launches goes between the copy and the wait */
     const backend_ops *op = m->be->ops;
     bool host_rows = b->n_logits > 0 && logits;
-    if (b->n_pen) { /* the host's rows leave as the model computed them (the host penalises its own) */
+    if (b->n_pen || b->n_mask) { /* the host's rows leave as the model computed them (the host penalises its own) */
         if (host_rows &&
             (rc = op->buf_download(m->be, logits, m->logits_dev, (size_t)b->n_logits * c->vocab_size * 4)))
             return rc;
         host_rows = false;
-        if ((rc = penalize(m, b))) return rc;
+        if ((rc = edit_rows(m, b))) return rc;
     }
     int n_am = b->argmax ? b->n_logits : 0, lo = n_am ? 0 : b->n_logits, n_out = n_am + dev->n_fetch;
     if (n_am) op->argmax(m->be, m->d_ids, m->logits_dev, n_am, c->vocab_size);

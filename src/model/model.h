@@ -121,7 +121,7 @@ typedef struct model {
     bool rows_dense;          /* the batch prepared last has logits rows 0..n-1: the head reads x as it is */
     int32_t *d_tables;
     int32_t *d_tiles;     /* (cap, 2) prompt-row tiles (bk_attn_batch.tiles) */
-    void *d_pen, *h_pen;  /* (cap_pen bytes) model_batch.pen then pen_ent, on the device / host staging (owned) */
+    void *d_pen, *h_pen;  /* (cap_pen bytes) model_batch.pen, pen_ent, mask_rows, mask_bits: device / host staging (owned) */
     size_t cap_pen;
     int32_t *d_ids;       /* (cap_ids) argmax of each logits row (drafts), then model_dev_ids.n_fetch ids */
     int32_t *h_ids;       /* (cap_ids) host staging of d_ids from the backend's host_alloc (NULL: none) */
@@ -202,6 +202,12 @@ typedef struct {
     int n_pen;
     const bk_pen_ent *pen_ent;
     int n_pen_ent;
+    /* optional (n_mask) logits rows the backend masks after penalising
+     * them (mask_rows): mask_bits (n_mask, (vocab + 31) / 32), a constraint's
+     * allowed ids */
+    const int32_t *mask_rows;
+    const uint32_t *mask_bits;
+    int n_mask;
 } model_batch;
 
 /* Loads dir (config.json + safetensors) onto the backend. */

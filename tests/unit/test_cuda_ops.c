@@ -811,6 +811,41 @@ TEST(test_cuda_penalize_rows_equal_the_cpu_op) {
     close_pair(&p);
 }
 
+/* A constraint's masks on the device (k_mask.cu) against the CPU op:
+ * random words (all, none, one or all but one bit set) on 5 of 12 rows, at
+ * a width that fills its last word and one that does not. */
+TEST(test_cuda_mask_rows_equal_the_cpu_op) {
+    pair p = {0};
+    if (!open_pair(&p)) SKIP("no CUDA GPU");
+    backend *g = p.gpu;
+    const int widths[] = {3001, 151936};
+    for (int wi = 0; wi < 2; wi++) {
+        int cols = widths[wi], R = 12, n = 5, words = (cols + 31) / 32;
+        size_t bytes = (size_t)R * cols * 4;
+        float *h = malloc(bytes), *want = malloc(bytes), *got = malloc(bytes);
+        uint32_t *bits = malloc((size_t)n * words * 4);
+        int32_t rows[5] = {0, 3, 4, 8, 11};
+        for (size_t i = 0; i < (size_t)R * cols; i++) h[i] = frand() * 10;
+        for (int i = 0; i < n * words; i++) {
+            unsigned k = (unsigned)(frand() * 1e6f + 1e6f);
+            bits[i] = k % 4 == 0 ? 0xffffffffu : k % 4 == 1 ? 0u : k % 4 == 2 ? 1u << (k % 32) : ~(1u << (k % 32));
+        }
+        memcpy(want, h, bytes);
+        p.cpu->ops->mask_rows(p.cpu, want, cols, rows, bits, n);
+        float *d = up(g, h, bytes);
+        int32_t *dr = up(g, rows, sizeof rows);
+        uint32_t *db = up(g, bits, (size_t)n * words * 4);
+        g->ops->mask_rows(g, d, cols, dr, db, n);
+        down(g, got, d, bytes);
+        CHECK_MSG(!memcmp(got, want, bytes), "cols %d: the device's masked rows differ from the CPU op's", cols);
+        g->ops->buf_free(g, d);
+        g->ops->buf_free(g, dr);
+        g->ops->buf_free(g, db);
+        free(h); free(want); free(got); free(bits);
+    }
+    close_pair(&p);
+}
+
 /* The device sampler against the host's distribution (sample_dist): N
  * copies of a row drawn at the stratified uniforms u_j = (j + 1/2) / N. An
  * inverse-CDF draw picks each id for a span of u as long as its

@@ -290,11 +290,13 @@ TEST(test_spec_greedy_is_byte_identical_on_workloads) {
  * strings) is the same with speculation on and off — greedy and seeded
  * sampled — while prompt lookup and the MTP head draft under the gates held
  * open: verify steps choose through the constraint as plain decoding does.
- * Each answer is a document jansson parses. */
-TEST(test_spec_json_constraint_is_exact) {
-    if (!test_shared_path("models/tinycoder/prompts/chat.jsonl")) SKIP("../shared/models/tinycoder/prompts not found");
+ * Each answer is a document jansson parses. A greedy answer is also the
+ * same with every row brought to the host (logprobs on) as with rows
+ * fetched only for a refused argmax. On a backend that samples, the
+ * sampled rows are masked there (masks sent with the step). */
+static void json_constraint_exact(const char *device) {
     fx f;
-    if (!fx_open_on(&f, "cpu")) return;
+    if (!fx_open_on(&f, device)) return;
     char err[200];
     json_t *schema = json_loads("{\"type\":\"object\",\"properties\":{\"language\":{\"enum\":[\"python\",\"c\"]},"
                                 "\"year\":{\"type\":\"integer\"},\"summary\":{\"type\":\"string\"}},"
@@ -353,10 +355,12 @@ TEST(test_spec_json_constraint_is_exact) {
     }
     engine_stats st = {0};
     if (e) engine_get_stats(e, &st);
-    printf("    %d constrained answers identical with speculation on and off (%d finished and parsed); %lld drafted, %lld "
-           "accepted; %lld rows fetched for a refused greedy argmax\n",
-           compared, parsed, drafted, accepted, st.constraint_rows);
+    bool dev = strcmp(device, "cpu") != 0;
+    printf("    %s: %d constrained answers identical with speculation on and off (%d finished and parsed); %lld drafted, "
+           "%lld accepted; %lld rows fetched for a refused greedy argmax, %lld rows masked by the backend\n",
+           device, compared, parsed, drafted, accepted, st.constraint_rows, st.constraint_masks);
     CHECK(st.constraint_rows > 0);
+    CHECK(dev ? st.constraint_masks > 100 : st.constraint_masks == 0);
     CHECK(compared >= 20);
     CHECK(parsed >= 10);
     CHECK(accepted > 20); /* drafts were really verified under the constraint */
@@ -365,6 +369,25 @@ TEST(test_spec_json_constraint_is_exact) {
     json_decref(schema);
     fx_close(&f);
 }
+
+TEST(test_spec_json_constraint_is_exact) {
+    if (!test_shared_path("models/tinycoder/prompts/chat.jsonl")) SKIP("../shared/models/tinycoder/prompts not found");
+    json_constraint_exact("cpu");
+}
+
+/* the same with the sampled rows drawn by the backend (the CPU with a
+ * sample_rows op), which masks them first */
+TEST(test_spec_json_constraint_is_exact_with_rows_sampled_by_the_backend) {
+    if (!test_shared_path("models/tinycoder/prompts/chat.jsonl")) SKIP("../shared/models/tinycoder/prompts not found");
+    json_constraint_exact("cpu+sample_rows");
+}
+
+TEST(test_cuda_spec_json_constraint_is_exact) {
+    if (!test_shared_path("models/tinycoder/prompts/chat.jsonl")) SKIP("../shared/models/tinycoder/prompts not found");
+    if (!backend_cuda_available()) SKIP("no CUDA GPU");
+    json_constraint_exact("cuda");
+}
+
 
 TEST(test_spec_drafter_greedy_is_byte_identical_on_workloads) {
     if (!test_shared_path("models/tinycoder/drafter")) SKIP("../shared/models/tinycoder/drafter not found");
@@ -421,6 +444,86 @@ static double chi2(const int *a, const int *b, int nbins, int *df) {
 static double chi2_crit(int df) {
     double z = 3.09, h = 2.0 / (9.0 * df);
     return df * pow(1 - h + z * sqrt(h), 3);
+}
+
+/* Sampling under a constraint (JSON mode: any object) at temperature 1 with
+ * its rows masked and drawn on the host ("cpu") against masked and drawn by
+ * the backend ("cpu+sample_rows", masks sent with the step): each of the
+ * first four tokens' distributions agrees (chi-square, p = 0.001) over
+ * 1,200 answers an arm. */
+static void constrained_host_vs_backend(const char *other) {
+    json_t *schema = json_loads("{\"type\":\"object\"}", 0, NULL);
+    char err[200];
+    json_constraint *c = jc_compile(schema, err, sizeof err);
+    CHECK_MSG(c != NULL, "%s", err);
+    const char *devs[2] = {"cpu", other};
+    enum { N = 1200, B = 16, P = 4 };
+    int V = 0, *count[2][P] = {{0}};
+    long long masked = 0;
+    for (int arm = 0; arm < 2 && c; arm++) {
+        fx f;
+        if (!fx_open_on(&f, devs[arm])) break;
+        V = f.m->cfg.vocab_size;
+        for (int p = 0; p < P; p++) count[arm][p] = calloc((size_t)V, sizeof(int));
+        engine *e = NULL;
+        engine_config ec = {.max_concurrent = B, .prefill_chunk = 512, .ctx_size = 1024};
+        CHECK(engine_start(&e, f.m, f.tk, &ec) == 0);
+        int n;
+        int32_t *ids = workload_prompt(&f, "models/tinycoder/prompts/chat.jsonl", 0, &n, NULL);
+        for (int i0 = 0; e && ids && i0 < N; i0 += B) {
+            engine_req *rs[B];
+            for (int i = 0; i < B; i++) {
+                engine_params p = params(P, 0);
+                p.sp.temperature = 1.0f;
+                p.sp.top_k = 0;
+                p.sp.top_p = 1.0f;
+                p.seed = 7919ull * (uint64_t)(i0 + i) + 31 + (uint64_t)arm * 104729;
+                p.constraint = c;
+                rs[i] = engine_submit(e, ids, n, &p);
+            }
+            for (int i = 0; i < B; i++) {
+                run_out o;
+                collect(rs[i], &o);
+                for (int p = 0; p < P && p < o.n; p++) count[arm][p][o.toks[p]]++;
+            }
+        }
+        engine_stats st = {0};
+        if (e) engine_get_stats(e, &st);
+        if (arm) masked = st.constraint_masks;
+        free(ids);
+        if (e) engine_stop(e);
+        fx_close(&f);
+    }
+    int tested = 0;
+    for (int p = 0; p < P; p++) {
+        if (!count[0][p] || !count[1][p]) continue;
+        int df;
+        double x = chi2(count[0][p], count[1][p], V, &df);
+        printf("    %s, position %d: chi-square %.1f, df %d, critical (p=0.001) %.1f\n", other, p, x, df,
+               df > 0 ? chi2_crit(df) : 0.0);
+        CHECK_MSG(df < 1 || x < chi2_crit(df), "position %d: constrained sampling differs on the backend (chi2 %.1f, df %d)",
+                  p, x, df);
+        tested += df >= 1;
+    }
+    for (int a = 0; a < 2; a++)
+        for (int p = 0; p < P; p++) free(count[a][p]);
+    printf("    %lld rows masked by the backend\n", masked);
+    CHECK(tested >= 2); /* the answers' tokens really vary */
+    CHECK(masked >= N);
+    jc_free(c);
+    json_decref(schema);
+}
+
+TEST(test_spec_constrained_sampling_same_on_host_and_backend) {
+    if (!test_shared_path("models/tinycoder/prompts/chat.jsonl")) SKIP("../shared/models/tinycoder/prompts not found");
+    constrained_host_vs_backend("cpu+sample_rows");
+}
+
+/* ... and the GPU's masked draws keep the host's distribution */
+TEST(test_cuda_constrained_sampling_same_on_host_and_gpu) {
+    if (!test_shared_path("models/tinycoder/prompts/chat.jsonl")) SKIP("../shared/models/tinycoder/prompts not found");
+    if (!backend_cuda_available()) SKIP("no CUDA GPU");
+    constrained_host_vs_backend("cuda");
 }
 
 /* Sampling at temperature 1 with drafts from `src` (SRC_PLD here means a

@@ -543,6 +543,17 @@ static void cpu_penalize_rows(backend *be, float *logits, int cols, int n_rows, 
     }
 }
 
+static void cpu_mask_rows(backend *be, float *logits, int cols, const int32_t *rows, const uint32_t *bits, int n) {
+    (void)be;
+    int words = (cols + 31) / 32;
+    for (int k = 0; k < n; k++) {
+        float *row = logits + (int64_t)rows[k] * cols;
+        const uint32_t *b = bits + (size_t)k * words;
+        for (int id = 0; id < cols; id++)
+            if (!(b[id >> 5] >> (id & 31) & 1)) row[id] = -INFINITY;
+    }
+}
+
 static const backend_ops cpu_ops = {
     .name = "cpu",
     .buf_alloc = cpu_buf_alloc,
@@ -566,6 +577,7 @@ static const backend_ops cpu_ops = {
     .mtp_input = cpu_mtp_input,
     .argmax = cpu_argmax,
     .penalize_rows = cpu_penalize_rows,
+    .mask_rows = cpu_mask_rows,
     .spec_shift = cpu_spec_shift,
     .graph_begin = NULL,
     .free = cpu_free,

@@ -413,6 +413,11 @@ static void cu_penalize_rows(backend *be, float *logits, int cols, int n_rows, c
     PROF(be, "penalize_rows", ks_cuda_penalize_rows(S, logits, cols, n_rows, tokens, rows, seqs, n_seqs, ent));
 }
 
+static void cu_mask_rows(backend *be, float *logits, int cols, const int32_t *rows, const uint32_t *bits, int n) {
+    SKIP_IF_FAILED();
+    PROF(be, "mask_rows", ks_cuda_mask_rows(S, logits, cols, rows, bits, n));
+}
+
 static void cu_sample_rows(backend *be, int32_t *out, const float *in, int cols, const bk_sample_row *rows, int n) {
     SKIP_IF_FAILED();
     PROF(be, "sample_rows", ks_cuda_sample_rows(S, out, in, cols, rows, n));
@@ -512,6 +517,7 @@ static const backend_ops cuda_ops = {
     .mtp_input = cu_mtp_input,
     .argmax = cu_argmax,
     .penalize_rows = cu_penalize_rows,
+    .mask_rows = cu_mask_rows,
     .sample_rows = cu_sample_rows,
     .spec_shift = cu_spec_shift,
     .host_alloc = cu_host_alloc,

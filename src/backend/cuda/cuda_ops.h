@@ -58,6 +58,8 @@ void ks_cuda_argmax(ks_stream s, int32_t *out, const float *in, int n, int cols)
 void ks_cuda_penalize_rows(ks_stream s, float *logits, int cols, int n_rows, const int32_t *tokens,
                            const int32_t *rows, const struct bk_pen_seq *seqs, int n_seqs,
                            const struct bk_pen_ent *ent);
+/* backend.h's mask_rows (k_mask.cu); rows and bits device memory */
+void ks_cuda_mask_rows(ks_stream s, float *logits, int cols, const int32_t *rows, const uint32_t *bits, int n);
 /* backend.h's sample_rows (k_sample.cu); rows are host memory (kernel
  * parameters), read before it returns */
 void ks_cuda_sample_rows(ks_stream s, int32_t *out, const float *in, int cols, const struct bk_sample_row *rows,
