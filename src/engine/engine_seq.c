@@ -258,7 +258,6 @@ bool engine_is_eos(const engine_params *p, int tok) {
 /* Appends a chosen token: events, stop strings, limits. `raw` is the row's
  * logits before processing (for logprobs). Returns 1 when the sequence
  * finished. */
-
 static int seq_commit(engine *e, seq_state *s, int tok, const float *raw) {
     engine_req *r = s->r;
     if (s->n_gen == 0) s->t_first = now_s();
@@ -296,6 +295,11 @@ static int seq_commit(engine *e, seq_state *s, int tok, const float *raw) {
     return 0;
 }
 
+bool engine_seq_needs_logits(const seq_state *s) {
+    const engine_params *p = &s->r->p;
+    return p->logprobs || p->top_logprobs > 0 || (p->sp.temperature > 0.0f && !s->dev_sample);
+}
+
 /* Chooses the token for one logits row exactly as plain decoding would: the
  * greedy token at temperature 0, else one draw from the target's
  * distribution (one uniform from the request's stream per committed token).
@@ -305,13 +309,9 @@ static int seq_commit(engine *e, seq_state *s, int tok, const float *raw) {
  * Leviathan/Chen rule's min(1, p(d)/q(d)) — and the emitted token is always
  * a sample of p. Because every committed token consumes one draw in order,
  * a seeded request gives the same text with speculation on or off. (The
- * general rule for sampled drafts is sample_spec_accept.) */
-bool engine_seq_needs_logits(const seq_state *s) {
-    const engine_params *p = &s->r->p;
-    return p->logprobs || p->top_logprobs > 0 || (p->sp.temperature > 0.0f && !s->dev_sample);
-}
-
-/* row NULL: id is the backend's choice (penalties and logit_bias applied
+ * general rule for sampled drafts is sample_spec_accept.)
+ *
+ * row NULL: id is the backend's choice (penalties and logit_bias applied
  * there): the row's argmax, or its draw at the stream's next uniform for a
  * sequence sampled on the device (taken here); for a greedy constrained
  * one, the argmax when the constraint allows it, else row i of the
