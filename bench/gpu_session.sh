@@ -67,9 +67,10 @@
 # (response_format json_object) against sampled (temperature 0.7 / top_p
 # 0.95, temperature 1, temperature 0.8 / top_k 40 / top_p 0.9) against
 # penalised (greedy with presence / frequency, sampled with a repetition
-# penalty), interleaved twice: the constraint's cost, the sampler's (on
-# the device since the thirty-seventh session) and the penalties' (on the
-# device since the thirty-eighth); JSON_EXTRAS: the list (space-separated).
+# penalty) against JSON mode sampled, interleaved twice: the constraint's
+# cost, the sampler's (on the device since the thirty-seventh session),
+# the penalties' and the sampled constraint's (on the device since the
+# thirty-eighth); JSON_EXTRAS: the list (space-separated).
 set -u
 OUT=${1:?usage: bench/gpu_session.sh OUT [STAGES]}
 STAGES=${2:-test real profile spec}
@@ -226,7 +227,7 @@ if has batch; then # issue 7 on the GPU: streams 1/4/16 on Qwen3-8B; prefix-cach
     fi
 fi
 if has json && [ -f /tmp/q8/config.json ]; then # structured output's cost on the GPU: Qwen3-8B chat, plain vs JSON mode, interleaved
-    JSON_EXTRAS=${JSON_EXTRAS:-'{} {"response_format":{"type":"json_object"}} {"temperature":0.7,"top_p":0.95} {"temperature":1} {"temperature":0.8,"top_k":40,"top_p":0.9} {"frequency_penalty":0.5,"presence_penalty":0.5} {"temperature":0.7,"top_p":0.95,"repetition_penalty":1.1}'}
+    JSON_EXTRAS=${JSON_EXTRAS:-'{} {"response_format":{"type":"json_object"}} {"temperature":0.7,"top_p":0.95} {"temperature":1} {"temperature":0.8,"top_k":40,"top_p":0.9} {"frequency_penalty":0.5,"presence_penalty":0.5} {"temperature":0.7,"top_p":0.95,"repetition_penalty":1.1} {"response_format":{"type":"json_object"},"temperature":0.7,"top_p":0.95}'}
     for r in 1 2; do for x in $JSON_EXTRAS; do
         echo "== round $r extra $x" >> "$OUT/json.txt"
         KESTREL=build/kestrel timeout 120 bash bench/bench.sh /tmp/q8 --quick --workloads chat --max-tokens 128 \
