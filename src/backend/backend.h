@@ -69,6 +69,22 @@ typedef struct bk_pen_ent {
     int32_t n_out; /* times in the output; -1: not in the context (a logit_bias id only) */
     float bias;    /* added last (0: none) */
 } bk_pen_ent;
+/* One row's log-probabilities (logprob_rows, bk_logprob_row): the log of
+ * its softmax's normaliser lz = max + log(sum e^(l - max)), a chosen id's
+ * logit, and the n_top largest logits, largest first (ties: the lower id);
+ * a logprob is logit - lz. */
+#define BK_MAX_TOP 20
+typedef struct bk_logprobs {
+    float lz;
+    int32_t id;    /* the chosen id */
+    float logit;   /* its logit */
+    int n_top;
+    int32_t top_id[BK_MAX_TOP];
+    float top[BK_MAX_TOP];
+} bk_logprobs;
+/* The rule on the host (row_logprobs.c): row (cols), chosen id, top <=
+ * BK_MAX_TOP (and <= cols). */
+void bk_logprob_row(const float *row, int cols, int id, int top, bk_logprobs *out);
 /* Row j of ps penalised in place (row: that logits row, cols wide): the
  * rule penalize_rows applies, on the host (row_penalties.c); fed[0..j) the
  * tokens fed at ps's rows 1..j. */
@@ -219,6 +235,13 @@ typedef struct backend_ops {
      * 31) / 32 words; id's bit is bit id % 32 of word id / 32). rows and
      * bits are backend buffers. After penalize_rows, before argmax. */
     void (*mask_rows)(backend *be, float *logits, int cols, const int32_t *rows, const uint32_t *bits, int n);
+    /* Log-probabilities of n rows (bk_logprob_row's rule; sums and exps may
+     * round otherwise than the host's): raw (n, cols) the rows as the model
+     * computed them, rows (n) each one's logits row, whose chosen id is
+     * ids[rows[k]] (argmax's, or sample_rows'); out (n). All backend
+     * buffers. */
+    void (*logprob_rows)(backend *be, const float *raw, int cols, const int32_t *ids, const int32_t *rows, int n,
+                         int top, bk_logprobs *out);
     /* Optional (NULL: the engine samples on the host): sampling on the
      * device. For each of the n entries, out[row] (which holds that row's
      * argmax, from argmax above) becomes a draw from row `row` of in (.., cols)

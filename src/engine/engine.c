@@ -231,7 +231,7 @@ static void engine_release(engine *e) {
     free(e->allowed);
     free(e->active); free(e->preempted); free(e->raw);
     free(e->b_tok); free(e->b_pos); free(e->b_seq); free(e->b_rows); free(e->b_ids); free(e->b_sample); free(e->b_pen); free(e->b_pen_ent); free(e->row);
-    free(e->b_mask_rows); free(e->b_mask_bits);
+    free(e->b_mask_rows); free(e->b_mask_bits); free(e->b_lp_rows); free(e->b_lp);
     free(e);
 }
 

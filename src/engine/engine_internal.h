@@ -106,6 +106,8 @@ typedef struct {
     bool js_stuck;          /* no token could continue the document: the sequence ends */
     int row0;               /* its first logits row in the step's forward (model_logits_rows) */
     bool dev_mask;          /* sampled under its constraint on the device (masks sent with its rows: engine_constraint.c) */
+    bool dev_logprobs;      /* its logprobs are the backend's (logprob_rows), its rows' from lp0 in the step's b_lp */
+    int lp0;
     int mask_stuck;         /* the step's row (of its own) with no mask: nothing continued the document there; -1 */
     /* speculation */
     bool spec;              /* drafting on for this sequence (gates may turn it off) */
@@ -192,6 +194,8 @@ struct engine {
     bk_pen_seq *b_pen;       /* (b_cap) the step's penalised sequences */
     bk_pen_ent *b_pen_ent;   /* (cap_b_pen_ent) their entries */
     int cap_b_pen_ent;
+    int32_t *b_lp_rows;      /* (b_cap) the step's rows whose log-probabilities the backend computes */
+    bk_logprobs *b_lp;       /* (b_cap) and those */
     int32_t *b_mask_rows;    /* (cap_b_mask) the step's masked rows (engine_constraint_masks) */
     uint32_t *b_mask_bits;   /* (cap_b_mask, (vocab + 31) / 32) their masks */
     int cap_b_mask;

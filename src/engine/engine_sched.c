@@ -117,6 +117,12 @@ static int ensure_batch(engine *e, int n) {
     bk_pen_seq *ps = realloc(e->b_pen, (size_t)cap * sizeof *ps);
     if (!ps) return -1;
     e->b_pen = ps;
+    int32_t *lr = realloc(e->b_lp_rows, (size_t)cap * sizeof *lr);
+    if (!lr) return -1;
+    e->b_lp_rows = lr;
+    bk_logprobs *lp = realloc(e->b_lp, (size_t)cap * sizeof *lp);
+    if (!lp) return -1;
+    e->b_lp = lp;
     e->b_cap = cap;
     return 0;
 }
@@ -513,6 +519,15 @@ int engine_step(engine *e) {
                                           e->b_mask_bits + (size_t)n_mask * words);
     }
     atomic_fetch_add(&e->constraint_masks, n_mask);
+    /* log-probabilities from the backend: each such sequence's rows */
+    int n_lp = 0, lp_top = 0;
+    for (int i = 0; i < na; i++) {
+        seq_state *s = e->active[i];
+        if (!rows_of[i] || !s->dev_logprobs) continue;
+        s->lp0 = n_lp;
+        for (int j = 0; j < rows_of[i]; j++) e->b_lp_rows[n_lp++] = first_row[i] + j;
+        lp_top = s->r->p.top_logprobs > lp_top ? s->r->p.top_logprobs : lp_top;
+    }
     /* a drafter's features only for steps that feed one of its sequences */
     bool features = false;
     for (int i = 0; i < na; i++) features |= feed[i] && e->active[i]->use_dflash;
@@ -520,7 +535,8 @@ int engine_step(engine *e) {
                      .n_logits = n_rows, .logit_rows = e->b_rows, .n_prompt = n_prompt, .argmax = e->b_ids,
                      .no_features = !features, .sample = e->b_sample, .n_sample = n_sample, .pen = e->b_pen,
                      .n_pen = n_pen, .pen_ent = e->b_pen_ent, .n_pen_ent = n_pen_ent, .mask_rows = e->b_mask_rows,
-                     .mask_bits = e->b_mask_bits, .n_mask = n_mask};
+                     .mask_bits = e->b_mask_bits, .n_mask = n_mask, .lp_rows = e->b_lp_rows, .n_lp = n_lp,
+                     .lp_top = lp_top, .lp = e->b_lp};
     /* one sequence verifying DFlash drafts: its next block goes right behind the verify */
     bool behind = na == 1 && !n_prompt && e->fl_kv.n_blocks && engine_dflash_plan_behind(e, e->active[0]);
     model_dev_ids dev = {n_fetch ? dflash_block_ids(e->cfg.dflash) : NULL, n_runs, runs, n_fetch,

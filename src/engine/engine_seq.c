@@ -72,9 +72,11 @@ seq_state *engine_seq_new(engine *e, engine_req *r) {
     /* sampled on the device unless the host needs its rows: logprobs; under
      * a constraint with the masks sent along (the backend can apply them) */
     bool logprobs = r->p.logprobs || r->p.top_logprobs > 0;
-    s->dev_sample = r->p.sp.temperature > 0.0f && !logprobs && model_samples_on_device(e->m) &&
-                    (!s->js || e->m->be->ops->mask_rows);
+    s->dev_sample = r->p.sp.temperature > 0.0f && model_samples_on_device(e->m) && (!s->js || !logprobs);
     s->dev_mask = s->dev_sample && s->js;
+    /* log-probabilities from the backend where its choice is the token (no
+     * constraint: a refused argmax is the host's choice) */
+    s->dev_logprobs = logprobs && !s->js && (r->p.sp.temperature <= 0.0f || s->dev_sample);
     s->mask_stuck = -1;
     /* drafting: prompt lookup when on (server default or per request), and
      * any request's own prediction (a draft source of its own) */
@@ -199,66 +201,17 @@ void engine_seq_finish(engine *e, seq_state *s, engine_finish why) {
     engine_push_event(s->r, &ev);
 }
 
-static void fill_logprobs(engine *e, const float *logits, int tok, engine_event *ev, int top) {
-    int V = e->m->cfg.vocab_size;
-    float mx = -INFINITY;
-    for (int i = 0; i < V; i++) mx = logits[i] > mx ? logits[i] : mx;
-    double z = 0;
-    for (int i = 0; i < V; i++) z += exp((double)(logits[i] - mx));
-    float lz = mx + (float)log(z);
-    ev->logprob = logits[tok] - lz;
-    /* the top alternatives in one pass: a min-heap of the best `top` ids
-     * (ties: the lower id ranks first, as a scan would) */
-    if (top > V) top = V;
-    int32_t *h = ev->top_ids;
-    int n = 0;
-#define WORSE(a, b) (logits[a] < logits[b] || (logits[a] == logits[b] && (a) > (b)))
-    for (int i = 0; i < V; i++) {
-        if (n == top && !WORSE(h[0], i)) continue;
-        int j;
-        if (n < top) { /* sift up */
-            for (j = n++; j > 0 && WORSE(i, h[(j - 1) / 2]); j = (j - 1) / 2) h[j] = h[(j - 1) / 2];
-        } else { /* replace the root, sift down */
-            for (j = 0;;) {
-                int c = 2 * j + 1;
-                if (c >= n) break;
-                if (c + 1 < n && WORSE(h[c + 1], h[c])) c++;
-                if (!WORSE(h[c], i)) break;
-                h[j] = h[c];
-                j = c;
-            }
-        }
-        h[j] = i;
-    }
-    /* heap -> best first: repeatedly move the worst (root) to the end */
-    for (int m = n; m > 1; m--) {
-        int32_t last = h[m - 1], j = 0;
-        h[m - 1] = h[0];
-        for (;;) {
-            int c = 2 * j + 1;
-            if (c >= m - 1) break;
-            if (c + 1 < m - 1 && WORSE(h[c + 1], h[c])) c++;
-            if (!WORSE(h[c], last)) break;
-            h[j] = h[c];
-            j = c;
-        }
-        h[j] = last;
-    }
-#undef WORSE
-    ev->n_top = n;
-    for (int k = 0; k < n; k++) ev->top_logprobs[k] = logits[h[k]] - lz;
-}
-
 bool engine_is_eos(const engine_params *p, int tok) {
     for (int i = 0; i < p->n_eos; i++)
         if (tok == p->eos[i]) return true;
     return false;
 }
 
-/* Appends a chosen token: events, stop strings, limits. `raw` is the row's
- * logits before processing (for logprobs). Returns 1 when the sequence
+/* Appends a chosen token: events, stop strings, limits. lp: its row's
+ * log-probabilities when the request wants them (the backend's, or the
+ * host's of the row as the model computed it). Returns 1 when the sequence
  * finished. */
-static int seq_commit(engine *e, seq_state *s, int tok, const float *raw) {
+static int seq_commit(engine *e, seq_state *s, int tok, const bk_logprobs *lp) {
     engine_req *r = s->r;
     if (s->n_gen == 0) s->t_first = now_s();
     if (engine_is_eos(&r->p, tok)) {
@@ -276,7 +229,14 @@ static int seq_commit(engine *e, seq_state *s, int tok, const float *raw) {
     s->ctx[s->n_ctx++] = tok;
     s->n_gen++;
     ev.token = tok;
-    if (r->p.logprobs || r->p.top_logprobs > 0) fill_logprobs(e, raw, tok, &ev, r->p.top_logprobs);
+    if (lp) {
+        ev.logprob = lp->logit - lp->lz;
+        ev.n_top = lp->n_top;
+        for (int k = 0; k < lp->n_top; k++) {
+            ev.top_ids[k] = lp->top_id[k];
+            ev.top_logprobs[k] = lp->top[k] - lp->lz;
+        }
+    }
     size_t len;
     const char *t = tok_stream_push(s->ts, tok, &len);
     if (t && len) pend_append(s, t, len);
@@ -297,7 +257,7 @@ static int seq_commit(engine *e, seq_state *s, int tok, const float *raw) {
 
 bool engine_seq_needs_logits(const seq_state *s) {
     const engine_params *p = &s->r->p;
-    return p->logprobs || p->top_logprobs > 0 || (p->sp.temperature > 0.0f && !s->dev_sample);
+    return ((p->logprobs || p->top_logprobs > 0) && !s->dev_logprobs) || (p->sp.temperature > 0.0f && !s->dev_sample);
 }
 
 /* Chooses the token for one logits row exactly as plain decoding would: the
@@ -410,13 +370,30 @@ static void learn_sources(seq_state *s, int k, int accepted, int base) {
     }
 }
 
+/* the log-probabilities of the choice tok at the sequence's row i when the
+ * request wants them: the backend's (s->dev_logprobs: its top for the
+ * step's widest request, cut to this one's), else the host's over the row
+ * as the model computed it (e->raw, copied before the choice) */
+static const bk_logprobs *choice_logprobs(engine *e, const seq_state *s, int i, int tok, bk_logprobs *tmp) {
+    const engine_params *p = &s->r->p;
+    if (!p->logprobs && p->top_logprobs <= 0) return NULL;
+    if (s->dev_logprobs) {
+        *tmp = e->b_lp[s->lp0 + i];
+        if (tmp->n_top > p->top_logprobs) tmp->n_top = p->top_logprobs;
+    } else {
+        bk_logprob_row(e->raw, e->m->cfg.vocab_size, tok, p->top_logprobs, tmp);
+    }
+    return tmp;
+}
+
 /* Plain step: one row. Returns 1 when the sequence finished. */
 int engine_seq_sample(engine *e, seq_state *s, float *logits, const int32_t *ids) {
     engine_req *r = s->r;
     if (logits && (r->p.logprobs || r->p.top_logprobs > 0))
         memcpy(e->raw, logits, (size_t)e->m->cfg.vocab_size * sizeof(float));
     int tok = seq_choose(e, s, logits, 0, ids[0]), base = s->n_ctx;
-    int finished = seq_commit(e, s, tok, e->raw);
+    bk_logprobs lp;
+    int finished = seq_commit(e, s, tok, choice_logprobs(e, s, 0, tok, &lp));
     learn_sources(s, 0, 0, base); /* drafts ready but not worth verifying: still compared */
     return finished;
 }
@@ -552,7 +529,8 @@ int engine_seq_verify(engine *e, seq_state *s, float *rows, const int32_t *ids, 
             atomic_fetch_add(&e->spec_accepted, 1);
             atomic_fetch_add(&e->src_accepted_n[src], 1);
         }
-        finished = seq_commit(e, s, tok, e->raw);
+        bk_logprobs lp;
+        finished = seq_commit(e, s, tok, choice_logprobs(e, s, i, tok, &lp));
         if (!hit) break;
     }
     /* the per-source statistics below are kept even when the step finished

@@ -165,6 +165,11 @@ static void free_acts(model *m) {
     free(m->h_pen);
     m->d_pen = m->h_pen = NULL;
     m->cap_pen = 0;
+    if (m->d_lp_raw) be->ops->buf_free(be, m->d_lp_raw);
+    if (m->d_lp) be->ops->buf_free(be, m->d_lp);
+    m->d_lp_raw = NULL;
+    m->d_lp = NULL;
+    m->cap_lp = 0;
     m->tab_kv = NULL; /* d_tables gone: its mirror too */
     m->cap_tokens = 0;
     m->cap_tables = 0;
@@ -663,13 +668,16 @@ int model_sync(model *m) {
     return m->x ? m->be->ops->buf_download(m->be, &v, m->x, sizeof v) : KS_OK;
 }
 
-/* b's penalties and masks on m->logits_dev (penalize_rows, mask_rows):
- * their lists go up in one copy */
-static int edit_rows(model *m, const model_batch *b) {
+/* What a forward does to its logits rows beyond the head (penalize_rows,
+ * mask_rows, and copies of the rows logprob_rows reads, made first): the
+ * lists go up in one copy; *lp_rows: where the logprob rows' list is on the
+ * device. */
+static int edit_rows(model *m, const model_batch *b, const int32_t **lp_rows) {
     backend *be = m->be;
-    size_t words = ((size_t)m->cfg.vocab_size + 31) / 32;
+    size_t V = (size_t)m->cfg.vocab_size, words = (V + 31) / 32;
     size_t at_ent = (size_t)b->n_pen * sizeof *b->pen, at_rows = at_ent + (size_t)b->n_pen_ent * sizeof *b->pen_ent,
-           at_bits = at_rows + (size_t)b->n_mask * 4, bytes = at_bits + (size_t)b->n_mask * words * 4;
+           at_bits = at_rows + (size_t)b->n_mask * 4, at_lp = at_bits + (size_t)b->n_mask * words * 4,
+           bytes = at_lp + (size_t)b->n_lp * 4;
     if (bytes > m->cap_pen) {
         if (m->d_pen) be->ops->buf_free(be, m->d_pen);
         free(m->h_pen);
@@ -685,13 +693,28 @@ static int edit_rows(model *m, const model_batch *b) {
                            b->n_mask);
         }
     }
+    if (b->n_lp > m->cap_lp) {
+        if (m->d_lp_raw) be->ops->buf_free(be, m->d_lp_raw);
+        if (m->d_lp) be->ops->buf_free(be, m->d_lp);
+        m->cap_lp = b->n_lp * 2;
+        m->d_lp_raw = be->ops->buf_alloc(be, (size_t)m->cap_lp * V * sizeof *m->d_lp_raw);
+        m->d_lp = be->ops->buf_alloc(be, (size_t)m->cap_lp * sizeof *m->d_lp);
+        if (!m->d_lp_raw || !m->d_lp) {
+            m->cap_lp = 0;
+            return err_set(KS_ENOMEM, "model: out of memory for %d rows of log-probabilities", b->n_lp);
+        }
+    }
     char *h = m->h_pen, *d = m->d_pen;
     memcpy(h, b->pen, at_ent);
     memcpy(h + at_ent, b->pen_ent, at_rows - at_ent);
     memcpy(h + at_rows, b->mask_rows, at_bits - at_rows);
-    memcpy(h + at_bits, b->mask_bits, bytes - at_bits);
+    memcpy(h + at_bits, b->mask_bits, at_lp - at_bits);
+    memcpy(h + at_lp, b->lp_rows, bytes - at_lp);
     int rc = be->ops->buf_upload(be, d, h, bytes);
+    for (int k = 0; !rc && k < b->n_lp; k++) /* (a copy on the device) */
+        rc = be->ops->buf_upload(be, m->d_lp_raw + k * V, m->logits_dev + b->lp_rows[k] * V, V * sizeof(float));
     if (rc) return rc;
+    *lp_rows = (const int32_t *)(d + at_lp);
     if (b->n_pen)
         be->ops->penalize_rows(be, m->logits_dev, m->cfg.vocab_size, b->n_logits, m->d_tokens, m->d_rows,
                                (const bk_pen_seq *)d, b->n_pen, (const bk_pen_ent *)(d + at_ent));
@@ -711,6 +734,11 @@ static int check_edits(const model_batch *b) {
     for (int i = 0; i < b->n_mask; i++)
         if (b->mask_rows[i] < 0 || b->mask_rows[i] >= b->n_logits)
             return err_set(KS_EINVAL, "forward: masked row %d of %d logits rows", b->mask_rows[i], b->n_logits);
+    if (b->n_lp < 0 || (b->n_lp && (!b->lp_rows || !b->lp || !b->argmax)) || b->lp_top < 0 || b->lp_top > BK_MAX_TOP)
+        return err_set(KS_EINVAL, "forward: %d log-probability rows (top %d)", b->n_lp, b->lp_top);
+    for (int i = 0; i < b->n_lp; i++)
+        if (b->lp_rows[i] < 0 || b->lp_rows[i] >= b->n_logits)
+            return err_set(KS_EINVAL, "forward: log-probability row %d of %d logits rows", b->lp_rows[i], b->n_logits);
     for (int i = 0, end = 0; i < b->n_pen; i++) {
         const bk_pen_seq *p = &b->pen[i];
         if (p->row < end || p->n_rows < 1 || p->n_rows > BK_PEN_MAX_FED + 1 || p->row + p->n_rows > b->n_logits ||
@@ -775,16 +803,18 @@ int model_forward_dev(model *m, kv_cache *kv, const model_batch *b, float *logit
      * what dev->behind launches goes between the copy and the wait */
     const backend_ops *op = m->be->ops;
     bool host_rows = b->n_logits > 0 && logits;
-    if (b->n_pen || b->n_mask) { /* the host's rows leave as the model computed them (the host penalises its own) */
+    const int32_t *lp_rows = NULL;
+    if (b->n_pen || b->n_mask || b->n_lp) { /* the host's rows leave as the model computed them (the host penalises its own) */
         if (host_rows &&
             (rc = op->buf_download(m->be, logits, m->logits_dev, (size_t)b->n_logits * c->vocab_size * 4)))
             return rc;
         host_rows = false;
-        if ((rc = edit_rows(m, b))) return rc;
+        if ((rc = edit_rows(m, b, &lp_rows))) return rc;
     }
     int n_am = b->argmax ? b->n_logits : 0, lo = n_am ? 0 : b->n_logits, n_out = n_am + dev->n_fetch;
     if (n_am) op->argmax(m->be, m->d_ids, m->logits_dev, n_am, c->vocab_size);
     if (b->n_sample) op->sample_rows(m->be, m->d_ids, m->logits_dev, c->vocab_size, b->sample, b->n_sample);
+    if (b->n_lp) op->logprob_rows(m->be, m->d_lp_raw, c->vocab_size, m->d_ids, lp_rows, b->n_lp, b->lp_top, m->d_lp);
     if (dev->n_fetch && (rc = op->buf_upload(m->be, m->d_ids + b->n_logits, dev->ids, (size_t)dev->n_fetch * 4)))
         return rc;
     if (n_out && m->h_ids) {
@@ -796,6 +826,7 @@ int model_forward_dev(model *m, kv_cache *kv, const model_batch *b, float *logit
         if (dev->behind) dev->behind(dev->behind_arg);
         if (n_out && (rc = op->buf_download(m->be, b->argmax + lo, m->d_ids + lo, (size_t)n_out * 4))) return rc;
     }
+    if (b->n_lp && (rc = op->buf_download(m->be, b->lp, m->d_lp, (size_t)b->n_lp * sizeof *b->lp))) return rc;
     if (host_rows)
         return m->be->ops->buf_download(m->be, logits, m->logits_dev, (size_t)b->n_logits * c->vocab_size * 4);
     return KS_OK;

@@ -121,7 +121,10 @@ typedef struct model {
     bool rows_dense;          /* the batch prepared last has logits rows 0..n-1: the head reads x as it is */
     int32_t *d_tables;
     int32_t *d_tiles;     /* (cap, 2) prompt-row tiles (bk_attn_batch.tiles) */
-    void *d_pen, *h_pen;  /* (cap_pen bytes) model_batch.pen, pen_ent, mask_rows, mask_bits: device / host staging (owned) */
+    void *d_pen, *h_pen;  /* (cap_pen bytes) model_batch.pen, pen_ent, mask_rows, mask_bits, lp_rows: device / host staging (owned) */
+    float *d_lp_raw;      /* (cap_lp, vocab) copies of model_batch.lp_rows before the penalties */
+    bk_logprobs *d_lp;    /* (cap_lp) their log-probabilities */
+    int cap_lp;
     size_t cap_pen;
     int32_t *d_ids;       /* (cap_ids) argmax of each logits row (drafts), then model_dev_ids.n_fetch ids */
     int32_t *h_ids;       /* (cap_ids) host staging of d_ids from the backend's host_alloc (NULL: none) */
@@ -208,6 +211,13 @@ typedef struct {
     const int32_t *mask_rows;
     const uint32_t *mask_bits;
     int n_mask;
+    /* optional (n_lp) logits rows whose log-probabilities the backend
+     * computes (logprob_rows) over the rows as the model computed them,
+     * for the id each row's argmax / sample_rows chose, with lp_top (<=
+     * BK_MAX_TOP) alternatives: into host lp (n_lp); argmax is required */
+    const int32_t *lp_rows;
+    int n_lp, lp_top;
+    bk_logprobs *lp;
 } model_batch;
 
 /* Loads dir (config.json + safetensors) onto the backend. */

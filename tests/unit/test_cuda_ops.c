@@ -9,6 +9,7 @@
 
 #include "backend/backend.h"
 #include "kv_upload.h"
+#include "logprob_cases.h"
 #include "penalty_cases.h"
 #include "sample/sample.h"
 #include "sample_rows_cases.h"
@@ -842,6 +843,41 @@ TEST(test_cuda_mask_rows_equal_the_cpu_op) {
         g->ops->buf_free(g, dr);
         g->ops->buf_free(g, db);
         free(h); free(want); free(got); free(bits);
+    }
+    close_pair(&p);
+}
+
+/* The device's log-probabilities (k_logprobs.cu) against the host rule
+ * (logprob_cases.h: ids and top values exactly, lz within 1e-5), rows of
+ * every kind at 3,000 and 151,936 logits. */
+TEST(test_cuda_logprob_rows_match_the_host_rule) {
+    pair p = {0};
+    if (!open_pair(&p)) SKIP("no CUDA GPU");
+    backend *g = p.gpu;
+    const int widths[] = {3000, 151936};
+    for (int wi = 0; wi < 2; wi++) {
+        int cols = widths[wi], n = 8;
+        float *raw = malloc((size_t)n * cols * sizeof *raw);
+        int32_t ids[8], rows[8];
+        bk_logprobs got[8];
+        for (int k = 0; k < n; k++) {
+            lp_case_row(raw + (size_t)k * cols, cols, k);
+            ids[k] = (k * 101) % cols;
+            rows[k] = n - 1 - k;
+        }
+        float *d = up(g, raw, (size_t)n * cols * sizeof *raw);
+        int32_t *di = up(g, ids, sizeof ids), *dr = up(g, rows, sizeof rows);
+        bk_logprobs *dout = g->ops->buf_alloc(g, sizeof got);
+        g->ops->logprob_rows(g, d, cols, di, dr, n, 20, dout);
+        down(g, got, dout, sizeof got);
+        for (int k = 0; k < n; k++) {
+            char why[200];
+            CHECK_MSG(lp_matches(&got[k], raw + (size_t)k * cols, cols, ids[rows[k]], 20, why, sizeof why),
+                      "cols %d row %d: %s", cols, k, why);
+        }
+        void *bufs[] = {d, di, dr, dout};
+        for (int i = 0; i < 4; i++) g->ops->buf_free(g, bufs[i]);
+        free(raw);
     }
     close_pair(&p);
 }

@@ -893,6 +893,96 @@ TEST(test_spec_penalties_batched) {
     fx_close(&f);
 }
 
+/* tokens and their log-probabilities (5 alternatives) of one request */
+typedef struct {
+    int n;
+    int32_t toks[128];
+    float lp[128], top[128][5];
+    int32_t top_id[128][5];
+} lp_out;
+
+static void collect_lp(engine_req *r, lp_out *o) {
+    memset(o, 0, sizeof *o);
+    engine_event ev;
+    for (;;) {
+        engine_next_event(r, &ev, -1);
+        CHECK(ev.type != ENGINE_EV_ERROR);
+        if (ev.type == ENGINE_EV_TOKEN && o->n < 128) {
+            CHECK_EQ_INT(ev.n_top, 5);
+            o->toks[o->n] = ev.token;
+            o->lp[o->n] = ev.logprob;
+            for (int k = 0; k < 5 && k < ev.n_top; k++) o->top[o->n][k] = ev.top_logprobs[k], o->top_id[o->n][k] = ev.top_ids[k];
+            o->n++;
+        }
+        int end = ev.type != ENGINE_EV_TOKEN;
+        engine_event_clear(&ev);
+        if (end) break;
+    }
+    engine_req_release(r);
+}
+
+static bool lp_same(const lp_out *a, const lp_out *b) {
+    return a->n == b->n && !memcmp(a->toks, b->toks, sizeof a->toks) && !memcmp(a->lp, b->lp, sizeof a->lp) &&
+           !memcmp(a->top, b->top, sizeof a->top) && !memcmp(a->top_id, b->top_id, sizeof a->top_id);
+}
+
+/* Log-probabilities from the backend (logprob_rows, over each row as the
+ * model computed it) against the host's (rows brought to the host): seeded
+ * sampling at 0.8 with logprobs and 5 alternatives on the CPU (the host
+ * samples, and computes them from its rows) and on the CPU with a
+ * sample_rows op (drawn by the backend, logprobs from it) — the same
+ * tokens and the same values, bit for bit, with speculation (MTP) on and
+ * off; greedy on the backend's path with speculation on and off too. */
+TEST(test_spec_logprobs_from_the_backend_equal_the_hosts) {
+    if (!test_shared_path("models/tinycoder/prompts/chat.jsonl")) SKIP("../shared/models/tinycoder/prompts not found");
+    fx f[2];
+    engine *e[2] = {0};
+    const char *devs[2] = {"cpu", "cpu+sample_rows"};
+    for (int d = 0; d < 2; d++) {
+        if (!fx_open_on(&f[d], devs[d])) return;
+        engine_config ec = {.max_concurrent = 4, .prefill_chunk = 512, .ctx_size = 1024, .pld = true,
+                            .spec_min_repetition = 0.0, .no_runtime_gates = true, .mtp = true, .mtp_depth = 3};
+        CHECK(engine_start(&e[d], f[d].m, f[d].tk, &ec) == 0);
+    }
+    int same = 0, compared = 0;
+    long long accepted = 0;
+    for (int line = 0; e[0] && e[1] && line < 3; line++) {
+        int n;
+        int32_t *ids = workload_prompt(&f[0], "models/tinycoder/prompts/chat.jsonl", line, &n, NULL);
+        if (!ids) continue;
+        for (int spec = 0; spec < 2; spec++) {
+            engine_params p = params(48, spec);
+            p.mtp = spec;
+            p.logprobs = true;
+            p.top_logprobs = 5;
+            lp_out g[2];
+            collect_lp(engine_submit(e[1], ids, n, &p), &g[spec]);
+            if (spec) CHECK_MSG(lp_same(&g[0], &g[1]), "line %d: greedy logprobs differ with speculation", line);
+            p.sp.temperature = 0.8f;
+            p.seed = 99 + (uint64_t)line;
+            lp_out h, b;
+            collect_lp(engine_submit(e[0], ids, n, &p), &h);
+            collect_lp(engine_submit(e[1], ids, n, &p), &b);
+            bool eq = lp_same(&h, &b);
+            CHECK_MSG(eq, "line %d spec %d: the backend's tokens or logprobs differ from the host's", line, spec);
+            same += eq;
+            compared++;
+        }
+        free(ids);
+    }
+    engine_stats st = {0};
+    if (e[1]) engine_get_stats(e[1], &st);
+    accepted = st.spec_accepted;
+    printf("    %d of %d seeded answers with logprobs the same from the backend as from the host; %lld drafts accepted\n",
+           same, compared, accepted);
+    CHECK_EQ_INT(compared, 6);
+    CHECK(accepted > 20);
+    for (int d = 0; d < 2; d++) {
+        if (e[d]) engine_stop(e[d]);
+        fx_close(&f[d]);
+    }
+}
+
 /* tinycoder with its draft model and DFlash drafter (every model
  * proposer); false, nothing open, when they are not there */
 static bool open_all_proposers(fx *f, const char *device, model **dm, dflash **fl) {

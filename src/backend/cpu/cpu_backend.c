@@ -554,6 +554,12 @@ static void cpu_mask_rows(backend *be, float *logits, int cols, const int32_t *r
     }
 }
 
+static void cpu_logprob_rows(backend *be, const float *raw, int cols, const int32_t *ids, const int32_t *rows, int n,
+                             int top, bk_logprobs *out) {
+    (void)be;
+    for (int k = 0; k < n; k++) bk_logprob_row(raw + (int64_t)k * cols, cols, ids[rows[k]], top, &out[k]);
+}
+
 static const backend_ops cpu_ops = {
     .name = "cpu",
     .buf_alloc = cpu_buf_alloc,
@@ -578,6 +584,7 @@ static const backend_ops cpu_ops = {
     .argmax = cpu_argmax,
     .penalize_rows = cpu_penalize_rows,
     .mask_rows = cpu_mask_rows,
+    .logprob_rows = cpu_logprob_rows,
     .spec_shift = cpu_spec_shift,
     .graph_begin = NULL,
     .free = cpu_free,

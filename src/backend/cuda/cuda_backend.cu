@@ -418,6 +418,12 @@ static void cu_mask_rows(backend *be, float *logits, int cols, const int32_t *ro
     PROF(be, "mask_rows", ks_cuda_mask_rows(S, logits, cols, rows, bits, n));
 }
 
+static void cu_logprob_rows(backend *be, const float *raw, int cols, const int32_t *ids, const int32_t *rows, int n,
+                            int top, bk_logprobs *out) {
+    SKIP_IF_FAILED();
+    PROF(be, "logprob_rows", ks_cuda_logprob_rows(S, raw, cols, ids, rows, n, top, out));
+}
+
 static void cu_sample_rows(backend *be, int32_t *out, const float *in, int cols, const bk_sample_row *rows, int n) {
     SKIP_IF_FAILED();
     PROF(be, "sample_rows", ks_cuda_sample_rows(S, out, in, cols, rows, n));
@@ -518,6 +524,7 @@ static const backend_ops cuda_ops = {
     .argmax = cu_argmax,
     .penalize_rows = cu_penalize_rows,
     .mask_rows = cu_mask_rows,
+    .logprob_rows = cu_logprob_rows,
     .sample_rows = cu_sample_rows,
     .spec_shift = cu_spec_shift,
     .host_alloc = cu_host_alloc,

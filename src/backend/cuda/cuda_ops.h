@@ -60,6 +60,9 @@ void ks_cuda_penalize_rows(ks_stream s, float *logits, int cols, int n_rows, con
                            const struct bk_pen_ent *ent);
 /* backend.h's mask_rows (k_mask.cu); rows and bits device memory */
 void ks_cuda_mask_rows(ks_stream s, float *logits, int cols, const int32_t *rows, const uint32_t *bits, int n);
+/* backend.h's logprob_rows (k_logprobs.cu); every pointer device memory */
+void ks_cuda_logprob_rows(ks_stream s, const float *raw, int cols, const int32_t *ids, const int32_t *rows, int n,
+                          int top, struct bk_logprobs *out);
 /* backend.h's sample_rows (k_sample.cu); rows are host memory (kernel
  * parameters), read before it returns */
 void ks_cuda_sample_rows(ks_stream s, int32_t *out, const float *in, int cols, const struct bk_sample_row *rows,
