@@ -97,32 +97,22 @@ static void admit(engine *e) {
     pthread_mutex_unlock(&e->mu);
 }
 
+/* array p grown to cap elements (kept as it was on failure); false: out of
+ * memory. (The new pointer is copied into p's own storage.) */
+#define GROW(p, cap) grow_into(&(p), realloc((p), (size_t)(cap) * sizeof *(p)))
+static bool grow_into(void *slot, void *np) {
+    if (np) memcpy(slot, &np, sizeof np);
+    return np != NULL;
+}
+
+/* the step's per-token and per-row arrays for n tokens (rows <= tokens) */
 static int ensure_batch(engine *e, int n) {
     if (n <= e->b_cap) return 0;
     int cap = n * 2;
-    int32_t *a = realloc(e->b_tok, (size_t)cap * 4), *b, *c, *d, *ids;
-    if (!a) return -1;
-    e->b_tok = a;
-    if (!(b = realloc(e->b_pos, (size_t)cap * 4))) return -1;
-    e->b_pos = b;
-    if (!(c = realloc(e->b_seq, (size_t)cap * 4))) return -1;
-    e->b_seq = c;
-    if (!(d = realloc(e->b_rows, (size_t)cap * 4))) return -1;
-    e->b_rows = d;
-    if (!(ids = realloc(e->b_ids, (size_t)cap * 4))) return -1;
-    e->b_ids = ids;
-    bk_sample_row *sr = realloc(e->b_sample, (size_t)cap * sizeof *sr);
-    if (!sr) return -1;
-    e->b_sample = sr;
-    bk_pen_seq *ps = realloc(e->b_pen, (size_t)cap * sizeof *ps);
-    if (!ps) return -1;
-    e->b_pen = ps;
-    int32_t *lr = realloc(e->b_lp_rows, (size_t)cap * sizeof *lr);
-    if (!lr) return -1;
-    e->b_lp_rows = lr;
-    bk_logprobs *lp = realloc(e->b_lp, (size_t)cap * sizeof *lp);
-    if (!lp) return -1;
-    e->b_lp = lp;
+    if (!GROW(e->b_tok, cap) || !GROW(e->b_pos, cap) || !GROW(e->b_seq, cap) || !GROW(e->b_rows, cap) ||
+        !GROW(e->b_ids, cap) || !GROW(e->b_sample, cap) || !GROW(e->b_pen, cap) || !GROW(e->b_lp_rows, cap) ||
+        !GROW(e->b_lp, cap))
+        return -1;
     e->b_cap = cap;
     return 0;
 }
@@ -491,9 +481,8 @@ int engine_step(engine *e) {
         engine_pen_sync(e, s);
         if (n_pen_ent + s->n_pen_ent > e->cap_b_pen_ent) {
             int cap = (n_pen_ent + s->n_pen_ent) * 2;
-            bk_pen_ent *ne = realloc(e->b_pen_ent, (size_t)cap * sizeof *ne);
-            if (!ne) return step_failed(e, "out of memory for the step's penalties");
-            e->b_pen_ent = ne;
+            if (!GROW(e->b_pen_ent, cap))
+                return step_failed(e, "out of memory for the step's penalties");
             e->cap_b_pen_ent = cap;
         }
         e->b_pen[n_pen++] = engine_pen_seq(s, first_row[i], rows_of[i], n_pen_ent);
@@ -508,11 +497,8 @@ int engine_step(engine *e) {
         if (!rows_of[i] || !s->dev_mask) continue;
         if (n_mask + rows_of[i] > e->cap_b_mask) {
             int cap = (n_mask + rows_of[i]) * 2;
-            int32_t *nr = realloc(e->b_mask_rows, (size_t)cap * sizeof *nr);
-            if (nr) e->b_mask_rows = nr;
-            uint32_t *nb = nr ? realloc(e->b_mask_bits, (size_t)cap * words * sizeof *nb) : NULL;
-            if (!nb) return step_failed(e, "out of memory for the step's constraint masks");
-            e->b_mask_bits = nb;
+            if (!GROW(e->b_mask_rows, cap) || !GROW(e->b_mask_bits, (size_t)cap * words))
+                return step_failed(e, "out of memory for the step's constraint masks");
             e->cap_b_mask = cap;
         }
         n_mask += engine_constraint_masks(e, s, first_row[i], rows_of[i], e->b_mask_rows + n_mask,
