@@ -216,7 +216,8 @@ static void time_attention(backend *be, int capacity) {
 
 /* The greedy argmax over Qwen3's vocabulary (151,936 logits a row), 1 and
  * 16 rows (decode, a verify), launches back to back; then the argmax with
- * sampling on the device (sample_rows) under a few rules */
+ * sampling on the device (sample_rows) under a few rules; penalties, a
+ * constraint's mask and logprobs on the same rows */
 static void time_argmax(backend *be) {
     int cols = 151936;
     for (int n = 1; n <= 16; n *= 16) {
@@ -243,6 +244,38 @@ static void time_argmax(backend *be) {
             TIME_CALLS(dt, be, 100, (be->ops->argmax(be, ids, d, n, cols), be->ops->sample_rows(be, ids, d, cols, sr, n)));
             printf("argmax+sample rows=%-2d cols=%d %-22s %9.1f us\n", n, cols, rules[r].name, dt * 1e6);
         }
+        /* the ops on the rows before the choice and after it: penalties of a
+         * 2,000-token context (a verify's n rows), a constraint's mask (every
+         * other word cleared), logprobs with 20 alternatives (the rows after
+         * the last call's edits: timing only) */
+        enum { ENT = 2000 };
+        bk_pen_ent *ent = malloc(ENT * sizeof *ent);
+        int32_t tok_rows[16];
+        uint32_t *bits = malloc((size_t)n * ((cols + 31) / 32) * 4);
+        for (int k = 0; k < ENT; k++) ent[k] = (bk_pen_ent){k * 75, k % 3, k % 50 ? 0.0f : 1.0f};
+        for (int j = 0; j < n; j++) tok_rows[j] = j;
+        for (int w = 0; w < n * ((cols + 31) / 32); w++) bits[w] = w % 2 ? 0u : 0xffffffffu;
+        bk_pen_seq ps = {0, n, 0, ENT, 1.1f, 0.5f, 0.5f};
+        int32_t *dtok = be->ops->buf_alloc(be, sizeof tok_rows), *drows = be->ops->buf_alloc(be, sizeof tok_rows);
+        bk_pen_seq *dps = be->ops->buf_alloc(be, sizeof ps);
+        bk_pen_ent *dent = be->ops->buf_alloc(be, ENT * sizeof *ent);
+        uint32_t *dbits = be->ops->buf_alloc(be, (size_t)n * ((cols + 31) / 32) * 4);
+        bk_logprobs *dlp = be->ops->buf_alloc(be, (size_t)n * sizeof *dlp);
+        be->ops->buf_upload(be, dtok, tok_rows, sizeof tok_rows);
+        be->ops->buf_upload(be, drows, tok_rows, sizeof tok_rows);
+        be->ops->buf_upload(be, dps, &ps, sizeof ps);
+        be->ops->buf_upload(be, dent, ent, ENT * sizeof *ent);
+        be->ops->buf_upload(be, dbits, bits, (size_t)n * ((cols + 31) / 32) * 4);
+        TIME_CALLS(dt, be, 100, be->ops->penalize_rows(be, d, cols, n, dtok, drows, dps, 1, dent));
+        printf("penalize rows=%-2d cols=%d entries=%d %9.1f us\n", n, cols, ENT, dt * 1e6);
+        TIME_CALLS(dt, be, 100, be->ops->mask_rows(be, d, cols, drows, dbits, n));
+        printf("mask rows=%-2d cols=%d %9.1f us\n", n, cols, dt * 1e6);
+        TIME_CALLS(dt, be, 100, be->ops->logprob_rows(be, d, cols, ids, drows, n, 20, dlp));
+        printf("logprobs rows=%-2d cols=%d top=20 %9.1f us\n", n, cols, dt * 1e6);
+        void *bufs[] = {dtok, drows, dps, dent, dbits, dlp};
+        for (int i = 0; i < 6; i++) be->ops->buf_free(be, bufs[i]);
+        free(ent);
+        free(bits);
         be->ops->buf_free(be, d);
         be->ops->buf_free(be, ids);
         free(h);
