@@ -169,7 +169,7 @@ static bool dflash_pays(const engine *e, const seq_state *s, double bar) {
 bool engine_dflash_plan_behind(engine *e, seq_state *s) {
     int k = s->n_draft;
     if (!s->draft_dev || !k || s->draft_src != DRAFT_SRC_DFLASH || !s->use_dflash || !s->spec || s->use_mtp ||
-        engine_seq_needs_logits(s) || s->js || s->fl_q0 < 0 || s->fl_next != s->n_cached || !dflash_pays(e, s, SPEC_PAY_BAR))
+        engine_seq_needs_logits(s) || s->js || s->dev_logprobs || s->fl_q0 < 0 || s->fl_next != s->n_cached || !dflash_pays(e, s, SPEC_PAY_BAR))
         return false;
     /* entries: the verify's k + 1 positions from n_cached, then the block
      * from one past the last accepted (at most k further) */
