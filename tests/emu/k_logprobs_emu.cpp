@@ -12,7 +12,7 @@ extern "C" {
 #include "backend/backend.h"
 }
 
-#define LP_THREADS 64
+#define LP_THREADS 64 /* (the device runs 256) */
 namespace emu {
 #include "backend/cuda/k_logprobs.cu"
 }

@@ -18,6 +18,7 @@
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <utility>
@@ -107,6 +108,20 @@ static inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
 static inline int min(int a, int b) { return a < b ? a : b; }
 
 static inline void pdl_start() {}
+
+/* the backend's growing device scratch, as host memory (kept to the end) */
+typedef struct {
+    void *p;
+    size_t bytes;
+} ks_workspace;
+static inline void *ks_cuda_workspace(ks_workspace *w, cudaStream_t, size_t need, const char *) {
+    if (need > w->bytes) {
+        free(w->p);
+        w->p = malloc(need);
+        w->bytes = w->p ? need : 0;
+    }
+    return w->p;
+}
 
 #include "backend/cuda/order_key.cuh"
 
