@@ -128,6 +128,51 @@ static int step_failed(engine *e, const char *msg) {
     return 1;
 }
 
+/* What the backend does to the step's logits rows beyond the head, in row
+ * order (prompt rows first), into e->b_pen / b_pen_ent (penalties and
+ * logit_bias: each such sequence's entries, the backend counting a verify's
+ * drafts row by row), b_mask_rows / b_mask_bits (sampled under a
+ * constraint on the device: each row's mask) and b_lp_rows (log-
+ * probabilities from the backend, lp_top alternatives for the widest
+ * request). NULL, or what ran out of memory. */
+static const char *row_edits(engine *e, int na, const int *order, const int *first_row, const int *rows_of,
+                             int *n_pen, int *n_pen_ent, int *n_mask, int *n_lp, int *lp_top) {
+    int words = (e->m->cfg.vocab_size + 31) / 32;
+    for (int o = 0; o < na; o++) {
+        int i = order[o];
+        seq_state *s = e->active[i];
+        if (!rows_of[i]) continue;
+        if (s->pen) {
+            engine_pen_sync(e, s);
+            if (*n_pen_ent + s->n_pen_ent > e->cap_b_pen_ent) {
+                int cap = (*n_pen_ent + s->n_pen_ent) * 2;
+                if (!GROW(e->b_pen_ent, cap)) return "out of memory for the step's penalties";
+                e->cap_b_pen_ent = cap;
+            }
+            e->b_pen[(*n_pen)++] = engine_pen_seq(s, first_row[i], rows_of[i], *n_pen_ent);
+            memcpy(e->b_pen_ent + *n_pen_ent, s->pen_ent, (size_t)s->n_pen_ent * sizeof *s->pen_ent);
+            *n_pen_ent += s->n_pen_ent;
+        }
+        if (s->dev_mask) {
+            if (*n_mask + rows_of[i] > e->cap_b_mask) {
+                int cap = (*n_mask + rows_of[i]) * 2;
+                if (!GROW(e->b_mask_rows, cap) || !GROW(e->b_mask_bits, (size_t)cap * words))
+                    return "out of memory for the step's constraint masks";
+                e->cap_b_mask = cap;
+            }
+            *n_mask += engine_constraint_masks(e, s, first_row[i], rows_of[i], e->b_mask_rows + *n_mask,
+                                               e->b_mask_bits + (size_t)*n_mask * words);
+        }
+        if (s->dev_logprobs) {
+            s->lp0 = *n_lp;
+            for (int j = 0; j < rows_of[i]; j++) e->b_lp_rows[(*n_lp)++] = first_row[i] + j;
+            if (s->r->p.top_logprobs > *lp_top) *lp_top = s->r->p.top_logprobs;
+        }
+    }
+    atomic_fetch_add(&e->constraint_masks, *n_mask);
+    return NULL;
+}
+
 /* The most drafts a decoding sequence can verify next step: predictions
  * and model drafts are followed in long runs (15 + 1 tokens: still a
  * graph-sized verify step), within max_tokens (the bonus token counts too)
@@ -470,50 +515,9 @@ int engine_step(engine *e) {
             e->b_sample[n_sample++] = (bk_sample_row){first_row[i] + j, sp->top_k, sp->temperature, sp->top_p,
                                                       sp->min_p, sample_rng_uniform(&ahead)};
     }
-    /* penalties and logit_bias: each such sequence's entries (its context's
-     * tokens), the backend counting a verify's drafts row by row; in row
-     * order (prompt rows first) */
-    int n_pen = 0, n_pen_ent = 0;
-    for (int o = 0; o < na; o++) {
-        int i = order[o];
-        seq_state *s = e->active[i];
-        if (!rows_of[i] || !s->pen) continue;
-        engine_pen_sync(e, s);
-        if (n_pen_ent + s->n_pen_ent > e->cap_b_pen_ent) {
-            int cap = (n_pen_ent + s->n_pen_ent) * 2;
-            if (!GROW(e->b_pen_ent, cap))
-                return step_failed(e, "out of memory for the step's penalties");
-            e->cap_b_pen_ent = cap;
-        }
-        e->b_pen[n_pen++] = engine_pen_seq(s, first_row[i], rows_of[i], n_pen_ent);
-        memcpy(e->b_pen_ent + n_pen_ent, s->pen_ent, (size_t)s->n_pen_ent * sizeof *s->pen_ent);
-        n_pen_ent += s->n_pen_ent;
-    }
-    /* sampled under a constraint on the device: each row's mask */
-    int n_mask = 0, words = (e->m->cfg.vocab_size + 31) / 32;
-    for (int o = 0; o < na; o++) {
-        int i = order[o];
-        seq_state *s = e->active[i];
-        if (!rows_of[i] || !s->dev_mask) continue;
-        if (n_mask + rows_of[i] > e->cap_b_mask) {
-            int cap = (n_mask + rows_of[i]) * 2;
-            if (!GROW(e->b_mask_rows, cap) || !GROW(e->b_mask_bits, (size_t)cap * words))
-                return step_failed(e, "out of memory for the step's constraint masks");
-            e->cap_b_mask = cap;
-        }
-        n_mask += engine_constraint_masks(e, s, first_row[i], rows_of[i], e->b_mask_rows + n_mask,
-                                          e->b_mask_bits + (size_t)n_mask * words);
-    }
-    atomic_fetch_add(&e->constraint_masks, n_mask);
-    /* log-probabilities from the backend: each such sequence's rows */
-    int n_lp = 0, lp_top = 0;
-    for (int i = 0; i < na; i++) {
-        seq_state *s = e->active[i];
-        if (!rows_of[i] || !s->dev_logprobs) continue;
-        s->lp0 = n_lp;
-        for (int j = 0; j < rows_of[i]; j++) e->b_lp_rows[n_lp++] = first_row[i] + j;
-        lp_top = s->r->p.top_logprobs > lp_top ? s->r->p.top_logprobs : lp_top;
-    }
+    int n_pen = 0, n_pen_ent = 0, n_mask = 0, n_lp = 0, lp_top = 0;
+    const char *why = row_edits(e, na, order, first_row, rows_of, &n_pen, &n_pen_ent, &n_mask, &n_lp, &lp_top);
+    if (why) return step_failed(e, why);
     /* a drafter's features only for steps that feed one of its sequences */
     bool features = false;
     for (int i = 0; i < na; i++) features |= feed[i] && e->active[i]->use_dflash;
