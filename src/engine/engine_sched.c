@@ -128,49 +128,60 @@ static int step_failed(engine *e, const char *msg) {
     return 1;
 }
 
+typedef struct {
+    engine *e;
+    int na;
+    const int *order, *first_row, *rows_of; /* engine_step's */
+} edit_ctx;
+
 /* What the backend does to the step's logits rows beyond the head, in row
- * order (prompt rows first), into e->b_pen / b_pen_ent (penalties and
- * logit_bias: each such sequence's entries, the backend counting a verify's
- * drafts row by row), b_mask_rows / b_mask_bits (sampled under a
+ * order (prompt rows first), into b (model_dev_ids.edits: called while
+ * the device runs the forward): e->b_pen / b_pen_ent (penalties and
+ * logit_bias: each such sequence's entries, the backend counting a
+ * verify's drafts row by row), b_mask_rows / b_mask_bits (sampled under a
  * constraint on the device: each row's mask) and b_lp_rows (log-
  * probabilities from the backend, lp_top alternatives for the widest
- * request). NULL, or what ran out of memory. */
-static const char *row_edits(engine *e, int na, const int *order, const int *first_row, const int *rows_of,
-                             int *n_pen, int *n_pen_ent, int *n_mask, int *n_lp, int *lp_top) {
-    int words = (e->m->cfg.vocab_size + 31) / 32;
-    for (int o = 0; o < na; o++) {
-        int i = order[o];
+ * request). */
+static int step_edits(void *arg, model_batch *b) {
+    const edit_ctx *c = arg;
+    engine *e = c->e;
+    int words = (e->m->cfg.vocab_size + 31) / 32, n_pen = 0, n_ent = 0, n_mask = 0, n_lp = 0, top = 0;
+    for (int o = 0; o < c->na; o++) {
+        int i = c->order[o], row0 = c->first_row[i], rows = c->rows_of[i];
         seq_state *s = e->active[i];
-        if (!rows_of[i]) continue;
+        if (!rows) continue;
         if (s->pen) {
             engine_pen_sync(e, s);
-            if (*n_pen_ent + s->n_pen_ent > e->cap_b_pen_ent) {
-                int cap = (*n_pen_ent + s->n_pen_ent) * 2;
-                if (!GROW(e->b_pen_ent, cap)) return "out of memory for the step's penalties";
+            if (n_ent + s->n_pen_ent > e->cap_b_pen_ent) {
+                int cap = (n_ent + s->n_pen_ent) * 2;
+                if (!GROW(e->b_pen_ent, cap)) return err_set(KS_ENOMEM, "out of memory for the step's penalties");
                 e->cap_b_pen_ent = cap;
             }
-            e->b_pen[(*n_pen)++] = engine_pen_seq(s, first_row[i], rows_of[i], *n_pen_ent);
-            memcpy(e->b_pen_ent + *n_pen_ent, s->pen_ent, (size_t)s->n_pen_ent * sizeof *s->pen_ent);
-            *n_pen_ent += s->n_pen_ent;
+            e->b_pen[n_pen++] = engine_pen_seq(s, row0, rows, n_ent);
+            memcpy(e->b_pen_ent + n_ent, s->pen_ent, (size_t)s->n_pen_ent * sizeof *s->pen_ent);
+            n_ent += s->n_pen_ent;
         }
         if (s->dev_mask) {
-            if (*n_mask + rows_of[i] > e->cap_b_mask) {
-                int cap = (*n_mask + rows_of[i]) * 2;
+            if (n_mask + rows > e->cap_b_mask) {
+                int cap = (n_mask + rows) * 2;
                 if (!GROW(e->b_mask_rows, cap) || !GROW(e->b_mask_bits, (size_t)cap * words))
-                    return "out of memory for the step's constraint masks";
+                    return err_set(KS_ENOMEM, "out of memory for the step's constraint masks");
                 e->cap_b_mask = cap;
             }
-            *n_mask += engine_constraint_masks(e, s, first_row[i], rows_of[i], e->b_mask_rows + *n_mask,
-                                               e->b_mask_bits + (size_t)*n_mask * words);
+            n_mask += engine_constraint_masks(e, s, row0, rows, e->b_mask_rows + n_mask,
+                                              e->b_mask_bits + (size_t)n_mask * words);
         }
         if (s->dev_logprobs) {
-            s->lp0 = *n_lp;
-            for (int j = 0; j < rows_of[i]; j++) e->b_lp_rows[(*n_lp)++] = first_row[i] + j;
-            if (s->r->p.top_logprobs > *lp_top) *lp_top = s->r->p.top_logprobs;
+            s->lp0 = n_lp;
+            for (int j = 0; j < rows; j++) e->b_lp_rows[n_lp++] = row0 + j;
+            if (s->r->p.top_logprobs > top) top = s->r->p.top_logprobs;
         }
     }
-    atomic_fetch_add(&e->constraint_masks, *n_mask);
-    return NULL;
+    atomic_fetch_add(&e->constraint_masks, n_mask);
+    b->pen = e->b_pen, b->n_pen = n_pen, b->pen_ent = e->b_pen_ent, b->n_pen_ent = n_ent;
+    b->mask_rows = e->b_mask_rows, b->mask_bits = e->b_mask_bits, b->n_mask = n_mask;
+    b->lp_rows = e->b_lp_rows, b->n_lp = n_lp, b->lp_top = top, b->lp = e->b_lp;
+    return KS_OK;
 }
 
 /* The most drafts a decoding sequence can verify next step: predictions
@@ -515,22 +526,19 @@ int engine_step(engine *e) {
             e->b_sample[n_sample++] = (bk_sample_row){first_row[i] + j, sp->top_k, sp->temperature, sp->top_p,
                                                       sp->min_p, sample_rng_uniform(&ahead)};
     }
-    int n_pen = 0, n_pen_ent = 0, n_mask = 0, n_lp = 0, lp_top = 0;
-    const char *why = row_edits(e, na, order, first_row, rows_of, &n_pen, &n_pen_ent, &n_mask, &n_lp, &lp_top);
-    if (why) return step_failed(e, why);
     /* a drafter's features only for steps that feed one of its sequences */
     bool features = false;
     for (int i = 0; i < na; i++) features |= feed[i] && e->active[i]->use_dflash;
     model_batch b = {.n_tokens = n, .tokens = e->b_tok, .pos = e->b_pos, .seq = e->b_seq, .n_seqs = na, .seqs = seqs,
                      .n_logits = n_rows, .logit_rows = e->b_rows, .n_prompt = n_prompt, .argmax = e->b_ids,
-                     .no_features = !features, .sample = e->b_sample, .n_sample = n_sample, .pen = e->b_pen,
-                     .n_pen = n_pen, .pen_ent = e->b_pen_ent, .n_pen_ent = n_pen_ent, .mask_rows = e->b_mask_rows,
-                     .mask_bits = e->b_mask_bits, .n_mask = n_mask, .lp_rows = e->b_lp_rows, .n_lp = n_lp,
-                     .lp_top = lp_top, .lp = e->b_lp};
+                     .no_features = !features, .sample = e->b_sample, .n_sample = n_sample};
     /* one sequence verifying DFlash drafts: its next block goes right behind the verify */
     bool behind = na == 1 && !n_prompt && e->fl_kv.n_blocks && engine_dflash_plan_behind(e, e->active[0]);
-    model_dev_ids dev = {n_fetch ? dflash_block_ids(e->cfg.dflash) : NULL, n_runs, runs, n_fetch,
-                         behind ? engine_dflash_behind : NULL, e};
+    /* the row edits are filled while the device runs the forward */
+    edit_ctx ec = {e, na, order, first_row, rows_of};
+    model_dev_ids dev = {.ids = n_fetch ? dflash_block_ids(e->cfg.dflash) : NULL, .n_runs = n_runs, .runs = runs,
+                         .n_fetch = n_fetch, .behind = behind ? engine_dflash_behind : NULL, .behind_arg = e,
+                         .edits = step_edits, .edits_arg = &ec};
     double t_fwd = now_s();
     unsigned long g_fwd = model_graph_recordings();
     int fwd_rc = model_forward_dev(e->m, &e->kv, &b, need_rows ? e->logits : NULL, &dev);

@@ -799,6 +799,9 @@ int model_forward_dev(model *m, kv_cache *kv, const model_batch *b, float *logit
     m->fwd_logits = 0;
     if ((rc = model_graph_run(m, &k, graph, forward_ops, &f))) return rc;
     m->fwd_logits = b->n_logits;
+    model_batch eb = *b; /* its row edits, filled now when dev->edits does (the device runs on meanwhile) */
+    if (dev->edits && ((rc = dev->edits(dev->edits_arg, &eb)) || (rc = check_edits(&eb)))) return rc;
+    b = &eb;
     /* the argmax ids and the fetched ones leave in one copy (one wait);
      * what dev->behind launches goes between the copy and the wait */
     const backend_ops *op = m->be->ops;

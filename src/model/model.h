@@ -265,6 +265,14 @@ typedef struct {
      * backends with buf_download_start (elsewhere it runs first) */
     void (*behind)(void *arg);
     void *behind_arg;
+    /* Optional: called once the forward is enqueued, before its logits rows
+     * are edited, to fill the batch's row edits (pen .. lp of *b, a copy of
+     * the caller's batch) while the device computes — the host's part of
+     * them (penalty entries, constraint masks) hidden behind the forward on
+     * backends that run asynchronously. Nonzero: an error (err_set), the
+     * forward fails. */
+    int (*edits)(void *arg, model_batch *b);
+    void *edits_arg;
 } model_dev_ids;
 /* model_forward with rows from, and ids fetched out of, dev (NULL: none) */
 int model_forward_dev(model *m, kv_cache *kv, const model_batch *b, float *logits, const model_dev_ids *dev);

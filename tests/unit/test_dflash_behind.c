@@ -60,7 +60,7 @@ static int world(model *m, dflash *d, const int32_t *prompt, int P, const int32_
     behind_arg x = {d, &fkv, &fs, P, 0};
     model_batch vb = {.n_tokens = K + 1, .tokens = verify, .pos = pos + P, .seq = seq, .n_seqs = 1, .seqs = seqs,
                       .n_logits = K + 1, .logit_rows = rows, .argmax = ids};
-    model_dev_ids dev = {NULL, 0, NULL, 0, behind ? launch_behind : NULL, &x};
+    model_dev_ids dev = {.behind = behind ? launch_behind : NULL, .behind_arg = &x};
     CHECK(model_forward_dev(m, &kv, &vb, NULL, &dev) == 0);
     CHECK_EQ_INT(x.rc, 0);
     for (accepted = 0; accepted < K && ids[accepted] == verify[accepted + 1];) accepted++;
