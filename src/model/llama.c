@@ -141,6 +141,17 @@ static void free_graphs(model *m) {
     m->n_graphs = 0;
 }
 
+/* host staging the backend copies from without waiting (pinned where it
+ * has host_alloc), and its release */
+static void *host_alloc(model *m, size_t bytes) {
+    return m->be->ops->host_alloc ? m->be->ops->host_alloc(m->be, bytes) : malloc(bytes);
+}
+static void host_free(model *m, void *p) {
+    if (!p) return;
+    if (m->be->ops->host_alloc) m->be->ops->host_free(m->be, p);
+    else free(p);
+}
+
 static void free_acts(model *m) {
     backend *be = m->be;
     free_graphs(m);
@@ -162,7 +173,7 @@ static void free_acts(model *m) {
     free(m->h_tiles);
     m->h_tiles = NULL;
     if (m->d_pen) be->ops->buf_free(be, m->d_pen);
-    free(m->h_pen);
+    host_free(m, m->h_pen);
     m->d_pen = m->h_pen = NULL;
     m->cap_pen = 0;
     if (m->d_lp_raw) be->ops->buf_free(be, m->d_lp_raw);
@@ -178,20 +189,16 @@ static void free_acts(model *m) {
 
 bool model_samples_on_device(const model *m) { return m->be->ops->sample_rows != NULL; }
 
-/* the host logits rows come from the backend's host_alloc where it has one */
 static void host_logits_free(model *m) {
-    const backend_ops *op = m->be->ops;
-    if (m->h_logits) op->host_alloc ? op->host_free(m->be, m->h_logits) : free(m->h_logits);
+    host_free(m, m->h_logits);
     m->h_logits = NULL;
     m->cap_h_logits = 0;
 }
 
 float *model_host_logits(model *m, int n_rows) {
     if (n_rows <= m->cap_h_logits) return m->h_logits;
-    const backend_ops *op = m->be->ops;
-    size_t bytes = (size_t)n_rows * m->cfg.vocab_size * sizeof(float);
     host_logits_free(m);
-    m->h_logits = op->host_alloc ? op->host_alloc(m->be, bytes) : malloc(bytes);
+    m->h_logits = host_alloc(m, (size_t)n_rows * m->cfg.vocab_size * sizeof(float));
     m->cap_h_logits = m->h_logits ? n_rows : 0;
     return m->h_logits;
 }
@@ -680,13 +687,13 @@ static int edit_rows(model *m, const model_batch *b, const int32_t **lp_rows) {
            bytes = at_lp + (size_t)b->n_lp * 4;
     if (bytes > m->cap_pen) {
         if (m->d_pen) be->ops->buf_free(be, m->d_pen);
-        free(m->h_pen);
+        host_free(m, m->h_pen);
         m->cap_pen = bytes * 2;
         m->d_pen = be->ops->buf_alloc(be, m->cap_pen);
-        m->h_pen = malloc(m->cap_pen);
+        m->h_pen = host_alloc(m, m->cap_pen); /* pinned: the copy does not wait for the forward */
         if (!m->d_pen || !m->h_pen) {
             if (m->d_pen) be->ops->buf_free(be, m->d_pen);
-            free(m->h_pen);
+            host_free(m, m->h_pen);
             m->d_pen = m->h_pen = NULL;
             m->cap_pen = 0;
             return err_set(KS_ENOMEM, "model: out of memory for %d penalised tokens and %d masks", b->n_pen_ent,
