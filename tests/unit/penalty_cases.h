@@ -16,6 +16,7 @@
 
 #include "backend/backend.h"
 #include "sample/sample.h"
+#include "test.h"
 
 static inline void pen_reference(float *row, int V, const int32_t *ctx, int n_ctx, int n_prompt, const sample_params *p,
                                  const int32_t *bias_id, const float *bias, int n_bias) {
@@ -115,6 +116,26 @@ static inline void pen_call_free(pen_call *c) {
     free(c->tokens);
     free(c->rows);
     free(c->ent);
+}
+
+/* The CPU op's rows for call c (the reference; the caller frees them). */
+static inline float *pen_cpu_rows(backend *cpu, const pen_call *c) {
+    size_t bytes = (size_t)c->n_rows * c->cols * sizeof(float);
+    float *want = malloc(bytes);
+    memcpy(want, c->logits, bytes);
+    cpu->ops->penalize_rows(cpu, want, c->cols, c->n_rows, c->tokens, c->rows, c->seqs, c->n_seqs, c->ent);
+    return want;
+}
+
+/* every row of got bit for bit the CPU op's (want); *changed counts the
+ * rows the op changed */
+static inline void pen_rows_check(const pen_call *c, const float *want, const float *got, const char *who, int *changed) {
+    for (int r = 0; r < c->n_rows; r++) {
+        size_t at = (size_t)r * c->cols;
+        CHECK_MSG(!memcmp(got + at, want + at, (size_t)c->cols * 4), "%s, cols %d row %d: differs from the CPU op", who,
+                  c->cols, r);
+        *changed += memcmp(want + at, c->logits + at, (size_t)c->cols * 4) != 0;
+    }
 }
 
 #endif
