@@ -712,11 +712,10 @@ static int edit_rows(model *m, const model_batch *b, const int32_t **lp_rows) {
         }
     }
     char *h = m->h_pen, *d = m->d_pen;
-    memcpy(h, b->pen, at_ent);
-    memcpy(h + at_ent, b->pen_ent, at_rows - at_ent);
-    memcpy(h + at_rows, b->mask_rows, at_bits - at_rows);
-    memcpy(h + at_bits, b->mask_bits, at_lp - at_bits);
-    memcpy(h + at_lp, b->lp_rows, bytes - at_lp);
+    const void *src[5] = {b->pen, b->pen_ent, b->mask_rows, b->mask_bits, b->lp_rows};
+    size_t at[6] = {0, at_ent, at_rows, at_bits, at_lp, bytes};
+    for (int i = 0; i < 5; i++)
+        if (at[i + 1] > at[i]) memcpy(h + at[i], src[i], at[i + 1] - at[i]); /* (lists left out are NULL) */
     int rc = be->ops->buf_upload(be, d, h, bytes);
     for (int k = 0; !rc && k < b->n_lp; k++) /* (a copy on the device) */
         rc = be->ops->buf_upload(be, m->d_lp_raw + k * V, m->logits_dev + b->lp_rows[k] * V, V * sizeof(float));
