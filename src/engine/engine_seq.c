@@ -69,14 +69,15 @@ seq_state *engine_seq_new(engine *e, engine_req *r) {
     memcpy(s->ctx, r->prompt, (size_t)r->n_prompt * sizeof *s->ctx);
     s->n_ctx = r->n_prompt;
     sample_rng_seed(&s->rng, r->p.seed);
-    /* sampled on the device unless the host needs its rows: logprobs; under
-     * a constraint with the masks sent along (the backend can apply them) */
+    /* sampled on the device where the backend samples (under a constraint
+     * with the masks sent along) */
     bool logprobs = r->p.logprobs || r->p.top_logprobs > 0;
-    s->dev_sample = r->p.sp.temperature > 0.0f && model_samples_on_device(e->m) && (!s->js || !logprobs);
+    s->dev_sample = r->p.sp.temperature > 0.0f && model_samples_on_device(e->m) && (!s->js || e->m->be->ops->mask_rows);
     s->dev_mask = s->dev_sample && s->js;
-    /* log-probabilities from the backend where its choice is the token (no
-     * constraint: a refused argmax is the host's choice) */
-    s->dev_logprobs = logprobs && !s->js && (r->p.sp.temperature <= 0.0f || s->dev_sample);
+    /* log-probabilities from the backend wherever the backend chooses (for
+     * a greedy constrained choice whose argmax was refused, the chosen
+     * id's logit is fetched: choice_logprobs) */
+    s->dev_logprobs = logprobs && (r->p.sp.temperature <= 0.0f || s->dev_sample);
     s->mask_stuck = -1;
     /* drafting: prompt lookup when on (server default or per request), and
      * any request's own prediction (a draft source of its own) */
@@ -207,6 +208,8 @@ bool engine_is_eos(const engine_params *p, int tok) {
     return false;
 }
 
+static float finite_or_floor(float lp) { return isfinite(lp) ? lp : -9999.0f; }
+
 /* Appends a chosen token: events, stop strings, limits. lp: its row's
  * log-probabilities when the request wants them (the backend's, or the
  * host's of the row as the model computed it). Returns 1 when the sequence
@@ -229,12 +232,12 @@ static int seq_commit(engine *e, seq_state *s, int tok, const bk_logprobs *lp) {
     s->ctx[s->n_ctx++] = tok;
     s->n_gen++;
     ev.token = tok;
-    if (lp) {
-        ev.logprob = lp->logit - lp->lz;
+    if (lp) { /* (a value that is not finite goes out as OpenAI's floor, -9999: JSON has no infinities) */
+        ev.logprob = finite_or_floor(lp->logit - lp->lz);
         ev.n_top = lp->n_top;
         for (int k = 0; k < lp->n_top; k++) {
             ev.top_ids[k] = lp->top_id[k];
-            ev.top_logprobs[k] = lp->top[k] - lp->lz;
+            ev.top_logprobs[k] = finite_or_floor(lp->top[k] - lp->lz);
         }
     }
     size_t len;
@@ -380,6 +383,10 @@ static const bk_logprobs *choice_logprobs(engine *e, const seq_state *s, int i, 
     if (s->dev_logprobs) {
         *tmp = e->b_lp[s->lp0 + i];
         if (tmp->n_top > p->top_logprobs) tmp->n_top = p->top_logprobs;
+        if (tmp->id != tok) { /* the host chose (a constrained argmax): its logit from the row's copy */
+            tmp->id = tok;
+            if (model_lp_raw_logit(e->m, s->lp0 + i, tok, &tmp->logit) != 0) tmp->logit = -INFINITY; /* (the floor) */
+        }
     } else {
         bk_logprob_row(e->raw, e->m->cfg.vocab_size, tok, p->top_logprobs, tmp);
     }

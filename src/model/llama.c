@@ -763,6 +763,12 @@ int model_logits_rows(model *m, int row, int n, float *dst) {
     return n ? m->be->ops->buf_download(m->be, dst, m->logits_dev + row * V, n * V * sizeof *dst) : KS_OK;
 }
 
+int model_lp_raw_logit(model *m, int k, int id, float *out) {
+    if (k < 0 || k >= m->fwd_lp || id < 0 || id >= m->cfg.vocab_size)
+        return err_set(KS_EINVAL, "logit %d of log-probability row %d of the last forward's %d", id, k, m->fwd_lp);
+    return m->be->ops->buf_download(m->be, out, m->d_lp_raw + (size_t)k * m->cfg.vocab_size + id, sizeof *out);
+}
+
 int model_forward(model *m, kv_cache *kv, const model_batch *b, float *logits) {
     return model_forward_dev(m, kv, b, logits, NULL);
 }
@@ -802,7 +808,7 @@ int model_forward_dev(model *m, kv_cache *kv, const model_batch *b, float *logit
     model_graph_key k = {.tag = features || !m->n_feat ? MODEL_GRAPH_FORWARD : MODEL_GRAPH_FORWARD_NO_FEATURES,
                          .n = n, .n_logits = b->n_logits, .n_seqs = b->n_seqs, .kv = kv->k[0],
                          .kv_blocks = kv->n_blocks, .n_prompt = ab.n_prompt};
-    m->fwd_logits = 0;
+    m->fwd_logits = m->fwd_lp = 0;
     if ((rc = model_graph_run(m, &k, graph, forward_ops, &f))) return rc;
     m->fwd_logits = b->n_logits;
     model_batch eb = *b; /* its row edits, filled now when dev->edits does (the device runs on meanwhile) */
@@ -836,6 +842,7 @@ int model_forward_dev(model *m, kv_cache *kv, const model_batch *b, float *logit
         if (n_out && (rc = op->buf_download(m->be, b->argmax + lo, m->d_ids + lo, (size_t)n_out * 4))) return rc;
     }
     if (b->n_lp && (rc = op->buf_download(m->be, b->lp, m->d_lp, (size_t)b->n_lp * sizeof *b->lp))) return rc;
+    m->fwd_lp = b->n_lp;
     if (host_rows)
         return m->be->ops->buf_download(m->be, logits, m->logits_dev, (size_t)b->n_logits * c->vocab_size * 4);
     return KS_OK;

@@ -124,7 +124,7 @@ typedef struct model {
     void *d_pen, *h_pen;  /* (cap_pen bytes) model_batch.pen, pen_ent, mask_rows, mask_bits, lp_rows: device / host staging (owned) */
     float *d_lp_raw;      /* (cap_lp, vocab) copies of model_batch.lp_rows before the penalties */
     bk_logprobs *d_lp;    /* (cap_lp) their log-probabilities */
-    int cap_lp;
+    int cap_lp, fwd_lp;   /* rows of d_lp_raw; of them, the last forward's (model_lp_raw_logit) */
     size_t cap_pen;
     int32_t *d_ids;       /* (cap_ids) argmax of each logits row (drafts), then model_dev_ids.n_fetch ids */
     int32_t *h_ids;       /* (cap_ids) host staging of d_ids from the backend's host_alloc (NULL: none) */
@@ -240,6 +240,10 @@ float *model_host_logits(model *m, int n_rows);
  * the next pass that writes logits (a forward, an MTP or DFlash pass on this
  * model). KS_EINVAL outside that forward's rows. */
 int model_logits_rows(model *m, int row, int n, float *dst);
+/* The logit of id in the k-th log-probability row of the last forward
+ * (model_batch.lp_rows: the row as the model computed it), into *out:
+ * valid until the next forward. */
+int model_lp_raw_logit(model *m, int k, int id, float *out);
 /* Whether the backend samples rows itself (model_batch.sample) */
 bool model_samples_on_device(const model *m);
 

@@ -77,7 +77,7 @@ static void mtp_ops(model *m, const void *ctx) {
 int model_mtp_forward(model *m, kv_cache *mkv, const model_batch *b, const int32_t *rope_pos, const int32_t *hid_idx,
                       mtp_src src, float *logits, int32_t *ids) {
     if (!m->mtp) return err_set(KS_EUNSUPPORTED, "this model has no MTP head");
-    m->fwd_logits = 0; /* the forward's logits rows are overwritten (model_logits_rows) */
+    m->fwd_logits = 0; /* the forward's logits rows are overwritten (model_logits_rows; d_lp_raw is not) */
     backend *be = m->be;
     const backend_ops *op = be->ops;
     const model_config *c = &m->cfg;

@@ -23,6 +23,7 @@
 #include "chat/chat_template.h"
 #include "engine/engine.h"
 #include "sample/sample.h"
+#include "sample/token_mask.h"
 #include "spec/pld.h"
 #include "tok/tok.h"
 #include "penalty_cases.h"
@@ -286,14 +287,102 @@ TEST(test_spec_greedy_is_byte_identical_on_workloads) {
     greedy_identical("cpu", SRC_PLD);
 }
 
+/* tokens and their log-probabilities (5 alternatives) of one request */
+typedef struct {
+    int n;
+    int32_t toks[128];
+    float lp[128], top[128][5];
+    int32_t top_id[128][5];
+} lp_out;
+
+static void collect_lp(engine_req *r, lp_out *o) {
+    memset(o, 0, sizeof *o);
+    engine_event ev;
+    for (;;) {
+        engine_next_event(r, &ev, -1);
+        CHECK(ev.type != ENGINE_EV_ERROR);
+        if (ev.type == ENGINE_EV_TOKEN && o->n < 128) {
+            CHECK_EQ_INT(ev.n_top, 5);
+            o->toks[o->n] = ev.token;
+            o->lp[o->n] = ev.logprob;
+            for (int k = 0; k < 5 && k < ev.n_top; k++) o->top[o->n][k] = ev.top_logprobs[k], o->top_id[o->n][k] = ev.top_ids[k];
+            o->n++;
+        }
+        int end = ev.type != ENGINE_EV_TOKEN;
+        engine_event_clear(&ev);
+        if (end) break;
+    }
+    engine_req_release(r);
+}
+
+static bool lp_same(const lp_out *a, const lp_out *b) {
+    return a->n == b->n && !memcmp(a->toks, b->toks, sizeof a->toks) && !memcmp(a->lp, b->lp, sizeof a->lp) &&
+           !memcmp(a->top, b->top, sizeof a->top) && !memcmp(a->top_id, b->top_id, sizeof a->top_id);
+}
+
+/* greedy decode of up to n tokens under constraint c with model_forward one
+ * token at a time, every row masked by the plain rule (token_mask_fill,
+ * the end-of-sequence tokens once the document may end) and its
+ * log-probabilities taken from the row as the model computed it: what the
+ * engine must give, however it gets there */
+static void reference_constrained(fx *f, const int32_t *ids, int n_ids, const engine_params *p,
+                                  const json_constraint *c, int n, lp_out *o) {
+    model *m = f->m;
+    int V = m->cfg.vocab_size;
+    memset(o, 0, sizeof *o);
+    token_mask *tm = token_mask_new(f->tk, V);
+    jc_state st;
+    jc_start(&st, c, 0);
+    kv_cache kv;
+    kv_seq ks = {0};
+    kv_seq *seqs[1] = {&ks};
+    int32_t *ctx = malloc((size_t)(n_ids + n) * 4), *pos = malloc((size_t)(n_ids + n) * 4),
+            *seq = calloc((size_t)(n_ids + n), 4);
+    float *logits = malloc((size_t)V * 4), *raw = malloc((size_t)V * 4);
+    uint8_t *allowed = malloc((size_t)V);
+    CHECK(tm && model_kv_init(m, &kv, n_ids + n + 16) == 0);
+    memcpy(ctx, ids, (size_t)n_ids * 4);
+    for (int i = 0; i < n_ids + n; i++) pos[i] = i;
+    int at = 0, len = n_ids;
+    while (tm && o->n < n && o->n < 128) {
+        CHECK(kv_seq_reserve(&kv, &ks, len) == 0);
+        int32_t last = len - at - 1;
+        model_batch b = {.n_tokens = len - at, .tokens = ctx + at, .pos = pos + at, .seq = seq, .n_seqs = 1,
+                         .seqs = seqs, .n_logits = 1, .logit_rows = &last};
+        if (model_forward(m, &kv, &b, logits) != 0) break;
+        at = len;
+        memcpy(raw, logits, (size_t)V * 4);
+        int allowed_n = token_mask_fill(tm, &st, allowed);
+        for (int k = 0; k < p->n_eos && jc_can_end(&st); k++) allowed_n += !allowed[p->eos[k]], allowed[p->eos[k]] = 1;
+        if (!allowed_n) break;
+        for (int i = 0; i < V; i++)
+            if (!allowed[i]) logits[i] = -INFINITY;
+        int t = sample_argmax(logits, V);
+        if (t == p->eos[0] || t == p->eos[1] || !token_mask_feed(tm, &st, t)) break;
+        bk_logprobs lp;
+        bk_logprob_row(raw, V, t, 5, &lp);
+        o->toks[o->n] = t;
+        o->lp[o->n] = lp.logit - lp.lz;
+        for (int k = 0; k < 5; k++) o->top[o->n][k] = lp.top[k] - lp.lz, o->top_id[o->n][k] = lp.top_id[k];
+        o->n++;
+        ctx[len++] = t;
+        if (jc_finished(&st)) break;
+    }
+    kv_seq_release(&kv, &ks);
+    kv_cache_free(&kv);
+    token_mask_free(tm);
+    free(ctx); free(pos); free(seq); free(logits); free(raw); free(allowed);
+}
+
 /* A JSON-constrained answer (a schema with enums, integers and free
  * strings) is the same with speculation on and off — greedy and seeded
  * sampled — while prompt lookup and the MTP head draft under the gates held
  * open: verify steps choose through the constraint as plain decoding does.
- * Each answer is a document jansson parses. A greedy answer is also the
- * same with every row brought to the host (logprobs on) as with rows
- * fetched only for a refused argmax. On a backend that samples, the
- * sampled rows are masked there (masks sent with the step). */
+ * Each answer is a document jansson parses. A greedy answer with logprobs
+ * is the same, tokens and values, as a plain decode under the rule gives
+ * (the argmax taken when allowed, a row fetched when refused, logprobs from
+ * the backend with the host's choice's logit fetched). On a backend that
+ * samples, the sampled rows are masked there (masks sent with the step). */
 static void json_constraint_exact(const char *device) {
     fx f;
     if (!fx_open_on(&f, device)) return;
@@ -330,13 +419,17 @@ static void json_constraint_exact(const char *device) {
             CHECK_MSG(a.n == b.n && !memcmp(a.toks, b.toks, (size_t)a.n * 4),
                       "chat line %d (%s): constrained output with speculation differs (%d vs %d tokens)", line,
                       sampled ? "sampled" : "greedy", a.n, b.n);
-            if (!sampled) { /* with logprobs every row comes to the host: the same choices as rows fetched on refusal */
-                run_out h;
+            if (!sampled) { /* tokens and logprobs as a plain decode under the rule gives them */
+                lp_out h, want;
                 engine_params plp = poff;
                 plp.logprobs = 1;
-                collect(engine_submit(e, ids, n, &plp), &h);
+                plp.top_logprobs = 5;
+                collect_lp(engine_submit(e, ids, n, &plp), &h);
+                reference_constrained(&f, ids, n, &poff, c, 120, &want);
                 CHECK_MSG(h.n == b.n && !memcmp(h.toks, b.toks, (size_t)b.n * 4),
-                          "chat line %d: greedy constrained output differs with every row on the host", line);
+                          "chat line %d: greedy constrained output differs with logprobs", line);
+                CHECK_MSG(lp_same(&h, &want), "chat line %d: greedy constrained tokens or logprobs differ from the rule's",
+                          line);
             }
             drafted += a.drafted;
             accepted += a.accepted;
@@ -893,46 +986,14 @@ TEST(test_spec_penalties_batched) {
     fx_close(&f);
 }
 
-/* tokens and their log-probabilities (5 alternatives) of one request */
-typedef struct {
-    int n;
-    int32_t toks[128];
-    float lp[128], top[128][5];
-    int32_t top_id[128][5];
-} lp_out;
-
-static void collect_lp(engine_req *r, lp_out *o) {
-    memset(o, 0, sizeof *o);
-    engine_event ev;
-    for (;;) {
-        engine_next_event(r, &ev, -1);
-        CHECK(ev.type != ENGINE_EV_ERROR);
-        if (ev.type == ENGINE_EV_TOKEN && o->n < 128) {
-            CHECK_EQ_INT(ev.n_top, 5);
-            o->toks[o->n] = ev.token;
-            o->lp[o->n] = ev.logprob;
-            for (int k = 0; k < 5 && k < ev.n_top; k++) o->top[o->n][k] = ev.top_logprobs[k], o->top_id[o->n][k] = ev.top_ids[k];
-            o->n++;
-        }
-        int end = ev.type != ENGINE_EV_TOKEN;
-        engine_event_clear(&ev);
-        if (end) break;
-    }
-    engine_req_release(r);
-}
-
-static bool lp_same(const lp_out *a, const lp_out *b) {
-    return a->n == b->n && !memcmp(a->toks, b->toks, sizeof a->toks) && !memcmp(a->lp, b->lp, sizeof a->lp) &&
-           !memcmp(a->top, b->top, sizeof a->top) && !memcmp(a->top_id, b->top_id, sizeof a->top_id);
-}
-
 /* Log-probabilities from the backend (logprob_rows, over each row as the
  * model computed it) against the host's (rows brought to the host): seeded
  * sampling at 0.8 with logprobs and 5 alternatives on the CPU (the host
  * samples, and computes them from its rows) and on the CPU with a
  * sample_rows op (drawn by the backend, logprobs from it) — the same
  * tokens and the same values, bit for bit, with speculation (MTP) on and
- * off; greedy on the backend's path with speculation on and off too. */
+ * off, free and in JSON mode (masked on the host / on the backend); greedy
+ * on the backend's path with speculation on and off too. */
 TEST(test_spec_logprobs_from_the_backend_equal_the_hosts) {
     if (!test_shared_path("models/tinycoder/prompts/chat.jsonl")) SKIP("../shared/models/tinycoder/prompts not found");
     fx f[2];
@@ -946,7 +1007,11 @@ TEST(test_spec_logprobs_from_the_backend_equal_the_hosts) {
     }
     int same = 0, compared = 0;
     long long accepted = 0;
-    for (int line = 0; e[0] && e[1] && line < 3; line++) {
+    json_t *schema = json_loads("{\"type\":\"object\"}", 0, NULL);
+    char err[200];
+    json_constraint *json_mode = jc_compile(schema, err, sizeof err);
+    CHECK_MSG(json_mode != NULL, "%s", err);
+    for (int line = 0; e[0] && e[1] && json_mode && line < 3; line++) {
         int n;
         int32_t *ids = workload_prompt(&f[0], "models/tinycoder/prompts/chat.jsonl", line, &n, NULL);
         if (!ids) continue;
@@ -960,13 +1025,17 @@ TEST(test_spec_logprobs_from_the_backend_equal_the_hosts) {
             if (spec) CHECK_MSG(lp_same(&g[0], &g[1]), "line %d: greedy logprobs differ with speculation", line);
             p.sp.temperature = 0.8f;
             p.seed = 99 + (uint64_t)line;
-            lp_out h, b;
-            collect_lp(engine_submit(e[0], ids, n, &p), &h);
-            collect_lp(engine_submit(e[1], ids, n, &p), &b);
-            bool eq = lp_same(&h, &b);
-            CHECK_MSG(eq, "line %d spec %d: the backend's tokens or logprobs differ from the host's", line, spec);
-            same += eq;
-            compared++;
+            for (int constrained = 0; constrained < 2; constrained++) { /* (JSON mode: masked on the backend) */
+                p.constraint = constrained ? json_mode : NULL;
+                lp_out h, b;
+                collect_lp(engine_submit(e[0], ids, n, &p), &h);
+                collect_lp(engine_submit(e[1], ids, n, &p), &b);
+                bool eq = lp_same(&h, &b);
+                CHECK_MSG(eq, "line %d spec %d%s: the backend's tokens or logprobs differ from the host's", line, spec,
+                          constrained ? " (JSON mode)" : "");
+                same += eq;
+                compared++;
+            }
         }
         free(ids);
     }
@@ -975,8 +1044,10 @@ TEST(test_spec_logprobs_from_the_backend_equal_the_hosts) {
     accepted = st.spec_accepted;
     printf("    %d of %d seeded answers with logprobs the same from the backend as from the host; %lld drafts accepted\n",
            same, compared, accepted);
-    CHECK_EQ_INT(compared, 6);
+    CHECK_EQ_INT(compared, 12);
     CHECK(accepted > 20);
+    jc_free(json_mode);
+    json_decref(schema);
     for (int d = 0; d < 2; d++) {
         if (e[d]) engine_stop(e[d]);
         fx_close(&f[d]);
