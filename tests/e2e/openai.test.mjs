@@ -257,8 +257,8 @@ test('logit_bias: +100 forces a token, -100 bans tokens, on chat and completions
     await assert.rejects(chat({ messages: m, max_tokens: 4, logit_bias: bad }), (e) => e.status === 400, JSON.stringify(bad));
 });
 
-// penalties run on the backend; a request with logprobs takes its rows on the
-// host, which penalises them itself: the same text either way
+// penalties run on the backend before the choice; logprobs are the model's,
+// taken before them: the same text with or without logprobs
 test('repetition / frequency penalties change greedy text; the same with logprobs, whose values are the model\'s', async () => {
   const m = msgs('Write a Python function `add`: Return the sum of a and b.');
   const base = (await chat({ messages: m, max_tokens: 60 })).choices[0].message.content;
