@@ -320,19 +320,21 @@ static bool lp_same(const lp_out *a, const lp_out *b) {
            !memcmp(a->top, b->top, sizeof a->top) && !memcmp(a->top_id, b->top_id, sizeof a->top_id);
 }
 
-/* greedy decode of up to n tokens under constraint c with model_forward one
- * token at a time, every row masked by the plain rule (token_mask_fill,
- * the end-of-sequence tokens once the document may end) and its
- * log-probabilities taken from the row as the model computed it: what the
- * engine must give, however it gets there */
-static void reference_constrained(fx *f, const int32_t *ids, int n_ids, const engine_params *p,
-                                  const json_constraint *c, int n, lp_out *o) {
+/* Greedy decode of up to n tokens after ids[0..n_ids) with model_forward
+ * one token at a time, each row under the plain rules: penalised by
+ * penalty_cases.h's rule over the context so far (p's penalties and
+ * logit_bias), then masked by constraint c when there is one (the
+ * end-of-sequence tokens allowed once the document may end); the
+ * log-probabilities (5 alternatives) from the row as the model computed
+ * it. What the engine must give, however it gets there. */
+static void reference_decode(fx *f, const int32_t *ids, int n_ids, const engine_params *p, const json_constraint *c,
+                             int n, lp_out *o) {
     model *m = f->m;
     int V = m->cfg.vocab_size;
     memset(o, 0, sizeof *o);
-    token_mask *tm = token_mask_new(f->tk, V);
+    token_mask *tm = c ? token_mask_new(f->tk, V) : NULL;
     jc_state st;
-    jc_start(&st, c, 0);
+    if (c) jc_start(&st, c, 0);
     kv_cache kv;
     kv_seq ks = {0};
     kv_seq *seqs[1] = {&ks};
@@ -340,11 +342,11 @@ static void reference_constrained(fx *f, const int32_t *ids, int n_ids, const en
             *seq = calloc((size_t)(n_ids + n), 4);
     float *logits = malloc((size_t)V * 4), *raw = malloc((size_t)V * 4);
     uint8_t *allowed = malloc((size_t)V);
-    CHECK(tm && model_kv_init(m, &kv, n_ids + n + 16) == 0);
+    CHECK((tm || !c) && model_kv_init(m, &kv, n_ids + n + 16) == 0);
     memcpy(ctx, ids, (size_t)n_ids * 4);
     for (int i = 0; i < n_ids + n; i++) pos[i] = i;
     int at = 0, len = n_ids;
-    while (tm && o->n < n && o->n < 128) {
+    while ((tm || !c) && o->n < n && o->n < 128) {
         CHECK(kv_seq_reserve(&kv, &ks, len) == 0);
         int32_t last = len - at - 1;
         model_batch b = {.n_tokens = len - at, .tokens = ctx + at, .pos = pos + at, .seq = seq, .n_seqs = 1,
@@ -352,13 +354,17 @@ static void reference_constrained(fx *f, const int32_t *ids, int n_ids, const en
         if (model_forward(m, &kv, &b, logits) != 0) break;
         at = len;
         memcpy(raw, logits, (size_t)V * 4);
-        int allowed_n = token_mask_fill(tm, &st, allowed);
-        for (int k = 0; k < p->n_eos && jc_can_end(&st); k++) allowed_n += !allowed[p->eos[k]], allowed[p->eos[k]] = 1;
-        if (!allowed_n) break;
-        for (int i = 0; i < V; i++)
-            if (!allowed[i]) logits[i] = -INFINITY;
+        pen_reference(logits, V, ctx, len, n_ids, &p->sp, p->logit_bias_id, p->logit_bias, p->n_logit_bias);
+        if (c) {
+            int allowed_n = token_mask_fill(tm, &st, allowed);
+            for (int k = 0; k < p->n_eos && jc_can_end(&st); k++)
+                allowed_n += !allowed[p->eos[k]], allowed[p->eos[k]] = 1;
+            if (!allowed_n) break;
+            for (int i = 0; i < V; i++)
+                if (!allowed[i]) logits[i] = -INFINITY;
+        }
         int t = sample_argmax(logits, V);
-        if (t == p->eos[0] || t == p->eos[1] || !token_mask_feed(tm, &st, t)) break;
+        if (t == p->eos[0] || t == p->eos[1] || (c && !token_mask_feed(tm, &st, t))) break;
         bk_logprobs lp;
         bk_logprob_row(raw, V, t, 5, &lp);
         o->toks[o->n] = t;
@@ -366,7 +372,7 @@ static void reference_constrained(fx *f, const int32_t *ids, int n_ids, const en
         for (int k = 0; k < 5; k++) o->top[o->n][k] = lp.top[k] - lp.lz, o->top_id[o->n][k] = lp.top_id[k];
         o->n++;
         ctx[len++] = t;
-        if (jc_finished(&st)) break;
+        if (c && jc_finished(&st)) break;
     }
     kv_seq_release(&kv, &ks);
     kv_cache_free(&kv);
@@ -425,7 +431,7 @@ static void json_constraint_exact(const char *device) {
                 plp.logprobs = 1;
                 plp.top_logprobs = 5;
                 collect_lp(engine_submit(e, ids, n, &plp), &h);
-                reference_constrained(&f, ids, n, &poff, c, 120, &want);
+                reference_decode(&f, ids, n, &poff, c, 120, &want);
                 CHECK_MSG(h.n == b.n && !memcmp(h.toks, b.toks, (size_t)b.n * 4),
                           "chat line %d: greedy constrained output differs with logprobs", line);
                 CHECK_MSG(lp_same(&h, &want), "chat line %d: greedy constrained tokens or logprobs differ from the rule's",
@@ -848,45 +854,10 @@ TEST(test_cuda_spec_sampling_distribution_matches_plain) {
     sampling_matches_plain("cuda", SRC_MTP, 1000);
 }
 
-/* greedy decode of n tokens after ids[0..n_ids) with model_forward one
- * token at a time, every row penalised by penalty_cases.h's rule over the
- * context so far (the host's loop before the backend took the penalties) */
-static int reference_penalised(fx *f, const int32_t *ids, int n_ids, const engine_params *p, int32_t *out, int n) {
-    model *m = f->m;
-    int V = m->cfg.vocab_size, got = 0;
-    kv_cache kv;
-    kv_seq ks = {0};
-    kv_seq *seqs[1] = {&ks};
-    int32_t *ctx = malloc((size_t)(n_ids + n) * 4), *pos = malloc((size_t)(n_ids + n) * 4),
-            *seq = calloc((size_t)(n_ids + n), 4);
-    float *logits = malloc((size_t)V * 4);
-    CHECK(model_kv_init(m, &kv, n_ids + n + 16) == 0);
-    memcpy(ctx, ids, (size_t)n_ids * 4);
-    for (int i = 0; i < n_ids + n; i++) pos[i] = i;
-    int at = 0, len = n_ids;
-    while (got < n) {
-        CHECK(kv_seq_reserve(&kv, &ks, len) == 0);
-        int32_t last = len - at - 1;
-        model_batch b = {.n_tokens = len - at, .tokens = ctx + at, .pos = pos + at, .seq = seq, .n_seqs = 1,
-                         .seqs = seqs, .n_logits = 1, .logit_rows = &last};
-        if (model_forward(m, &kv, &b, logits) != 0) break;
-        at = len;
-        pen_reference(logits, V, ctx, len, n_ids, &p->sp, p->logit_bias_id, p->logit_bias, p->n_logit_bias);
-        int t = sample_argmax(logits, V);
-        out[got++] = t;
-        ctx[len++] = t;
-        if (t == p->eos[0] || t == p->eos[1]) break;
-    }
-    kv_seq_release(&kv, &ks);
-    kv_cache_free(&kv);
-    free(ctx); free(pos); free(seq); free(logits);
-    return got;
-}
-
 /* Penalties (repetition 1.3, presence 0.4, frequency 0.3) and a logit_bias
  * on four edit prompts, whose answers repeat their prompts (prompt lookup
  * drafts them) — penalised rows whose drafts the backend counts. Greedy:
- * the engine's text with speculation off equals reference_penalised and
+ * the engine's text with speculation off equals reference_decode's and
  * with it on (lookup, then the MTP head) the same; the penalties change
  * the text. Seeded sampling at 0.8 / top-p 0.95 with the rows drawn by the
  * backend: the same text with speculation on and off. */
@@ -919,9 +890,10 @@ TEST(test_spec_penalties_exact) {
         collect(engine_submit(e, ids, n, &on), &a);
         collect(engine_submit(e, ids, n, &off), &b);
         collect(engine_submit(e, ids, n, &plain), &c);
-        int32_t want[64];
-        int nw = reference_penalised(&f, ids, n, &off, want, 64);
-        CHECK_MSG(b.n == nw && !memcmp(b.toks, want, (size_t)nw * 4), "line %d: penalised text differs from the rule's", line);
+        lp_out want;
+        reference_decode(&f, ids, n, &off, NULL, 64, &want);
+        CHECK_MSG(b.n == want.n && !memcmp(b.toks, want.toks, (size_t)want.n * 4),
+                  "line %d: penalised text differs from the rule's", line);
         CHECK_MSG(a.n == b.n && !memcmp(a.toks, b.toks, (size_t)a.n * 4), "line %d: speculation changed the penalised text",
                   line);
         moved += c.n != b.n || memcmp(c.toks, b.toks, (size_t)b.n * 4) != 0;
