@@ -138,6 +138,27 @@ test('OpenAI chat: json_object gives a JSON object', async () => {
   assert.ok(typeof v === 'object' && v !== null && !Array.isArray(v), c);
 });
 
+// logprobs are the model's, before the mask: the same object with them, and
+// where the constraint overrode the model's favourite the chosen token's
+// logprob is below the top alternative's
+test('OpenAI chat: json_object with logprobs gives the same object, and logprobs of the tokens it chose', async () => {
+  const base = {
+    model: await L.model(), messages: [{ role: 'user', content: 'Write a JSON config for a Python project.' }],
+    max_tokens: 100, temperature: 0, response_format: { type: 'json_object' },
+  };
+  const a = await client.chat.completions.create(base);
+  const b = await client.chat.completions.create({ ...base, logprobs: true, top_logprobs: 3 });
+  assert.equal(b.choices[0].message.content, a.choices[0].message.content);
+  const lp = b.choices[0].logprobs.content;
+  assert.ok(lp.length > 0);
+  for (const t of lp) {
+    assert.ok(Number.isFinite(t.logprob) && t.logprob <= 0, JSON.stringify(t));
+    assert.equal(t.top_logprobs.length, 3);
+    assert.ok(t.top_logprobs[0].logprob >= t.logprob - 1e-6, JSON.stringify(t));
+  }
+  assert.ok(lp.some((t) => t.top_logprobs[0].logprob > t.logprob + 1e-6), 'the constraint never overrode the model here');
+});
+
 test('OpenAI completions: response_format json_schema on a raw prompt', async () => {
   const schema = { type: 'object', properties: { n: { type: 'integer' }, ok: { type: 'boolean' } }, required: ['n', 'ok'], additionalProperties: false };
   const r = await client.completions.create({
