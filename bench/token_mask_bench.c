@@ -80,7 +80,7 @@ int main(int argc, char **argv) {
         }
         int best = sample_argmax(row, V); /* the device's, in the engine */
         t0 = now_s();
-        if (!token_mask_allows(m, &s, best)) { /* as the engine's constrain_row */
+        if (!token_mask_allows(m, &s, best)) { /* as the engine's engine_constrain_row */
             fills++;
             if (!token_mask_fill(m, &s, allowed)) break;
             for (int id = 0; id < V; id++)
