@@ -247,6 +247,27 @@ __device__ sp_sel sp_select(sp_smem *S, const sp_row &R, unsigned K, double T) {
     return r;
 }
 
+/* over ids [first, end) by step: the candidates tied at key t -> ties, the
+ * mass of those above t that min-p keeps -> s */
+__device__ __forceinline__ void sp_draw_sums(const sp_row &R, int first, int end, int step, uint32_t t, float minp,
+                                             unsigned &ties, u64 &s) {
+    ties = 0, s = 0;
+    sp_each(R, first, end, step, [&](int, float x) {
+        if (!(x >= R.cut)) return;
+        uint32_t key = order_key(x);
+        if (key == t) ties++;
+        else if (key > t) {
+            float w = sp_w(R, x);
+            if (w >= minp) s += sp_q(w);
+        }
+    });
+}
+
+/* of n ties at t after `seen` earlier ones, those among the first r */
+__device__ __forceinline__ unsigned sp_kept(unsigned r, unsigned seen, unsigned n) {
+    return r > seen ? min(r - seen, n) : 0;
+}
+
 /* (c, s) summed over the warp's lanes, in every lane */
 __device__ __forceinline__ void warp_total(unsigned &c, u64 &s) {
 #pragma unroll
@@ -318,17 +339,9 @@ __global__ void __launch_bounds__(SP_THREADS) k_sample_rows(int32_t *out, const 
     int lane = threadIdx.x & 31, wp = threadIdx.x >> 5;
     int seg = ((R.hi - R.lo + SP_WARPS - 1) / SP_WARPS + 31) & ~31;
     int wlo = min(R.hi, R.lo + wp * seg), whi = min(R.hi, wlo + seg);
-    unsigned ties = 0;
-    u64 s = 0;
-    sp_each(R, wlo + lane, whi, 32, [&](int, float x) {
-        if (!(x >= R.cut)) return;
-        uint32_t key = order_key(x);
-        if (key == t) ties++;
-        else if (key > t) {
-            float w = sp_w(R, x);
-            if (w >= minp) s += sp_q(w);
-        }
-    });
+    unsigned ties;
+    u64 s;
+    sp_draw_sums(R, wlo + lane, whi, 32, t, minp, ties, s);
     warp_total(ties, s);
     unsigned seen = ties; /* -> the block's ties before this warp */
     u64 s_before = s;
@@ -341,13 +354,13 @@ __global__ void __launch_bounds__(SP_THREADS) k_sample_rows(int32_t *out, const 
     u64 before = 0, z = 0;
     for (int b = 0; b < ncl; b++) {
         const sp_smem *o = cluster_map(&S, (unsigned)b);
-        unsigned bc = o->blk_c, kept = ties_ok && r > tied ? min(r - tied, bc) : 0;
+        unsigned bc = o->blk_c, kept = ties_ok ? sp_kept(r, tied, bc) : 0;
         if (b == (int)rank) seen_b = tied, before = z;
         tied += bc, z += o->blk_s + (u64)kept * qt;
     }
     cluster_sync(); /* (no block leaves while another reads it) */
     seen += seen_b;
-    unsigned kept = ties_ok && r > seen ? min(r - seen, ties) : 0;
+    unsigned kept = ties_ok ? sp_kept(r, seen, ties) : 0;
     u64 mass = s + (u64)kept * qt, acc = mass;
     unsigned zero = 0;
     sp_warps_before(&S, zero, acc);
@@ -358,21 +371,12 @@ __global__ void __launch_bounds__(SP_THREADS) k_sample_rows(int32_t *out, const 
     /* each lane a contiguous part of the warp's range (~20 ids on the
      * device), counted again; the lane whose part holds the target walks it */
     int part = (whi - wlo + 31) / 32, plo = min(whi, wlo + lane * part), phi = min(whi, plo + part);
-    ties = 0, s = 0;
-    sp_each(R, plo, phi, 1, [&](int, float x) {
-        if (!(x >= R.cut)) return;
-        uint32_t key = order_key(x);
-        if (key == t) ties++;
-        else if (key > t) {
-            float w = sp_w(R, x);
-            if (w >= minp) s += sp_q(w);
-        }
-    });
+    sp_draw_sums(R, plo, phi, 1, t, minp, ties, s);
     unsigned lt = ties;
     u64 none = 0;
     warp_scan(lt, none);
     seen += lt - ties; /* the ties before this lane's part */
-    kept = ties_ok && r > seen ? min(r - seen, ties) : 0;
+    kept = ties_ok ? sp_kept(r, seen, ties) : 0;
     mass = s + (u64)kept * qt;
     u64 lm = mass;
     unsigned zero2 = 0;
