@@ -228,6 +228,30 @@ static inline void ks_launch_cluster(void (*kernel)(KArgs...), dim3 grid, dim3 b
     CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
 }
 
+/* want when the device can run kernel in clusters of want blocks of
+ * `threads` (compute capability 9.0 and the occupancy query's yes), else 1;
+ * ask once, outside graph capture */
+template <typename... KArgs>
+static inline int ks_cluster_fit(void (*kernel)(KArgs...), int want, int threads) {
+    if (want <= 1 || ks_cuda_cc_major() < 9) return 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)want);
+    cfg.blockDim = dim3((unsigned)threads);
+    cudaLaunchAttribute at;
+    at.id = cudaLaunchAttributeClusterDimension;
+    at.val.clusterDim.x = (unsigned)want;
+    at.val.clusterDim.y = 1;
+    at.val.clusterDim.z = 1;
+    cfg.attrs = &at;
+    cfg.numAttrs = 1;
+    int n = 0;
+    if (cudaOccupancyMaxActiveClusters(&n, (const void *)kernel, &cfg) != cudaSuccess) {
+        cudaGetLastError();
+        return 1;
+    }
+    return n > 0 ? want : 1;
+}
+
 template <typename... KArgs, typename... Args>
 static inline void ks_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
                              Args &&...args) {

@@ -400,7 +400,8 @@ __global__ void __launch_bounds__(SP_THREADS) k_sample_rows(int32_t *out, const 
 
 extern "C" void ks_cuda_sample_rows(ks_stream s, int32_t *out, const float *in, int cols, const bk_sample_row *rows,
                                     int n) {
-    int ncl = ks_cuda_cc_major() >= 9 ? SP_CLUSTER : 1;
+    static int ncl; /* (decided at the first call; llama.c launches this op after the forward's graph, never in a capture) */
+    if (!ncl) ncl = ks_cluster_fit(k_sample_rows, SP_CLUSTER, SP_THREADS);
     for (int at = 0; at < n; at += SP_MAX_ROWS) {
         int m = n - at < SP_MAX_ROWS ? n - at : SP_MAX_ROWS;
         sp_args a;

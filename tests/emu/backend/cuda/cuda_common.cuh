@@ -199,6 +199,8 @@ static inline void ks_launch_cluster(void (*kernel)(KArgs...), dim3 grid, dim3 b
     auto call = [&]() { kernel(args...); };
     emu_run(grid, block, (unsigned)cluster, call);
 }
+template <typename... KArgs>
+static inline int ks_cluster_fit(void (*)(KArgs...), int want, int) { return want; }
 template <typename... KArgs, typename... Args>
 static inline void ks_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
                              Args &&...args) {
