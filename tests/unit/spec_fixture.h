@@ -19,6 +19,14 @@
 #include "tok/tok.h"
 #include "test.h"
 
+/* a test's opening: skipped where the workload's prompts (FILE, e.g.
+ * "chat.jsonl") are not in ../shared */
+#define SKIP_WITHOUT_PROMPTS(file)                                                  \
+    do {                                                                          \
+        if (!test_shared_path("models/tinycoder/prompts/" file))                  \
+            SKIP("../shared/models/tinycoder/prompts not found");                 \
+    } while (0)
+
 typedef struct {
     backend *be;
     model *m;

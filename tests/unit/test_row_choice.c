@@ -218,19 +218,19 @@ static void json_constraint_exact(const char *device) {
 }
 
 TEST(test_spec_json_constraint_is_exact) {
-    if (!test_shared_path("models/tinycoder/prompts/chat.jsonl")) SKIP("../shared/models/tinycoder/prompts not found");
+    SKIP_WITHOUT_PROMPTS("chat.jsonl");
     json_constraint_exact("cpu");
 }
 
 /* the same with the sampled rows drawn by the backend (the CPU with a
  * sample_rows op), which masks them first */
 TEST(test_spec_json_constraint_is_exact_with_rows_sampled_by_the_backend) {
-    if (!test_shared_path("models/tinycoder/prompts/chat.jsonl")) SKIP("../shared/models/tinycoder/prompts not found");
+    SKIP_WITHOUT_PROMPTS("chat.jsonl");
     json_constraint_exact("cpu+sample_rows");
 }
 
 TEST(test_cuda_spec_json_constraint_is_exact) {
-    if (!test_shared_path("models/tinycoder/prompts/chat.jsonl")) SKIP("../shared/models/tinycoder/prompts not found");
+    SKIP_WITHOUT_PROMPTS("chat.jsonl");
     if (!backend_cuda_available()) SKIP("no CUDA GPU");
     json_constraint_exact("cuda");
 }
@@ -305,13 +305,13 @@ static void constrained_host_vs_backend(const char *other) {
 }
 
 TEST(test_spec_constrained_sampling_same_on_host_and_backend) {
-    if (!test_shared_path("models/tinycoder/prompts/chat.jsonl")) SKIP("../shared/models/tinycoder/prompts not found");
+    SKIP_WITHOUT_PROMPTS("chat.jsonl");
     constrained_host_vs_backend("cpu+sample_rows");
 }
 
 /* ... and the GPU's masked draws keep the host's distribution */
 TEST(test_cuda_constrained_sampling_same_on_host_and_gpu) {
-    if (!test_shared_path("models/tinycoder/prompts/chat.jsonl")) SKIP("../shared/models/tinycoder/prompts not found");
+    SKIP_WITHOUT_PROMPTS("chat.jsonl");
     if (!backend_cuda_available()) SKIP("no CUDA GPU");
     constrained_host_vs_backend("cuda");
 }
@@ -324,7 +324,7 @@ TEST(test_cuda_constrained_sampling_same_on_host_and_gpu) {
  * the text. Seeded sampling at 0.8 / top-p 0.95 with the rows drawn by the
  * backend: the same text with speculation on and off. */
 TEST(test_spec_penalties_exact) {
-    if (!test_shared_path("models/tinycoder/prompts/edit.jsonl")) SKIP("../shared/models/tinycoder/prompts not found");
+    SKIP_WITHOUT_PROMPTS("edit.jsonl");
     fx f;
     if (!fx_open_on(&f, "cpu+sample_rows")) return;
     engine *e = NULL;
@@ -384,7 +384,7 @@ TEST(test_spec_penalties_exact) {
  * the sequences come in another order than the engine's list), each with
  * its own penalties and bias — every text equal to the sequence's alone. */
 TEST(test_spec_penalties_batched) {
-    if (!test_shared_path("models/tinycoder/prompts/edit.jsonl")) SKIP("../shared/models/tinycoder/prompts not found");
+    SKIP_WITHOUT_PROMPTS("edit.jsonl");
     fx f;
     if (!fx_open_on(&f, "cpu")) return;
     engine *e = NULL;
@@ -429,7 +429,7 @@ TEST(test_spec_penalties_batched) {
  * off, free and in JSON mode (masked on the host / on the backend); greedy
  * on the backend's path with speculation on and off too. */
 TEST(test_spec_logprobs_from_the_backend_equal_the_hosts) {
-    if (!test_shared_path("models/tinycoder/prompts/chat.jsonl")) SKIP("../shared/models/tinycoder/prompts not found");
+    SKIP_WITHOUT_PROMPTS("chat.jsonl");
     fx f[2];
     engine *e[2] = {0};
     const char *devs[2] = {"cpu", "cpu+sample_rows"};

@@ -153,29 +153,29 @@ static void greedy_identical(const char *device, spec_src src) {
 }
 
 TEST(test_spec_greedy_is_byte_identical_on_workloads) {
-    if (!test_shared_path("models/tinycoder/prompts/edit.jsonl")) SKIP("../shared/models/tinycoder/prompts not found");
+    SKIP_WITHOUT_PROMPTS("edit.jsonl");
     greedy_identical("cpu", SRC_PLD);
 }
 
 TEST(test_spec_drafter_greedy_is_byte_identical_on_workloads) {
     if (!test_shared_path("models/tinycoder/drafter")) SKIP("../shared/models/tinycoder/drafter not found");
-    if (!test_shared_path("models/tinycoder/prompts/edit.jsonl")) SKIP("../shared/models/tinycoder/prompts not found");
+    SKIP_WITHOUT_PROMPTS("edit.jsonl");
     greedy_identical("cpu", SRC_DRAFTER);
 }
 
 TEST(test_spec_mtp_greedy_is_byte_identical_on_workloads) {
-    if (!test_shared_path("models/tinycoder/prompts/edit.jsonl")) SKIP("../shared/models/tinycoder/prompts not found");
+    SKIP_WITHOUT_PROMPTS("edit.jsonl");
     greedy_identical("cpu", SRC_MTP);
 }
 
 TEST(test_spec_dflash_greedy_is_byte_identical_on_workloads) {
     if (!test_shared_path("models/tinycoder/dflash")) SKIP("../shared/models/tinycoder/dflash not found");
-    if (!test_shared_path("models/tinycoder/prompts/edit.jsonl")) SKIP("../shared/models/tinycoder/prompts not found");
+    SKIP_WITHOUT_PROMPTS("edit.jsonl");
     greedy_identical("cpu", SRC_DFLASH);
 }
 
 TEST(test_cuda_spec_greedy_is_byte_identical_on_workloads) {
-    if (!test_shared_path("models/tinycoder/prompts/edit.jsonl")) SKIP("../shared/models/tinycoder/prompts not found");
+    SKIP_WITHOUT_PROMPTS("edit.jsonl");
     if (!backend_cuda_available()) SKIP("no CUDA GPU");
     greedy_identical("cuda", SRC_PLD);
     greedy_identical("cuda", SRC_DRAFTER);
