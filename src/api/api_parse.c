@@ -260,6 +260,11 @@ int api_get_sampling(json_t *o, engine_params *p, bool ollama, api_err *e) {
     if (r) p->sp.frequency_penalty = (float)d;
     if ((r = api_get_num(o, ollama ? "repeat_penalty" : "repetition_penalty", 0.01, 100, &d, e)) < 0) return -1;
     if (r) p->sp.repetition_penalty = (float)d;
+    if (ollama && (r = api_get_int(o, "repeat_last_n", -1, 1 << 30, &x, e)) < 0) return -1;
+    if (ollama && r) { /* the penalty's window (0: no penalty, -1: the whole context) */
+        p->sp.repetition_last_n = x < 0 ? 0 : (int)x;
+        if (x == 0) p->sp.repetition_penalty = 1.0f;
+    }
     if ((r = api_get_int(o, "seed", -(1LL << 62), 1LL << 62, &x, e)) < 0) return -1;
     if (r) p->seed = (uint64_t)x;
     if (api_get_stop(o, "stop", p, e) < 0) return -1;

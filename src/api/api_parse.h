@@ -52,7 +52,8 @@ int api_get_ollama_format(json_t *o, json_constraint **out, api_err *e);
 int api_tool_constraint(json_t *tools, const char *forced, bool required, bool use_tools, json_constraint **fmt,
                         engine_params *p, api_err *e);
 /* Sampling fields shared by the surfaces: temperature, top_p, top_k, min_p,
- * presence/frequency penalty, repetition_penalty (Ollama: repeat_penalty),
+ * presence/frequency penalty, repetition_penalty (Ollama: repeat_penalty,
+ * and repeat_last_n, its window),
  * seed, stop. 0 or -1 (err filled). */
 int api_get_sampling(json_t *o, engine_params *p, bool ollama, api_err *e);
 /* Type checks of fields a surface accepts but does not otherwise read (so

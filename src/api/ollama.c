@@ -209,6 +209,7 @@ static int parse_common(app *a, json_t *body, engine_params *p, bool *stream, lo
         json_object_set_new(extra, "enable_thinking", json_boolean(on));
     }
     api_params_default(a, p, 0);
+    p->sp.repetition_last_n = 64; /* Ollama's repeat_last_n unless the options say */
     if (api_get_ollama_format(body, &p->constraint, e) < 0) return -1;
     *num_predict = -1;
     json_t *o = json_object_get(body, "options");

@@ -37,6 +37,7 @@ static void run_usage(FILE *f) {
             "  --temp T               temperature (0 = greedy; default from generation_config.json)\n"
             "  --top-p P  --top-k K  --min-p P\n"
             "  --repeat-penalty R  --presence-penalty P  --frequency-penalty F\n"
+            "  --repeat-last-n N      the repeat penalty reads the last N tokens only (default: all)\n"
             "  --seed S               random seed (default: time)\n"
             "  --ctx-size N           KV cache size in tokens (default: min(max_position_embeddings, 8192))\n"
             "  --ignore-eos           do not stop at end-of-sequence tokens\n"
@@ -80,7 +81,7 @@ int cmd_run(int argc, char **argv) {
     model *dm = NULL;
     dflash *fl = NULL;
     float temp = -1, top_p = -1, min_p = -1, rep = -1, pres = 0, freq = 0;
-    long top_k = -1;
+    long top_k = -1, rep_last_n = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -100,6 +101,7 @@ int cmd_run(int argc, char **argv) {
         else if (!strcmp(a, "--top-k")) { NEED_VALUE(); if (parse_int(a, v, 0, 1 << 30, &top_k)) return 2; }
         else if (!strcmp(a, "--min-p")) { NEED_VALUE(); if (parse_float(a, v, 0, 1, &min_p)) return 2; }
         else if (!strcmp(a, "--repeat-penalty")) { NEED_VALUE(); if (parse_float(a, v, 0.01, 100, &rep)) return 2; }
+        else if (!strcmp(a, "--repeat-last-n")) { NEED_VALUE(); if (parse_int(a, v, 0, 1 << 30, &rep_last_n)) return 2; }
         else if (!strcmp(a, "--presence-penalty")) { NEED_VALUE(); if (parse_float(a, v, -2, 2, &pres)) return 2; }
         else if (!strcmp(a, "--frequency-penalty")) { NEED_VALUE(); if (parse_float(a, v, -2, 2, &freq)) return 2; }
         else if (!strcmp(a, "--seed")) { NEED_VALUE(); if (parse_int(a, v, 0, 0x7fffffffL, &seed)) return 2; }
@@ -185,6 +187,7 @@ int cmd_run(int argc, char **argv) {
     if (top_k >= 0) ep.sp.top_k = (int)top_k;
     if (min_p >= 0) ep.sp.min_p = min_p;
     if (rep > 0) ep.sp.repetition_penalty = rep;
+    ep.sp.repetition_last_n = (int)rep_last_n;
     ep.sp.presence_penalty = pres;
     ep.sp.frequency_penalty = freq;
     ep.seed = seed >= 0 ? (uint64_t)seed : (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);

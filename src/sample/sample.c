@@ -21,6 +21,7 @@ void sample_params_default(sample_params *p) {
     p->top_p = 1.0f;
     p->min_p = 0.0f;
     p->repetition_penalty = 1.0f;
+    p->repetition_last_n = 0;
     p->presence_penalty = 0.0f;
     p->frequency_penalty = 0.0f;
 }

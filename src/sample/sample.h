@@ -20,6 +20,8 @@ typedef struct {
     float repetition_penalty; /* 1: off (HF: logit / p if > 0 else logit * p) */
     float presence_penalty;   /* 0: off */
     float frequency_penalty;  /* 0: off */
+    int repetition_last_n;    /* > 0: the repetition penalty reads only the context's last this many tokens
+                                 (Ollama's repeat_last_n); 0: the whole context */
 } sample_params;
 
 typedef struct { uint64_t s[4]; } sample_rng;

@@ -134,6 +134,8 @@ test('Ollama chat / generate: bad input', async (t) => {
   await bad(t, 'ollama', 'options is a string', P, { ...ok, options: 'fast' }, 400);
   await bad(t, 'ollama', 'options.temperature is a string', P, { ...ok, options: { temperature: 'hot' } }, 400);
   await bad(t, 'ollama', 'options.num_predict is a string', P, { ...ok, options: { num_predict: 'x' } }, 400);
+  await bad(t, 'ollama', 'options.repeat_last_n is a string', P, { ...ok, options: { repeat_last_n: 'all' } }, 400);
+  await bad(t, 'ollama', 'options.repeat_last_n below -1', P, { ...ok, options: { repeat_last_n: -2 } }, 400);
   await bad(t, 'ollama', 'stream is a string', P, { ...ok, stream: 'no' }, 400);
   await bad(t, 'ollama', 'field the server does not use, wrong type (keep_alive: [1])', P, { ...ok, keep_alive: [1] }, 400);
   await bad(t, 'ollama', 'format is a number', P, { ...ok, format: 42 }, 400);

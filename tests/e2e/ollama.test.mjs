@@ -1,6 +1,6 @@
 // ollama.test.mjs — the Ollama API through the official `ollama` client:
 // /api/chat and /api/generate (NDJSON streaming, options temperature /
-// num_predict / stop, done_reason, eval counts), /api/tags, /api/ps, /api/show,
+// num_predict / stop / repeat_penalty with repeat_last_n, done_reason, eval counts), /api/tags, /api/ps, /api/show,
 // /api/version, tools (message.tool_calls, tool role results).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -127,6 +127,20 @@ test('ollama chat: stop option', async () => {
   assert.equal(r.done_reason, 'stop');
   const s = await chatStream({ ...params, options: { num_predict: 64, stop: [stop] } });
   assert.equal(s.text, L.cutAt(full, stop));
+});
+
+// repeat_penalty reads the last repeat_last_n tokens (64 unless given, as
+// Ollama; -1 the whole context; 0 turns the penalty off)
+test('ollama chat: repeat_penalty over repeat_last_n tokens', async () => {
+  const m = msgs('Write a Python function `add`: Return the sum of a and b.');
+  const text = async (options) => (await chat({ messages: m, options: { num_predict: 60, ...options } })).message.content;
+  const base = await text({});
+  const whole = await text({ repeat_penalty: 1.5, repeat_last_n: -1 });
+  assert.notEqual(whole, base, 'the penalty over the whole context moves the text');
+  assert.equal(await text({ repeat_penalty: 1.5, repeat_last_n: 0 }), base, 'repeat_last_n 0: no penalty');
+  const last4 = await text({ repeat_penalty: 1.5, repeat_last_n: 4 });
+  assert.notEqual(last4, whole, 'a window of 4 tokens penalises fewer of them');
+  assert.equal(await text({ repeat_penalty: 1.5 }), await text({ repeat_penalty: 1.5, repeat_last_n: 64 }), 'default 64');
 });
 
 test('ollama generate: non-streaming and streaming agree; system + prompt use the template', async () => {

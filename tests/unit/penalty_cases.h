@@ -1,8 +1,9 @@
 /* penalty_cases.h — inputs for penalize_rows and the rule they must follow.
  *
  * pen_reference: the rule over a plain context, as the host applied it before
- * the backend did (each distinct token of the context once for the
- * repetition penalty, the output's counts for presence / frequency, then
+ * the backend did (each distinct token of the context — of its last
+ * repetition_last_n tokens where that is set — once for the repetition
+ * penalty, the output's counts for presence / frequency, then
  * each logit_bias entry added), which the engine's entries plus a verify's
  * fed tokens must reproduce bit for bit.
  * pen_random_call: a random call of the op (sequences over a few of the
@@ -22,14 +23,15 @@ static inline void pen_reference(float *row, int V, const int32_t *ctx, int n_ct
                                  const int32_t *bias_id, const float *bias, int n_bias) {
     int *count = calloc((size_t)V, sizeof *count);
     if (p->repetition_penalty != 1.0f && p->repetition_penalty > 0) {
-        for (int i = 0; i < n_ctx; i++) {
+        int from = p->repetition_last_n > 0 && n_ctx > p->repetition_last_n ? n_ctx - p->repetition_last_n : 0;
+        for (int i = from; i < n_ctx; i++) {
             int t = ctx[i];
             if (t < 0 || t >= V || count[t] < 0) continue;
             float l = row[t];
             row[t] = l > 0 ? l / p->repetition_penalty : l * p->repetition_penalty;
             count[t] = -1;
         }
-        for (int i = 0; i < n_ctx; i++)
+        for (int i = from; i < n_ctx; i++)
             if (ctx[i] >= 0 && ctx[i] < V) count[ctx[i]] = 0;
     }
     if (p->presence_penalty != 0.0f || p->frequency_penalty != 0.0f) {

@@ -322,8 +322,10 @@ TEST(test_cuda_constrained_sampling_same_on_host_and_gpu) {
  * the engine's text with speculation off equals reference_decode's and
  * with it on (lookup, then the MTP head) the same; the penalties change
  * the text. Seeded sampling at 0.8 / top-p 0.95 with the rows drawn by the
- * backend: the same text with speculation on and off. */
-TEST(test_spec_penalties_exact) {
+ * backend: the same text with speculation on and off. last_n > 0: the
+ * repetition penalty (then 1.6) reads only the context's last last_n tokens
+ * (penalised on the host), and the window changes some texts. */
+static void penalties_exact(int last_n) {
     SKIP_WITHOUT_PROMPTS("edit.jsonl");
     fx f;
     if (!fx_open_on(&f, "cpu+sample_rows")) return;
@@ -331,16 +333,17 @@ TEST(test_spec_penalties_exact) {
     engine_config ec = {.max_concurrent = 4, .prefill_chunk = 512, .ctx_size = 1024, .pld = true,
                         .spec_min_repetition = 0.0, .no_runtime_gates = true, .mtp = true, .mtp_depth = 3};
     CHECK(engine_start(&e, f.m, f.tk, &ec) == 0);
-    int compared = 0, moved = 0, sampled_same = 0;
+    int compared = 0, moved = 0, sampled_same = 0, windowed = 0;
     long long drafted = 0;
     for (int line = 0; line < 4; line++) {
         int n;
         int32_t *ids = workload_prompt(&f, "models/tinycoder/prompts/edit.jsonl", line, &n, NULL);
         if (!ids || n + 80 > 1024) { free(ids); continue; }
-        engine_params plain = params(64, 0), on = params(64, 1), off = params(64, 0);
+        engine_params plain = params(64, 0), on = params(64, 1), off = params(64, 0), whole;
         engine_params *pp[2] = {&on, &off};
         for (int k = 0; k < 2; k++) {
-            pp[k]->sp.repetition_penalty = 1.3f;
+            pp[k]->sp.repetition_penalty = last_n ? 1.6f : 1.3f;
+            pp[k]->sp.repetition_last_n = last_n;
             pp[k]->sp.presence_penalty = 0.4f;
             pp[k]->sp.frequency_penalty = 0.3f;
             pp[k]->n_logit_bias = 1;
@@ -348,7 +351,9 @@ TEST(test_spec_penalties_exact) {
             pp[k]->logit_bias[0] = -2.0f;
         }
         on.mtp = line % 2; /* lookup alone, then the head as well */
-        run_out a, b, c;
+        whole = off;
+        whole.sp.repetition_last_n = 0;
+        run_out a, b, c, w;
         collect(engine_submit(e, ids, n, &on), &a);
         collect(engine_submit(e, ids, n, &off), &b);
         collect(engine_submit(e, ids, n, &plain), &c);
@@ -359,6 +364,10 @@ TEST(test_spec_penalties_exact) {
         CHECK_MSG(a.n == b.n && !memcmp(a.toks, b.toks, (size_t)a.n * 4), "line %d: speculation changed the penalised text",
                   line);
         moved += c.n != b.n || memcmp(c.toks, b.toks, (size_t)b.n * 4) != 0;
+        if (last_n) {
+            collect(engine_submit(e, ids, n, &whole), &w);
+            windowed += w.n != b.n || memcmp(w.toks, b.toks, (size_t)b.n * 4) != 0;
+        }
         drafted += a.drafted;
         compared++;
         for (int k = 0; k < 2; k++) pp[k]->sp.temperature = 0.8f, pp[k]->sp.top_p = 0.95f, pp[k]->seed = 7 + line;
@@ -370,14 +379,19 @@ TEST(test_spec_penalties_exact) {
         drafted += a.drafted;
         free(ids);
     }
-    printf("    %d prompts: greedy equal to the rule and with speculation, %d changed by the penalties; %d seeded "
-           "equal; %lld drafted\n", compared, moved, sampled_same, drafted);
+    printf("    %d prompts: greedy equal to the rule and with speculation, %d changed by the penalties, %d by the "
+           "window of %d; %d seeded equal; %lld drafted\n", compared, moved, windowed, last_n, sampled_same, drafted);
     CHECK_EQ_INT(compared, 4);
     CHECK(moved >= 2);
+    CHECK(!last_n || windowed >= 1);
     CHECK(drafted > 50);
     engine_stop(e);
     fx_close(&f);
 }
+
+TEST(test_spec_penalties_exact) { penalties_exact(0); }
+
+TEST(test_spec_penalty_window_exact) { penalties_exact(8); }
 
 /* Penalised sequences batched with each other: one decoding while the
  * next prefills in chunks (its prompt rows lead the step, so the rows of
