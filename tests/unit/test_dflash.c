@@ -16,6 +16,7 @@
 #include "tok/tok.h"
 #include "cold_warm.h"
 #include "dflash_fixture.h"
+#include "prefill_logits.h"
 #include "test.h"
 
 static void check_first_blocks(const char *device) {
@@ -42,12 +43,8 @@ static void check_first_blocks(const char *device) {
         CHECK(model_kv_init(m, &kv, n + 32) == 0);
         CHECK(dflash_kv_init(d, &fkv, n + 32) == 0);
         kv_seq s = {0}, fs = {0};
-        kv_seq *seqs[1] = {&s}, *fseqs[1] = {&fs};
-        CHECK(kv_seq_reserve(&kv, &s, n) == 0);
-        int32_t last = n - 1;
-        model_batch b = {.n_tokens = n, .tokens = ids, .pos = pos, .seq = seq, .n_seqs = 1, .seqs = seqs, .n_logits = 1,
-                         .logit_rows = &last};
-        CHECK(model_forward(m, &kv, &b, logits) == 0);
+        kv_seq *fseqs[1] = {&fs};
+        CHECK(forward_seq(m, &kv, &s, ids, n, 0, NULL, 0, false, logits) == 0);
         int32_t first = sample_argmax(logits, V);
         CHECK_EQ_INT(first, json_integer_value(json_array_get(greedy, 0)));
         /* context: every prompt position (features = rows 0..n-1 of the forward) */
@@ -257,19 +254,14 @@ TEST(test_dflash_incremental_context_equals_fresh) {
         CHECK(model_kv_init(m, &kv, 512) == 0);
         CHECK(dflash_kv_init(d, &fkv, 512) == 0);
         kv_seq s = {0}, fs = {0};
-        kv_seq *seqs[1] = {&s}, *fseqs[1] = {&fs};
-        CHECK(kv_seq_reserve(&kv, &s, P + M) == 0);
+        kv_seq *fseqs[1] = {&fs};
         CHECK(kv_seq_reserve(&fkv, &fs, P + M + 16) == 0);
         int32_t row = 0, rope0, last;
         if (path == 0) { /* fresh: everything in one forward */
-            model_batch b = {.n_tokens = P + M, .tokens = ids, .pos = pos, .seq = seq, .n_seqs = 1, .seqs = seqs,
-                             .n_logits = 1, .logit_rows = &row};
-            CHECK(model_forward(m, &kv, &b, logits) == 0);
+            CHECK(forward_seq(m, &kv, &s, ids, P + M, 0, &row, 1, false, logits) == 0);
             CHECK(dflash_add_context(d, &fkv, P + M, pos, pos, seq, pos, 1, fseqs) == 0);
         } else { /* prompt, a discarded block, then the output in two verify-sized steps */
-            model_batch b = {.n_tokens = P, .tokens = ids, .pos = pos, .seq = seq, .n_seqs = 1, .seqs = seqs,
-                             .n_logits = 1, .logit_rows = &row};
-            CHECK(model_forward(m, &kv, &b, logits) == 0);
+            CHECK(forward_seq(m, &kv, &s, ids, P, 0, &row, 1, false, logits) == 0);
             CHECK(dflash_add_context(d, &fkv, P, pos, pos, seq, pos, 1, fseqs) == 0);
             last = ids[P];
             rope0 = P;
@@ -278,9 +270,7 @@ TEST(test_dflash_incremental_context_equals_fresh) {
                 int cnt = step ? P + M - from : 5;
                 kv_seq_truncate(&fkv, &fs, from);
                 CHECK(kv_seq_reserve(&fkv, &fs, from + cnt) == 0);
-                model_batch vb = {.n_tokens = cnt, .tokens = ids + from, .pos = pos + from, .seq = seq, .n_seqs = 1,
-                                  .seqs = seqs, .n_logits = 1, .logit_rows = &row};
-                CHECK(model_forward(m, &kv, &vb, logits) == 0);
+                CHECK(forward_seq(m, &kv, &s, ids + from, cnt, from, &row, 1, false, logits) == 0);
                 CHECK(dflash_add_context(d, &fkv, cnt, pos + from, pos + from, seq, pos, 1, fseqs) == 0);
                 from += cnt;
             }

@@ -13,6 +13,7 @@
 #include "model/dflash.h"
 #include "model/model.h"
 #include "dflash_fixture.h"
+#include "prefill_logits.h"
 #include "test.h"
 
 enum { K = 5, B = 8 };
@@ -42,7 +43,7 @@ static void launch_behind(void *arg) {
  * the block's drafts (B - 1) into out; returns the drafts accepted. */
 static int world(model *m, dflash *d, const int32_t *prompt, int P, const int32_t *verify, bool behind, int32_t *out) {
     int V = m->cfg.vocab_size, n = P + K + 1 + B, accepted = -1;
-    int32_t pos[512], seq[512] = {0}, ids[K + 1], rows[K + 1], last_row = P - 1;
+    int32_t pos[512], seq[512] = {0}, ids[K + 1], rows[K + 1];
     for (int i = 0; i < n; i++) pos[i] = i;
     for (int i = 0; i <= K; i++) rows[i] = i;
     float *logits = malloc((size_t)V * 4);
@@ -53,9 +54,7 @@ static int world(model *m, dflash *d, const int32_t *prompt, int P, const int32_
     kv_seq *seqs[1] = {&s}, *fseqs[1] = {&fs};
     CHECK(kv_seq_reserve(&kv, &s, P + K + 1) == 0);
     CHECK(kv_seq_reserve(&fkv, &fs, n) == 0);
-    model_batch pb = {.n_tokens = P, .tokens = prompt, .pos = pos, .seq = seq, .n_seqs = 1, .seqs = seqs, .n_logits = 1,
-                      .logit_rows = &last_row};
-    CHECK(model_forward(m, &kv, &pb, logits) == 0);
+    CHECK(forward_seq(m, &kv, &s, prompt, P, 0, NULL, 0, false, logits) == 0);
     CHECK(dflash_add_context(d, &fkv, P, pos, pos, seq, pos, 1, fseqs) == 0);
     behind_arg x = {d, &fkv, &fs, P, 0};
     model_batch vb = {.n_tokens = K + 1, .tokens = verify, .pos = pos + P, .seq = seq, .n_seqs = 1, .seqs = seqs,

@@ -11,6 +11,7 @@
 #include "model/model.h"
 #include "tok/tok.h"
 #include "cold_warm.h"
+#include "prefill_logits.h"
 #include "test.h"
 
 static void check_mtp(const char *device) {
@@ -30,22 +31,18 @@ static void check_mtp(const char *device) {
     CHECK(m->mtp != NULL);
     json_t *pj = json_object_get(ref, "prompt_ids");
     int n = (int)json_array_size(pj), V = m->cfg.vocab_size;
-    int32_t *ids = malloc((n + 2) * 4), *pos = malloc((n + 2) * 4), *seq = calloc(n + 2, 4), *rows = malloc((n + 2) * 4);
+    int32_t *ids = malloc((n + 2) * 4), *seq = calloc(n + 2, 4), *rows = malloc((n + 2) * 4);
     for (int i = 0; i < n; i++) {
         ids[i] = (int32_t)json_integer_value(json_array_get(pj, i));
-        pos[i] = rows[i] = i;
+        rows[i] = i;
     }
     float *logits = malloc((size_t)(n + 2) * V * 4);
     kv_cache kv, mkv;
     CHECK(model_kv_init(m, &kv, 256) == 0);
     CHECK(model_mtp_kv_init(m, &mkv, 256) == 0);
     kv_seq s = {0}, ms = {0};
-    kv_seq *seqs[1] = {&s}, *mseqs[1] = {&ms};
-    CHECK(kv_seq_reserve(&kv, &s, n) == 0);
-    int32_t last = n - 1;
-    model_batch b = {.n_tokens = n, .tokens = ids, .pos = pos, .seq = seq, .n_seqs = 1, .seqs = seqs, .n_logits = 1,
-                     .logit_rows = &last};
-    CHECK(model_forward(m, &kv, &b, logits) == 0);
+    kv_seq *mseqs[1] = {&ms};
+    CHECK(forward_seq(m, &kv, &s, ids, n, 0, NULL, 0, false, logits) == 0);
     int t_n = 0;
     for (int v = 1; v < V; v++)
         if (logits[v] > logits[t_n]) t_n = v;
@@ -132,7 +129,7 @@ static void check_mtp(const char *device) {
     kv_seq_release(&mkv, &ms);
     kv_cache_free(&kv);
     kv_cache_free(&mkv);
-    free(ids); free(pos); free(seq); free(rows); free(logits); free(toks); free(mpos); free(hidx); free(kidx);
+    free(ids); free(seq); free(rows); free(logits); free(toks); free(mpos); free(hidx); free(kidx);
     model_free(m);
     backend_free(be);
     json_decref(ref);

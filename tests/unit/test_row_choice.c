@@ -15,6 +15,7 @@
 
 #include "sample/token_mask.h"
 #include "penalty_cases.h"
+#include "prefill_logits.h"
 #include "spec_fixture.h"
 #include "test.h"
 
@@ -82,21 +83,14 @@ static void reference_decode(fx *f, const int32_t *ids, int n_ids, const engine_
     if (c) jc_start(&st, c, 0);
     kv_cache kv;
     kv_seq ks = {0};
-    kv_seq *seqs[1] = {&ks};
-    int32_t *ctx = malloc((size_t)(n_ids + n) * 4), *pos = malloc((size_t)(n_ids + n) * 4),
-            *seq = calloc((size_t)(n_ids + n), 4);
+    int32_t *ctx = malloc((size_t)(n_ids + n) * 4);
     float *logits = malloc((size_t)V * 4), *raw = malloc((size_t)V * 4);
     uint8_t *allowed = malloc((size_t)V);
     CHECK((tm || !c) && model_kv_init(m, &kv, n_ids + n + 16) == 0);
     memcpy(ctx, ids, (size_t)n_ids * 4);
-    for (int i = 0; i < n_ids + n; i++) pos[i] = i;
     int at = 0, len = n_ids;
     while ((tm || !c) && o->n < n && o->n < 128) {
-        CHECK(kv_seq_reserve(&kv, &ks, len) == 0);
-        int32_t last = len - at - 1;
-        model_batch b = {.n_tokens = len - at, .tokens = ctx + at, .pos = pos + at, .seq = seq, .n_seqs = 1,
-                         .seqs = seqs, .n_logits = 1, .logit_rows = &last};
-        if (model_forward(m, &kv, &b, logits) != 0) break;
+        if (forward_seq(m, &kv, &ks, ctx + at, len - at, at, NULL, 0, false, logits) != 0) break;
         at = len;
         memcpy(raw, logits, (size_t)V * 4);
         pen_reference(logits, V, ctx, len, n_ids, &p->sp, p->logit_bias_id, p->logit_bias, p->n_logit_bias);
@@ -122,7 +116,7 @@ static void reference_decode(fx *f, const int32_t *ids, int n_ids, const engine_
     kv_seq_release(&kv, &ks);
     kv_cache_free(&kv);
     token_mask_free(tm);
-    free(ctx); free(pos); free(seq); free(logits); free(raw); free(allowed);
+    free(ctx); free(logits); free(raw); free(allowed);
 }
 
 /* A JSON-constrained answer (a schema with enums, integers and free

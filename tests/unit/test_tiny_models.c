@@ -16,6 +16,7 @@
 #include "backend/backend.h"
 #include "io/safetensors.h"
 #include "model/model.h"
+#include "prefill_logits.h"
 #include "test.h"
 
 /* the checkpoint in dir (named `name` in messages) against its reference.json */
@@ -37,20 +38,15 @@ static double check_tiny_dir(const char *name, const char *dir, const char *devi
     if (m) {
         json_t *pj = json_object_get(ref, "prompt_ids"), *lj = json_object_get(ref, "logits");
         int n = (int)json_array_size(pj), V = m->cfg.vocab_size;
-        int32_t *ids = malloc((size_t)n * 4), *pos = malloc((size_t)n * 4), *seq = calloc((size_t)n, 4),
-                *rows = malloc((size_t)n * 4);
+        int32_t *ids = malloc((size_t)n * 4), *rows = malloc((size_t)n * 4);
         for (int i = 0; i < n; i++) {
             ids[i] = (int32_t)json_integer_value(json_array_get(pj, (size_t)i));
-            pos[i] = rows[i] = i;
+            rows[i] = i;
         }
         float *logits = malloc((size_t)n * V * sizeof *logits);
         CHECK(model_kv_init(m, &kv, 64) == 0);
         kv_seq s = {0};
-        kv_seq *seqs[1] = {&s};
-        CHECK(kv_seq_reserve(&kv, &s, n) == 0);
-        model_batch b = {.n_tokens = n, .tokens = ids, .pos = pos, .seq = seq, .n_seqs = 1, .seqs = seqs, .n_logits = n,
-                         .logit_rows = rows};
-        CHECK(model_forward(m, &kv, &b, logits) == 0);
+        CHECK(forward_seq(m, &kv, &s, ids, n, 0, rows, n, false, logits) == 0);
         worst = 0;
         for (int t = 0; t < n; t++) {
             json_t *row = json_array_get(lj, (size_t)t);
@@ -69,7 +65,7 @@ static double check_tiny_dir(const char *name, const char *dir, const char *devi
                   TEST_LOGIT_TOL(be));
         kv_seq_release(&kv, &s);
         kv_cache_free(&kv);
-        free(ids); free(pos); free(seq); free(rows); free(logits);
+        free(ids); free(rows); free(logits);
     }
     model_free(m);
     backend_free(be);
