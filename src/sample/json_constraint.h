@@ -11,14 +11,16 @@
  * structured-output servers do; true or a schema allows others), items,
  * minItems / maxItems, a string's minLength / maxLength (at most 65535;
  * an escape counts as one character, so a surrogate pair's two count two),
- * enum / const, anyOf / oneOf whose branches start
+ * an integer's minimum / maximum / exclusiveMinimum / exclusiveMaximum
+ * (every prefix can still reach the range; the value is in it where it
+ * ends), enum / const, anyOf / oneOf whose branches start
  * with different characters (an object and null, a string and a number;
  * all-enum branches merge) or are objects told apart by one required
  * constant property (a discriminated union: that property is written
  * first), allOf of one schema, $ref to #/$defs/NAME or
  * #/definitions/NAME (recursion allowed), true / {} (any value). Accepted but
- * not enforced: value refinements (pattern, format, minimum, ...)
- * and annotations. Refused at compile with a message: anything else that
+ * not enforced: other value refinements (pattern, format, a non-integer
+ * number's minimum, multipleOf, ...) and annotations. Refused at compile with a message: anything else that
  * changes the structure (prefixItems, not, if/then, allOf of several,
  * branches both starting with '{' ...).
  *
@@ -53,6 +55,7 @@
 #define JC_MAX_NODES 4096
 #define JC_MAX_NUMBER 24  /* characters of one number */
 #define JC_MAX_INT_DIGITS 18 /* digits before any '.': every such integer fits int64 */
+#define JC_INT_LIMIT 999999999999999999LL /* the largest such integer */
 #define JC_MAX_EXP_DIGITS 2  /* exponent digits: no double overflows (jansson, the tool-call
                               * parser, refuses integers past int64 and reals past DBL_MAX) */
 
@@ -71,6 +74,7 @@ typedef struct {
 typedef struct {
     uint8_t kinds;       /* JC_K_* a value may be (0 with literals: only those) */
     bool integer;        /* a number must be an integer */
+    int64_t min_int, max_int; /* integers: the range (+-JC_INT_LIMIT: unbounded) */
     int obj, arr;        /* the nodes whose object / array fields an object / array value
                           * follows: this node's own, or an anyOf branch's (by index, so a
                           * branch still being compiled — a recursive $ref — is followed) */
@@ -133,6 +137,8 @@ typedef struct {
     uint16_t off;        /* bytes of the literal / key / number read; a string value's characters */
     uint16_t lit_node;   /* the enum (number, string value) node being read */
     uint64_t cand;       /* literals / property names still matching */
+    int64_t num;         /* a number being read: its integer part's magnitude so far */
+    bool neg;            /* ... and whether it has a minus */
     jc_frame f[JC_MAX_DEPTH];
 } jc_state;
 

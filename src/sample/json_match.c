@@ -109,6 +109,25 @@ static bool close_container(jc_state *s) {
     return true;
 }
 
+/* An integer node's range against the number being read (s->num, s->neg,
+ * s->cand digits; a lone 0 takes no more): whether appending digits can
+ * still reach the range (end: whether the number as it is lies in it). A
+ * magnitude m of d digits becomes [m 10^k, m 10^k + 10^k - 1] with k more,
+ * d + k <= JC_MAX_INT_DIGITS. */
+static bool int_fits(const jc_state *s, const jc_node *n, bool end) {
+    if (!n->integer) return true;
+    bool closed = end || s->aux == N_ZERO_T;
+    int digits = s->aux == N_ZERO_T ? 1 : (int)s->cand;
+    int64_t scale = 1;
+    for (int k = 0;; k++) {
+        int64_t a = s->num * scale, b = a + scale - 1;
+        if (digits + k > 0 && (s->neg ? -b <= n->max_int && -a >= n->min_int : a <= n->max_int && b >= n->min_int))
+            return true;
+        if (closed || digits + k >= JC_MAX_INT_DIGITS) return false;
+        scale *= 10;
+    }
+}
+
 static bool value_start(jc_state *s, int nd, uint8_t b) {
     const jc_node *n = node(s, nd);
     int kind = b == '{' ? JC_K_OBJECT : b == '[' ? JC_K_ARRAY : b == '"' ? JC_K_STRING
@@ -132,7 +151,9 @@ static bool value_start(jc_state *s, int nd, uint8_t b) {
             s->off = 1;
             s->cand = s->aux == N_INT_T;
             s->lit_node = (uint16_t)nd;
-            return true;
+            s->neg = b == '-';
+            s->num = b == '-' ? 0 : b - '0';
+            return int_fits(s, n, false);
         default:
             s->lex = LX_KW;
             s->aux = b == 't' ? 0 : b == 'f' ? 1 : 2;
@@ -301,10 +322,12 @@ static bool number_byte(jc_state *s, uint8_t b) {
         if ((next == N_INT_T || next == N_EXP_T) && ++s->cand > (next == N_INT_T ? JC_MAX_INT_DIGITS : JC_MAX_EXP_DIGITS))
             return false;
         s->aux = (uint8_t)next;
-        return true;
+        if (next != N_INT_T && next != N_ZERO_T) return true;
+        s->num = s->num * 10 + (b - '0');
+        return int_fits(s, node(s, s->lit_node), false);
     }
     if (st == N_ZERO_T && digit) return false; /* a leading zero */
-    if (!num_terminal(st)) return false;
+    if (!num_terminal(st) || !int_fits(s, node(s, s->lit_node), true)) return false;
     value_end(s);
     return structural(s, b);
 }
@@ -442,7 +465,7 @@ bool jc_can_end(const jc_state *s) {
     if (s->done) return true;
     if (s->think) return false;
     if (s->depth) return false;
-    if (s->lex == LX_NUM) return num_terminal(s->aux);
+    if (s->lex == LX_NUM) return num_terminal(s->aux) && int_fits(s, node(s, s->lit_node), true);
     if (s->lex == LX_LIT) {
         const jc_node *n = node(s, s->lit_node);
         for (int i = 0; i < n->n_lit; i++)

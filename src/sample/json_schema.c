@@ -3,6 +3,7 @@
  * and shared (a recursive schema is a cycle of node indices); a schema
  * wrapping one other ($ref, allOf of one) is that other node; an anyOf node
  * refers to its branches' object / array nodes rather than copying them. */
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -49,6 +50,8 @@ static int new_node(compiler *k) {
     n->additional = -1;
     n->items = -1;
     n->max_items = n->max_len = 1 << 30;
+    n->min_int = -JC_INT_LIMIT;
+    n->max_int = JC_INT_LIMIT;
     n->obj = n->arr = c->n_nodes;
     return c->n_nodes++;
 }
@@ -207,6 +210,31 @@ static int fill_string(compiler *k, int id, const json_t *s) {
     return n->min_len > n->max_len ? fail(k, "'minLength' is above 'maxLength'") : 0;
 }
 
+/* an integer's bounds: minimum / maximum, or the exclusive ones (numbers,
+ * or draft 4's booleans beside minimum / maximum), as the nearest integers
+ * inside (within +-JC_INT_LIMIT) */
+static int fill_integer(compiler *k, int id, const json_t *s) {
+    jc_node *n = &k->c->nodes[id];
+    const char *name[2] = { "minimum", "maximum" }, *excl[2] = { "exclusiveMinimum", "exclusiveMaximum" };
+    int64_t *v[2] = { &n->min_int, &n->max_int };
+    for (int i = 0; i < 2; i++) {
+        const json_t *x = json_object_get(s, name[i]), *e = json_object_get(s, excl[i]);
+        if (x && !json_is_number(x)) return fail(k, "'%s' must be a number", name[i]);
+        if (e && !json_is_number(e) && !json_is_boolean(e)) return fail(k, "'%s' must be a number", excl[i]);
+        bool draft4 = e && json_is_boolean(e);
+        for (int j = 0; j < 2; j++) { /* each bound given; the tighter one holds */
+            const json_t *b = j ? (draft4 ? NULL : e) : x;
+            if (!b) continue;
+            double d = json_number_value(b), lim = (double)JC_INT_LIMIT;
+            bool strict = j || (draft4 && json_is_true(e));
+            double r = i == 0 ? (strict ? floor(d) + 1 : ceil(d)) : (strict ? ceil(d) - 1 : floor(d));
+            int64_t w = r <= -lim ? -JC_INT_LIMIT : r >= lim ? JC_INT_LIMIT : (int64_t)r;
+            if (i == 0 ? w > *v[i] : w < *v[i]) *v[i] = w;
+        }
+    }
+    return n->min_int > n->max_int ? fail(k, "no integer lies between the schema's minimum and maximum") : 0;
+}
+
 /* anyOf: node src's kinds joined to dst's; an object or array value of dst
  * follows src's object / array node. */
 static int merge_kinds(compiler *k, int dst, int src) {
@@ -214,7 +242,12 @@ static int merge_kinds(compiler *k, int dst, int src) {
     int clash = d->kinds & s->kinds & (JC_K_OBJECT | JC_K_ARRAY);
     if (clash) return fail(k, "anyOf/oneOf branches that are both %s are not supported",
                            clash & JC_K_OBJECT ? "objects" : "arrays");
-    if (s->kinds & JC_K_NUMBER) d->integer = (d->kinds & JC_K_NUMBER) ? d->integer && s->integer : s->integer;
+    if (s->kinds & JC_K_NUMBER) { /* two number branches: the range either allows (a hull) */
+        bool both = d->kinds & JC_K_NUMBER;
+        d->min_int = both && d->min_int < s->min_int ? d->min_int : s->min_int;
+        d->max_int = both && d->max_int > s->max_int ? d->max_int : s->max_int;
+        d->integer = both ? d->integer && s->integer : s->integer;
+    }
     if (s->kinds & JC_K_OBJECT) d->obj = s->obj;
     if (s->kinds & JC_K_ARRAY) d->arr = s->arr;
     if (s->kinds & JC_K_STRING) { /* two string branches: the lengths either allows (a hull: wider when they are apart) */
@@ -382,6 +415,7 @@ static int fill(compiler *k, int id, const json_t *s) {
     if (kinds & JC_K_OBJECT && fill_object(k, id, s) < 0) return -1;
     if (kinds & JC_K_ARRAY && fill_array(k, id, s) < 0) return -1;
     if (kinds & JC_K_STRING && fill_string(k, id, s) < 0) return -1;
+    if (integer && fill_integer(k, id, s) < 0) return -1;
     return 0;
 }
 

@@ -47,7 +47,9 @@ function conforms(v, s) {
     if (!Array.isArray(v) || v.length > (s.maxItems ?? Infinity) || v.length < (s.minItems ?? 0)) return false;
     return v.every((x) => !s.items || conforms(x, s.items));
   }
-  if (t === 'integer') return Number.isInteger(v);
+  if (t === 'integer')
+    return Number.isInteger(v) && v >= (s.minimum ?? -Infinity) && v <= (s.maximum ?? Infinity) &&
+      v > (s.exclusiveMinimum ?? -Infinity) && v < (s.exclusiveMaximum ?? Infinity);
   if (t === 'number') return typeof v === 'number';
   if (t === 'string') return typeof v === 'string' && [...v].length >= (s.minLength ?? 0) && [...v].length <= (s.maxLength ?? Infinity);
   if (t === 'boolean') return typeof v === 'boolean';
@@ -66,6 +68,29 @@ test('conforms() itself tells a good answer from bad ones', () => {
   assert.ok(conforms('h\u00e9', { type: 'string', minLength: 2, maxLength: 2 }));
   assert.ok(!conforms('h\u00e9!', { type: 'string', maxLength: 2 }));
   assert.ok(!conforms('h', { type: 'string', minLength: 2 }));
+  assert.ok(conforms(5, { type: 'integer', minimum: 1, maximum: 5 }));
+  assert.ok(!conforms(6, { type: 'integer', minimum: 1, maximum: 5 }));
+  assert.ok(!conforms(1, { type: 'integer', exclusiveMinimum: 1 }));
+});
+
+// integer ranges are enforced: greedy and sampled answers stay inside them
+// (tinycoder, without the ranges, writes {"stars": 1000, "year": 1000} greedily)
+test('OpenAI chat: integer minimum / maximum hold at temperature 0 and at five seeds', async () => {
+  const schema = {
+    type: 'object',
+    properties: { year: { type: 'integer', minimum: 2030, maximum: 2035 }, stars: { type: 'integer', exclusiveMinimum: 0, maximum: 5 } },
+    required: ['year', 'stars'], additionalProperties: false,
+  };
+  const base = { model: await L.model(), messages: [{ role: 'user', content: ASK }], max_tokens: 60, response_format: jsonSchemaFormat(schema) };
+  const seen = new Set();
+  for (const [temperature, seed] of [[0, 0], [1, 1], [1, 2], [1, 3], [1, 4], [1, 5]]) {
+    const r = await client.chat.completions.create({ ...base, temperature, seed });
+    const c = r.choices[0].message.content;
+    assert.equal(r.choices[0].finish_reason, 'stop', c);
+    assert.ok(conforms(JSON.parse(c), schema), c);
+    seen.add(c);
+  }
+  assert.ok(seen.size > 1, 'six answers, one text');
 });
 
 const client = L.openai();

@@ -1,9 +1,11 @@
 /* test_json_constraint.c — the JSON constraint: documents accepted or
  * refused per schema (every prefix of an accepted one accepted, whole only
- * at its end), the any-object recognizer against jansson's parser on
+ * at its end), integer ranges against a search of every value and prefix, the any-object recognizer against jansson's parser on
  * mutated documents, schemas refused at compile, and the token mask against
  * feeding every token alone on the tinycoder tokenizer. */
 #include <jansson.h>
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -241,6 +243,76 @@ TEST(test_json_constraint_schema) {
     expect("{\"type\":\"string\",\"maxLength\":0}", "\"\"", 1);
 }
 
+/* Integer ranges: a value is accepted iff it lies in the range, and every
+ * prefix iff some valid integer in the range starts with it (all values
+ * from -99999 to 99999 and every -?[0-9]{0,5} prefix, against a search of
+ * the range); exclusive bounds, draft 4's boolean form, a non-integer
+ * bound, an anyOf of two ranges (their hull), a bound past 18 digits. */
+/* lo / hi: the range (+-JC_INT_LIMIT: unbounded) */
+static void range_exhaustive(const char *schema, long long lo, long long hi) {
+    json_constraint *c = compile_str(schema);
+    if (!c) return;
+    int wrong = 0;
+    char t[32];
+    for (long v = -99999; v <= 99999 && wrong < 5; v++) {
+        snprintf(t, sizeof t, "%ld", v);
+        bool early;
+        int got = verdict(c, t, &early), want = v >= lo && v <= hi;
+        if (got != want) {
+            wrong++;
+            CHECK_MSG(0, "schema %s: %s %s", schema, t, got ? "accepted" : "refused");
+        }
+    }
+    /* the prefixes ("-"?, then up to 5 digits) of every in-range value's text
+     * within +-999999 (values past it add none a 6-digit one does not) */
+    static uint8_t reach[2][6][100000];
+    memset(reach, 0, sizeof reach);
+    for (long long v = lo < -999999 ? -999999 : lo; v <= (hi > 999999 ? 999999 : hi); v++) {
+        int neg = v < 0, n = snprintf(t, sizeof t, "%lld", v < 0 ? -v : v);
+        long d = 0;
+        reach[neg][0][0] |= neg;
+        for (int l = 1; l <= n && l <= 5; l++) reach[neg][l][d = d * 10 + (t[l - 1] - '0')] = 1;
+    }
+    if (lo <= 0 && hi >= 0) reach[1][0][0] = reach[1][1][0] = 1; /* "-0" is 0 */
+    for (int neg = 0; neg < 2; neg++)
+        for (int len = 0; len <= 5; len++)
+            for (long d = 0; d < (long)pow(10, len) && wrong < 5; d++) {
+                if (len) snprintf(t, sizeof t, "%s%0*ld", neg ? "-" : "", len, d);
+                else snprintf(t, sizeof t, "%s", neg ? "-" : "");
+                if (!t[0]) continue;
+                jc_state st;
+                jc_start(&st, c, 0);
+                bool got = jc_feed(&st, (const uint8_t *)t, strlen(t));
+                if (got != reach[neg][len][d]) {
+                    wrong++;
+                    CHECK_MSG(0, "schema %s: prefix %s %s", schema, t, got ? "accepted" : "refused");
+                }
+            }
+    jc_free(c);
+}
+
+TEST(test_json_constraint_integer_range) {
+    range_exhaustive("{\"type\":\"integer\",\"minimum\":3,\"maximum\":250}", 3, 250);
+    range_exhaustive("{\"type\":\"integer\",\"minimum\":-20,\"maximum\":-5}", -20, -5);
+    range_exhaustive("{\"type\":\"integer\",\"exclusiveMinimum\":-3,\"exclusiveMaximum\":1000}", -2, 999);
+    range_exhaustive("{\"type\":\"integer\",\"minimum\":0}", 0, JC_INT_LIMIT);
+    range_exhaustive("{\"type\":\"integer\",\"maximum\":-1200}", -JC_INT_LIMIT, -1200);
+    range_exhaustive("{\"type\":\"integer\",\"minimum\":0.5,\"maximum\":7.9}", 1, 7);
+    range_exhaustive("{\"type\":\"integer\",\"minimum\":2,\"exclusiveMinimum\":true,\"maximum\":9,\"exclusiveMaximum\":false}", 3, 9);
+    range_exhaustive("{\"anyOf\":[{\"type\":\"integer\",\"minimum\":1,\"maximum\":5},{\"type\":\"integer\",\"minimum\":40,\"maximum\":60}]}", 1, 60);
+    const char *rating = "{\"type\":\"object\",\"properties\":{\"stars\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":5}},"
+                         "\"required\":[\"stars\"]}";
+    expect(rating, "{\"stars\": 4}", 1);
+    expect(rating, "{\"stars\": 0}", 0);
+    expect(rating, "{\"stars\": 6}", 0);
+    expect(rating, "{\"stars\": 45}", 0);
+    expect(rating, "{\"stars\":5 }", 1);
+    /* a number's bounds are not enforced (documented); an integer bound past 18 digits is no bound */
+    expect("{\"type\":\"number\",\"minimum\":3}", "-1.5", 1);
+    expect("{\"type\":\"integer\",\"maximum\":1e30}", "999999999999999999", 1);
+    expect("{\"type\":\"integer\",\"minimum\":-1e30}", "-999999999999999999", 1);
+}
+
 TEST(test_json_constraint_refused_schemas) {
     const char *bad[] = {
         "{\"type\":\"objekt\"}", "{\"not\":{}}", "{\"prefixItems\":[{}]}", "{\"allOf\":[{}, {}]}",
@@ -248,6 +320,8 @@ TEST(test_json_constraint_refused_schemas) {
         "{\"$ref\":\"#/$defs/missing\"}", "{\"$ref\":\"#/$defs/a\",\"$defs\":{\"a\":{\"$ref\":\"#/$defs/a\"}}}",
         "{\"properties\":{\"a\":{}},\"required\":[\"b\"]}", "{\"enum\":[]}", "{\"type\":\"array\",\"minItems\":3,\"maxItems\":2}",
         "{\"properties\":{\"a\\\"b\":{}}}",
+        "{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}", "{\"type\":\"integer\",\"minimum\":\"3\"}",
+        "{\"type\":\"integer\",\"exclusiveMinimum\":2,\"exclusiveMaximum\":3}",
         "{\"type\":\"string\",\"minLength\":3,\"maxLength\":2}", "{\"type\":\"string\",\"maxLength\":-1}",
         "{\"type\":\"string\",\"maxLength\":70000}", "{\"type\":\"string\",\"minLength\":1.5}",
         "{\"anyOf\":[{\"properties\":{\"k\":{\"const\":1}},\"required\":[\"k\"]},{\"properties\":{\"k\":{\"const\":1}},\"required\":[\"k\"]}]}",
