@@ -11,6 +11,9 @@
  * structured-output servers do; true or a schema allows others), items,
  * minItems / maxItems, a string's minLength / maxLength (at most 65535;
  * an escape counts as one character, so a surrogate pair's two count two),
+ * a string's format date, time, date-time (RFC 3339: months 01-12, days
+ * 01-31, hours 00-23, minutes and seconds 00-59, an optional fraction of
+ * 1-9 digits, Z or a +hh:mm offset; 'T' and 'Z' upper case) or uuid,
  * an integer's minimum / maximum / exclusiveMinimum / exclusiveMaximum
  * (every prefix can still reach the range; the value is in it where it
  * ends), enum / const, anyOf / oneOf whose branches start
@@ -19,8 +22,8 @@
  * constant property (a discriminated union: that property is written
  * first), allOf of one schema, $ref to #/$defs/NAME or
  * #/definitions/NAME (recursion allowed), true / {} (any value). Accepted but
- * not enforced: other value refinements (pattern, format, a non-integer
- * number's minimum, multipleOf, ...) and annotations. Refused at compile with a message: anything else that
+ * not enforced: other value refinements (pattern, other formats, a
+ * non-integer number's minimum, multipleOf, ...) and annotations. Refused at compile with a message: anything else that
  * changes the structure (prefixItems, not, if/then, allOf of several,
  * branches both starting with '{' ...).
  *
@@ -59,6 +62,9 @@
 #define JC_MAX_EXP_DIGITS 2  /* exponent digits: no double overflows (jansson, the tool-call
                               * parser, refuses integers past int64 and reals past DBL_MAX) */
 
+/* string formats enforced */
+enum { JC_F_NONE, JC_F_DATE, JC_F_TIME, JC_F_DATE_TIME, JC_F_UUID };
+
 /* first characters a value may start with */
 enum {
     JC_K_OBJECT = 1, JC_K_ARRAY = 2, JC_K_STRING = 4, JC_K_NUMBER = 8, JC_K_BOOL = 16, JC_K_NULL = 32,
@@ -91,6 +97,7 @@ typedef struct {
     int min_items, max_items;
     /* strings (values, not keys): characters (code points; an escape counts one) */
     int min_len, max_len;
+    uint8_t format;      /* JC_F_*: the text's shape (json_match.c) */
     /* enum / const: the values' compact JSON texts, matched byte for byte */
     char **lit;
     size_t *lit_len;
@@ -137,6 +144,7 @@ typedef struct {
     uint16_t off;        /* bytes of the literal / key / number read; a string value's characters */
     uint16_t lit_node;   /* the enum (number, string value) node being read */
     uint64_t cand;       /* literals / property names still matching */
+    uint8_t fmt_pos, fmt_prev; /* a formatted string: where in its shape, the last character */
     int64_t num;         /* a number being read: its integer part's magnitude so far */
     bool neg;            /* ... and whether it has a minus */
     jc_frame f[JC_MAX_DEPTH];

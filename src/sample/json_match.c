@@ -143,6 +143,7 @@ static bool value_start(jc_state *s, int nd, uint8_t b) {
             s->utf8 = 0;
             s->in_key = false;
             s->off = 0;
+            s->fmt_pos = 0;
             s->lit_node = (uint16_t)nd;
             return true;
         case JC_K_NUMBER:
@@ -273,7 +274,65 @@ static bool string_char(jc_state *s) {
     return true;
 }
 
+/* Formatted strings: a fixed shape, then for times a tail. Shape letters:
+ * 'Y' a digit, 'M' / 'm' a month's digits, 'D' / 'd' a day's, 'H' / 'h'
+ * an hour's, 'N' 0-5 (tens of minutes, seconds), 'X' a hex digit; other
+ * characters stand for themselves. Past the shape (times): '.' and 1-9
+ * digits, then 'Z' or + / - and "Hh:NY". fmt_pos counts characters. */
+static const char *const FMT_SHAPE[] = {
+    [JC_F_DATE] = "YYYY-Mm-Dd", [JC_F_TIME] = "Hh:NY:NY", [JC_F_DATE_TIME] = "YYYY-Mm-DdTHh:NY:NY",
+    [JC_F_UUID] = "XXXXXXXX-XXXX-XXXX-XXXX-XXXXXXXXXXXX",
+};
+static const char FMT_OFFSET[] = "Hh:NY";
+/* tail phases, as fmt_pos beyond the shape's length L: L (after the seconds), L + 1 .. L + 10 (after the
+ * '.' and 0..9 digits), then L + 11 + i (i characters of the offset read; 5: done) */
+enum { FT_FRAC = 1, FT_OFF = 11 };
+
+static bool shape_char(char cls, uint8_t prev, uint8_t b) {
+    bool digit = b >= '0' && b <= '9';
+    switch (cls) {
+    case 'Y': return digit;
+    case 'M': return b == '0' || b == '1';
+    case 'm': return prev == '0' ? b >= '1' && b <= '9' : b >= '0' && b <= '2';
+    case 'D': return b >= '0' && b <= '3';
+    case 'd': return prev == '0' ? b >= '1' && b <= '9' : prev == '3' ? b == '0' || b == '1' : digit;
+    case 'H': return b >= '0' && b <= '2';
+    case 'h': return prev == '2' ? b >= '0' && b <= '3' : digit;
+    case 'N': return b >= '0' && b <= '5';
+    case 'X': return digit || (b >= 'a' && b <= 'f') || (b >= 'A' && b <= 'F');
+    default: return b == (uint8_t)cls;
+    }
+}
+
+/* one character of a formatted string (b: '"' ends it) */
+static bool format_byte(jc_state *s, int f, uint8_t b) {
+    const char *shape = FMT_SHAPE[f];
+    int L = (int)strlen(shape), p = s->fmt_pos;
+    bool time = f == JC_F_TIME || f == JC_F_DATE_TIME;
+    int next = -1;
+    if (p < L) next = shape_char(shape[p], s->fmt_prev, b) ? p + 1 : -1;
+    else if (b == '"') return f == JC_F_DATE || f == JC_F_UUID ? p == L : p == L + FT_OFF + 5;
+    else if (!time) return false;
+    else if (p == L && b == '.') next = L + FT_FRAC;
+    else if (p > L && p < L + FT_OFF && b >= '0' && b <= '9' && p < L + FT_FRAC + 9) next = p + 1;
+    else if ((p == L || p > L + FT_FRAC) && p < L + FT_OFF && (b == 'Z' || b == '+' || b == '-'))
+        next = b == 'Z' ? L + FT_OFF + 5 : L + FT_OFF;
+    else if (p >= L + FT_OFF && p < L + FT_OFF + 5) next = shape_char(FMT_OFFSET[p - L - FT_OFF], s->fmt_prev, b) ? p + 1 : -1;
+    if (next < 0) return false;
+    s->fmt_pos = (uint8_t)next;
+    s->fmt_prev = b;
+    return true;
+}
+
 static bool string_byte(jc_state *s, uint8_t b) {
+    int f = s->in_key ? JC_F_NONE : node(s, s->lit_node)->format;
+    if (f) { /* (ASCII only, no escapes) */
+        if (!format_byte(s, f, b)) return false;
+        if (b != '"') return string_char(s);
+        if (s->off < node(s, s->lit_node)->min_len) return false;
+        value_end(s);
+        return true;
+    }
     if (s->utf8) {
         if (b < s->utf8_lo || b > s->utf8_hi) return false;
         s->utf8--;
@@ -481,7 +540,8 @@ bool jc_in_free_text(const jc_state *s) {
 }
 
 bool jc_in_free_string(const jc_state *s) {
-    return (!s->calls || s->calls == CL_DOC) && !s->think && s->lex == LX_STR && !s->utf8 && (!s->in_key || (!s->cand && node(s, s->f[s->depth - 1].node)->additional >= 0));
+    return (!s->calls || s->calls == CL_DOC) && !s->think && s->lex == LX_STR && !s->utf8 &&
+           (s->in_key ? !s->cand && node(s, s->f[s->depth - 1].node)->additional >= 0 : !node(s, s->lit_node)->format);
 }
 
 int jc_string_room(const jc_state *s) {

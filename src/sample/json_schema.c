@@ -207,6 +207,10 @@ static int fill_string(compiler *k, int id, const json_t *s) {
             return fail(k, "'%s' must be an integer from 0 to 65535", name[i]);
         *v[i] = (int)json_integer_value(x);
     }
+    const char *fmt = json_string_value(json_object_get(s, "format")); /* (others: not enforced) */
+    const char *fmts[] = { [JC_F_DATE] = "date", [JC_F_TIME] = "time", [JC_F_DATE_TIME] = "date-time", [JC_F_UUID] = "uuid" };
+    for (int f = JC_F_DATE; fmt && f <= JC_F_UUID; f++)
+        if (!strcmp(fmt, fmts[f])) n->format = (uint8_t)f;
     return n->min_len > n->max_len ? fail(k, "'minLength' is above 'maxLength'") : 0;
 }
 
@@ -253,6 +257,7 @@ static int merge_kinds(compiler *k, int dst, int src) {
     if (s->kinds & JC_K_STRING) { /* two string branches: the lengths either allows (a hull: wider when they are apart) */
         d->min_len = d->kinds & JC_K_STRING && d->min_len < s->min_len ? d->min_len : s->min_len;
         d->max_len = d->kinds & JC_K_STRING && d->max_len > s->max_len ? d->max_len : s->max_len;
+        d->format = d->kinds & JC_K_STRING && d->format != s->format ? JC_F_NONE : s->format;
     }
     d->kinds |= s->kinds;
     for (int i = 0; i < s->n_lit; i++)

@@ -28,6 +28,14 @@ const LANG = {
 };
 const ASK = 'Describe the Python language as JSON.';
 
+// RFC 3339 / RFC 4122 shapes of the formats the server enforces
+const TIME = '([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,9})?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])';
+const DATE = '[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])';
+const FORMATS = {
+  date: new RegExp(`^${DATE}$`), time: new RegExp(`^${TIME}$`), 'date-time': new RegExp(`^${DATE}T${TIME}$`),
+  uuid: /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/,
+};
+
 // Does v conform to schema s (the keywords the tests use)?
 function conforms(v, s) {
   if (s.enum) return s.enum.some((e) => JSON.stringify(e) === JSON.stringify(v));
@@ -51,7 +59,9 @@ function conforms(v, s) {
     return Number.isInteger(v) && v >= (s.minimum ?? -Infinity) && v <= (s.maximum ?? Infinity) &&
       v > (s.exclusiveMinimum ?? -Infinity) && v < (s.exclusiveMaximum ?? Infinity);
   if (t === 'number') return typeof v === 'number';
-  if (t === 'string') return typeof v === 'string' && [...v].length >= (s.minLength ?? 0) && [...v].length <= (s.maxLength ?? Infinity);
+  if (t === 'string')
+    return typeof v === 'string' && [...v].length >= (s.minLength ?? 0) && [...v].length <= (s.maxLength ?? Infinity) &&
+      (!FORMATS[s.format] || FORMATS[s.format].test(v));
   if (t === 'boolean') return typeof v === 'boolean';
   if (t === 'null') return v === null;
   return true;
@@ -71,6 +81,25 @@ test('conforms() itself tells a good answer from bad ones', () => {
   assert.ok(conforms(5, { type: 'integer', minimum: 1, maximum: 5 }));
   assert.ok(!conforms(6, { type: 'integer', minimum: 1, maximum: 5 }));
   assert.ok(!conforms(1, { type: 'integer', exclusiveMinimum: 1 }));
+  assert.ok(conforms('2024-02-29T23:59:59.5+05:30', { type: 'string', format: 'date-time' }));
+  assert.ok(!conforms('2024-02-29 23:59:59Z', { type: 'string', format: 'date-time' }));
+  assert.ok(!conforms('2024-13-01', { type: 'string', format: 'date' }));
+});
+
+// string formats are enforced: date, date-time and uuid answers have their shapes
+test('OpenAI chat: format date / date-time / uuid hold at temperature 0 and at five seeds', async () => {
+  const schema = {
+    type: 'object',
+    properties: { released: { type: 'string', format: 'date' }, updated: { type: 'string', format: 'date-time' }, id: { type: 'string', format: 'uuid' } },
+    required: ['released', 'updated', 'id'], additionalProperties: false,
+  };
+  const base = { model: await L.model(), messages: [{ role: 'user', content: ASK }], max_tokens: 240, response_format: jsonSchemaFormat(schema) };
+  for (const [temperature, seed] of [[0, 0], [1, 1], [1, 2], [1, 3], [1, 4], [1, 5]]) {
+    const r = await client.chat.completions.create({ ...base, temperature, seed });
+    const c = r.choices[0].message.content;
+    assert.equal(r.choices[0].finish_reason, 'stop', c);
+    assert.ok(conforms(JSON.parse(c), schema), c);
+  }
 });
 
 // integer ranges are enforced: greedy and sampled answers stay inside them

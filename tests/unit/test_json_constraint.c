@@ -313,6 +313,41 @@ TEST(test_json_constraint_integer_range) {
     expect("{\"type\":\"integer\",\"minimum\":-1e30}", "-999999999999999999", 1);
 }
 
+/* Formats date, time, date-time and uuid: valid texts accepted (each
+ * prefix too), malformed ones refused at the first wrong character;
+ * other formats and anyOf of two formats are not enforced. */
+TEST(test_json_constraint_string_formats) {
+    const char *date = "{\"type\":\"string\",\"format\":\"date\"}", *time = "{\"type\":\"string\",\"format\":\"time\"}",
+               *dt = "{\"type\":\"string\",\"format\":\"date-time\"}", *uuid = "{\"type\":\"string\",\"format\":\"uuid\"}";
+    const char *good_date[] = {"\"2024-02-29\"", "\"1999-12-31\"", "\"0001-01-01\"", "\"2030-10-30\""};
+    const char *bad_date[] = {"\"2024-13-01\"", "\"2024-00-10\"", "\"2024-1-01\"", "\"2024-01-32\"", "\"2024-01-00\"",
+                              "\"24-01-01\"", "\"2024-01-01T\"", "\"2024/01/01\"", "\"2024-01-0\"", "\"\""};
+    for (size_t i = 0; i < sizeof good_date / sizeof *good_date; i++) expect(date, good_date[i], 1);
+    for (size_t i = 0; i < sizeof bad_date / sizeof *bad_date; i++) expect(date, bad_date[i], 0);
+    const char *good_time[] = {"\"07:08:09Z\"", "\"23:59:59+02:00\"", "\"00:00:00.5-11:30\"", "\"12:30:00.123456789Z\""};
+    const char *bad_time[] = {"\"24:00:00Z\"", "\"07:60:00Z\"", "\"07:08:09\"", "\"07:08:09.Z\"", "\"07:08:09+2:00\"",
+                              "\"07:08:09.1234567890Z\"", "\"07:08:09z\"", "\"07:08:09+02:60\"", "\"7:08:09Z\""};
+    for (size_t i = 0; i < sizeof good_time / sizeof *good_time; i++) expect(time, good_time[i], 1);
+    for (size_t i = 0; i < sizeof bad_time / sizeof *bad_time; i++) expect(time, bad_time[i], 0);
+    expect(dt, "\"2024-05-06T07:08:09Z\"", 1);
+    expect(dt, "\"2024-05-06T07:08:09.25+05:45\"", 1);
+    expect(dt, "\"2024-05-06 07:08:09Z\"", 0);
+    expect(dt, "\"2024-05-06\"", 0);
+    expect(dt, "\"2024-05-06T19:08\"", 0);
+    expect(uuid, "\"123e4567-e89b-12d3-A456-426614174000\"", 1);
+    expect(uuid, "\"123e4567e89b12d3a456426614174000\"", 0);
+    expect(uuid, "\"123e4567-e89b-12d3-a456-42661417400g\"", 0);
+    expect(uuid, "\"123e4567-e89b-12d3-a456-4266141740001\"", 0);
+    /* in an object, a key with the format's name, and what is not enforced */
+    const char *ev = "{\"type\":\"object\",\"properties\":{\"when\":{\"type\":\"string\",\"format\":\"date\"},"
+                     "\"note\":{\"type\":\"string\"}},\"required\":[\"when\",\"note\"]}";
+    expect(ev, "{\"when\": \"2024-05-06\", \"note\": \"x\\\"y\"}", 1);
+    expect(ev, "{\"when\": \"May 6\", \"note\": \"x\"}", 0);
+    expect("{\"type\":\"string\",\"format\":\"email\"}", "\"not an email\"", 1);
+    expect("{\"anyOf\":[{\"type\":\"string\",\"format\":\"date\"},{\"type\":\"string\",\"format\":\"uuid\"}]}", "\"x\"", 1);
+    expect("{\"type\":\"string\",\"format\":\"date\",\"maxLength\":5}", "\"2024-05-06\"", 0);
+}
+
 TEST(test_json_constraint_refused_schemas) {
     const char *bad[] = {
         "{\"type\":\"objekt\"}", "{\"not\":{}}", "{\"prefixItems\":[{}]}", "{\"allOf\":[{}, {}]}",
