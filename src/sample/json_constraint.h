@@ -13,7 +13,9 @@
  * an escape counts as one character, so a surrogate pair's two count two),
  * a string's format date, time, date-time (RFC 3339: months 01-12, days
  * 01-31, hours 00-23, minutes and seconds 00-59, an optional fraction of
- * 1-9 digits, Z or a +hh:mm offset; 'T' and 'Z' upper case) or uuid,
+ * 1-9 digits, Z or a +hh:mm offset; 'T' and 'Z' upper case), uuid or ipv4
+ * (dotted quad, 0-255, no leading zeros) — a length limit that cuts into
+ * the format's own lengths is refused,
  * an integer's minimum / maximum / exclusiveMinimum / exclusiveMaximum
  * (every prefix can still reach the range; the value is in it where it
  * ends), enum / const, anyOf / oneOf whose branches start
@@ -63,7 +65,7 @@
                               * parser, refuses integers past int64 and reals past DBL_MAX) */
 
 /* string formats enforced */
-enum { JC_F_NONE, JC_F_DATE, JC_F_TIME, JC_F_DATE_TIME, JC_F_UUID };
+enum { JC_F_NONE, JC_F_DATE, JC_F_TIME, JC_F_DATE_TIME, JC_F_UUID, JC_F_IPV4, JC_F_COUNT };
 
 /* first characters a value may start with */
 enum {

@@ -143,7 +143,7 @@ static bool value_start(jc_state *s, int nd, uint8_t b) {
             s->utf8 = 0;
             s->in_key = false;
             s->off = 0;
-            s->fmt_pos = 0;
+            s->fmt_pos = s->fmt_prev = 0;
             s->lit_node = (uint16_t)nd;
             return true;
         case JC_K_NUMBER:
@@ -304,8 +304,23 @@ static bool shape_char(char cls, uint8_t prev, uint8_t b) {
     }
 }
 
+/* ipv4: fmt_pos = 4 x the octet + its digits so far, fmt_prev its value */
+static bool ipv4_byte(jc_state *s, uint8_t b) {
+    int oct = s->fmt_pos >> 2, nd = s->fmt_pos & 3, v = s->fmt_prev;
+    if (b == '"') return oct == 3 && nd;
+    if (b == '.') {
+        if (!nd || oct == 3) return false;
+        s->fmt_pos = (uint8_t)((oct + 1) << 2), s->fmt_prev = 0;
+        return true;
+    }
+    if (b < '0' || b > '9' || nd == 3 || (nd && !v) || v * 10 + (b - '0') > 255) return false;
+    s->fmt_pos++, s->fmt_prev = (uint8_t)(v * 10 + (b - '0'));
+    return true;
+}
+
 /* one character of a formatted string (b: '"' ends it) */
 static bool format_byte(jc_state *s, int f, uint8_t b) {
+    if (f == JC_F_IPV4) return ipv4_byte(s, b);
     const char *shape = FMT_SHAPE[f];
     int L = (int)strlen(shape), p = s->fmt_pos;
     bool time = f == JC_F_TIME || f == JC_F_DATE_TIME;

@@ -34,6 +34,7 @@ const DATE = '[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])';
 const FORMATS = {
   date: new RegExp(`^${DATE}$`), time: new RegExp(`^${TIME}$`), 'date-time': new RegExp(`^${DATE}T${TIME}$`),
   uuid: /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/,
+  ipv4: /^((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])$/,
 };
 
 // Does v conform to schema s (the keywords the tests use)?
@@ -84,16 +85,20 @@ test('conforms() itself tells a good answer from bad ones', () => {
   assert.ok(conforms('2024-02-29T23:59:59.5+05:30', { type: 'string', format: 'date-time' }));
   assert.ok(!conforms('2024-02-29 23:59:59Z', { type: 'string', format: 'date-time' }));
   assert.ok(!conforms('2024-13-01', { type: 'string', format: 'date' }));
+  assert.ok(!conforms('1.2.3.256', { type: 'string', format: 'ipv4' }));
 });
 
-// string formats are enforced: date, date-time and uuid answers have their shapes
-test('OpenAI chat: format date / date-time / uuid hold at temperature 0 and at five seeds', async () => {
+// string formats are enforced: date, date-time, uuid and ipv4 answers have their shapes
+test('OpenAI chat: format date / date-time / uuid / ipv4 hold at temperature 0 and at five seeds', async () => {
   const schema = {
     type: 'object',
-    properties: { released: { type: 'string', format: 'date' }, updated: { type: 'string', format: 'date-time' }, id: { type: 'string', format: 'uuid' } },
-    required: ['released', 'updated', 'id'], additionalProperties: false,
+    properties: {
+      released: { type: 'string', format: 'date' }, updated: { type: 'string', format: 'date-time' }, id: { type: 'string', format: 'uuid' },
+      host: { type: 'string', format: 'ipv4' },
+    },
+    required: ['released', 'updated', 'id', 'host'], additionalProperties: false,
   };
-  const base = { model: await L.model(), messages: [{ role: 'user', content: ASK }], max_tokens: 240, response_format: jsonSchemaFormat(schema) };
+  const base = { model: await L.model(), messages: [{ role: 'user', content: ASK }], max_tokens: 400, response_format: jsonSchemaFormat(schema) };
   for (const [temperature, seed] of [[0, 0], [1, 1], [1, 2], [1, 3], [1, 4], [1, 5]]) {
     const r = await client.chat.completions.create({ ...base, temperature, seed });
     const c = r.choices[0].message.content;

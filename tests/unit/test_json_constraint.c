@@ -313,7 +313,7 @@ TEST(test_json_constraint_integer_range) {
     expect("{\"type\":\"integer\",\"minimum\":-1e30}", "-999999999999999999", 1);
 }
 
-/* Formats date, time, date-time and uuid: valid texts accepted (each
+/* Formats date, time, date-time, uuid and ipv4: valid texts accepted (each
  * prefix too), malformed ones refused at the first wrong character;
  * other formats and anyOf of two formats are not enforced. */
 TEST(test_json_constraint_string_formats) {
@@ -338,14 +338,21 @@ TEST(test_json_constraint_string_formats) {
     expect(uuid, "\"123e4567e89b12d3a456426614174000\"", 0);
     expect(uuid, "\"123e4567-e89b-12d3-a456-42661417400g\"", 0);
     expect(uuid, "\"123e4567-e89b-12d3-a456-4266141740001\"", 0);
+    const char *ip = "{\"type\":\"string\",\"format\":\"ipv4\"}";
+    const char *good_ip[] = {"\"192.168.0.1\"", "\"0.0.0.0\"", "\"255.255.255.255\"", "\"10.20.30.199\""};
+    const char *bad_ip[] = {"\"256.1.1.1\"", "\"01.2.3.4\"", "\"1.2.3\"", "\"1.2.3.4.5\"", "\"1..2.3\"", "\"1.2.3.\"",
+                            "\"1.2.3.1000\"", "\"a.b.c.d\""};
+    for (size_t i = 0; i < sizeof good_ip / sizeof *good_ip; i++) expect(ip, good_ip[i], 1);
+    for (size_t i = 0; i < sizeof bad_ip / sizeof *bad_ip; i++) expect(ip, bad_ip[i], 0);
     /* in an object, a key with the format's name, and what is not enforced */
     const char *ev = "{\"type\":\"object\",\"properties\":{\"when\":{\"type\":\"string\",\"format\":\"date\"},"
                      "\"note\":{\"type\":\"string\"}},\"required\":[\"when\",\"note\"]}";
     expect(ev, "{\"when\": \"2024-05-06\", \"note\": \"x\\\"y\"}", 1);
     expect(ev, "{\"when\": \"May 6\", \"note\": \"x\"}", 0);
-    expect("{\"type\":\"string\",\"format\":\"email\"}", "\"not an email\"", 1);
+    expect("{\"type\":\"string\",\"format\":\"hostname\"}", "\"not a hostname\"", 1);
     expect("{\"anyOf\":[{\"type\":\"string\",\"format\":\"date\"},{\"type\":\"string\",\"format\":\"uuid\"}]}", "\"x\"", 1);
-    expect("{\"type\":\"string\",\"format\":\"date\",\"maxLength\":5}", "\"2024-05-06\"", 0);
+    expect("{\"type\":\"string\",\"format\":\"email\"}", "\"not an email\"", 1);
+    expect("{\"type\":\"string\",\"format\":\"time\",\"maxLength\":24}", "\"12:30:00.123456789+01:00\"", 1);
 }
 
 TEST(test_json_constraint_refused_schemas) {
@@ -355,6 +362,8 @@ TEST(test_json_constraint_refused_schemas) {
         "{\"$ref\":\"#/$defs/missing\"}", "{\"$ref\":\"#/$defs/a\",\"$defs\":{\"a\":{\"$ref\":\"#/$defs/a\"}}}",
         "{\"properties\":{\"a\":{}},\"required\":[\"b\"]}", "{\"enum\":[]}", "{\"type\":\"array\",\"minItems\":3,\"maxItems\":2}",
         "{\"properties\":{\"a\\\"b\":{}}}",
+        "{\"type\":\"string\",\"format\":\"date\",\"maxLength\":5}", "{\"type\":\"string\",\"format\":\"time\",\"maxLength\":12}",
+        "{\"type\":\"string\",\"format\":\"ipv4\",\"minLength\":8}",
         "{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}", "{\"type\":\"integer\",\"minimum\":\"3\"}",
         "{\"type\":\"integer\",\"exclusiveMinimum\":2,\"exclusiveMaximum\":3}",
         "{\"type\":\"string\",\"minLength\":3,\"maxLength\":2}", "{\"type\":\"string\",\"maxLength\":-1}",
