@@ -13,9 +13,13 @@
  * an escape counts as one character, so a surrogate pair's two count two),
  * a string's format date, time, date-time (RFC 3339: months 01-12, days
  * 01-31, hours 00-23, minutes and seconds 00-59, an optional fraction of
- * 1-9 digits, Z or a +hh:mm offset; 'T' and 'Z' upper case), uuid or ipv4
- * (dotted quad, 0-255, no leading zeros) — a length limit that cuts into
- * the format's own lengths is refused,
+ * 1-9 digits, Z or a +hh:mm offset; 'T' and 'Z' upper case), uuid, ipv4
+ * (dotted quad, 0-255, no leading zeros) or email (a local part of up to
+ * 63 letters, digits and ._%+- with no '.' first, last or twice in a row,
+ * '@', dot-separated labels of up to 63 letters, digits and '-' neither
+ * first nor last, two labels or more, the last of 2 or more) — with
+ * maxLength, a character only where the shortest finish still fits; a
+ * length limit no text of the format meets is refused,
  * an integer's minimum / maximum / exclusiveMinimum / exclusiveMaximum
  * (every prefix can still reach the range; the value is in it where it
  * ends), enum / const, anyOf / oneOf whose branches start
@@ -65,7 +69,7 @@
                               * parser, refuses integers past int64 and reals past DBL_MAX) */
 
 /* string formats enforced */
-enum { JC_F_NONE, JC_F_DATE, JC_F_TIME, JC_F_DATE_TIME, JC_F_UUID, JC_F_IPV4, JC_F_COUNT };
+enum { JC_F_NONE, JC_F_DATE, JC_F_TIME, JC_F_DATE_TIME, JC_F_UUID, JC_F_IPV4, JC_F_EMAIL, JC_F_COUNT };
 
 /* first characters a value may start with */
 enum {

@@ -318,9 +318,53 @@ static bool ipv4_byte(jc_state *s, uint8_t b) {
     return true;
 }
 
+/* email: fmt_pos bit 7: past the '@', bit 6: a dot in the domain, bits
+ * 0-5: the current part's length (the local part and each label at most
+ * 63 characters); fmt_prev the last character */
+static bool email_byte(jc_state *s, uint8_t b) {
+    bool domain = s->fmt_pos & 0x80, dot = s->fmt_pos & 0x40;
+    bool alnum = (b >= 'a' && b <= 'z') || (b >= 'A' && b <= 'Z') || (b >= '0' && b <= '9');
+    int len = s->fmt_pos & 0x3F;
+    if (b == '"') return domain && dot && len >= 2 && s->fmt_prev != '-';
+    if (b == '@') {
+        if (domain || !len || s->fmt_prev == '.') return false;
+        s->fmt_pos = 0x80;
+    } else if (domain && b == '.') {
+        if (!len || s->fmt_prev == '-') return false;
+        s->fmt_pos = 0x80 | 0x40;
+    } else {
+        bool ok = domain ? alnum || (b == '-' && len)
+                         : alnum || (b && strchr("_%+-", b)) || (b == '.' && len && s->fmt_prev != '.');
+        /* (a part's 63rd character must be one it may end with) */
+        if (!ok || len == 63 || (len == 62 && (domain ? b == '-' : b == '.'))) return false;
+        s->fmt_pos = (uint8_t)((s->fmt_pos & 0xC0) | (len + 1));
+    }
+    s->fmt_prev = b;
+    return true;
+}
+
+/* the fewest characters that finish the formatted string from its state
+ * (before the closing quote) */
+static int format_rest(const jc_state *s, int f) {
+    int p = s->fmt_pos;
+    if (f == JC_F_IPV4) return (3 - (p >> 2)) * 2 + !(p & 3);
+    if (f == JC_F_EMAIL) {
+        int len = p & 0x3F, fix = s->fmt_prev == '-' || s->fmt_prev == '.';
+        if (!(p & 0x80)) return len ? 5 + fix : 6; /* "@b.cd" */
+        if (!(p & 0x40)) return len ? 3 + fix : 4; /* ".cd" */
+        return len >= 2 ? fix : 2 - len;
+    }
+    int L = (int)strlen(FMT_SHAPE[f]);
+    if (f == JC_F_DATE || f == JC_F_UUID) return L - p;
+    if (p < L) return L - p + 1;                                    /* ... then Z */
+    if (p >= L + FT_OFF) return L + FT_OFF + 5 - p;                 /* the offset, or done */
+    return p == L + FT_FRAC ? 2 : 1;                                /* a digit and Z, or Z */
+}
+
 /* one character of a formatted string (b: '"' ends it) */
 static bool format_byte(jc_state *s, int f, uint8_t b) {
     if (f == JC_F_IPV4) return ipv4_byte(s, b);
+    if (f == JC_F_EMAIL) return email_byte(s, b);
     const char *shape = FMT_SHAPE[f];
     int L = (int)strlen(shape), p = s->fmt_pos;
     bool time = f == JC_F_TIME || f == JC_F_DATE_TIME;
@@ -341,9 +385,9 @@ static bool format_byte(jc_state *s, int f, uint8_t b) {
 
 static bool string_byte(jc_state *s, uint8_t b) {
     int f = s->in_key ? JC_F_NONE : node(s, s->lit_node)->format;
-    if (f) { /* (ASCII only, no escapes) */
+    if (f) { /* (ASCII only, no escapes; a character only where the rest still fits maxLength) */
         if (!format_byte(s, f, b)) return false;
-        if (b != '"') return string_char(s);
+        if (b != '"') return s->off + 1 + format_rest(s, f) <= node(s, s->lit_node)->max_len && string_char(s);
         if (s->off < node(s, s->lit_node)->min_len) return false;
         value_end(s);
         return true;

@@ -211,13 +211,15 @@ static int fill_string(compiler *k, int id, const json_t *s) {
     /* the formats and their shortest and longest texts (json_match.c) */
     static const struct { const char *name; int lo, hi; } fmts[JC_F_COUNT] = {
         [JC_F_DATE] = {"date", 10, 10}, [JC_F_TIME] = {"time", 9, 24}, [JC_F_DATE_TIME] = {"date-time", 20, 35},
-        [JC_F_UUID] = {"uuid", 36, 36}, [JC_F_IPV4] = {"ipv4", 7, 15},
+        [JC_F_UUID] = {"uuid", 36, 36}, [JC_F_IPV4] = {"ipv4", 7, 15}, [JC_F_EMAIL] = {"email", 6, 1 << 30},
     };
     for (int f = JC_F_DATE; fmt && f < JC_F_COUNT; f++) {
         if (strcmp(fmt, fmts[f].name)) continue;
-        if (n->max_len < fmts[f].hi || n->min_len > fmts[f].lo) /* (every accepted prefix must still finish) */
-            return fail(k, "minLength / maxLength within the lengths of format '%s' (%d to %d) are not supported", fmt,
-                        fmts[f].lo, fmts[f].hi);
+        /* (a text may always grow to minLength only where the format is unbounded: a fixed one's
+         * shortest finish could otherwise end below it) */
+        if (n->max_len < fmts[f].lo || (fmts[f].hi < 1 << 30 && n->min_len > fmts[f].lo))
+            return fail(k, "minLength / maxLength that cut into format '%s' (texts of %d to %d characters) are not supported",
+                        fmt, fmts[f].lo, fmts[f].hi);
         n->format = (uint8_t)f;
     }
     return n->min_len > n->max_len ? fail(k, "'minLength' is above 'maxLength'") : 0;

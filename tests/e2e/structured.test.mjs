@@ -35,6 +35,7 @@ const FORMATS = {
   date: new RegExp(`^${DATE}$`), time: new RegExp(`^${TIME}$`), 'date-time': new RegExp(`^${DATE}T${TIME}$`),
   uuid: /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/,
   ipv4: /^((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])$/,
+  email: /^[A-Za-z0-9_%+-]+(\.[A-Za-z0-9_%+-]+)*@([A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?\.)+[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])$/,
 };
 
 // Does v conform to schema s (the keywords the tests use)?
@@ -86,17 +87,21 @@ test('conforms() itself tells a good answer from bad ones', () => {
   assert.ok(!conforms('2024-02-29 23:59:59Z', { type: 'string', format: 'date-time' }));
   assert.ok(!conforms('2024-13-01', { type: 'string', format: 'date' }));
   assert.ok(!conforms('1.2.3.256', { type: 'string', format: 'ipv4' }));
+  assert.ok(conforms('a.b@c-d.io', { type: 'string', format: 'email' }));
+  assert.ok(!conforms('a@b', { type: 'string', format: 'email' }));
 });
 
-// string formats are enforced: date, date-time, uuid and ipv4 answers have their shapes
-test('OpenAI chat: format date / date-time / uuid / ipv4 hold at temperature 0 and at five seeds', async () => {
+// string formats are enforced: date, date-time, uuid, ipv4 and email answers
+// have their shapes (the email within its maxLength: tinycoder would run a
+// domain label on to max_tokens)
+test('OpenAI chat: format date / date-time / uuid / ipv4 / email hold at temperature 0 and at five seeds', async () => {
   const schema = {
     type: 'object',
     properties: {
       released: { type: 'string', format: 'date' }, updated: { type: 'string', format: 'date-time' }, id: { type: 'string', format: 'uuid' },
-      host: { type: 'string', format: 'ipv4' },
+      host: { type: 'string', format: 'ipv4' }, contact: { type: 'string', format: 'email', maxLength: 24 },
     },
-    required: ['released', 'updated', 'id', 'host'], additionalProperties: false,
+    required: ['released', 'updated', 'id', 'host', 'contact'], additionalProperties: false,
   };
   const base = { model: await L.model(), messages: [{ role: 'user', content: ASK }], max_tokens: 400, response_format: jsonSchemaFormat(schema) };
   for (const [temperature, seed] of [[0, 0], [1, 1], [1, 2], [1, 3], [1, 4], [1, 5]]) {
