@@ -20,16 +20,17 @@
  * first nor last, two labels or more, the last of 2 or more) — with
  * maxLength, a character only where the shortest finish still fits; a
  * length limit no text of the format meets is refused,
- * an integer's minimum / maximum / exclusiveMinimum / exclusiveMaximum
- * (every prefix can still reach the range; the value is in it where it
- * ends), enum / const, anyOf / oneOf whose branches start
+ * a number's minimum / maximum / exclusiveMinimum / exclusiveMaximum
+ * (every prefix can still reach the range; the value — as a JSON parser
+ * reads it into a double — is in it where it ends; a bounded non-integer
+ * is written without an exponent, in at most JC_MAX_DEC_DIGITS digits), enum / const, anyOf / oneOf whose branches start
  * with different characters (an object and null, a string and a number;
  * all-enum branches merge) or are objects told apart by one required
  * constant property (a discriminated union: that property is written
  * first), allOf of one schema, $ref to #/$defs/NAME or
  * #/definitions/NAME (recursion allowed), true / {} (any value). Accepted but
- * not enforced: other value refinements (pattern, other formats, a
- * non-integer number's minimum, multipleOf, ...) and annotations. Refused at compile with a message: anything else that
+ * not enforced: other value refinements (pattern, other formats,
+ * multipleOf, ...) and annotations. Refused at compile with a message: anything else that
  * changes the structure (prefixItems, not, if/then, allOf of several,
  * branches both starting with '{' ...).
  *
@@ -65,6 +66,7 @@
 #define JC_MAX_NUMBER 24  /* characters of one number */
 #define JC_MAX_INT_DIGITS 18 /* digits before any '.': every such integer fits int64 */
 #define JC_INT_LIMIT 999999999999999999LL /* the largest such integer */
+#define JC_MAX_DEC_DIGITS 17 /* digits of a bounded non-integer number (a double's precision) */
 #define JC_MAX_EXP_DIGITS 2  /* exponent digits: no double overflows (jansson, the tool-call
                               * parser, refuses integers past int64 and reals past DBL_MAX) */
 
@@ -87,6 +89,8 @@ typedef struct {
     uint8_t kinds;       /* JC_K_* a value may be (0 with literals: only those) */
     bool integer;        /* a number must be an integer */
     int64_t min_int, max_int; /* integers: the range (+-JC_INT_LIMIT: unbounded) */
+    double min_num, max_num;  /* other numbers: the range (+-inf: unbounded), */
+    bool min_open, max_open;  /* its ends excluded or not */
     int obj, arr;        /* the nodes whose object / array fields an object / array value
                           * follows: this node's own, or an anyOf branch's (by index, so a
                           * branch still being compiled — a recursive $ref — is followed) */
@@ -152,7 +156,8 @@ typedef struct {
     uint64_t cand;       /* literals / property names still matching */
     uint8_t fmt_pos, fmt_prev; /* a formatted string: where in its shape, the last character */
     int64_t num;         /* a number being read: its integer part's magnitude so far */
-    bool neg;            /* ... and whether it has a minus */
+    bool neg;            /* ... and whether it has a minus (a bounded non-integer: num holds */
+    uint8_t frac_n;      /* its fraction's digits too, frac_n of them) */
     jc_frame f[JC_MAX_DEPTH];
 } jc_state;
 

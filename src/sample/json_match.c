@@ -8,6 +8,9 @@
  * model — short of a schema that demands nesting past JC_MAX_DEPTH. */
 #include <stddef.h>
 #include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sample/json_constraint.h"
@@ -128,6 +131,49 @@ static bool int_fits(const jc_state *s, const jc_node *n, bool end) {
     }
 }
 
+/* the double nearest m x 10^e, negated when neg (as a JSON parser reads
+ * that text) */
+static double dec_value(int64_t m, int e, bool neg) {
+    char t[48];
+    snprintf(t, sizeof t, "%s%llde%d", neg ? "-" : "", (long long)m, e);
+    return strtod(t, NULL);
+}
+
+static bool above_min(const jc_node *n, double x) { return n->min_open ? x > n->min_num : x >= n->min_num; }
+static bool below_max(const jc_node *n, double x) { return n->max_open ? x < n->max_num : x <= n->max_num; }
+
+/* A bounded non-integer's range against the number being read (s->num: its
+ * digits so far, s->frac_n of them after the point): whether some
+ * continuation lies in the range (end: whether the number as it is does).
+ * A magnitude's integer digits m (d of them) become [m 10^k, (m + 1) 10^k)
+ * with k more and any fraction; a fraction's, [m, m + 1) 10^-f; at most
+ * JC_MAX_DEC_DIGITS digits in all. An interval [a, b) of magnitudes meets
+ * the range where its values' lower end is not above the maximum and the
+ * upper end is above the minimum (negated for a minus). */
+static bool dec_fits(const jc_state *s, const jc_node *n, bool end) {
+    int f = s->frac_n, digits = (s->aux == N_ZERO_T ? 1 : (int)s->cand) + f;
+    if (end) {
+        double x = dec_value(s->num, -f, s->neg);
+        return above_min(n, x) && below_max(n, x);
+    }
+    bool frac = s->aux == N_DOT || s->aux == N_FRAC_T, closed = frac || s->aux == N_ZERO_T;
+    for (int k = 0; digits + k <= JC_MAX_DEC_DIGITS; k++) {
+        if (frac || digits + k > 0) { /* (a lone '-' takes a digit first) */
+            int e = frac ? -f : k;
+            double a = dec_value(s->num, e, s->neg), b = dec_value(s->num + 1, e, s->neg);
+            if (s->neg ? above_min(n, a) && b < n->max_num : below_max(n, a) && b > n->min_num) return true;
+        }
+        if (closed) break;
+    }
+    return false;
+}
+
+/* the number being read against its node's range */
+static bool num_fits(const jc_state *s, const jc_node *n, bool end) {
+    if (n->integer) return int_fits(s, n, end);
+    return isinf(n->min_num) && isinf(n->max_num) ? true : dec_fits(s, n, end);
+}
+
 static bool value_start(jc_state *s, int nd, uint8_t b) {
     const jc_node *n = node(s, nd);
     int kind = b == '{' ? JC_K_OBJECT : b == '[' ? JC_K_ARRAY : b == '"' ? JC_K_STRING
@@ -154,7 +200,8 @@ static bool value_start(jc_state *s, int nd, uint8_t b) {
             s->lit_node = (uint16_t)nd;
             s->neg = b == '-';
             s->num = b == '-' ? 0 : b - '0';
-            return int_fits(s, n, false);
+            s->frac_n = 0;
+            return num_fits(s, n, false);
         default:
             s->lex = LX_KW;
             s->aux = b == 't' ? 0 : b == 'f' ? 1 : 2;
@@ -417,7 +464,9 @@ static bool string_byte(jc_state *s, uint8_t b) {
 }
 
 static bool number_byte(jc_state *s, uint8_t b) {
-    bool digit = b >= '0' && b <= '9', integer = node(s, s->lit_node)->integer;
+    const jc_node *n = node(s, s->lit_node);
+    bool digit = b >= '0' && b <= '9', integer = n->integer;
+    bool dec = !integer && !(isinf(n->min_num) && isinf(n->max_num)); /* a bounded non-integer: no exponent */
     int st = s->aux, next = -1;
     switch (st) {
     case N_MINUS: next = b == '0' ? N_ZERO_T : digit ? N_INT_T : -1; break;
@@ -425,10 +474,10 @@ static bool number_byte(jc_state *s, uint8_t b) {
     case N_INT_T:
         if (digit) next = st == N_INT_T ? N_INT_T : -1;
         else if (b == '.' && !integer) next = N_DOT;
-        else if ((b == 'e' || b == 'E') && !integer) next = N_E;
+        else if ((b == 'e' || b == 'E') && !integer && !dec) next = N_E;
         break;
     case N_DOT: next = digit ? N_FRAC_T : -1; break;
-    case N_FRAC_T: next = digit ? N_FRAC_T : b == 'e' || b == 'E' ? N_E : -1; break;
+    case N_FRAC_T: next = digit ? N_FRAC_T : (b == 'e' || b == 'E') && !dec ? N_E : -1; break;
     case N_E: next = b == '+' || b == '-' ? N_ESIGN : digit ? N_EXP_T : -1; break;
     case N_ESIGN: next = digit ? N_EXP_T : -1; break;
     case N_EXP_T: next = digit ? N_EXP_T : -1; break;
@@ -440,12 +489,17 @@ static bool number_byte(jc_state *s, uint8_t b) {
         if ((next == N_INT_T || next == N_EXP_T) && ++s->cand > (next == N_INT_T ? JC_MAX_INT_DIGITS : JC_MAX_EXP_DIGITS))
             return false;
         s->aux = (uint8_t)next;
-        if (next != N_INT_T && next != N_ZERO_T) return true;
-        s->num = s->num * 10 + (b - '0');
-        return int_fits(s, node(s, s->lit_node), false);
+        if (next == N_FRAC_T && dec) {
+            if ((st == N_ZERO_T ? 1 : (int)s->cand) + ++s->frac_n > JC_MAX_DEC_DIGITS) return false;
+            s->num = s->num * 10 + (b - '0');
+        } else if (next == N_INT_T || next == N_ZERO_T) {
+            if (dec && (int)s->cand > JC_MAX_DEC_DIGITS) return false;
+            s->num = s->num * 10 + (b - '0');
+        } else if (next != N_DOT) return true;
+        return num_fits(s, n, false);
     }
     if (st == N_ZERO_T && digit) return false; /* a leading zero */
-    if (!num_terminal(st) || !int_fits(s, node(s, s->lit_node), true)) return false;
+    if (!num_terminal(st) || !num_fits(s, n, true)) return false;
     value_end(s);
     return structural(s, b);
 }
@@ -583,7 +637,7 @@ bool jc_can_end(const jc_state *s) {
     if (s->done) return true;
     if (s->think) return false;
     if (s->depth) return false;
-    if (s->lex == LX_NUM) return num_terminal(s->aux) && int_fits(s, node(s, s->lit_node), true);
+    if (s->lex == LX_NUM) return num_terminal(s->aux) && num_fits(s, node(s, s->lit_node), true);
     if (s->lex == LX_LIT) {
         const jc_node *n = node(s, s->lit_node);
         for (int i = 0; i < n->n_lit; i++)

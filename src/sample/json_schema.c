@@ -52,6 +52,8 @@ static int new_node(compiler *k) {
     n->max_items = n->max_len = 1 << 30;
     n->min_int = -JC_INT_LIMIT;
     n->max_int = JC_INT_LIMIT;
+    n->min_num = -INFINITY;
+    n->max_num = INFINITY;
     n->obj = n->arr = c->n_nodes;
     return c->n_nodes++;
 }
@@ -225,28 +227,36 @@ static int fill_string(compiler *k, int id, const json_t *s) {
     return n->min_len > n->max_len ? fail(k, "'minLength' is above 'maxLength'") : 0;
 }
 
-/* an integer's bounds: minimum / maximum, or the exclusive ones (numbers,
- * or draft 4's booleans beside minimum / maximum), as the nearest integers
- * inside (within +-JC_INT_LIMIT) */
-static int fill_integer(compiler *k, int id, const json_t *s) {
+/* a number's bounds: minimum / maximum, or the exclusive ones (numbers,
+ * or draft 4's booleans beside minimum / maximum), the tighter where both
+ * are given; an integer's as the nearest integers inside (within
+ * +-JC_INT_LIMIT) */
+static int fill_bounds(compiler *k, int id, const json_t *s) {
     jc_node *n = &k->c->nodes[id];
     const char *name[2] = { "minimum", "maximum" }, *excl[2] = { "exclusiveMinimum", "exclusiveMaximum" };
-    int64_t *v[2] = { &n->min_int, &n->max_int };
+    double *v[2] = { &n->min_num, &n->max_num };
+    bool *open[2] = { &n->min_open, &n->max_open };
     for (int i = 0; i < 2; i++) {
         const json_t *x = json_object_get(s, name[i]), *e = json_object_get(s, excl[i]);
         if (x && !json_is_number(x)) return fail(k, "'%s' must be a number", name[i]);
         if (e && !json_is_number(e) && !json_is_boolean(e)) return fail(k, "'%s' must be a number", excl[i]);
         bool draft4 = e && json_is_boolean(e);
-        for (int j = 0; j < 2; j++) { /* each bound given; the tighter one holds */
+        for (int j = 0; j < 2; j++) {
             const json_t *b = j ? (draft4 ? NULL : e) : x;
             if (!b) continue;
-            double d = json_number_value(b), lim = (double)JC_INT_LIMIT;
+            double d = json_number_value(b);
             bool strict = j || (draft4 && json_is_true(e));
-            double r = i == 0 ? (strict ? floor(d) + 1 : ceil(d)) : (strict ? ceil(d) - 1 : floor(d));
-            int64_t w = r <= -lim ? -JC_INT_LIMIT : r >= lim ? JC_INT_LIMIT : (int64_t)r;
-            if (i == 0 ? w > *v[i] : w < *v[i]) *v[i] = w;
+            bool tighter = i == 0 ? d > *v[i] || (d == *v[i] && strict) : d < *v[i] || (d == *v[i] && strict);
+            if (tighter) *v[i] = d, *open[i] = strict;
         }
     }
+    if (n->min_num > n->max_num || (n->min_num == n->max_num && (n->min_open || n->max_open)))
+        return fail(k, "no number lies between the schema's minimum and maximum");
+    if (!n->integer) return 0;
+    double lim = (double)JC_INT_LIMIT, lo = n->min_open ? floor(n->min_num) + 1 : ceil(n->min_num),
+           hi = n->max_open ? ceil(n->max_num) - 1 : floor(n->max_num);
+    n->min_int = lo <= -lim ? -JC_INT_LIMIT : lo >= lim ? JC_INT_LIMIT : (int64_t)lo;
+    n->max_int = hi <= -lim ? -JC_INT_LIMIT : hi >= lim ? JC_INT_LIMIT : (int64_t)hi;
     return n->min_int > n->max_int ? fail(k, "no integer lies between the schema's minimum and maximum") : 0;
 }
 
@@ -257,10 +267,13 @@ static int merge_kinds(compiler *k, int dst, int src) {
     int clash = d->kinds & s->kinds & (JC_K_OBJECT | JC_K_ARRAY);
     if (clash) return fail(k, "anyOf/oneOf branches that are both %s are not supported",
                            clash & JC_K_OBJECT ? "objects" : "arrays");
-    if (s->kinds & JC_K_NUMBER) { /* two number branches: the range either allows (a hull) */
+    if (s->kinds & JC_K_NUMBER) { /* two number branches: the range either allows (a hull, its ends closed) */
         bool both = d->kinds & JC_K_NUMBER;
         d->min_int = both && d->min_int < s->min_int ? d->min_int : s->min_int;
         d->max_int = both && d->max_int > s->max_int ? d->max_int : s->max_int;
+        d->min_open = !both && s->min_open, d->max_open = !both && s->max_open;
+        d->min_num = both && d->min_num < s->min_num ? d->min_num : s->min_num;
+        d->max_num = both && d->max_num > s->max_num ? d->max_num : s->max_num;
         d->integer = both ? d->integer && s->integer : s->integer;
     }
     if (s->kinds & JC_K_OBJECT) d->obj = s->obj;
@@ -431,7 +444,7 @@ static int fill(compiler *k, int id, const json_t *s) {
     if (kinds & JC_K_OBJECT && fill_object(k, id, s) < 0) return -1;
     if (kinds & JC_K_ARRAY && fill_array(k, id, s) < 0) return -1;
     if (kinds & JC_K_STRING && fill_string(k, id, s) < 0) return -1;
-    if (integer && fill_integer(k, id, s) < 0) return -1;
+    if (kinds & JC_K_NUMBER && fill_bounds(k, id, s) < 0) return -1;
     return 0;
 }
 

@@ -60,7 +60,9 @@ function conforms(v, s) {
   if (t === 'integer')
     return Number.isInteger(v) && v >= (s.minimum ?? -Infinity) && v <= (s.maximum ?? Infinity) &&
       v > (s.exclusiveMinimum ?? -Infinity) && v < (s.exclusiveMaximum ?? Infinity);
-  if (t === 'number') return typeof v === 'number';
+  if (t === 'number')
+    return typeof v === 'number' && v >= (s.minimum ?? -Infinity) && v <= (s.maximum ?? Infinity) &&
+      v > (s.exclusiveMinimum ?? -Infinity) && v < (s.exclusiveMaximum ?? Infinity);
   if (t === 'string')
     return typeof v === 'string' && [...v].length >= (s.minLength ?? 0) && [...v].length <= (s.maxLength ?? Infinity) &&
       (!FORMATS[s.format] || FORMATS[s.format].test(v));
@@ -83,6 +85,7 @@ test('conforms() itself tells a good answer from bad ones', () => {
   assert.ok(conforms(5, { type: 'integer', minimum: 1, maximum: 5 }));
   assert.ok(!conforms(6, { type: 'integer', minimum: 1, maximum: 5 }));
   assert.ok(!conforms(1, { type: 'integer', exclusiveMinimum: 1 }));
+  assert.ok(!conforms(1.5, { type: 'number', maximum: 1 }));
   assert.ok(conforms('2024-02-29T23:59:59.5+05:30', { type: 'string', format: 'date-time' }));
   assert.ok(!conforms('2024-02-29 23:59:59Z', { type: 'string', format: 'date-time' }));
   assert.ok(!conforms('2024-13-01', { type: 'string', format: 'date' }));
@@ -112,15 +115,18 @@ test('OpenAI chat: format date / date-time / uuid / ipv4 / email hold at tempera
   }
 });
 
-// integer ranges are enforced: greedy and sampled answers stay inside them
+// number ranges are enforced: greedy and sampled answers stay inside them
 // (tinycoder, without the ranges, writes {"stars": 1000, "year": 1000} greedily)
-test('OpenAI chat: integer minimum / maximum hold at temperature 0 and at five seeds', async () => {
+test('OpenAI chat: integer and number minimum / maximum hold at temperature 0 and at five seeds', async () => {
   const schema = {
     type: 'object',
-    properties: { year: { type: 'integer', minimum: 2030, maximum: 2035 }, stars: { type: 'integer', exclusiveMinimum: 0, maximum: 5 } },
-    required: ['year', 'stars'], additionalProperties: false,
+    properties: {
+      year: { type: 'integer', minimum: 2030, maximum: 2035 }, stars: { type: 'integer', exclusiveMinimum: 0, maximum: 5 },
+      score: { type: 'number', minimum: 0, maximum: 1 },
+    },
+    required: ['year', 'stars', 'score'], additionalProperties: false,
   };
-  const base = { model: await L.model(), messages: [{ role: 'user', content: ASK }], max_tokens: 60, response_format: jsonSchemaFormat(schema) };
+  const base = { model: await L.model(), messages: [{ role: 'user', content: ASK }], max_tokens: 120, response_format: jsonSchemaFormat(schema) };
   const seen = new Set();
   for (const [temperature, seed] of [[0, 0], [1, 1], [1, 2], [1, 3], [1, 4], [1, 5]]) {
     const r = await client.chat.completions.create({ ...base, temperature, seed });

@@ -307,8 +307,7 @@ TEST(test_json_constraint_integer_range) {
     expect(rating, "{\"stars\": 6}", 0);
     expect(rating, "{\"stars\": 45}", 0);
     expect(rating, "{\"stars\":5 }", 1);
-    /* a number's bounds are not enforced (documented); an integer bound past 18 digits is no bound */
-    expect("{\"type\":\"number\",\"minimum\":3}", "-1.5", 1);
+    /* an integer bound past 18 digits is no bound */
     expect("{\"type\":\"integer\",\"maximum\":1e30}", "999999999999999999", 1);
     expect("{\"type\":\"integer\",\"minimum\":-1e30}", "-999999999999999999", 1);
 }
@@ -416,6 +415,80 @@ TEST(test_json_constraint_string_formats) {
     expect("{\"type\":\"string\",\"format\":\"time\",\"maxLength\":24}", "\"12:30:00.123456789+01:00\"", 1);
 }
 
+/* some continuation of st (up to depth more characters of alpha) is a whole text */
+static bool can_finish(const jc_state *st, const char *alpha, int depth) {
+    if (jc_can_end(st)) return true;
+    for (const char *a = alpha; depth > 0 && *a; a++) {
+        jc_state t;
+        jc_copy(&t, st);
+        if (jc_feed(&t, (const uint8_t *)a, 1) && can_finish(&t, alpha, depth - 1)) return true;
+    }
+    return false;
+}
+
+/* every accepted prefix of up to len characters of alpha can still finish (in at most `more`); how many were accepted */
+static int prefixes_finish(const json_constraint *c, const jc_state *st, const char *alpha, int len, int more, char *buf,
+                           int at, int *dead) {
+    int n = 0;
+    for (const char *a = alpha; len > 0 && *a; a++) {
+        jc_state t;
+        jc_copy(&t, st);
+        if (!jc_feed(&t, (const uint8_t *)a, 1)) continue;
+        buf[at] = *a, buf[at + 1] = 0, n++;
+        if (!can_finish(&t, alpha, more) && ++*dead <= 3) CHECK_MSG(0, "prefix %s cannot finish", buf);
+        n += prefixes_finish(c, &t, alpha, len - 1, more, buf, at + 1, dead);
+    }
+    return n;
+}
+
+/* Bounded non-integer numbers: texts (all of -9.99 .. 9.99 in steps of
+ * 0.01, and more) accepted iff their double lies in the range; every
+ * accepted prefix of up to 6 characters can finish; no exponent. */
+TEST(test_json_constraint_number_range) {
+    struct { const char *schema; double lo, hi; bool lo_open, hi_open; } r[] = {
+        {"{\"type\":\"number\",\"minimum\":0,\"maximum\":1}", 0, 1, false, false},
+        {"{\"type\":\"number\",\"minimum\":-2.5,\"maximum\":3.25}", -2.5, 3.25, false, false},
+        {"{\"type\":\"number\",\"exclusiveMinimum\":0,\"maximum\":0.3}", 0, 0.3, true, false},
+        {"{\"type\":\"number\",\"minimum\":-1.5,\"exclusiveMaximum\":-0.5}", -1.5, -0.5, false, true},
+        {"{\"type\":[\"number\",\"null\"],\"minimum\":0.1}", 0.1, INFINITY, false, false},
+    };
+    int checked = 0, prefixes = 0, dead = 0;
+    for (size_t i = 0; i < sizeof r / sizeof *r; i++) {
+        json_constraint *c = compile_str(r[i].schema);
+        if (!c) continue;
+        int wrong = 0;
+        char t[32];
+        for (int v = -999; v <= 999 && wrong < 5; v++)
+            for (int form = 0; form < 3; form++) { /* 1.5 / 1.50 / 15 (the integer v) */
+                if (form == 0) snprintf(t, sizeof t, "%s%d.%d", v < 0 ? "-" : "", abs(v) / 100, abs(v) % 100 / 10);
+                else if (form == 1) snprintf(t, sizeof t, "%s%d.%02d", v < 0 ? "-" : "", abs(v) / 100, abs(v) % 100);
+                else snprintf(t, sizeof t, "%d", v / 10);
+                double x = strtod(t, NULL);
+                bool want = (r[i].lo_open ? x > r[i].lo : x >= r[i].lo) && (r[i].hi_open ? x < r[i].hi : x <= r[i].hi);
+                bool early;
+                if (verdict(c, t, &early) != want && ++wrong <= 3)
+                    CHECK_MSG(0, "schema %s: %s %s", r[i].schema, t, want ? "refused" : "accepted");
+                checked++;
+            }
+        jc_state st;
+        jc_start(&st, c, 0);
+        char buf[16];
+        prefixes += prefixes_finish(c, &st, "-0123456789.e", 6, 8, buf, 0, &dead);
+        jc_free(c);
+    }
+    CHECK_EQ_INT(dead, 0);
+    printf("    %d texts against the ranges, %d accepted prefixes all able to finish\n", checked, prefixes);
+    expect("{\"type\":\"number\",\"minimum\":0,\"maximum\":1}", "1e0", 0);       /* no exponent when bounded */
+    expect("{\"type\":\"number\",\"minimum\":0,\"maximum\":1}", "-0", 1);        /* -0 is 0 */
+    expect("{\"type\":\"number\",\"minimum\":0,\"maximum\":1}", "0.99999999999999999", 1);
+    expect("{\"type\":\"number\",\"exclusiveMinimum\":0}", "0.0", 0);
+    expect("{\"type\":\"number\"}", "-1.5e-3", 1);                               /* unbounded: as before */
+    const char *conf = "{\"type\":\"object\",\"properties\":{\"confidence\":{\"type\":\"number\",\"minimum\":0,\"maximum\":1}},"
+                       "\"required\":[\"confidence\"]}";
+    expect(conf, "{\"confidence\": 0.85}", 1);
+    expect(conf, "{\"confidence\": 85}", 0);
+}
+
 TEST(test_json_constraint_refused_schemas) {
     const char *bad[] = {
         "{\"type\":\"objekt\"}", "{\"not\":{}}", "{\"prefixItems\":[{}]}", "{\"allOf\":[{}, {}]}",
@@ -425,6 +498,7 @@ TEST(test_json_constraint_refused_schemas) {
         "{\"properties\":{\"a\\\"b\":{}}}",
         "{\"type\":\"string\",\"format\":\"date\",\"maxLength\":5}", "{\"type\":\"string\",\"format\":\"email\",\"maxLength\":5}",
         "{\"type\":\"string\",\"format\":\"ipv4\",\"minLength\":8}",
+        "{\"type\":\"number\",\"minimum\":1,\"exclusiveMaximum\":1}", "{\"type\":\"number\",\"minimum\":2.5,\"maximum\":2}",
         "{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}", "{\"type\":\"integer\",\"minimum\":\"3\"}",
         "{\"type\":\"integer\",\"exclusiveMinimum\":2,\"exclusiveMaximum\":3}",
         "{\"type\":\"string\",\"minLength\":3,\"maxLength\":2}", "{\"type\":\"string\",\"maxLength\":-1}",
