@@ -17,6 +17,7 @@
 #include "engine/engine.h"
 #include "sample/sample.h"
 #include "tok/tok.h"
+#include "engine_drain.h"
 #include "test.h"
 
 /* a test's opening: skipped where the workload's prompts (FILE, e.g.
@@ -126,20 +127,12 @@ typedef struct {
 
 static inline void collect(engine_req *r, run_out *o) {
     memset(o, 0, sizeof *o);
-    engine_event ev;
-    for (;;) {
-        engine_next_event(r, &ev, -1);
-        if (ev.type == ENGINE_EV_TOKEN && o->n < 256) o->toks[o->n++] = ev.token;
-        CHECK(ev.type != ENGINE_EV_ERROR);
-        if (ev.type == ENGINE_EV_DONE) {
-            o->drafted = ev.n_drafted;
-            o->accepted = ev.n_accepted;
-        }
-        int end = ev.type != ENGINE_EV_TOKEN;
-        engine_event_clear(&ev);
-        if (end) break;
-    }
-    engine_req_release(r);
+    engine_event done;
+    o->n = engine_drain(r, o->toks, 256, &done, NULL, NULL);
+    if (o->n > 256) o->n = 256;
+    CHECK(done.type == ENGINE_EV_DONE);
+    o->drafted = done.n_drafted;
+    o->accepted = done.n_accepted;
 }
 
 static inline engine_params params(int n, int spec) {

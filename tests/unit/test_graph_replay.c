@@ -24,6 +24,7 @@
 #include "model/dflash.h"
 #include "prefill_logits.h"
 #include "tok/tok.h"
+#include "engine_drain.h"
 #include "test.h"
 
 typedef enum {
@@ -302,17 +303,12 @@ static void greedy2(backend *be, int32_t *const ids[2], const int n[2], int n_ge
             r[i] = engine_submit(e, ids[i], n[i], &p);
         }
         for (int i = 0; i < 2; i++) {
-            engine_event ev;
-            for (; r[i];) {
-                engine_next_event(r[i], &ev, -1);
-                if (ev.type == ENGINE_EV_TOKEN && got[i] < n_gen) out[i][got[i]++] = ev.token;
-                if (ev.type == ENGINE_EV_DONE) *accepted += ev.n_accepted;
-                CHECK(ev.type != ENGINE_EV_ERROR);
-                int end = ev.type != ENGINE_EV_TOKEN;
-                engine_event_clear(&ev);
-                if (end) break;
-            }
-            if (r[i]) engine_req_release(r[i]);
+            engine_event done;
+            if (!r[i]) continue;
+            got[i] = engine_drain(r[i], out[i], n_gen, &done, NULL, NULL);
+            if (got[i] > n_gen) got[i] = n_gen;
+            CHECK(done.type == ENGINE_EV_DONE);
+            *accepted += done.n_accepted;
         }
         engine_stop(e);
     }
@@ -398,14 +394,9 @@ TEST(test_graph_recordings_leave_pass_costs_alone) {
         p.spec = -1;
         p.mtp = -1;
         engine_req *r = engine_submit(e, ids, 64, &p);
-        for (engine_event ev; r;) {
-            engine_next_event(r, &ev, -1);
-            CHECK(ev.type != ENGINE_EV_ERROR);
-            int end = ev.type != ENGINE_EV_TOKEN;
-            engine_event_clear(&ev);
-            if (end) break;
-        }
-        if (r) engine_req_release(r);
+        engine_event done = {.type = ENGINE_EV_ERROR};
+        if (r) engine_drain(r, NULL, 0, &done, NULL, NULL);
+        CHECK(done.type == ENGINE_EV_DONE);
         engine_get_stats(e, &s1);
         printf("    MTP pass cost %.3f decode steps probed, %.3f after 48 tokens; %d graphs recorded\n",
                s0.src_cost_ratio[DRAFT_SRC_MTP], s1.src_cost_ratio[DRAFT_SRC_MTP], st(rb)->recorded);

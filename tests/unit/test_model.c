@@ -10,6 +10,7 @@
 #include "tok/tok.h"
 #include "model/model.h"
 #include "prefill_logits.h"
+#include "engine_drain.h"
 #include "test.h"
 
 static json_t *load_reference(void) {
@@ -30,18 +31,10 @@ static int engine_collect(engine *e, const int32_t *ids, int n, const engine_par
     engine_req *r = engine_submit(e, ids, n, p);
     CHECK(r != NULL);
     if (!r) return 0;
-    int got = 0;
-    engine_event ev;
-    for (;;) {
-        engine_next_event(r, &ev, -1);
-        if (ev.type == ENGINE_EV_TOKEN && got < cap) out[got++] = ev.token;
-        int end = ev.type != ENGINE_EV_TOKEN;
-        CHECK(ev.type != ENGINE_EV_ERROR);
-        engine_event_clear(&ev);
-        if (end) break;
-    }
-    engine_req_release(r);
-    return got;
+    engine_event done;
+    int got = engine_drain(r, out, cap, &done, NULL, NULL);
+    CHECK(done.type == ENGINE_EV_DONE);
+    return got < cap ? got : cap;
 }
 
 /* kv_type: the KV cache format ("f32", "bf16"; NULL: the backend's default) */

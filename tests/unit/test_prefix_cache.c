@@ -9,6 +9,7 @@
 #include "backend/backend.h"
 #include "engine/engine.h"
 #include "kv/prefix_cache.h"
+#include "engine_drain.h"
 #include "tok/tok.h"
 #include "test.h"
 
@@ -74,16 +75,10 @@ static void run_one(engine *e, const int32_t *ids, int n, res *out) {
     CHECK(r != NULL);
     memset(out, 0, sizeof *out);
     if (!r) return;
-    engine_event ev;
-    for (;;) {
-        engine_next_event(r, &ev, -1);
-        if (ev.type == ENGINE_EV_TOKEN && out->n < 64) out->toks[out->n++] = ev.token;
-        if (ev.type == ENGINE_EV_DONE) out->cached = ev.n_cached;
-        int end = ev.type != ENGINE_EV_TOKEN;
-        engine_event_clear(&ev);
-        if (end) break;
-    }
-    engine_req_release(r);
+    engine_event done;
+    out->n = engine_drain(r, out->toks, 64, &done, NULL, NULL);
+    if (out->n > 64) out->n = 64;
+    if (done.type == ENGINE_EV_DONE) out->cached = done.n_cached;
 }
 
 TEST(test_prefix_cache_shared_prefix_identical_output) {

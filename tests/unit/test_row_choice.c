@@ -27,24 +27,21 @@ typedef struct {
     int32_t top_id[128][5];
 } lp_out;
 
+static void lp_event(const engine_event *ev, void *arg) {
+    lp_out *o = arg;
+    if (ev->type != ENGINE_EV_TOKEN || o->n >= 128) return;
+    CHECK_EQ_INT(ev->n_top, 5);
+    o->toks[o->n] = ev->token;
+    o->lp[o->n] = ev->logprob;
+    for (int k = 0; k < 5 && k < ev->n_top; k++) o->top[o->n][k] = ev->top_logprobs[k], o->top_id[o->n][k] = ev->top_ids[k];
+    o->n++;
+}
+
 static void collect_lp(engine_req *r, lp_out *o) {
     memset(o, 0, sizeof *o);
-    engine_event ev;
-    for (;;) {
-        engine_next_event(r, &ev, -1);
-        CHECK(ev.type != ENGINE_EV_ERROR);
-        if (ev.type == ENGINE_EV_TOKEN && o->n < 128) {
-            CHECK_EQ_INT(ev.n_top, 5);
-            o->toks[o->n] = ev.token;
-            o->lp[o->n] = ev.logprob;
-            for (int k = 0; k < 5 && k < ev.n_top; k++) o->top[o->n][k] = ev.top_logprobs[k], o->top_id[o->n][k] = ev.top_ids[k];
-            o->n++;
-        }
-        int end = ev.type != ENGINE_EV_TOKEN;
-        engine_event_clear(&ev);
-        if (end) break;
-    }
-    engine_req_release(r);
+    engine_event done;
+    engine_drain(r, NULL, 0, &done, lp_event, o);
+    CHECK(done.type == ENGINE_EV_DONE);
 }
 
 /* a and b the same tokens and top ids, their log-probabilities within tol
