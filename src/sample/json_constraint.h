@@ -23,14 +23,16 @@
  * a number's minimum / maximum / exclusiveMinimum / exclusiveMaximum
  * (every prefix can still reach the range; the value — as a JSON parser
  * reads it into a double — is in it where it ends; a bounded non-integer
- * is written without an exponent, in at most JC_MAX_DEC_DIGITS digits), enum / const, anyOf / oneOf whose branches start
+ * is written without an exponent, in at most JC_MAX_DEC_DIGITS digits), an
+ * integer's whole multipleOf (a fraction whose inverse is whole allows any
+ * integer; other fractions are not enforced), enum / const, anyOf / oneOf whose branches start
  * with different characters (an object and null, a string and a number;
  * all-enum branches merge) or are objects told apart by one required
  * constant property (a discriminated union: that property is written
  * first), allOf of one schema, $ref to #/$defs/NAME or
  * #/definitions/NAME (recursion allowed), true / {} (any value). Accepted but
- * not enforced: other value refinements (pattern, other formats,
- * multipleOf, ...) and annotations. Refused at compile with a message: anything else that
+ * not enforced: other value refinements (pattern, other formats, a
+ * non-integer's multipleOf, ...) and annotations. Refused at compile with a message: anything else that
  * changes the structure (prefixItems, not, if/then, allOf of several,
  * branches both starting with '{' ...).
  *
@@ -89,6 +91,7 @@ typedef struct {
     uint8_t kinds;       /* JC_K_* a value may be (0 with literals: only those) */
     bool integer;        /* a number must be an integer */
     int64_t min_int, max_int; /* integers: the range (+-JC_INT_LIMIT: unbounded) */
+    int64_t mult_int;    /* integers: multipleOf (1: any) */
     double min_num, max_num;  /* other numbers: the range (+-inf: unbounded), */
     bool min_open, max_open;  /* its ends excluded or not */
     int obj, arr;        /* the nodes whose object / array fields an object / array value

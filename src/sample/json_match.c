@@ -112,20 +112,23 @@ static bool close_container(jc_state *s) {
     return true;
 }
 
-/* An integer node's range against the number being read (s->num, s->neg,
- * s->cand digits; a lone 0 takes no more): whether appending digits can
- * still reach the range (end: whether the number as it is lies in it). A
- * magnitude m of d digits becomes [m 10^k, m 10^k + 10^k - 1] with k more,
- * d + k <= JC_MAX_INT_DIGITS. */
+/* An integer node's range and multipleOf against the number being read
+ * (s->num, s->neg, s->cand digits; a lone 0 takes no more): whether
+ * appending digits can still reach a multiple in the range (end: whether
+ * the number as it is is one). A magnitude m of d digits becomes
+ * [m 10^k, m 10^k + 10^k - 1] with k more, d + k <= JC_MAX_INT_DIGITS. */
 static bool int_fits(const jc_state *s, const jc_node *n, bool end) {
     if (!n->integer) return true;
     bool closed = end || s->aux == N_ZERO_T;
     int digits = s->aux == N_ZERO_T ? 1 : (int)s->cand;
-    int64_t scale = 1;
+    int64_t scale = 1, q = n->mult_int;
     for (int k = 0;; k++) {
         int64_t a = s->num * scale, b = a + scale - 1;
-        if (digits + k > 0 && (s->neg ? -b <= n->max_int && -a >= n->min_int : a <= n->max_int && b >= n->min_int))
-            return true;
+        int64_t lo = s->neg ? -b : a, hi = s->neg ? -a : b; /* the values, then those in the range */
+        if (lo < n->min_int) lo = n->min_int;
+        if (hi > n->max_int) hi = n->max_int;
+        int64_t first = lo >= 0 ? (lo + q - 1) / q * q : -(-lo / q * q); /* the least multiple of q >= lo */
+        if (digits + k > 0 && lo <= hi && first <= hi) return true;
         if (closed || digits + k >= JC_MAX_INT_DIGITS) return false;
         scale *= 10;
     }

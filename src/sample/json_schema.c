@@ -52,6 +52,7 @@ static int new_node(compiler *k) {
     n->max_items = n->max_len = 1 << 30;
     n->min_int = -JC_INT_LIMIT;
     n->max_int = JC_INT_LIMIT;
+    n->mult_int = 1;
     n->min_num = -INFINITY;
     n->max_num = INFINITY;
     n->obj = n->arr = c->n_nodes;
@@ -252,7 +253,11 @@ static int fill_bounds(compiler *k, int id, const json_t *s) {
     }
     if (n->min_num > n->max_num || (n->min_num == n->max_num && (n->min_open || n->max_open)))
         return fail(k, "no number lies between the schema's minimum and maximum");
+    const json_t *mo = json_object_get(s, "multipleOf");
+    if (mo && (!json_is_number(mo) || !(json_number_value(mo) > 0))) return fail(k, "'multipleOf' must be a number above 0");
     if (!n->integer) return 0;
+    double q = mo ? json_number_value(mo) : 1;
+    if (q == floor(q) && q <= (double)JC_INT_LIMIT) n->mult_int = (int64_t)q; /* (a fraction: see json_constraint.h) */
     double lim = (double)JC_INT_LIMIT, lo = n->min_open ? floor(n->min_num) + 1 : ceil(n->min_num),
            hi = n->max_open ? ceil(n->max_num) - 1 : floor(n->max_num);
     n->min_int = lo <= -lim ? -JC_INT_LIMIT : lo >= lim ? JC_INT_LIMIT : (int64_t)lo;
@@ -269,6 +274,7 @@ static int merge_kinds(compiler *k, int dst, int src) {
                            clash & JC_K_OBJECT ? "objects" : "arrays");
     if (s->kinds & JC_K_NUMBER) { /* two number branches: the range either allows (a hull, its ends closed) */
         bool both = d->kinds & JC_K_NUMBER;
+        d->mult_int = both && d->mult_int != s->mult_int ? 1 : s->mult_int;
         d->min_int = both && d->min_int < s->min_int ? d->min_int : s->min_int;
         d->max_int = both && d->max_int > s->max_int ? d->max_int : s->max_int;
         d->min_open = !both && s->min_open, d->max_open = !both && s->max_open;

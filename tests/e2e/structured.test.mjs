@@ -58,7 +58,7 @@ function conforms(v, s) {
     return v.every((x) => !s.items || conforms(x, s.items));
   }
   if (t === 'integer')
-    return Number.isInteger(v) && v >= (s.minimum ?? -Infinity) && v <= (s.maximum ?? Infinity) &&
+    return Number.isInteger(v) && v % (s.multipleOf ?? 1) === 0 && v >= (s.minimum ?? -Infinity) && v <= (s.maximum ?? Infinity) &&
       v > (s.exclusiveMinimum ?? -Infinity) && v < (s.exclusiveMaximum ?? Infinity);
   if (t === 'number')
     return typeof v === 'number' && v >= (s.minimum ?? -Infinity) && v <= (s.maximum ?? Infinity) &&
@@ -115,16 +115,16 @@ test('OpenAI chat: format date / date-time / uuid / ipv4 / email hold at tempera
   }
 });
 
-// number ranges are enforced: greedy and sampled answers stay inside them
+// number ranges and an integer's multipleOf are enforced: greedy and sampled answers stay inside them
 // (tinycoder, without the ranges, writes {"stars": 1000, "year": 1000} greedily)
-test('OpenAI chat: integer and number minimum / maximum hold at temperature 0 and at five seeds', async () => {
+test('OpenAI chat: integer and number minimum / maximum and multipleOf hold at temperature 0 and at five seeds', async () => {
   const schema = {
     type: 'object',
     properties: {
-      year: { type: 'integer', minimum: 2030, maximum: 2035 }, stars: { type: 'integer', exclusiveMinimum: 0, maximum: 5 },
+      year: { type: 'integer', minimum: 2030, maximum: 2035 }, lines: { type: 'integer', minimum: 10, multipleOf: 25 }, stars: { type: 'integer', exclusiveMinimum: 0, maximum: 5 },
       score: { type: 'number', minimum: 0, maximum: 1 },
     },
-    required: ['year', 'stars', 'score'], additionalProperties: false,
+    required: ['year', 'stars', 'score', 'lines'], additionalProperties: false,
   };
   const base = { model: await L.model(), messages: [{ role: 'user', content: ASK }], max_tokens: 120, response_format: jsonSchemaFormat(schema) };
   const seen = new Set();

@@ -249,7 +249,7 @@ TEST(test_json_constraint_schema) {
  * the range); exclusive bounds, draft 4's boolean form, a non-integer
  * bound, an anyOf of two ranges (their hull), a bound past 18 digits. */
 /* lo / hi: the range (+-JC_INT_LIMIT: unbounded) */
-static void range_exhaustive(const char *schema, long long lo, long long hi) {
+static void range_exhaustive(const char *schema, long long lo, long long hi, long long q) {
     json_constraint *c = compile_str(schema);
     if (!c) return;
     int wrong = 0;
@@ -257,7 +257,7 @@ static void range_exhaustive(const char *schema, long long lo, long long hi) {
     for (long v = -99999; v <= 99999 && wrong < 5; v++) {
         snprintf(t, sizeof t, "%ld", v);
         bool early;
-        int got = verdict(c, t, &early), want = v >= lo && v <= hi;
+        int got = verdict(c, t, &early), want = v >= lo && v <= hi && v % q == 0;
         if (got != want) {
             wrong++;
             CHECK_MSG(0, "schema %s: %s %s", schema, t, got ? "accepted" : "refused");
@@ -268,6 +268,7 @@ static void range_exhaustive(const char *schema, long long lo, long long hi) {
     static uint8_t reach[2][6][100000];
     memset(reach, 0, sizeof reach);
     for (long long v = lo < -999999 ? -999999 : lo; v <= (hi > 999999 ? 999999 : hi); v++) {
+        if (v % q) continue;
         int neg = v < 0, n = snprintf(t, sizeof t, "%lld", v < 0 ? -v : v);
         long d = 0;
         reach[neg][0][0] |= neg;
@@ -292,14 +293,18 @@ static void range_exhaustive(const char *schema, long long lo, long long hi) {
 }
 
 TEST(test_json_constraint_integer_range) {
-    range_exhaustive("{\"type\":\"integer\",\"minimum\":3,\"maximum\":250}", 3, 250);
-    range_exhaustive("{\"type\":\"integer\",\"minimum\":-20,\"maximum\":-5}", -20, -5);
-    range_exhaustive("{\"type\":\"integer\",\"exclusiveMinimum\":-3,\"exclusiveMaximum\":1000}", -2, 999);
-    range_exhaustive("{\"type\":\"integer\",\"minimum\":0}", 0, JC_INT_LIMIT);
-    range_exhaustive("{\"type\":\"integer\",\"maximum\":-1200}", -JC_INT_LIMIT, -1200);
-    range_exhaustive("{\"type\":\"integer\",\"minimum\":0.5,\"maximum\":7.9}", 1, 7);
-    range_exhaustive("{\"type\":\"integer\",\"minimum\":2,\"exclusiveMinimum\":true,\"maximum\":9,\"exclusiveMaximum\":false}", 3, 9);
-    range_exhaustive("{\"anyOf\":[{\"type\":\"integer\",\"minimum\":1,\"maximum\":5},{\"type\":\"integer\",\"minimum\":40,\"maximum\":60}]}", 1, 60);
+    range_exhaustive("{\"type\":\"integer\",\"minimum\":3,\"maximum\":250}", 3, 250, 1);
+    range_exhaustive("{\"type\":\"integer\",\"minimum\":-20,\"maximum\":-5}", -20, -5, 1);
+    range_exhaustive("{\"type\":\"integer\",\"exclusiveMinimum\":-3,\"exclusiveMaximum\":1000}", -2, 999, 1);
+    range_exhaustive("{\"type\":\"integer\",\"minimum\":0}", 0, JC_INT_LIMIT, 1);
+    range_exhaustive("{\"type\":\"integer\",\"maximum\":-1200}", -JC_INT_LIMIT, -1200, 1);
+    range_exhaustive("{\"type\":\"integer\",\"minimum\":0.5,\"maximum\":7.9}", 1, 7, 1);
+    range_exhaustive("{\"type\":\"integer\",\"minimum\":2,\"exclusiveMinimum\":true,\"maximum\":9,\"exclusiveMaximum\":false}", 3, 9, 1);
+    range_exhaustive("{\"type\":\"integer\",\"minimum\":0,\"maximum\":1000,\"multipleOf\":25}", 0, 1000, 25);
+    range_exhaustive("{\"type\":\"integer\",\"multipleOf\":7}", -JC_INT_LIMIT, JC_INT_LIMIT, 7);
+    range_exhaustive("{\"type\":\"integer\",\"minimum\":-95,\"maximum\":-3,\"multipleOf\":4}", -95, -3, 4);
+    range_exhaustive("{\"type\":\"integer\",\"minimum\":1,\"maximum\":9,\"multipleOf\":0.5}", 1, 9, 1);
+    range_exhaustive("{\"anyOf\":[{\"type\":\"integer\",\"minimum\":1,\"maximum\":5},{\"type\":\"integer\",\"minimum\":40,\"maximum\":60}]}", 1, 60, 1);
     const char *rating = "{\"type\":\"object\",\"properties\":{\"stars\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":5}},"
                          "\"required\":[\"stars\"]}";
     expect(rating, "{\"stars\": 4}", 1);
@@ -499,6 +504,7 @@ TEST(test_json_constraint_refused_schemas) {
         "{\"type\":\"string\",\"format\":\"date\",\"maxLength\":5}", "{\"type\":\"string\",\"format\":\"email\",\"maxLength\":5}",
         "{\"type\":\"string\",\"format\":\"ipv4\",\"minLength\":8}",
         "{\"type\":\"number\",\"minimum\":1,\"exclusiveMaximum\":1}", "{\"type\":\"number\",\"minimum\":2.5,\"maximum\":2}",
+        "{\"type\":\"integer\",\"multipleOf\":0}", "{\"type\":\"integer\",\"multipleOf\":\"2\"}",
         "{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}", "{\"type\":\"integer\",\"minimum\":\"3\"}",
         "{\"type\":\"integer\",\"exclusiveMinimum\":2,\"exclusiveMaximum\":3}",
         "{\"type\":\"string\",\"minLength\":3,\"maxLength\":2}", "{\"type\":\"string\",\"maxLength\":-1}",
