@@ -1,6 +1,7 @@
 /* k_sample_emu.cpp — src/backend/cuda/k_sample.cu compiled for the host
  * through tests/emu's stand-in cuda_common.cuh, with 64 threads a block (two
- * warps; the device runs 1,024): its launcher as emu_ks_cuda_sample_rows,
+ * warps; the device runs 1,024) and clusters of 2 blocks a row (the device
+ * 8): its launcher as emu_ks_cuda_sample_rows,
  * host pointers in and out (test_sample_rows_emu.c). */
 #include <math.h>
 #include <stdint.h>
@@ -14,6 +15,7 @@ extern "C" {
 }
 
 #define SP_THREADS 64
+#define SP_CLUSTER 2
 namespace emu {
 #include "backend/cuda/k_sample.cu"
 }

@@ -539,18 +539,25 @@ static const backend_ops cuda_ops = {
     .free = cu_backend_free,
 };
 
-static int pdl_state = -1; /* -1: not yet decided */
+static int pdl_state = -1, cc_major = -1; /* -1: not yet decided */
 
-extern "C" int ks_cuda_pdl(void) {
-    if (pdl_state < 0) {
-        const char *e = getenv("KESTREL_CUDA_PDL");
+extern "C" int ks_cuda_cc_major(void) {
+    if (cc_major < 0) {
         int dev = 0, major = 0;
         cudaGetDevice(&dev);
         if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess) {
             cudaGetLastError();
             major = 0;
         }
-        pdl_state = major >= 9 && !(e && !strcmp(e, "0"));
+        cc_major = major;
+    }
+    return cc_major;
+}
+
+extern "C" int ks_cuda_pdl(void) {
+    if (pdl_state < 0) {
+        const char *e = getenv("KESTREL_CUDA_PDL");
+        pdl_state = ks_cuda_cc_major() >= 9 && !(e && !strcmp(e, "0"));
     }
     return pdl_state;
 }

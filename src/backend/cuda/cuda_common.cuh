@@ -5,6 +5,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cooperative_groups.h>
 #include <cuda_runtime.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -163,20 +164,98 @@ __device__ __forceinline__ void pdl_start() {
 
 extern "C" int ks_cuda_pdl(void); /* cuda_backend.cu: on for compute capability >= 9.0 unless disabled */
 
+/* Thread block clusters (compute capability 9.0): a kernel launched with
+ * ks_launch_cluster runs its blocks in groups of `cluster` that barrier
+ * together (cluster_sync: every thread of every block of the group, with
+ * its shared-memory writes visible to the others) and read each other's
+ * shared memory (cluster_map(&x, r): block r's x, for a __shared__ x; a
+ * block must not exit while another may still read it — end with a
+ * cluster_sync after the last such read). Built for older devices, where
+ * ks_cuda_cc_major() < 9 and launches use clusters of 1, they are the
+ * block's own barrier and memory. A __shared__ variable that cluster_map
+ * reads is declared KS_SHARED(type, name) (tests/emu gives each block its
+ * own). */
+#define KS_SHARED(T, name) __shared__ T name
+extern "C" int ks_cuda_cc_major(void); /* cuda_backend.cu: the device's compute capability major */
+__device__ __forceinline__ unsigned cluster_rank() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    return cooperative_groups::this_cluster().block_rank();
+#else
+    return 0;
+#endif
+}
+__device__ __forceinline__ void cluster_sync() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    cooperative_groups::this_cluster().sync();
+#else
+    __syncthreads();
+#endif
+}
+template <typename T>
+__device__ __forceinline__ T *cluster_map(T *p, unsigned r) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    return cooperative_groups::this_cluster().map_shared_rank(p, r);
+#else
+    (void)r;
+    return p;
+#endif
+}
+
+/* ks_launch with the blocks in clusters of `cluster` along x (grid.x a
+ * multiple of it; 1: ks_launch) */
 template <typename... KArgs, typename... Args>
-static inline void ks_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
-                             Args &&...args) {
+static inline void ks_launch_cluster(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
+                                     int cluster, Args &&...args) {
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = grid;
     cfg.blockDim = block;
     cfg.dynamicSmemBytes = smem;
     cfg.stream = s;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchAttribute at[2];
+    int n = 0;
+    if (ks_cuda_pdl()) {
+        at[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        at[n++].val.programmaticStreamSerializationAllowed = 1;
+    }
+    if (cluster > 1) {
+        at[n].id = cudaLaunchAttributeClusterDimension;
+        at[n].val.clusterDim.x = (unsigned)cluster;
+        at[n].val.clusterDim.y = 1;
+        at[n++].val.clusterDim.z = 1;
+    }
     cfg.attrs = at;
-    cfg.numAttrs = ks_cuda_pdl() ? 1 : 0;
+    cfg.numAttrs = n;
     CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
+}
+
+/* want when the device can run kernel in clusters of want blocks of
+ * `threads` (compute capability 9.0 and the occupancy query's yes), else 1;
+ * ask once, outside graph capture */
+template <typename... KArgs>
+static inline int ks_cluster_fit(void (*kernel)(KArgs...), int want, int threads) {
+    if (want <= 1 || ks_cuda_cc_major() < 9) return 1;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3((unsigned)want);
+    cfg.blockDim = dim3((unsigned)threads);
+    cudaLaunchAttribute at;
+    at.id = cudaLaunchAttributeClusterDimension;
+    at.val.clusterDim.x = (unsigned)want;
+    at.val.clusterDim.y = 1;
+    at.val.clusterDim.z = 1;
+    cfg.attrs = &at;
+    cfg.numAttrs = 1;
+    int n = 0;
+    if (cudaOccupancyMaxActiveClusters(&n, (const void *)kernel, &cfg) != cudaSuccess) {
+        cudaGetLastError();
+        return 1;
+    }
+    return n > 0 ? want : 1;
+}
+
+template <typename... KArgs, typename... Args>
+static inline void ks_launch(void (*kernel)(KArgs...), dim3 grid, dim3 block, size_t smem, cudaStream_t s,
+                             Args &&...args) {
+    ks_launch_cluster(kernel, grid, block, smem, s, 1, std::forward<Args>(args)...);
 }
 
 /* silu(g) * u, silu(g) = g / (1 + exp(-g)): every SwiGLU kernel's one expression */

@@ -7,7 +7,8 @@
  * a row), one block each, so a 151,936-logit row is read by 19 SMs, not
  * one: a slice's block finds its max, its sum of e^(l - max) (in double,
  * as the host), and its own top by one pass per entry (the largest (value,
- * lower id) below the one before), into a partial; one thread a row then
+ * lower id) below the one before) over the slice held in shared memory
+ * (read from L2 once, not top + 2 times), into a partial; one thread a row then
  * merges the partials (M = max m, Z = sum z e^(m - M); the top lists by
  * their heads). The sum's order differs from the host's, so lz may differ
  * in its last bits. NaNs are never picked.
@@ -45,23 +46,30 @@ __global__ void __launch_bounds__(LP_THREADS)
     __shared__ float s_v[LP_WARPS];
     __shared__ int s_i[LP_WARPS];
     __shared__ double s_z[LP_WARPS];
+    __shared__ float s_row[LP_SPAN]; /* the slice, where it fits (span is LP_SPAN up to 64 x LP_SPAN logits) */
     pdl_start();
     int k = blockIdx.x / slices, sl = blockIdx.x % slices, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const float *row = raw + (size_t)k * cols;
     int lo = sl * span, hi = min(cols, lo + span);
     float mx = -INFINITY;
-    for (int i = lo + threadIdx.x; i < hi; i += LP_THREADS) mx = row[i] > mx ? row[i] : mx;
+    bool held = hi - lo <= LP_SPAN;
+    for (int i = lo + threadIdx.x; i < hi; i += LP_THREADS) {
+        float v = row[i];
+        if (held) s_row[i - lo] = v;
+        mx = v > mx ? v : mx;
+    }
+    const float *src = held ? s_row : row + lo; /* the slice: src[i - lo] */
     for (int o = 16; o; o >>= 1) {
         float w = __shfl_xor_sync(0xffffffffu, mx, o);
         mx = w > mx ? w : mx;
     }
     if (!lane) s_v[warp] = mx;
-    __syncthreads();
+    __syncthreads(); /* (s_row too) */
     mx = s_v[0];
     for (int w = 1; w < LP_WARPS; w++) mx = s_v[w] > mx ? s_v[w] : mx;
     double z = 0;
     if (mx > -INFINITY)
-        for (int i = lo + threadIdx.x; i < hi; i += LP_THREADS) z += exp((double)__fsub_rn(row[i], mx));
+        for (int i = lo + threadIdx.x; i < hi; i += LP_THREADS) z += exp((double)__fsub_rn(src[i - lo], mx));
     for (int o = 16; o; o >>= 1) z += __shfl_xor_sync(0xffffffffu, z, o);
     if (!lane) s_z[warp] = z;
     lp_part *p = &part[blockIdx.x];
@@ -72,7 +80,7 @@ __global__ void __launch_bounds__(LP_THREADS)
         float bv = -INFINITY;
         int bi = -1;
         for (int i = lo + threadIdx.x; i < hi; i += LP_THREADS) {
-            float v = row[i];
+            float v = src[i - lo];
             if (v == v && (pi < 0 || lp_before(pv, pi, v, i)) && (bi < 0 || lp_before(v, i, bv, bi))) bv = v, bi = i;
         }
         for (int o = 16; o; o >>= 1) {
