@@ -347,7 +347,7 @@ if has ab; then # this tree ("new") against each overlay .devcarry/ab_NAME.tar.x
     for b in "${trees[@]}"; do # decode attention alone, a pool of 128k tokens
         $b/cuda_ops_bench --attention 131072 | grep attention | sed "s|^|ab $(tname $b) |" | tee -a "$OUT/ab.txt"
         $b/cuda_ops_bench --prompt-attention | grep attention | sed "s|^|ab $(tname $b) |" | tee -a "$OUT/ab.txt"
-        $b/cuda_ops_bench --argmax | grep argmax | sed "s|^|ab $(tname $b) |" | tee -a "$OUT/ab.txt"
+        $b/cuda_ops_bench --argmax | grep -E "^(argmax|penalize|mask|logprobs)" | sed "s|^|ab $(tname $b) |" | tee -a "$OUT/ab.txt"
     done
     if [ -n "${AB_SPEC:-}" ]; then # the proposer matrix on tinycoder (AB_SPEC: its CONFIGS), the trees interleaved
         for round in $(seq ${AB_SPEC_ROUNDS:-1}); do # (SPEC_FULL=1: --full; WORKLOADS narrows)
