@@ -128,8 +128,13 @@ static void reference_decode(fx *f, const int32_t *ids, int n_ids, const engine_
 static void json_constraint_exact(const char *device) {
     fx f;
     if (!fx_open_on(&f, device)) return;
-    /* the CPU's logprobs are the host rule's bit for bit; a GPU's within 1e-4 */
-    float lp_tol = strcmp(device, "cuda") == 0 ? 1e-4f : 0.0f;
+    /* the CPU's logprobs are the host rule's bit for bit. On a GPU the
+     * reference (one sequence through model_forward) and the engine (the
+     * prompt in chunks through the prompt path, then verify steps) round
+     * their bf16 logits differently, within the logit tolerance; a logprob
+     * is a logit less the row's log-sum: within twice it (the largest gap
+     * seen, 0.0083 on an H100, session 40; tokens always the same) */
+    float lp_tol = strcmp(device, "cuda") == 0 ? 2.0f * (float)TEST_LOGIT_TOL(f.be) : 0.0f;
     char err[200];
     json_t *schema = json_loads("{\"type\":\"object\",\"properties\":{\"language\":{\"enum\":[\"python\",\"c\"]},"
                                 "\"year\":{\"type\":\"integer\"},\"summary\":{\"type\":\"string\"}},"
