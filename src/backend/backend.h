@@ -89,6 +89,10 @@ void bk_logprob_row(const float *row, int cols, int id, int top, bk_logprobs *ou
  * rule penalize_rows applies, on the host (row_penalties.c); fed[0..j) the
  * tokens fed at ps's rows 1..j. */
 void bk_penalize_row(float *row, int cols, const bk_pen_seq *ps, const bk_pen_ent *ent, const int32_t *fed, int j);
+/* The rule's first step, a logit of a token in the context under
+ * repetition penalty rep (Hugging Face's); bk_penalize_row's, and the
+ * engine's windowed penalty's (engine_penalty.c). */
+static inline float bk_repetition(float l, float rep) { return l > 0 ? l / rep : l * rep; }
 
 /* Where each token of a forward call reads its keys/values: token i of the
  * call belongs to sequence seq[i] at position pos[i] and attends to positions

@@ -11,7 +11,7 @@
 #include "backend/backend.h"
 
 static float penalised(float l, bool in_ctx, int count, float bias, const bk_pen_seq *ps) {
-    if (in_ctx) l = l > 0 ? l / ps->rep : l * ps->rep;
+    if (in_ctx) l = bk_repetition(l, ps->rep);
     if (count > 0) l = l - (ps->presence + ps->frequency * (float)count);
     if (bias != 0.0f) l = l + bias;
     return l;

@@ -94,7 +94,7 @@ static void window_repetition(engine *e, seq_state *s, float *row) {
         int32_t t = s->ctx[i];
         if (t < 0 || t >= V || s->pen_seen[t]) continue;
         s->pen_seen[t] = 1;
-        row[t] = row[t] > 0 ? row[t] / rep : row[t] * rep;
+        row[t] = bk_repetition(row[t], rep);
     }
     for (int i = from; i < s->n_ctx; i++)
         if (s->ctx[i] >= 0 && s->ctx[i] < V) s->pen_seen[s->ctx[i]] = 0;
