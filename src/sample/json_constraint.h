@@ -20,6 +20,10 @@
  * first nor last, two labels or more, the last of 2 or more) — with
  * maxLength, a character only where the shortest finish still fits; a
  * length limit no text of the format meets is refused,
+ * a string's pattern (json_pattern.h: an ECMA-262 subset, search semantics,
+ * with minLength / maxLength; its text's characters as themselves or by the
+ * short escapes, no \u escapes; a pattern beside a format: the format
+ * alone; two string branches of an anyOf with different patterns: neither),
  * a number's minimum / maximum / exclusiveMinimum / exclusiveMaximum
  * (every prefix can still reach the range; the value — as a JSON parser
  * reads it into a double — is in it where it ends; a bounded non-integer
@@ -31,8 +35,8 @@
  * constant property (a discriminated union: that property is written
  * first), allOf of one schema, $ref to #/$defs/NAME or
  * #/definitions/NAME (recursion allowed), true / {} (any value). Accepted but
- * not enforced: other value refinements (pattern, other formats, a
- * non-integer's multipleOf, ...) and annotations. Refused at compile with a message: anything else that
+ * not enforced: other value refinements (other formats, a non-integer's
+ * multipleOf, ...) and annotations. Refused at compile with a message: anything else that
  * changes the structure (prefixItems, not, if/then, allOf of several,
  * branches both starting with '{' ...).
  *
@@ -111,6 +115,7 @@ typedef struct {
     /* strings (values, not keys): characters (code points; an escape counts one) */
     int min_len, max_len;
     uint8_t format;      /* JC_F_*: the text's shape (json_match.c) */
+    int16_t pattern;     /* the constraint's patterns[] entry the text matches (-1: none) */
     /* enum / const: the values' compact JSON texts, matched byte for byte */
     char **lit;
     size_t *lit_len;
@@ -119,6 +124,8 @@ typedef struct {
 
 typedef struct json_constraint {
     jc_node *nodes;
+    struct jp_dfa **patterns; /* (n_patterns) owned: string patterns (json_pattern.h) */
+    int n_patterns;
     int root;            /* the document's node */
     int n_nodes, cap_nodes;
     int refs;
@@ -158,6 +165,8 @@ typedef struct {
     uint16_t lit_node;   /* the enum (number, string value) node being read */
     uint64_t cand;       /* literals / property names still matching */
     uint8_t fmt_pos, fmt_prev; /* a formatted string: where in its shape, the last character */
+    int16_t pat;         /* a patterned string: its DFA state (json_pattern.h), */
+    uint32_t pat_cp;     /* and the bits of a UTF-8 character half read */
     int64_t num;         /* a number being read: its integer part's magnitude so far */
     bool neg;            /* ... and whether it has a minus (a bounded non-integer: num holds */
     uint8_t frac_n;      /* its fraction's digits too, frac_n of them) */

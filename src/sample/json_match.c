@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "sample/json_constraint.h"
+#include "sample/json_pattern.h"
 
 enum { LX_NONE, LX_STR, LX_ESC, LX_HEX, LX_NUM, LX_KW, LX_LIT };
 /* container phases */
@@ -193,6 +194,7 @@ static bool value_start(jc_state *s, int nd, uint8_t b) {
             s->in_key = false;
             s->off = 0;
             s->fmt_pos = s->fmt_prev = 0;
+            s->pat = (int16_t)(n->pattern >= 0 ? jp_start(s->c->patterns[n->pattern]) : -1);
             s->lit_node = (uint16_t)nd;
             return true;
         case JC_K_NUMBER:
@@ -433,7 +435,76 @@ static bool format_byte(jc_state *s, int f, uint8_t b) {
     return true;
 }
 
+/* the DFA of the string value being read (NULL: a key, or no pattern) */
+static const jp_dfa *pattern_of(const jc_state *s) {
+    if (s->in_key) return NULL;
+    int p = node(s, s->lit_node)->pattern;
+    return p >= 0 ? s->c->patterns[p] : NULL;
+}
+
+/* the short escapes' letters and the characters they stand for */
+static const char ESC_FROM[] = "\"\\/bfnrt", ESC_TO[] = "\"\\/\b\f\n\r\t";
+
+/* a patterned string's next character cp (its length is checked in the DFA's limits) */
+static bool pattern_char(jc_state *s, const jp_dfa *d, uint32_t cp) {
+    int t = jp_step(d, s->pat, cp);
+    if (!jp_can_finish(d, t, s->off + 1)) return false;
+    s->pat = (int16_t)t;
+    s->off++;
+    return true;
+}
+
+/* A byte of a patterned string value: characters as themselves (UTF-8: a
+ * lead or continuation byte only where some character it can still become
+ * keeps a match reachable) or by a short escape (after '\\': pattern_escape);
+ * no \u escapes. s->off counts whole characters. */
+static bool pattern_byte(jc_state *s, const jp_dfa *d, uint8_t b) {
+    if (s->utf8) {
+        if (b < s->utf8_lo || b > s->utf8_hi) return false;
+        s->utf8--;
+        s->utf8_lo = 0x80;
+        s->utf8_hi = 0xBF;
+        s->pat_cp = s->pat_cp << 6 | (b & 0x3F);
+        if (!s->utf8) return pattern_char(s, d, s->pat_cp);
+        uint32_t lo = s->pat_cp << 6 * s->utf8;
+        return jp_range_can_finish(d, s->pat, lo, lo | ((1u << 6 * s->utf8) - 1), s->off);
+    }
+    if (b == '"') {
+        if (!jp_can_end(d, s->pat, s->off)) return false;
+        value_end(s);
+        return true;
+    }
+    if (b == '\\') {
+        for (const char *e = ESC_TO; *e; e++)
+            if (jp_can_finish(d, jp_step(d, s->pat, (uint8_t)*e), s->off + 1)) {
+                s->lex = LX_ESC;
+                return true;
+            }
+        return false;
+    }
+    if (b < 0x20) return false;
+    if (b < 0x80) return pattern_char(s, d, b);
+    int n = jc_utf8_lead(b, &s->utf8_lo, &s->utf8_hi);
+    if (!n) return false;
+    /* the code points this lead byte starts: a contiguous run (its first continuation's range, then any) */
+    uint32_t top = (uint32_t)(b & (0x3F >> n)) << 6 * n, rest = (1u << 6 * (n - 1)) - 1;
+    uint32_t lo = top | (uint32_t)(s->utf8_lo & 0x3F) << 6 * (n - 1), hi = (top | (uint32_t)(s->utf8_hi & 0x3F) << 6 * (n - 1)) | rest;
+    if (!jp_range_can_finish(d, s->pat, lo, hi, s->off)) return false;
+    s->utf8 = (uint8_t)n;
+    s->pat_cp = b & (0x3F >> n);
+    return true;
+}
+
+/* the byte after '\\' in a patterned string */
+static bool pattern_escape(jc_state *s, const jp_dfa *d, uint8_t b) {
+    const char *at = b ? strchr(ESC_FROM, b) : NULL;
+    s->lex = LX_STR;
+    return at && pattern_char(s, d, (uint8_t)ESC_TO[at - ESC_FROM]);
+}
+
 static bool string_byte(jc_state *s, uint8_t b) {
+    const jp_dfa *pd = pattern_of(s);
+    if (pd) return pattern_byte(s, pd, b);
     int f = s->in_key ? JC_F_NONE : node(s, s->lit_node)->format;
     if (f) { /* (ASCII only, no escapes; a character only where the rest still fits maxLength) */
         if (!format_byte(s, f, b)) return false;
@@ -608,6 +679,7 @@ static bool doc_byte(jc_state *s, uint8_t b) {
     case LX_NONE: return structural(s, b);
     case LX_STR: return string_byte(s, b);
     case LX_ESC:
+        if (pattern_of(s)) return pattern_escape(s, pattern_of(s), b);
         if (b == 'u') {
             s->lex = LX_HEX;
             s->aux = 4;
@@ -657,7 +729,8 @@ bool jc_in_free_text(const jc_state *s) {
 
 bool jc_in_free_string(const jc_state *s) {
     return (!s->calls || s->calls == CL_DOC) && !s->think && s->lex == LX_STR && !s->utf8 &&
-           (s->in_key ? !s->cand && node(s, s->f[s->depth - 1].node)->additional >= 0 : !node(s, s->lit_node)->format);
+           (s->in_key ? !s->cand && node(s, s->f[s->depth - 1].node)->additional >= 0
+                       : !node(s, s->lit_node)->format && node(s, s->lit_node)->pattern < 0);
 }
 
 int jc_string_room(const jc_state *s) {

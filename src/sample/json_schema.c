@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "sample/json_constraint.h"
+#include "sample/json_pattern.h"
 
 #define MAX_REFS 256
 #define MAX_NEST 64
@@ -56,6 +57,7 @@ static int new_node(compiler *k) {
     n->min_num = -INFINITY;
     n->max_num = INFINITY;
     n->obj = n->arr = c->n_nodes;
+    n->pattern = -1;
     return c->n_nodes++;
 }
 
@@ -225,7 +227,23 @@ static int fill_string(compiler *k, int id, const json_t *s) {
                         fmt, fmts[f].lo, fmts[f].hi);
         n->format = (uint8_t)f;
     }
-    return n->min_len > n->max_len ? fail(k, "'minLength' is above 'maxLength'") : 0;
+    if (n->min_len > n->max_len) return fail(k, "'minLength' is above 'maxLength'");
+    const json_t *pt = json_object_get(s, "pattern");
+    if (!pt || n->format) return 0; /* (beside a format: the format alone, see json_constraint.h) */
+    if (!json_is_string(pt)) return fail(k, "'pattern' must be a string");
+    char e[200];
+    jp_dfa *d = jp_compile(json_string_value(pt), n->min_len, n->max_len, e, sizeof e);
+    if (!d) return fail(k, "%s (in \"%.80s\")", e, json_string_value(pt));
+    json_constraint *c = k->c;
+    jp_dfa **ps = realloc(c->patterns, (size_t)(c->n_patterns + 1) * sizeof *ps);
+    if (!ps || c->n_patterns >= INT16_MAX) {
+        jp_free(d);
+        return fail(k, "out of memory");
+    }
+    c->patterns = ps;
+    c->patterns[c->n_patterns] = d;
+    n->pattern = (int16_t)c->n_patterns++;
+    return 0;
 }
 
 /* a number's bounds: minimum / maximum, or the exclusive ones (numbers,
@@ -288,6 +306,7 @@ static int merge_kinds(compiler *k, int dst, int src) {
         d->min_len = d->kinds & JC_K_STRING && d->min_len < s->min_len ? d->min_len : s->min_len;
         d->max_len = d->kinds & JC_K_STRING && d->max_len > s->max_len ? d->max_len : s->max_len;
         d->format = d->kinds & JC_K_STRING && d->format != s->format ? JC_F_NONE : s->format;
+        d->pattern = d->kinds & JC_K_STRING && d->pattern != s->pattern ? -1 : s->pattern; /* (its lengths are s's) */
     }
     d->kinds |= s->kinds;
     for (int i = 0; i < s->n_lit; i++)
@@ -543,6 +562,8 @@ void jc_free(json_constraint *c) {
         free(n->lit);
         free(n->lit_len);
     }
+    for (int i = 0; i < c->n_patterns; i++) jp_free(c->patterns[i]);
+    free(c->patterns);
     free(c->nodes);
     free(c);
 }

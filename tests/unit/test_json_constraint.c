@@ -228,7 +228,7 @@ TEST(test_json_constraint_schema) {
     expect("{\"type\":\"boolean\"}", "true", 1);
     expect("{\"type\":\"string\"}", "\"\\ud83d\\ude00\"", 1);
     /* other refinements are accepted and not enforced */
-    expect("{\"type\":\"string\",\"pattern\":\"^[0-9]+$\"}", "\"abc\"", 1);
+    expect("{\"type\":\"number\",\"multipleOf\":0.3}", "0.5", 1);
     /* string lengths in characters: a UTF-8 character or an escape counts one */
     const char *len23 = "{\"type\":\"string\",\"minLength\":2,\"maxLength\":3}";
     expect(len23, "\"ab\"", 1);
@@ -437,6 +437,38 @@ static int prefixes_finish(const json_constraint *c, const jc_state *st, const c
 /* Bounded non-integer numbers: texts (all of -9.99 .. 9.99 in steps of
  * 0.01, and more) accepted iff their double lies in the range; every
  * accepted prefix of up to 6 characters can finish; no exponent. */
+/* string patterns (json_pattern.h; PCRE2 checks the DFA in test_json_pattern.c): characters,
+ * escapes, UTF-8, lengths, and where a pattern is not the only rule */
+TEST(test_json_constraint_string_pattern) {
+    const char *code = "{\"type\":\"string\",\"pattern\":\"^[A-Z]{3}-\\\\d{2}$\"}";
+    EXPECT_EACH(code, 1, "\"ABC-12\"", "\"XYZ-00\"");
+    EXPECT_EACH(code, 0, "\"ABC-123\"", "\"abc-12\"", "\"ABC12\"", "\"AB-12\"", "\"\"", "\"\\u0041BC-12\"");
+    /* search semantics: unanchored patterns match anywhere */
+    const char *cafe = "{\"type\":\"string\",\"pattern\":\"caf\xC3\xA9|t\\\\.\"}";
+    EXPECT_EACH(cafe, 1, "\"un caf\xC3\xA9 noir\"", "\"caf\xC3\xA9\"", "\"at. \"");
+    EXPECT_EACH(cafe, 0, "\"cafe\"", "\"caf\xC3\xA8\"", "\"at\"");
+    /* the short escapes stand for their characters; \u escapes are not taken */
+    const char *esc = "{\"type\":\"string\",\"pattern\":\"^a[/\\\"]\\\\n\\\\\\\\$\"}";
+    EXPECT_EACH(esc, 1, "\"a/\\n\\\\\"", "\"a\\/\\n\\\\\"", "\"a\\\"\\n\\\\\"");
+    EXPECT_EACH(esc, 0, "\"a/n\\\\\"", "\"a/\\u000a\\\\\"", "\"a/\\t\\\\\"", "\"a\\\\\\n\\\\\"");
+    /* minLength / maxLength count characters together with the pattern */
+    const char *len = "{\"type\":\"string\",\"pattern\":\"^[a-z\xC3\xA0-\xC3\xBF]+$\",\"minLength\":2,\"maxLength\":3}";
+    EXPECT_EACH(len, 1, "\"ab\"", "\"\xC3\xA0\xC3\xBF\xC3\xA9\"", "\"a\xC3\xA9z\"");
+    EXPECT_EACH(len, 0, "\"a\"", "\"abcd\"", "\"\xC3\xA0\xC3\xBF\xC3\xA9\xC3\xA9\"", "\"a1\"", "\"a\xE2\x82\xAC\"");
+    room_bounded("{\"type\":\"string\",\"pattern\":\"^[a-z]+\\\\d$\",\"maxLength\":3}", "\"abc"); /* no room for the digit */
+    /* in an object beside free strings; a format beside a pattern: the format alone (json_constraint.h) */
+    const char *obj = "{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"string\",\"pattern\":\"^u[0-9]+$\"},"
+                      "\"note\":{\"type\":\"string\"}},\"required\":[\"id\",\"note\"]}";
+    expect(obj, "{\"id\": \"u42\", \"note\": \"u\"}", 1);
+    EXPECT_EACH(obj, 0, "{\"id\": \"42\", \"note\": \"x\"}", "{\"id\": \"u\", \"note\": \"x\"}");
+    expect("{\"type\":\"string\",\"format\":\"date\",\"pattern\":\"^x$\"}", "\"2024-05-06\"", 1);
+    /* two string branches with different patterns: either text (the hull, as for formats) */
+    const char *two = "{\"anyOf\":[{\"type\":\"string\",\"pattern\":\"^a+$\"},{\"type\":\"string\",\"pattern\":\"^b+$\"}]}";
+    EXPECT_EACH(two, 1, "\"aa\"", "\"bb\"");
+    /* an enum beside a pattern: the enum's texts */
+    expect("{\"type\":\"string\",\"enum\":[\"x\"],\"pattern\":\"^y$\"}", "\"x\"", 1);
+}
+
 TEST(test_json_constraint_number_range) {
     struct { const char *schema; double lo, hi; bool lo_open, hi_open; } r[] = {
         {"{\"type\":\"number\",\"minimum\":0,\"maximum\":1}", 0, 1, false, false},
@@ -497,6 +529,8 @@ TEST(test_json_constraint_refused_schemas) {
         "{\"type\":\"integer\",\"exclusiveMinimum\":2,\"exclusiveMaximum\":3}",
         "{\"type\":\"string\",\"minLength\":3,\"maxLength\":2}", "{\"type\":\"string\",\"maxLength\":-1}",
         "{\"type\":\"string\",\"maxLength\":70000}", "{\"type\":\"string\",\"minLength\":1.5}",
+        "{\"type\":\"string\",\"pattern\":\"(?=a)\"}", "{\"type\":\"string\",\"pattern\":5}",
+        "{\"type\":\"string\",\"pattern\":\"^[a-z]{3}$\",\"maxLength\":2}",
         "{\"anyOf\":[{\"properties\":{\"k\":{\"const\":1}},\"required\":[\"k\"]},{\"properties\":{\"k\":{\"const\":1}},\"required\":[\"k\"]}]}",
         "{\"anyOf\":[{\"properties\":{\"k\":{\"const\":1}}},{\"properties\":{\"k\":{\"const\":2}}}]}", "{\"anyOf\":[{\"enum\":[\"x\"]},{\"type\":\"string\",\"maxLength\":3}, {\"enum\":[{\"a\":1}]}, {\"type\":\"object\"}]}",
     };
@@ -573,14 +607,15 @@ TEST(test_json_constraint_token_mask) {
     CHECK(m != NULL);
     const char *schema = "{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"n\":{\"type\":\"number\"},"
                          "\"e\":{\"enum\":[\"alpha\",\"beta\"]},\"s\":{\"type\":\"string\",\"maxLength\":4},"
-                         "\"m\":{\"type\":\"string\",\"minLength\":3}},\"required\":[\"name\"]}";
+                         "\"m\":{\"type\":\"string\",\"minLength\":3},"
+                         "\"p\":{\"type\":\"string\",\"pattern\":\"^[a-z\xC3\xA9]+-\\\\d{2}$\",\"maxLength\":8}},\"required\":[\"name\"]}";
     /* the last prefix is a finished document; those after it run under the
      * any-object constraint (free keys, a character cut in two, an escape) */
     const char *prefixes[] = { "", "{", "{\"na", "{\"name\": \"x y", "{\"name\": \"x\", \"n\": 1", "{\"name\": \"x\", \"e\": \"al",
-                               "{\"s\": \"ab", "{\"s\": \"a\xC3\xA9\\t", "{\"m\": \"a",
+                               "{\"s\": \"ab", "{\"s\": \"a\xC3\xA9\\t", "{\"m\": \"a", "{\"p\": \"ab\xC3", "{\"p\": \"abcde-",
                                "{\"name\": \"x\", \"n\": 2}", "{\"k", "{\"k\": \"v\xC3", "{\"k\": \"v\\", "{\"k\": [\"\xE2\x82",
                                "<think>so", "<think>so </th", "<think>so </think>\n" }; /* the last three with the think allowance */
-    const int last_schema = 9;
+    const int last_schema = 11;
     json_constraint *c = compile_str(schema), *any = compile_str(NULL);
     uint8_t *allowed = malloc((size_t)V + 7);
     double t_fill = 0;
