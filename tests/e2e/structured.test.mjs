@@ -65,7 +65,7 @@ function conforms(v, s) {
       v > (s.exclusiveMinimum ?? -Infinity) && v < (s.exclusiveMaximum ?? Infinity);
   if (t === 'string')
     return typeof v === 'string' && [...v].length >= (s.minLength ?? 0) && [...v].length <= (s.maxLength ?? Infinity) &&
-      (!FORMATS[s.format] || FORMATS[s.format].test(v));
+      (!FORMATS[s.format] || FORMATS[s.format].test(v)) && (s.pattern === undefined || new RegExp(s.pattern, 'u').test(v));
   if (t === 'boolean') return typeof v === 'boolean';
   if (t === 'null') return v === null;
   return true;
@@ -92,6 +92,35 @@ test('conforms() itself tells a good answer from bad ones', () => {
   assert.ok(!conforms('1.2.3.256', { type: 'string', format: 'ipv4' }));
   assert.ok(conforms('a.b@c-d.io', { type: 'string', format: 'email' }));
   assert.ok(!conforms('a@b', { type: 'string', format: 'email' }));
+  assert.ok(conforms('ABC-123', { type: 'string', pattern: '^[A-Z]{3}-\\d{3}$' }));
+  assert.ok(!conforms('ABC-12', { type: 'string', pattern: '^[A-Z]{3}-\\d{3}$' }));
+  assert.ok(conforms('a caf\u00e9', { type: 'string', pattern: 'caf\u00e9' }));
+});
+
+// string patterns are enforced (an ECMA-262 subset; JavaScript's RegExp is the judge here), the
+// same schema without them gives answers that break them
+test('OpenAI chat: string patterns hold at temperature 0 and at five seeds', async () => {
+  const schema = {
+    type: 'object',
+    properties: {
+      code: { type: 'string', pattern: '^[A-Z]{3}-\\d{3}$' },
+      slug: { type: 'string', pattern: '^[a-z]+(-[a-z]+)*$', maxLength: 20 },
+      version: { type: 'string', pattern: '^v\\d+\\.\\d+\\.\\d+$', maxLength: 12 },
+    },
+    required: ['code', 'slug', 'version'], additionalProperties: false,
+  };
+  const base = { model: await L.model(), messages: [{ role: 'user', content: ASK }], max_tokens: 200, response_format: jsonSchemaFormat(schema) };
+  for (const [temperature, seed] of [[0, 0], [1, 1], [1, 2], [1, 3], [1, 4], [1, 5]]) {
+    const r = await client.chat.completions.create({ ...base, temperature, seed });
+    const c = r.choices[0].message.content;
+    assert.equal(r.choices[0].finish_reason, 'stop', c);
+    assert.ok(conforms(JSON.parse(c), schema), c);
+  }
+  const free = structuredClone(schema);
+  for (const p of Object.values(free.properties)) delete p.pattern;
+  const r = await client.chat.completions.create({ ...base, temperature: 0, response_format: jsonSchemaFormat(free) });
+  const c = r.choices[0].message.content;
+  assert.ok(!conforms(JSON.parse(c), schema), `without the patterns the answer keeps them anyway: ${c}`);
 });
 
 // string formats are enforced: date, date-time, uuid, ipv4 and email answers
@@ -293,6 +322,10 @@ test('schemas that cannot be enforced are a 400 in each surface\'s format, namin
   r = await L.post('/api/generate', { model, prompt: 'hi', stream: false, format: NOT });
   L.assertOllamaError(r, 400);
   assert.match(r.json.error, /'not' is not supported/);
+  const LOOK = { type: 'object', properties: { a: { type: 'string', pattern: '^(?=x)' } } };
+  r = await L.post('/v1/chat/completions', { model, messages: msg, max_tokens: 4, response_format: jsonSchemaFormat(LOOK) });
+  L.assertOpenAIError(r, 400);
+  assert.match(r.json.error.message, /pattern: lookahead/);
   await L.health();
 });
 
