@@ -1,7 +1,8 @@
 /* token_mask_bench.c — what a JSON constraint costs per token: the time of
  * token_mask_fill (the full mask: sampled choices, and greedy ones whose
  * argmax the constraint refuses) and of token_mask_allows (a greedy choice's
- * first try) at several points of a document, for one tokenizer:
+ * first try) at several points of a document (free and patterned strings
+ * among them), for one tokenizer:
  *   build/token_mask_bench TOKENIZER [ITERS]
  * TOKENIZER: a tokenizer.json or a model directory (scripts/fetch_tokenizers.sh
  * puts Qwen3's, Llama 3's, ... under ~/.cache/kestrel/tokenizers). Also the
@@ -35,7 +36,9 @@ int main(int argc, char **argv) {
     double t_build = now_s() - t0;
     if (!m) return 1;
     json_t *schema = json_loads("{\"type\":\"object\",\"properties\":{\"name\":{\"type\":\"string\"},\"n\":{\"type\":\"number\"},"
-                                "\"tags\":{\"type\":\"array\",\"items\":{\"enum\":[\"alpha\",\"beta\"]}}},\"required\":[\"name\"]}",
+                                "\"tags\":{\"type\":\"array\",\"items\":{\"enum\":[\"alpha\",\"beta\"]}},"
+                                "\"code\":{\"type\":\"string\",\"pattern\":\"^[A-Z]{3}-\\\\d{3}$\"},"
+                                "\"slug\":{\"type\":\"string\",\"pattern\":\"^[a-z]+(-[a-z]+)*$\",\"maxLength\":40}},\"required\":[\"name\"]}",
                                 0, NULL);
     char err[200];
     json_constraint *c = jc_compile(schema, err, sizeof err);
@@ -44,7 +47,8 @@ int main(int argc, char **argv) {
         return 1;
     }
     printf("tokenizer %s: %d tokens, table built in %.1f ms\n", argv[1], V, t_build * 1e3);
-    const char *at[] = { "", "{\"", "{\"name\": \"some text ", "{\"name\": \"x\", \"n\": 12", "{\"name\": \"x\", \"tags\": [\"al" };
+    const char *at[] = { "", "{\"", "{\"name\": \"some text ", "{\"name\": \"x\", \"n\": 12", "{\"name\": \"x\", \"tags\": [\"al",
+                         "{\"code\": \"AB", "{\"slug\": \"some-te" };
     uint8_t *allowed = malloc((size_t)V);
     for (size_t i = 0; i < sizeof at / sizeof at[0]; i++) {
         jc_state s;
