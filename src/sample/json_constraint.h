@@ -17,7 +17,9 @@
  * (dotted quad, 0-255, no leading zeros) or email (a local part of up to
  * 63 letters, digits and ._%+- with no '.' first, last or twice in a row,
  * '@', dot-separated labels of up to 63 letters, digits and '-' neither
- * first nor last, two labels or more, the last of 2 or more) — with
+ * first nor last, two labels or more, the last of 2 or more), hostname
+ * (such labels, one or more, at most 253 characters) or ipv6 (RFC 4291's
+ * text without an embedded ipv4; these two as built-in patterns) — with
  * maxLength, a character only where the shortest finish still fits; a
  * length limit no text of the format meets is refused,
  * a string's pattern (json_pattern.h: an ECMA-262 subset, search semantics,

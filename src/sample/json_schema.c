@@ -229,11 +229,35 @@ static int fill_string(compiler *k, int id, const json_t *s) {
     }
     if (n->min_len > n->max_len) return fail(k, "'minLength' is above 'maxLength'");
     const json_t *pt = json_object_get(s, "pattern");
-    if (!pt || n->format) return 0; /* (beside a format: the format alone, see json_constraint.h) */
-    if (!json_is_string(pt)) return fail(k, "'pattern' must be a string");
+    if (pt && !json_is_string(pt)) return fail(k, "'pattern' must be a string");
+    if (n->format) return 0; /* (beside a format: the format alone, see json_constraint.h) */
+    /* formats without an automaton of their own: patterns, and their longest texts */
+    static const struct { const char *name, *pattern; int max_len; } FMT_PATTERNS[] = {
+        {"hostname", /* RFC 1123 labels of up to 63 letters, digits and '-' (not first or last) */
+         "^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$", 253},
+        {"ipv6", /* RFC 4291 text: eight groups, or fewer around one "::" (no embedded ipv4) */
+         "^(?:(?:[0-9A-Fa-f]{1,4}:){7}[0-9A-Fa-f]{1,4}|"
+         "(?:[0-9A-Fa-f]{1,4}:){1,7}:|"
+         "(?:[0-9A-Fa-f]{1,4}:){1,6}:[0-9A-Fa-f]{1,4}|"
+         "(?:[0-9A-Fa-f]{1,4}:){1,5}(?::[0-9A-Fa-f]{1,4}){1,2}|"
+         "(?:[0-9A-Fa-f]{1,4}:){1,4}(?::[0-9A-Fa-f]{1,4}){1,3}|"
+         "(?:[0-9A-Fa-f]{1,4}:){1,3}(?::[0-9A-Fa-f]{1,4}){1,4}|"
+         "(?:[0-9A-Fa-f]{1,4}:){1,2}(?::[0-9A-Fa-f]{1,4}){1,5}|"
+         "[0-9A-Fa-f]{1,4}:(?::[0-9A-Fa-f]{1,4}){1,6}|"
+         ":(?:(?::[0-9A-Fa-f]{1,4}){1,7}|"
+         ":))$", 39},
+    };
+    const char *pat = pt ? json_string_value(pt) : NULL, *fmt_pat = NULL;
+    for (size_t f = 0; fmt && f < sizeof FMT_PATTERNS / sizeof FMT_PATTERNS[0]; f++)
+        if (!strcmp(fmt, FMT_PATTERNS[f].name)) {
+            pat = fmt_pat = FMT_PATTERNS[f].pattern;
+            if (n->max_len > FMT_PATTERNS[f].max_len) n->max_len = FMT_PATTERNS[f].max_len;
+        }
+    if (!pat) return 0;
     char e[200];
-    jp_dfa *d = jp_compile(json_string_value(pt), n->min_len, n->max_len, e, sizeof e);
-    if (!d) return fail(k, "%s (in \"%.80s\")", e, json_string_value(pt));
+    jp_dfa *d = jp_compile(pat, n->min_len, n->max_len, e, sizeof e);
+    if (!d && fmt_pat) return fail(k, "minLength / maxLength that no '%s' text meets are not supported", fmt);
+    if (!d) return fail(k, "%s (in \"%.80s\")", e, pat);
     json_constraint *c = k->c;
     jp_dfa **ps = realloc(c->patterns, (size_t)(c->n_patterns + 1) * sizeof *ps);
     if (!ps || c->n_patterns >= INT16_MAX) {

@@ -14,6 +14,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as L from './lib.mjs';
+import { isIPv6 } from 'node:net';
 
 const LANG = {
   type: 'object',
@@ -36,6 +37,8 @@ const FORMATS = {
   uuid: /^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$/,
   ipv4: /^((25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}(25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])$/,
   email: /^[A-Za-z0-9_%+-]+(\.[A-Za-z0-9_%+-]+)*@([A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?\.)+[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])$/,
+  hostname: { test: (v) => v.length <= 253 && v.split('.').every((l) => /^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$/.test(l)) },
+  ipv6: { test: (v) => isIPv6(v) }, // node's own parser judges
 };
 
 // Does v conform to schema s (the keywords the tests use)?
@@ -92,6 +95,8 @@ test('conforms() itself tells a good answer from bad ones', () => {
   assert.ok(!conforms('1.2.3.256', { type: 'string', format: 'ipv4' }));
   assert.ok(conforms('a.b@c-d.io', { type: 'string', format: 'email' }));
   assert.ok(!conforms('a@b', { type: 'string', format: 'email' }));
+  assert.ok(conforms('fe80::1', { type: 'string', format: 'ipv6' }) && !conforms('1::2::3', { type: 'string', format: 'ipv6' }));
+  assert.ok(conforms('a-b.c', { type: 'string', format: 'hostname' }) && !conforms('a-.c', { type: 'string', format: 'hostname' }));
   assert.ok(conforms('ABC-123', { type: 'string', pattern: '^[A-Z]{3}-\\d{3}$' }));
   assert.ok(!conforms('ABC-12', { type: 'string', pattern: '^[A-Z]{3}-\\d{3}$' }));
   assert.ok(conforms('a caf\u00e9', { type: 'string', pattern: 'caf\u00e9' }));
@@ -123,17 +128,18 @@ test('OpenAI chat: string patterns hold at temperature 0 and at five seeds', asy
   assert.ok(!conforms(JSON.parse(c), schema), `without the patterns the answer keeps them anyway: ${c}`);
 });
 
-// string formats are enforced: date, date-time, uuid, ipv4 and email answers
+// string formats are enforced: date, date-time, uuid, ipv4, email, hostname and ipv6 answers
 // have their shapes (the email within its maxLength: tinycoder would run a
 // domain label on to max_tokens)
-test('OpenAI chat: format date / date-time / uuid / ipv4 / email hold at temperature 0 and at five seeds', async () => {
+test('OpenAI chat: format date / date-time / uuid / ipv4 / email / hostname / ipv6 hold at temperature 0 and at five seeds', async () => {
   const schema = {
     type: 'object',
     properties: {
       released: { type: 'string', format: 'date' }, updated: { type: 'string', format: 'date-time' }, id: { type: 'string', format: 'uuid' },
       host: { type: 'string', format: 'ipv4' }, contact: { type: 'string', format: 'email', maxLength: 24 },
+      server: { type: 'string', format: 'hostname', maxLength: 30 }, v6: { type: 'string', format: 'ipv6' },
     },
-    required: ['released', 'updated', 'id', 'host', 'contact'], additionalProperties: false,
+    required: ['released', 'updated', 'id', 'host', 'contact', 'server', 'v6'], additionalProperties: false,
   };
   const base = { model: await L.model(), messages: [{ role: 'user', content: ASK }], max_tokens: 400, response_format: jsonSchemaFormat(schema) };
   for (const [temperature, seed] of [[0, 0], [1, 1], [1, 2], [1, 3], [1, 4], [1, 5]]) {

@@ -317,7 +317,7 @@ TEST(test_json_constraint_integer_range) {
     expect("{\"type\":\"integer\",\"minimum\":-1e30}", "-999999999999999999", 1);
 }
 
-/* Formats date, time, date-time, uuid, ipv4 and email: valid texts accepted (each
+/* Formats date, time, date-time, uuid, ipv4, email, hostname and ipv6: valid texts accepted (each
  * prefix too), malformed ones refused at the first wrong character;
  * other formats and anyOf of two formats are not enforced. */
 /* the prefix is refused: with it, no text of the format would fit maxLength */
@@ -363,8 +363,17 @@ TEST(test_json_constraint_string_formats) {
     expect(time12, "\"12:00:00.123Z\"", 0);
     room_bounded(time12, "\"12:00:00+");
     room_bounded(time12, "\"12:00:00.123");
+    /* hostname and ipv6: built-in patterns (json_schema.c) */
+    const char *host = "{\"type\":\"string\",\"format\":\"hostname\"}", *ip6 = "{\"type\":\"string\",\"format\":\"ipv6\"}";
+    EXPECT_EACH(host, 1, "\"localhost\"", "\"a-b.example.COM\"", "\"x1.y2\"");
+    EXPECT_EACH(host, 0, "\"not a hostname\"", "\"-a.com\"", "\"a-.com\"", "\"a..com\"", "\".a\"", "\"a_b.com\"", "\"\"");
+    EXPECT_EACH(ip6, 1, "\"::1\"", "\"::\"", "\"fe80::1:2\"", "\"2001:db8:0:0:0:0:2:1\"", "\"2001:DB8::\"");
+    EXPECT_EACH(ip6, 0, "\"1::2::3\"", "\"12345::\"", "\"1:2:3:4:5:6:7\"", "\"1:2:3:4:5:6:7:8:9\"", "\":1\"", "\"g::1\"");
+    const char *host9 = "{\"type\":\"string\",\"format\":\"hostname\",\"maxLength\":9}";
+    expect(host9, "\"abcd.efgh\"", 1);
+    room_bounded(host9, "\"abcdefgh-"); /* a '-' needs a character after it: no room */
     /* no accepted prefix is a dead end: random walks over accepted characters always have a next one */
-    const char *walk[] = {date, time, dt, uuid, ip, mail, mail8, time12,
+    const char *walk[] = {date, time, dt, uuid, ip, mail, mail8, time12, host, ip6, host9,
                           "{\"type\":\"string\",\"format\":\"date-time\",\"maxLength\":22}"};
     const char *alpha = "0123456789abcdefxyzABCDEFTZ:-+.@_%\" ";
     unsigned rng = 7;
@@ -403,7 +412,7 @@ TEST(test_json_constraint_string_formats) {
                      "\"note\":{\"type\":\"string\"}},\"required\":[\"when\",\"note\"]}";
     expect(ev, "{\"when\": \"2024-05-06\", \"note\": \"x\\\"y\"}", 1);
     expect(ev, "{\"when\": \"May 6\", \"note\": \"x\"}", 0);
-    expect("{\"type\":\"string\",\"format\":\"hostname\"}", "\"not a hostname\"", 1);
+    expect("{\"type\":\"string\",\"format\":\"uri\"}", "\"not a uri\"", 1);
     expect("{\"anyOf\":[{\"type\":\"string\",\"format\":\"date\"},{\"type\":\"string\",\"format\":\"uuid\"}]}", "\"x\"", 1);
     expect("{\"type\":\"string\",\"format\":\"time\",\"maxLength\":24}", "\"12:30:00.123456789+01:00\"", 1);
 }
