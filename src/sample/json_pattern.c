@@ -20,6 +20,9 @@
 #define MAX_NFA (1 << 17)
 #define MAX_GROUP_DEPTH 64
 #define MAX_FEWEST (1 << 20)  /* entries of the (minLength + 1) x states table */
+#define MAX_WORK 40000000LL   /* the subset construction's steps (NFA states visited, bitset words
+                               * cleared; a visit ~2.5 ns on this VM): about 0.1 s at most, for a
+                               * compile that runs on a request's thread */
 
 typedef struct { uint32_t lo, hi; } range;
 typedef struct { range *r; int n, cap; } cset;
@@ -574,33 +577,46 @@ typedef struct {
     rx *x;
     jp_dfa *d;
     int words;           /* uint64s of an NFA state set */
-    uint64_t *keys;      /* (cap x words) each DFA state's live S_SET states */
+    int32_t *keys;       /* each DFA state's live S_SET states, ascending, back to back */
+    size_t *key_at;      /* (n_states + 1) where each state's run starts */
+    size_t cap_keys;
     uint32_t *hash;
+    int32_t *slot;       /* (2 x JP_MAX_STATES) state + 1 by hash, 0: free */
     int cap;
-    int *stack;          /* (2 x n_nfa) closure work: state x 2 + after-$ */
+    int *stack;          /* closure work: state x 2 + after-$ */
     uint64_t *seen;      /* (2 x words) visited, before / after a $ */
-    uint64_t *key;       /* (words) the closure being built */
+    uint64_t *key;       /* (words) the closure's live S_SET states, cleared as read into list */
+    int32_t *list;       /* the closure's live S_SET states, ascending */
+    int n_list;
+    long long work;      /* steps so far (MAX_WORK) */
 } builder;
 
 /* the closure of the seeds (states entered before any $): the S_SET
- * states live in key, and whether a match is reached (a path through $
- * may match but take no character) */
+ * states live in b->list (ascending), and whether a match is reached (a
+ * path through $ may match but take no character) */
 static bool closure(builder *b, const int *seeds, int n, bool at_start) {
     const nstate *nfa = b->x->nfa;
     int sp = 0;
     bool accept = false;
+    int lo = b->words, hi = -1; /* the key words touched */
     memset(b->seen, 0, 2 * (size_t)b->words * sizeof *b->seen);
-    memset(b->key, 0, (size_t)b->words * sizeof *b->key);
+    b->work += b->words / 8 + 1;
+    b->n_list = 0;
     for (int i = 0; i < n; i++) b->stack[sp++] = seeds[i] * 2;
     while (sp) {
         int v = b->stack[--sp], q = v >> 1, post = v & 1;
         uint64_t *seen = b->seen + post * b->words;
         if (seen[q >> 6] >> (q & 63) & 1) continue;
         seen[q >> 6] |= 1ull << (q & 63);
+        b->work++;
         const nstate *s = &nfa[q];
         switch (s->op) {
-        case S_SET:
-            if (!post) b->key[q >> 6] |= 1ull << (q & 63);
+        case S_SET: /* (kept in the key bitset: the list comes out in order) */
+            if (!post) {
+                b->key[q >> 6] |= 1ull << (q & 63);
+                if (q >> 6 < lo) lo = q >> 6;
+                if (q >> 6 > hi) hi = q >> 6;
+            }
             break;
         case S_MATCH: accept = true; break;
         case S_SPLIT: b->stack[sp++] = s->out1 * 2 + post; /* fall through */
@@ -611,37 +627,57 @@ static bool closure(builder *b, const int *seeds, int n, bool at_start) {
         case S_EOL: b->stack[sp++] = s->out * 2 + 1; break;
         }
     }
+    for (int w = lo; w <= hi; w++) {
+        for (uint64_t m = b->key[w]; m; m &= m - 1) b->list[b->n_list++] = w * 64 + __builtin_ctzll(m);
+        b->key[w] = 0;
+    }
+    b->work += hi - lo + 1;
     return accept;
 }
 
-/* the DFA state of b->key / accept, added when new (-1: dead, -2: too many) */
+/* the DFA state of b->list / accept, added when new (-1: dead, -2: too
+ * many, -3: out of memory); found through an open-addressed table of
+ * state + 1 by hash (JP_MAX_STATES x 2 slots) */
 static int state_of(builder *b, bool accept) {
     jp_dfa *d = b->d;
+    int n = b->n_list;
+    if (!n && !accept) return -1;
     uint32_t h = 2166136261u ^ accept;
-    bool empty = true;
-    for (int i = 0; i < b->words; i++) {
-        h = (h ^ (uint32_t)b->key[i] ^ (uint32_t)(b->key[i] >> 32)) * 16777619u;
-        empty &= !b->key[i];
-    }
-    if (empty && !accept) return -1;
-    for (int s = 0; s < d->n_states; s++)
-        if (b->hash[s] == h && d->accept[s] == accept && !memcmp(b->keys + (size_t)s * b->words, b->key, (size_t)b->words * 8))
+    for (int i = 0; i < n; i++) h = (h ^ (uint32_t)b->list[i]) * 16777619u;
+    uint32_t at = h & (2 * JP_MAX_STATES - 1);
+    for (; b->slot[at]; at = (at + 1) & (2 * JP_MAX_STATES - 1)) {
+        int s = b->slot[at] - 1;
+        b->work++;
+        if (b->hash[s] == h && d->accept[s] == accept && b->key_at[s + 1] - b->key_at[s] == (size_t)n &&
+            !memcmp(b->keys + b->key_at[s], b->list, (size_t)n * sizeof *b->list))
             return s;
+    }
     if (d->n_states >= JP_MAX_STATES) return -2;
-    if (d->n_states == b->cap) {
+    if (d->n_states + 1 >= b->cap) {
         int cap = b->cap ? 2 * b->cap : 64;
-        uint64_t *k = realloc(b->keys, (size_t)cap * b->words * 8);
-        if (k) b->keys = k;
+        size_t *ka = realloc(b->key_at, (size_t)(cap + 1) * sizeof *ka);
+        if (ka) b->key_at = ka;
         uint32_t *hh = realloc(b->hash, (size_t)cap * sizeof *hh);
         if (hh) b->hash = hh;
         uint8_t *ac = realloc(d->accept, (size_t)cap);
         if (ac) d->accept = ac;
-        if (!k || !hh || !ac) return -3;
+        if (!ka || !hh || !ac) return -3;
+        if (!b->cap) b->key_at[0] = 0;
         b->cap = cap;
     }
-    memcpy(b->keys + (size_t)d->n_states * b->words, b->key, (size_t)b->words * 8);
+    size_t k0 = b->key_at[d->n_states];
+    if (k0 + (size_t)n > b->cap_keys) {
+        size_t cap = (k0 + (size_t)n) * 2;
+        int32_t *k = realloc(b->keys, cap * sizeof *k);
+        if (!k) return -3;
+        b->keys = k;
+        b->cap_keys = cap;
+    }
+    memcpy(b->keys + k0, b->list, (size_t)n * sizeof *b->list);
+    b->key_at[d->n_states + 1] = k0 + (size_t)n;
     b->hash[d->n_states] = h;
     d->accept[d->n_states] = accept;
+    b->slot[at] = d->n_states + 1;
     return d->n_states++;
 }
 
@@ -649,13 +685,15 @@ static int state_of(builder *b, bool accept) {
 static int build_dfa(rx *x, jp_dfa *d, int start) {
     builder b = {.x = x, .d = d, .words = (x->n_nfa + 63) / 64};
     int rc = -1, nc = d->n_classes, *seeds = NULL, cap_next = 0;
-    /* in_class[q][c]: S_SET state q takes class c */
+    /* takes[set][c]: a set's S_SET states take class c */
     uint8_t *takes = malloc((size_t)x->n_sets * nc);
     b.stack = malloc(sizeof *b.stack * (6 * (size_t)x->n_nfa + 16)); /* (seeds, then two pushes a visit of a state before or after a $) */
     b.seen = malloc(2 * (size_t)b.words * 8);
-    b.key = malloc((size_t)b.words * 8);
+    b.list = malloc(sizeof *b.list * (size_t)x->n_nfa);
+    b.key = calloc((size_t)b.words, 8);
     seeds = malloc(sizeof *seeds * (size_t)x->n_nfa);
-    if (!takes || !b.stack || !b.seen || !b.key || !seeds) goto oom;
+    b.slot = calloc(2 * JP_MAX_STATES, sizeof *b.slot);
+    if (!takes || !b.stack || !b.seen || !b.list || !b.key || !seeds || !b.slot) goto oom;
     for (int i = 0; i < x->n_sets; i++)
         for (int c = 0; c < nc; c++) takes[(size_t)i * nc + c] = in_set(&x->sets[i], d->bound[c]);
     d->start = state_of(&b, closure(&b, &start, 1, true));
@@ -666,16 +704,19 @@ static int build_dfa(rx *x, jp_dfa *d, int start) {
             int t = -1;
             if (writable(d->bound[c])) {
                 int n = 0;
-                const uint64_t *k = b.keys + (size_t)s * b.words;
-                for (int w = 0; w < b.words; w++)
-                    for (uint64_t m = k[w]; m; m &= m - 1) {
-                        int q = w * 64 + __builtin_ctzll(m);
-                        if (takes[(size_t)x->nfa[q].set * nc + c]) seeds[n++] = x->nfa[q].out;
-                    }
+                for (size_t k = b.key_at[s]; k < b.key_at[s + 1]; k++) {
+                    int q = b.keys[k];
+                    if (takes[(size_t)x->nfa[q].set * nc + c]) seeds[n++] = x->nfa[q].out;
+                }
+                b.work += (long long)(b.key_at[s + 1] - b.key_at[s]);
                 if (n) t = state_of(&b, closure(&b, seeds, n, false));
                 if (t == -3) goto oom;
                 if (t == -2) {
                     rx_fail(x, "too complex (more than %d automaton states)", JP_MAX_STATES);
+                    goto out;
+                }
+                if (b.work > MAX_WORK) {
+                    rx_fail(x, "too complex to compile quickly");
                     goto out;
                 }
             }
@@ -690,9 +731,12 @@ out:
     free(takes);
     free(b.stack);
     free(b.seen);
+    free(b.list);
     free(b.key);
     free(b.keys);
+    free(b.key_at);
     free(b.hash);
+    free(b.slot);
     free(seeds);
     return rc;
 }

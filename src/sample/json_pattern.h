@@ -11,7 +11,9 @@
  * (?<name> ), alternation, * + ? {n} {n,} {n,m} (lazy forms too: a
  * language does not care), ^ and $. Refused at compile with a message:
  * backreferences, lookaround, \b / \B, \p{..}, patterns past
- * JP_MAX_STATES DFA states, and length limits no match can meet.
+ * JP_MAX_STATES DFA states or past about 0.1 s of compiling (json_pattern.c's
+ * MAX_WORK: a compile runs on a request's thread), and length limits no
+ * match can meet.
  *
  * The alphabet: the characters a JSON string can carry as itself or by a
  * short escape (\" \\ \/ \b \f \n \r \t) — U+0008-000A, U+000C-000D,
@@ -28,7 +30,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define JP_MAX_STATES 2048
+#define JP_MAX_STATES 16384
 #define JP_MAX_REPEAT 1000   /* the largest n / m of {n,m} */
 
 typedef struct jp_dfa jp_dfa;

@@ -155,6 +155,7 @@ TEST(test_json_pattern_walks_never_stuck) {
         {"^[a-z]{3,8}$", 4, 6, "az", 0},
         {"^(ab|cde)*$", 5, 9, "abcde", 0},
         {"[0-9]{4}", 6, 8, "09x", 0},
+        {"^[A-Za-z0-9._%+-]{1,64}@[A-Za-z0-9.-]{1,255}\\.[A-Za-z]{2,63}$", 0, 1000, "a.@-z", 0}, /* (a DFA of thousands of states) */
     };
     unsigned rng = 11;
     int stuck = 0, ended = 0, runs = 0;
@@ -220,7 +221,8 @@ TEST(test_json_pattern_refused) {
         {"^[a-z]{3}$", 0, 2, "no string of 0 to 2"},
         {"^[a-z]{3}$", 4, 9, "no string of 4 to 9"},
         {"^(ab)+$", 3, 3, "no string of 3 to 3"},
-        {"(a|b)*a(a|b){12}", 0, 100, "too complex"},
+        {"(a|b)*a(a|b){14}", 0, 100, "too complex (more than"},
+        {"(?:\\w|\\d|\\s|.){0,999}[a-c]{0,999}", 0, 5000, "too complex to compile quickly"},
     };
     for (size_t i = 0; i < sizeof BAD / sizeof BAD[0]; i++) {
         char err[200];
