@@ -20,6 +20,7 @@
 #define MAX_NFA (1 << 17)
 #define MAX_GROUP_DEPTH 64
 #define MAX_FEWEST (1 << 20)  /* entries of the (minLength + 1) x states table */
+#define MAX_NEXT (1 << 22)    /* entries of the states x classes table (16 MB) */
 #define MAX_WORK 40000000LL   /* the subset construction's steps (NFA states visited, bitset words
                                * cleared; a visit ~2.5 ns on this VM): about 0.1 s at most, for a
                                * compile that runs on a request's thread */
@@ -715,7 +716,7 @@ static int build_dfa(rx *x, jp_dfa *d, int start) {
                     rx_fail(x, "too complex (more than %d automaton states)", JP_MAX_STATES);
                     goto out;
                 }
-                if (b.work > MAX_WORK) {
+                if (b.work > MAX_WORK || (long long)d->n_states * nc > MAX_NEXT) {
                     rx_fail(x, "too complex to compile quickly");
                     goto out;
                 }
