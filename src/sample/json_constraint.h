@@ -29,16 +29,18 @@
  * a number's minimum / maximum / exclusiveMinimum / exclusiveMaximum
  * (every prefix can still reach the range; the value — as a JSON parser
  * reads it into a double — is in it where it ends; a bounded non-integer
- * is written without an exponent, in at most JC_MAX_DEC_DIGITS digits), an
- * integer's whole multipleOf (a fraction whose inverse is whole allows any
- * integer; other fractions are not enforced), enum / const, anyOf / oneOf whose branches start
+ * is written without an exponent, in at most JC_MAX_DEC_DIGITS digits), a
+ * multipleOf of at most JC_MAX_SCALE decimal places (m x 10^-k: a number's
+ * value a multiple of it, written with at most k fraction digits and no
+ * exponent, its range and multiple exact in units of 10^-k; an integer's:
+ * a multiple of m / gcd(m, 10^k)), enum / const, anyOf / oneOf whose branches start
  * with different characters (an object and null, a string and a number;
  * all-enum branches merge) or are objects told apart by one required
  * constant property (a discriminated union: that property is written
  * first), allOf of one schema, $ref to #/$defs/NAME or
  * #/definitions/NAME (recursion allowed), true / {} (any value). Accepted but
- * not enforced: other value refinements (other formats, a non-integer's
- * multipleOf, ...) and annotations. Refused at compile with a message: anything else that
+ * not enforced: other value refinements (other formats, a multipleOf of
+ * more decimal places, ...) and annotations. Refused at compile with a message: anything else that
  * changes the structure (prefixItems, not, if/then, allOf of several,
  * branches both starting with '{' ...).
  *
@@ -75,6 +77,7 @@
 #define JC_MAX_INT_DIGITS 18 /* digits before any '.': every such integer fits int64 */
 #define JC_INT_LIMIT 999999999999999999LL /* the largest such integer */
 #define JC_MAX_DEC_DIGITS 17 /* digits of a bounded non-integer number (a double's precision) */
+#define JC_MAX_SCALE 6       /* decimal places of a multipleOf enforced on numbers (0.000001) */
 #define JC_MAX_EXP_DIGITS 2  /* exponent digits: no double overflows (jansson, the tool-call
                               * parser, refuses integers past int64 and reals past DBL_MAX) */
 
@@ -96,8 +99,11 @@ typedef struct {
 typedef struct {
     uint8_t kinds;       /* JC_K_* a value may be (0 with literals: only those) */
     bool integer;        /* a number must be an integer */
-    int64_t min_int, max_int; /* integers: the range (+-JC_INT_LIMIT: unbounded) */
-    int64_t mult_int;    /* integers: multipleOf (1: any) */
+    uint8_t scale;       /* a decimal number (scale > 0: a multipleOf of scale decimal places):
+                          * at most scale fraction digits, no exponent; the next two in units of
+                          * 10^-scale */
+    int64_t min_int, max_int; /* integers and decimals: the range (+-JC_INT_LIMIT: unbounded) */
+    int64_t mult_int;    /* integers and decimals: multipleOf (1: any) */
     double min_num, max_num;  /* other numbers: the range (+-inf: unbounded), */
     bool min_open, max_open;  /* its ends excluded or not */
     int obj, arr;        /* the nodes whose object / array fields an object / array value

@@ -113,25 +113,30 @@ static bool close_container(jc_state *s) {
     return true;
 }
 
-/* An integer node's range and multipleOf against the number being read
- * (s->num, s->neg, s->cand digits; a lone 0 takes no more): whether
- * appending digits can still reach a multiple in the range (end: whether
- * the number as it is is one). A magnitude m of d digits becomes
- * [m 10^k, m 10^k + 10^k - 1] with k more, d + k <= JC_MAX_INT_DIGITS. */
-static bool int_fits(const jc_state *s, const jc_node *n, bool end) {
-    if (!n->integer) return true;
-    bool closed = end || s->aux == N_ZERO_T;
-    int digits = s->aux == N_ZERO_T ? 1 : (int)s->cand;
-    int64_t scale = 1, q = n->mult_int;
+/* An integer's or a decimal's (n->scale > 0) range and multipleOf against
+ * the number being read (s->num: its digits so far, s->frac_n of them after
+ * the point; s->neg), in units of 10^-scale: whether appending digits can
+ * still reach a multiple in the range (end: whether the number as it is is
+ * one). Digits m become the magnitudes [m 10^e, m 10^e + 10^e - 1] with e
+ * = k + scale for k more integer digits (any fraction after them), or e =
+ * scale - f after f fraction digits; exactly m 10^e where it ends. A lone
+ * 0, or a point, takes no more integer digits; at most JC_MAX_INT_DIGITS -
+ * scale integer digits. */
+static bool units_fit(const jc_state *s, const jc_node *n, bool end) {
+    int sc = n->scale, f = s->frac_n;
+    bool frac = s->aux == N_DOT || s->aux == N_FRAC_T, closed = end || frac || s->aux == N_ZERO_T;
+    int digits = s->aux == N_ZERO_T ? 1 : (int)s->cand; /* integer digits */
+    int64_t q = n->mult_int;
     for (int k = 0;; k++) {
-        int64_t a = s->num * scale, b = a + scale - 1;
+        int64_t u = 1;
+        for (int e = frac ? sc - f : k + sc; e > 0; e--) u *= 10;
+        int64_t a = s->num * u, b = end ? a : a + u - 1;
         int64_t lo = s->neg ? -b : a, hi = s->neg ? -a : b; /* the values, then those in the range */
         if (lo < n->min_int) lo = n->min_int;
         if (hi > n->max_int) hi = n->max_int;
         int64_t first = lo >= 0 ? (lo + q - 1) / q * q : -(-lo / q * q); /* the least multiple of q >= lo */
-        if (digits + k > 0 && lo <= hi && first <= hi) return true;
-        if (closed || digits + k >= JC_MAX_INT_DIGITS) return false;
-        scale *= 10;
+        if ((frac || digits + k > 0) && lo <= hi && first <= hi) return true;
+        if (closed || digits + k >= JC_MAX_INT_DIGITS - sc) return false;
     }
 }
 
@@ -174,7 +179,7 @@ static bool dec_fits(const jc_state *s, const jc_node *n, bool end) {
 
 /* the number being read against its node's range */
 static bool num_fits(const jc_state *s, const jc_node *n, bool end) {
-    if (n->integer) return int_fits(s, n, end);
+    if (n->integer || n->scale) return units_fit(s, n, end);
     return isinf(n->min_num) && isinf(n->max_num) ? true : dec_fits(s, n, end);
 }
 
@@ -540,7 +545,8 @@ static bool string_byte(jc_state *s, uint8_t b) {
 static bool number_byte(jc_state *s, uint8_t b) {
     const jc_node *n = node(s, s->lit_node);
     bool digit = b >= '0' && b <= '9', integer = n->integer;
-    bool dec = !integer && !(isinf(n->min_num) && isinf(n->max_num)); /* a bounded non-integer: no exponent */
+    bool dec = !integer && (n->scale || !(isinf(n->min_num) && isinf(n->max_num))); /* a decimal or a bounded
+                                                                                       * non-integer: no exponent */
     int st = s->aux, next = -1;
     switch (st) {
     case N_MINUS: next = b == '0' ? N_ZERO_T : digit ? N_INT_T : -1; break;
@@ -564,10 +570,11 @@ static bool number_byte(jc_state *s, uint8_t b) {
             return false;
         s->aux = (uint8_t)next;
         if (next == N_FRAC_T && dec) {
-            if ((st == N_ZERO_T ? 1 : (int)s->cand) + ++s->frac_n > JC_MAX_DEC_DIGITS) return false;
+            ++s->frac_n;
+            if (n->scale ? s->frac_n > n->scale : (int)s->cand + s->frac_n > JC_MAX_DEC_DIGITS) return false;
             s->num = s->num * 10 + (b - '0');
         } else if (next == N_INT_T || next == N_ZERO_T) {
-            if (dec && (int)s->cand > JC_MAX_DEC_DIGITS) return false;
+            if (dec && (int)s->cand > (n->scale ? JC_MAX_INT_DIGITS - n->scale : JC_MAX_DEC_DIGITS)) return false;
             s->num = s->num * 10 + (b - '0');
         } else if (next != N_DOT) return true;
         return num_fits(s, n, false);

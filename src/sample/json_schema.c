@@ -297,14 +297,51 @@ static int fill_bounds(compiler *k, int id, const json_t *s) {
         return fail(k, "no number lies between the schema's minimum and maximum");
     const json_t *mo = json_object_get(s, "multipleOf");
     if (mo && (!json_is_number(mo) || !(json_number_value(mo) > 0))) return fail(k, "'multipleOf' must be a number above 0");
-    if (!n->integer) return 0;
-    double q = mo ? json_number_value(mo) : 1;
-    if (q == floor(q) && q <= (double)JC_INT_LIMIT) n->mult_int = (int64_t)q; /* (a fraction: see json_constraint.h) */
-    double lim = (double)JC_INT_LIMIT, lo = n->min_open ? floor(n->min_num) + 1 : ceil(n->min_num),
-           hi = n->max_open ? ceil(n->max_num) - 1 : floor(n->max_num);
-    n->min_int = lo <= -lim ? -JC_INT_LIMIT : lo >= lim ? JC_INT_LIMIT : (int64_t)lo;
-    n->max_int = hi <= -lim ? -JC_INT_LIMIT : hi >= lim ? JC_INT_LIMIT : (int64_t)hi;
-    return n->min_int > n->max_int ? fail(k, "no integer lies between the schema's minimum and maximum") : 0;
+    /* multipleOf as m x 10^-places, places <= JC_MAX_SCALE (-1: none, or not such a decimal) */
+    int64_t m = 1, p10 = 1;
+    int places = -1;
+    for (int e = 0; mo && e <= JC_MAX_SCALE; e++) {
+        double x = json_number_value(mo) * (double)p10, r = nearbyint(x);
+        if (r >= 1 && r <= (double)JC_INT_LIMIT && fabs(x - r) <= 1e-9 * r) {
+            m = (int64_t)r, places = e;
+            break;
+        }
+        p10 *= 10;
+    }
+    if (places == 0) n->integer = true; /* a whole multipleOf: its multiples are integers */
+    if (!n->integer && places < 0) return 0; /* (a bounded number: in doubles, json_match.c's dec_fits) */
+    if (n->integer) { /* an integer i is a multiple of m 10^-k where i 10^k is one of m: of m / gcd(m, 10^k) */
+        int64_t a = m, b = p10;
+        while (b) {
+            int64_t t = a % b;
+            a = b, b = t;
+        }
+        n->mult_int = m / a;
+    } else
+        n->scale = (uint8_t)places, n->mult_int = m;
+    /* the range in units of 10^-scale: the least / greatest unit whose value (the double a
+     * parser reads from its text) is inside, searched from just outside inwards */
+    double unit = pow(10, n->scale);
+    for (int i = 0; i < 2; i++) {
+        double want = *v[i];
+        int64_t *u = i ? &n->max_int : &n->min_int;
+        if (isinf(want) || fabs(want) * unit >= (double)JC_INT_LIMIT) {
+            *u = want < 0 ? -JC_INT_LIMIT : JC_INT_LIMIT;
+            continue;
+        }
+        int64_t c = (int64_t)nearbyint(want * unit) + (i ? 2 : -2);
+        for (int step = 0; step < 5; step++, c += i ? -1 : 1) {
+            char t[48];
+            snprintf(t, sizeof t, "%llde-%d", (long long)c, n->scale);
+            double val = strtod(t, NULL);
+            if (i ? (*open[i] ? val < want : val <= want) : (*open[i] ? val > want : val >= want)) break;
+        }
+        *u = c;
+    }
+    if (n->min_int > n->max_int)
+        return fail(k, "no %s lies between the schema's minimum and maximum", n->integer ? "integer" : "such decimal");
+    int64_t q = n->mult_int, lo = n->min_int, first = lo >= 0 ? (lo + q - 1) / q * q : -(-lo / q * q);
+    return first > n->max_int ? fail(k, "no multiple of 'multipleOf' lies between the schema's minimum and maximum") : 0;
 }
 
 /* anyOf: node src's kinds joined to dst's; an object or array value of dst
@@ -316,13 +353,16 @@ static int merge_kinds(compiler *k, int dst, int src) {
                            clash & JC_K_OBJECT ? "objects" : "arrays");
     if (s->kinds & JC_K_NUMBER) { /* two number branches: the range either allows (a hull, its ends closed) */
         bool both = d->kinds & JC_K_NUMBER;
-        d->mult_int = both && d->mult_int != s->mult_int ? 1 : s->mult_int;
+        /* integers beside decimals, or decimals of two scales: neither (the range in doubles) */
+        bool apart = both && d->scale != s->scale;
+        d->scale = apart ? 0 : s->scale;
+        d->mult_int = apart || (both && d->mult_int != s->mult_int) ? 1 : s->mult_int;
         d->min_int = both && d->min_int < s->min_int ? d->min_int : s->min_int;
         d->max_int = both && d->max_int > s->max_int ? d->max_int : s->max_int;
         d->min_open = !both && s->min_open, d->max_open = !both && s->max_open;
         d->min_num = both && d->min_num < s->min_num ? d->min_num : s->min_num;
         d->max_num = both && d->max_num > s->max_num ? d->max_num : s->max_num;
-        d->integer = both ? d->integer && s->integer : s->integer;
+        d->integer = both ? d->integer && s->integer && !apart : s->integer;
     }
     if (s->kinds & JC_K_OBJECT) d->obj = s->obj;
     if (s->kinds & JC_K_ARRAY) d->arr = s->arr;

@@ -65,6 +65,7 @@ function conforms(v, s) {
       v > (s.exclusiveMinimum ?? -Infinity) && v < (s.exclusiveMaximum ?? Infinity);
   if (t === 'number')
     return typeof v === 'number' && v >= (s.minimum ?? -Infinity) && v <= (s.maximum ?? Infinity) &&
+      (s.multipleOf === undefined || Math.abs(v / s.multipleOf - Math.round(v / s.multipleOf)) < 1e-6) &&
       v > (s.exclusiveMinimum ?? -Infinity) && v < (s.exclusiveMaximum ?? Infinity);
   if (t === 'string')
     return typeof v === 'string' && [...v].length >= (s.minLength ?? 0) && [...v].length <= (s.maxLength ?? Infinity) &&
@@ -89,6 +90,7 @@ test('conforms() itself tells a good answer from bad ones', () => {
   assert.ok(!conforms(6, { type: 'integer', minimum: 1, maximum: 5 }));
   assert.ok(!conforms(1, { type: 'integer', exclusiveMinimum: 1 }));
   assert.ok(!conforms(1.5, { type: 'number', maximum: 1 }));
+  assert.ok(conforms(19.95, { type: 'number', multipleOf: 0.05 }) && !conforms(19.97, { type: 'number', multipleOf: 0.05 }));
   assert.ok(conforms('2024-02-29T23:59:59.5+05:30', { type: 'string', format: 'date-time' }));
   assert.ok(!conforms('2024-02-29 23:59:59Z', { type: 'string', format: 'date-time' }));
   assert.ok(!conforms('2024-13-01', { type: 'string', format: 'date' }));
@@ -152,14 +154,14 @@ test('OpenAI chat: format date / date-time / uuid / ipv4 / email / hostname / ip
 
 // number ranges and an integer's multipleOf are enforced: greedy and sampled answers stay inside them
 // (tinycoder, without the ranges, writes {"stars": 1000, "year": 1000} greedily)
-test('OpenAI chat: integer and number minimum / maximum and multipleOf hold at temperature 0 and at five seeds', async () => {
+test('OpenAI chat: integer and number minimum / maximum and multipleOf (whole and decimal) hold at temperature 0 and at five seeds', async () => {
   const schema = {
     type: 'object',
     properties: {
-      year: { type: 'integer', minimum: 2030, maximum: 2035 }, lines: { type: 'integer', minimum: 10, multipleOf: 25 }, stars: { type: 'integer', exclusiveMinimum: 0, maximum: 5 },
-      score: { type: 'number', minimum: 0, maximum: 1 },
+      year: { type: 'integer', minimum: 2030, maximum: 2035 }, lines: { type: 'integer', minimum: 10, maximum: 100000, multipleOf: 25 }, stars: { type: 'integer', exclusiveMinimum: 0, maximum: 5 },
+      score: { type: 'number', minimum: 0, maximum: 1 }, price: { type: 'number', minimum: 0, maximum: 100, multipleOf: 0.05 },
     },
-    required: ['year', 'stars', 'score', 'lines'], additionalProperties: false,
+    required: ['year', 'stars', 'score', 'lines', 'price'], additionalProperties: false,
   };
   const base = { model: await L.model(), messages: [{ role: 'user', content: ASK }], max_tokens: 120, response_format: jsonSchemaFormat(schema) };
   const seen = new Set();

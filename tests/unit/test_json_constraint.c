@@ -228,7 +228,7 @@ TEST(test_json_constraint_schema) {
     expect("{\"type\":\"boolean\"}", "true", 1);
     expect("{\"type\":\"string\"}", "\"\\ud83d\\ude00\"", 1);
     /* other refinements are accepted and not enforced */
-    expect("{\"type\":\"number\",\"multipleOf\":0.3}", "0.5", 1);
+    expect("{\"type\":\"number\",\"multipleOf\":0.0000003}", "0.5", 1); /* (past JC_MAX_SCALE places) */
     /* string lengths in characters: a UTF-8 character or an escape counts one */
     const char *len23 = "{\"type\":\"string\",\"minLength\":2,\"maxLength\":3}";
     expect(len23, "\"ab\"", 1);
@@ -443,9 +443,6 @@ static int prefixes_finish(const json_constraint *c, const jc_state *st, const c
     return n;
 }
 
-/* Bounded non-integer numbers: texts (all of -9.99 .. 9.99 in steps of
- * 0.01, and more) accepted iff their double lies in the range; every
- * accepted prefix of up to 6 characters can finish; no exponent. */
 /* string patterns (json_pattern.h; PCRE2 checks the DFA in test_json_pattern.c): characters,
  * escapes, UTF-8, lengths, and where a pattern is not the only rule */
 TEST(test_json_constraint_string_pattern) {
@@ -478,6 +475,24 @@ TEST(test_json_constraint_string_pattern) {
     expect("{\"type\":\"string\",\"enum\":[\"x\"],\"pattern\":\"^y$\"}", "\"x\"", 1);
 }
 
+/* text's verdict against want (the first three that differ reported) */
+static void judge(const json_constraint *c, const char *schema, const char *text, bool want, int *wrong) {
+    bool early;
+    if ((verdict(c, text, &early) == 1) != want && ++*wrong <= 3)
+        CHECK_MSG(0, "schema %s: %s %s", schema, text, want ? "refused" : "accepted");
+}
+
+/* a number document's accepted prefixes of up to 6 characters over alpha, each shown able to finish */
+static int number_prefixes_finish(const json_constraint *c, const char *alpha, int *dead) {
+    jc_state st;
+    jc_start(&st, c, 0);
+    char buf[16];
+    return prefixes_finish(c, &st, alpha, 6, 8, buf, 0, dead);
+}
+
+/* Bounded non-integer numbers: texts (all of -9.99 .. 9.99 in steps of
+ * 0.01, and more) accepted iff their double lies in the range; every
+ * accepted prefix of up to 6 characters can finish; no exponent. */
 TEST(test_json_constraint_number_range) {
     struct { const char *schema; double lo, hi; bool lo_open, hi_open; } r[] = {
         {"{\"type\":\"number\",\"minimum\":0,\"maximum\":1}", 0, 1, false, false},
@@ -499,15 +514,10 @@ TEST(test_json_constraint_number_range) {
                 else snprintf(t, sizeof t, "%d", v / 10);
                 double x = strtod(t, NULL);
                 bool want = (r[i].lo_open ? x > r[i].lo : x >= r[i].lo) && (r[i].hi_open ? x < r[i].hi : x <= r[i].hi);
-                bool early;
-                if (verdict(c, t, &early) != want && ++wrong <= 3)
-                    CHECK_MSG(0, "schema %s: %s %s", r[i].schema, t, want ? "refused" : "accepted");
+                judge(c, r[i].schema, t, want, &wrong);
                 checked++;
             }
-        jc_state st;
-        jc_start(&st, c, 0);
-        char buf[16];
-        prefixes += prefixes_finish(c, &st, "-0123456789.e", 6, 8, buf, 0, &dead);
+        prefixes += number_prefixes_finish(c, "-0123456789.e", &dead);
         jc_free(c);
     }
     CHECK_EQ_INT(dead, 0);
@@ -523,6 +533,60 @@ TEST(test_json_constraint_number_range) {
     expect(conf, "{\"confidence\": 85}", 0);
 }
 
+/* multipleOf of a few decimal places (a whole one on a number, a fraction
+ * on an integer): every text of up to 2 integer and 3 fraction digits,
+ * either sign, judged in exact thousandths (fraction digits past the
+ * multipleOf's places refused; integers and whole multiples take none);
+ * every accepted prefix of up to 6 characters can finish. */
+TEST(test_json_constraint_decimal_multiple) {
+    const long long U = 1000000000LL; /* "unbounded", in thousandths */
+    struct { const char *schema; long long m; int places, max_fd; long long lo, hi; } r[] = {
+        {"{\"type\":\"number\",\"multipleOf\":0.01,\"minimum\":0,\"maximum\":2}", 1, 2, 2, 0, 2000},
+        {"{\"type\":\"number\",\"multipleOf\":0.25,\"minimum\":-1,\"exclusiveMaximum\":1.5}", 25, 2, 2, -1000, 1499},
+        {"{\"type\":\"number\",\"multipleOf\":0.5}", 5, 1, 1, -U, U},
+        {"{\"type\":\"number\",\"multipleOf\":0.3,\"minimum\":0.3,\"maximum\":1.2}", 3, 1, 1, 300, 1200},
+        {"{\"type\":\"number\",\"multipleOf\":0.001,\"exclusiveMinimum\":-0.5,\"maximum\":0.25}", 1, 3, 3, -499, 250},
+        {"{\"type\":\"number\",\"multipleOf\":0.05,\"minimum\":0.01,\"maximum\":0.99}", 5, 2, 2, 10, 990},
+        {"{\"type\":\"integer\",\"multipleOf\":0.3}", 3, 1, 0, -U, U},
+        {"{\"type\":\"number\",\"multipleOf\":0.5,\"minimum\":10,\"maximum\":99.5}", 5, 1, 1, 10000, 99500},
+        {"{\"type\":\"number\",\"multipleOf\":0.25,\"minimum\":-60,\"maximum\":-12.5}", 25, 2, 2, -60000, -12500},
+        {"{\"type\":\"number\",\"multipleOf\":5,\"maximum\":12}", 5, 0, 0, -U, 12000},
+        {"{\"anyOf\":[{\"type\":\"number\",\"multipleOf\":0.5,\"maximum\":1},{\"type\":\"number\",\"multipleOf\":0.5,\"minimum\":50}]}",
+         5, 1, 1, -U, U}, /* (the two ranges' hull) */
+    };
+    long checked = 0;
+    int prefixes = 0, dead = 0;
+    for (size_t i = 0; i < sizeof r / sizeof *r; i++) {
+        json_constraint *c = compile_str(r[i].schema);
+        if (!c) continue;
+        long long p10 = 1;
+        for (int k = 0; k < r[i].places; k++) p10 *= 10;
+        int wrong = 0;
+        for (long long v = -99999; v <= 99999 && wrong < 5; v++)
+            for (int fd = 0; fd <= 3; fd++) {
+                long long step = fd == 0 ? 1000 : fd == 1 ? 100 : fd == 2 ? 10 : 1;
+                if (v % step) continue;
+                long long a = v < 0 ? -v : v;
+                char t[32];
+                if (fd) snprintf(t, sizeof t, "%s%lld.%0*lld", v < 0 ? "-" : "", a / 1000, fd, a % 1000 / step);
+                else snprintf(t, sizeof t, "%s%lld", v < 0 ? "-" : "", a / 1000);
+                judge(c, r[i].schema, t, fd <= r[i].max_fd && v >= r[i].lo && v <= r[i].hi && (v * p10) % (r[i].m * 1000) == 0,
+                      &wrong);
+                checked++;
+            }
+        prefixes += number_prefixes_finish(c, "-0123456789.", &dead);
+        jc_free(c);
+    }
+    CHECK_EQ_INT(dead, 0);
+    printf("    %ld texts against the multiples, %d accepted prefixes all able to finish\n", checked, prefixes);
+    EXPECT_EACH("{\"type\":\"number\",\"multipleOf\":0.5}", 0, "1e1", "1.50", "0.25", "-0.1");
+    EXPECT_EACH("{\"type\":\"number\",\"multipleOf\":0.5}", 1, "-0", "-0.5", "123456789012345.5");
+    const char *price = "{\"type\":\"object\",\"properties\":{\"price\":{\"type\":\"number\",\"multipleOf\":0.01,\"minimum\":0}},"
+                        "\"required\":[\"price\"]}";
+    EXPECT_EACH(price, 1, "{\"price\": 19.99}", "{\"price\": 5}", "{\"price\": 0.5}");
+    EXPECT_EACH(price, 0, "{\"price\": 19.999}", "{\"price\": -1}", "{\"price\": 2e1}");
+}
+
 TEST(test_json_constraint_refused_schemas) {
     const char *bad[] = {
         "{\"type\":\"objekt\"}", "{\"not\":{}}", "{\"prefixItems\":[{}]}", "{\"allOf\":[{}, {}]}",
@@ -536,6 +600,8 @@ TEST(test_json_constraint_refused_schemas) {
         "{\"type\":\"integer\",\"multipleOf\":0}", "{\"type\":\"integer\",\"multipleOf\":\"2\"}",
         "{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}", "{\"type\":\"integer\",\"minimum\":\"3\"}",
         "{\"type\":\"integer\",\"exclusiveMinimum\":2,\"exclusiveMaximum\":3}",
+        "{\"type\":\"integer\",\"minimum\":1,\"maximum\":4,\"multipleOf\":5}",
+        "{\"type\":\"number\",\"minimum\":0.1,\"maximum\":0.2,\"multipleOf\":0.25}",
         "{\"type\":\"string\",\"minLength\":3,\"maxLength\":2}", "{\"type\":\"string\",\"maxLength\":-1}",
         "{\"type\":\"string\",\"maxLength\":70000}", "{\"type\":\"string\",\"minLength\":1.5}",
         "{\"type\":\"string\",\"pattern\":\"(?=a)\"}", "{\"type\":\"string\",\"pattern\":5}",
