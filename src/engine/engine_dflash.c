@@ -281,10 +281,17 @@ int engine_dflash_update(engine *e, int na, const int *feed, const int *tstart, 
             e->fl_entry0[nb] = s->n_cached - s->fl_q0;
             e->fl_of[nb++] = i;
         }
-    /* the entries and the blocks in one pass; the drafts stay on the device */
+    /* the entries and the blocks in one pass; the drafts stay on the device
+     * unless a sequence sampled under a constraint there drafts (each verify
+     * row's mask follows the drafts before it): then the pass brings every
+     * block back */
+    bool fetch = false;
+    for (int j = 0; j < nb; j++) fetch |= e->active[e->fl_of[j]]->dev_mask;
+    int32_t *host = fetch ? malloc((size_t)nb * (B - 1) * sizeof *host) : NULL;
     dflash_ctx_rows cr = {n, e->fl_idx, e->fl_pos, e->fl_seq, e->fl_row};
-    dflash_blocks bl = {nb, e->fl_of, e->fl_last, e->fl_rope0, e->fl_entry0, B, NULL, 0};
-    if ((n || nb) && dflash_step(d, &e->fl_kv, na, seqs, &cr, &bl) != 0) {
+    dflash_blocks bl = {nb, e->fl_of, e->fl_last, e->fl_rope0, e->fl_entry0, B, host, 0};
+    if ((fetch && !host) || ((n || nb) && dflash_step(d, &e->fl_kv, na, seqs, &cr, &bl) != 0)) {
+        free(host);
         for (int i = 0; i < na; i++)
             if (draft[i] || (!done[i] && e->active[i]->use_dflash && feed[i])) {
                 e->active[i]->use_dflash = false;
@@ -296,10 +303,14 @@ int engine_dflash_update(engine *e, int na, const int *feed, const int *tstart, 
     if (!nb) return 0;
     for (int j = 0; j < nb; j++) {
         seq_state *s = e->active[e->fl_of[j]];
-        memset(s->fl_draft, 0, (size_t)(B - 1) * sizeof *s->fl_draft); /* valid ids until they come back */
+        if (host) /* here already */
+            memcpy(s->fl_draft, host + (size_t)j * (B - 1), (size_t)(B - 1) * sizeof *s->fl_draft);
+        else
+            memset(s->fl_draft, 0, (size_t)(B - 1) * sizeof *s->fl_draft); /* valid ids until they come back */
         s->n_fl_draft = B - 1;
-        s->fl_slot = j;
+        s->fl_slot = host ? -1 : j;
     }
-    e->fl_pend = nb;
+    e->fl_pend = host ? 0 : nb;
+    free(host);
     return 1;
 }

@@ -428,10 +428,12 @@ static void proposer_passes(engine *e, int na, const int *feed, const int *tstar
         unsigned long g0 = model_graph_recordings();
         n_pass[1] = engine_dflash_update(e, na, feed, tstart, pstart, done);
         t_pass[1] = now_s() - t0;
-        /* its drafts stay on the device: the next forward completes its cost */
-        e->fl_pend_t = behind ? (n_pass[1] && !recorded ? e->fl_behind_t : 0.0)
-                       : n_pass[1] && !n_prompt && model_graph_recordings() == g0 ? t_pass[1]
-                                                                                  : 0.0;
+        /* its drafts stay on the device: the next forward completes its cost
+         * (brought back with the pass, for a constrained sampled sequence:
+         * timed whole here) */
+        bool timed = n_pass[1] && !n_prompt && model_graph_recordings() == g0;
+        e->fl_pend_t = behind ? (n_pass[1] && !recorded ? e->fl_behind_t : 0.0) : timed && e->fl_pend ? t_pass[1] : 0.0;
+        if (!behind && timed && !e->fl_pend) engine_track_cost(e, &e->src_ratio[DRAFT_SRC_DFLASH], t_pass[1], 1);
     }
     for (int i = 0; i < na; i++)
         if (!done[i]) engine_wake(e->active[i]->r);

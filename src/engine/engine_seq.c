@@ -93,7 +93,7 @@ seq_state *engine_seq_new(engine *e, engine_req *r) {
     bool can_mtp = e->mtp_kv.n_blocks > 0 && r->p.spec != 0 && (r->p.mtp < 0 ? e->cfg.mtp : r->p.mtp > 0);
     bool can_dflash = e->fl_kv.n_blocks > 0 && r->p.spec != 0;
     s->use_mtp = can_mtp;
-    s->standby[DRAFT_SRC_DFLASH] = can_dflash && !s->dev_mask; /* (its drafts stay on the device: a row's mask needs them) */
+    s->standby[DRAFT_SRC_DFLASH] = can_dflash; /* (under a mask on the device its blocks come back: engine_dflash.c) */
     s->standby[DRAFT_SRC_DRAFTER] = can_drafter;
     s->mtp_q0 = -1;
     s->mtp_depth = e->cfg.mtp_depth;

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "model/dflash.h"
 #include "sample/token_mask.h"
 #include "penalty_cases.h"
 #include "prefill_logits.h"
@@ -168,15 +169,19 @@ static bool reference_decode(fx *f, const int32_t *ids, int n_ids, const engine_
 /* A JSON-constrained answer (a schema with enums, integers and free
  * strings) is the same with speculation on and off — greedy and seeded
  * sampled — while prompt lookup and the MTP head draft under the gates held
- * open: verify steps choose through the constraint as plain decoding does.
+ * open (with_dflash: the DFlash drafter alone, whose blocks come back to
+ * the host for a sampled answer masked on the backend): verify steps
+ * choose through the constraint as plain decoding does.
  * Each answer is a document jansson parses. A greedy answer with logprobs
  * is the same, tokens and values, as a plain decode under the rule gives
  * (the argmax taken when allowed, a row fetched when refused, logprobs from
  * the backend with the host's choice's logit fetched). On a backend that
  * samples, the sampled rows are masked there (masks sent with the step). */
-static void json_constraint_exact(const char *device) {
+static void json_constraint_exact(const char *device, bool with_dflash) {
     fx f;
     if (!fx_open_on(&f, device)) return;
+    dflash *d = NULL;
+    if (with_dflash) CHECK(dflash_load(&d, test_shared_path("models/tinycoder/dflash"), f.m) == 0);
     /* the CPU's choices and logprobs are the host rule's bit for bit. On a
      * GPU the reference rounds bf16 differently from the engine (see
      * reference_decode): each of the engine's steps is judged within twice
@@ -190,10 +195,11 @@ static void json_constraint_exact(const char *device) {
     json_constraint *c = jc_compile(schema, err, sizeof err);
     CHECK_MSG(c != NULL, "%s", err);
     engine *e = NULL;
-    engine_config ec = {.max_concurrent = 4, .prefill_chunk = 256, .ctx_size = 1024, .pld = true,
-                        .spec_min_repetition = 0.0, .no_runtime_gates = true, .mtp = true, .mtp_depth = 3};
-    CHECK(c && engine_start(&e, f.m, f.tk, &ec) == 0);
-    long long drafted = 0, accepted = 0;
+    engine_config ec = {.max_concurrent = 4, .prefill_chunk = 256, .ctx_size = 1024, .pld = !with_dflash,
+                        .spec_min_repetition = 0.0, .no_runtime_gates = true, .mtp = !with_dflash, .mtp_depth = 3,
+                        .dflash = d};
+    CHECK(c && (d || !with_dflash) && engine_start(&e, f.m, f.tk, &ec) == 0);
+    long long drafted = 0, accepted = 0, sampled_accepted = 0;
     int compared = 0, parsed = 0;
     for (int line = 0; e && line < 16; line++) {
         int n = 0;
@@ -203,8 +209,8 @@ static void json_constraint_exact(const char *device) {
             continue;
         }
         for (int sampled = 0; sampled < 2; sampled++) {
-            engine_params pon = params(120, 1), poff = params(120, 0);
-            pon.mtp = 1;
+            engine_params pon = params(120, with_dflash ? -1 : 1), poff = params(120, 0); /* (-1: the server's: DFlash alone) */
+            pon.mtp = !with_dflash;
             pon.constraint = poff.constraint = c;
             if (sampled) {
                 pon.sp.temperature = poff.sp.temperature = 0.8f;
@@ -232,6 +238,7 @@ static void json_constraint_exact(const char *device) {
             }
             drafted += a.drafted;
             accepted += a.accepted;
+            sampled_accepted += sampled ? a.accepted : 0;
             compared++;
             char *text = NULL;
             size_t tl = 0;
@@ -248,15 +255,20 @@ static void json_constraint_exact(const char *device) {
     engine_stats st = {0};
     if (e) engine_get_stats(e, &st);
     bool dev = strcmp(device, "cpu") != 0;
-    printf("    %s: %d constrained answers identical with speculation on and off (%d finished and parsed); %lld drafted, "
-           "%lld accepted; %lld rows fetched for a refused greedy argmax, %lld rows masked by the backend\n",
-           device, compared, parsed, drafted, accepted, st.constraint_rows, st.constraint_masks);
+    printf("    %s%s: %d constrained answers identical with speculation on and off (%d finished and parsed); %lld drafted, "
+           "%lld accepted (%lld in sampled answers); %lld rows fetched for a refused greedy argmax, %lld rows masked by "
+           "the backend\n",
+           device, with_dflash ? " (DFlash)" : "", compared, parsed, drafted, accepted, sampled_accepted, st.constraint_rows,
+           st.constraint_masks);
     CHECK(st.constraint_rows > 0);
     CHECK(dev ? st.constraint_masks > 100 : st.constraint_masks == 0);
     CHECK(compared >= 20);
     CHECK(parsed >= 10);
     CHECK(accepted > 20); /* drafts were really verified under the constraint */
+    CHECK(sampled_accepted > 10); /* sampled ones too (DFlash's blocks come back for the masks on the device) */
+    CHECK(!with_dflash || st.src_accepted[DRAFT_SRC_DFLASH] == accepted); /* (DFlash's alone) */
     if (e) engine_stop(e);
+    dflash_free(d);
     jc_free(c);
     json_decref(schema);
     fx_close(&f);
@@ -264,20 +276,33 @@ static void json_constraint_exact(const char *device) {
 
 TEST(test_spec_json_constraint_is_exact) {
     SKIP_WITHOUT_PROMPTS("chat.jsonl");
-    json_constraint_exact("cpu");
+    json_constraint_exact("cpu", false);
 }
 
 /* the same with the sampled rows drawn by the backend (the CPU with a
  * sample_rows op), which masks them first */
 TEST(test_spec_json_constraint_is_exact_with_rows_sampled_by_the_backend) {
     SKIP_WITHOUT_PROMPTS("chat.jsonl");
-    json_constraint_exact("cpu+sample_rows");
+    json_constraint_exact("cpu+sample_rows", false);
 }
 
 TEST(test_cuda_spec_json_constraint_is_exact) {
     SKIP_WITHOUT_PROMPTS("chat.jsonl");
     if (!backend_cuda_available()) SKIP("no CUDA GPU");
-    json_constraint_exact("cuda");
+    json_constraint_exact("cuda", false);
+}
+
+/* the same with the DFlash drafter (greedy answers, and sampled ones masked and drawn by the backend) */
+TEST(test_spec_dflash_constrained_sampling_is_exact) {
+    SKIP_WITHOUT_PROMPTS("chat.jsonl");
+    if (!test_shared_path("models/tinycoder/dflash")) SKIP("no DFlash drafter");
+    json_constraint_exact("cpu+sample_rows", true);
+}
+
+TEST(test_cuda_spec_dflash_constrained_sampling_is_exact) {
+    SKIP_WITHOUT_PROMPTS("chat.jsonl");
+    if (!backend_cuda_available()) SKIP("no CUDA GPU");
+    json_constraint_exact("cuda", true);
 }
 
 
