@@ -3,6 +3,7 @@
  * each of the 3 prompts the first drafted block (15 tokens) after the prompt,
  * and loading refusals for drafters that do not fit the model. */
 #include <jansson.h>
+#include <math.h>
 #include <stdlib.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -79,6 +80,71 @@ TEST(test_cuda_dflash_first_blocks_match_reference) {
     if (!test_shared_path("models/tinycoder/dflash")) SKIP("../shared/models/tinycoder/dflash not found");
     if (!backend_cuda_available()) SKIP("no CUDA GPU");
     check_first_blocks("cuda");
+}
+
+/* logits (9 x V) of a 40-token prompt and then 8 tokens fed one at a time
+ * through model_forward (tokens: the 8 to feed; NULL: the greedy ones,
+ * written there) */
+static float *decode_rows(model *m, const int32_t *ids, int n, int32_t *tokens, bool choose) {
+    int V = m->cfg.vocab_size;
+    float *out = malloc((size_t)9 * V * sizeof *out);
+    kv_cache kv;
+    kv_seq s = {0};
+    CHECK(model_kv_init(m, &kv, n + 16) == 0);
+    CHECK(forward_seq(m, &kv, &s, ids, n, 0, NULL, 0, false, out) == 0);
+    for (int i = 0; i < 8; i++) {
+        if (choose) tokens[i] = sample_argmax(out + (size_t)i * V, V);
+        CHECK(forward_seq(m, &kv, &s, &tokens[i], 1, n + i, NULL, 0, false, out + (size_t)(i + 1) * V) == 0);
+    }
+    kv_seq_release(&kv, &s);
+    kv_cache_free(&kv);
+    return out;
+}
+
+/* Keeping a DFlash drafter's features leaves the target's logits alone:
+ * the same prompt and tokens through model_forward before a drafter is
+ * attached and after (its feature products riding on the next layer's qkv
+ * launch) — bit for bit on the CPU, within the logit tolerance on a GPU. */
+static void features_leave_logits(const char *device) {
+    backend *be = NULL;
+    model *m = NULL;
+    dflash *d = NULL;
+    CHECK(backend_new(&be, device, 2) == 0);
+    if (be) CHECK(model_load(&m, test_shared_path("models/tinycoder"), be) == 0);
+    if (!m) { backend_free(be); return; }
+    int V = m->cfg.vocab_size, n = 40;
+    int32_t ids[40], tokens[8];
+    for (int i = 0; i < n; i++) ids[i] = 10 + (i * 397) % 8000;
+    float *a = decode_rows(m, ids, n, tokens, true);
+    CHECK(dflash_load(&d, test_shared_path("models/tinycoder/dflash"), m) == 0);
+    CHECK(m->n_feat > 0);
+    float *b = decode_rows(m, ids, n, tokens, false);
+    double tol = strcmp(device, "cpu") == 0 ? 0.0 : TEST_LOGIT_TOL(be), worst = 0;
+    int worst_row = -1;
+    for (int r = 0; r < 9; r++)
+        for (int j = 0; j < V; j++) {
+            double x = a[(size_t)r * V + j], y = b[(size_t)r * V + j], e = fabs(x - y) / (1.0 + fabs(x));
+            if (e > worst) worst = e, worst_row = r;
+        }
+    printf("    [%s] logits with features kept against without: worst relative gap %.3g (row %d of 9)\n", device, worst,
+           worst_row);
+    CHECK_MSG(worst <= tol, "[%s] the features changed the logits: %.3g at row %d", device, worst, worst_row);
+    free(a);
+    free(b);
+    dflash_free(d);
+    model_free(m);
+    backend_free(be);
+}
+
+TEST(test_dflash_features_leave_the_logits_alone) {
+    if (!test_shared_path("models/tinycoder/dflash")) SKIP("../shared/models/tinycoder/dflash not found");
+    features_leave_logits("cpu");
+}
+
+TEST(test_cuda_dflash_features_leave_the_logits_alone) {
+    if (!test_shared_path("models/tinycoder/dflash")) SKIP("../shared/models/tinycoder/dflash not found");
+    if (!backend_cuda_available()) SKIP("no CUDA GPU");
+    features_leave_logits("cuda");
 }
 
 /* A copy of tinycoder/dflash with config.json edited by `sed`. */
