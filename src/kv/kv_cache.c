@@ -12,6 +12,8 @@ int kv_cache_init(kv_cache *kv, backend *be, int n_layers, int kv_dim, int block
     if (n_layers <= 0 || kv_dim <= 0 || block_size <= 0 || n_blocks <= 0)
         return err_set(KS_EINVAL, "kv cache: bad geometry");
     size_t bytes = (size_t)n_blocks * (size_t)block_size * (size_t)kv_dim * (size_t)be->kv_elem_bytes; /* per layer, K or V */
+    static unsigned long next_id;
+    kv->id = __atomic_add_fetch(&next_id, 1, __ATOMIC_RELAXED);
     kv->be = be;
     kv->n_layers = n_layers;
     kv->kv_dim = kv_dim;

@@ -21,6 +21,8 @@
 typedef struct prefix_cache prefix_cache;
 
 typedef struct kv_cache {
+    unsigned long id;     /* unique in the process (from 1): what a recorded forward is keyed by —
+                           * a freed cache's buffers may come back at the same addresses, some of them */
     backend *be;
     int n_layers, kv_dim, block_size, n_blocks;
     void **k, **v;        /* (n_layers) backend buffers, in the backend's KV format */

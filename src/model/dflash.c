@@ -360,7 +360,7 @@ int dflash_step(dflash *d, kv_cache *kv, int n_seqs, kv_seq *const *seqs, const 
     /* the target's features (and behind a verify its ids and tokens: its
      * d_step, allocated with the features) are buffers of its own: in the key */
     model_graph_key k = {.tag = MODEL_GRAPH_DFLASH, .n = n, .n_logits = nb * B,
-                         .aux = 4 * nc + 2 * (behind > 0) + gather, .n_seqs = n_seqs, .kv = kv->k[0],
+                         .aux = 4 * nc + 2 * (behind > 0) + gather, .n_seqs = n_seqs, .kv = kv->id,
                          .kv_blocks = kv->n_blocks, .dep = nc || behind ? t->feat : NULL,
                          .dep2 = behind ? t->d_ids : NULL};
     if ((rc = model_graph_run(m, &k, graph, step_ops, &x)) || !nb || !bl->drafts) return rc;

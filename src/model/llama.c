@@ -499,6 +499,7 @@ int model_graph_run(model *m, const model_graph_key *key, bool graph, void (*ops
     k.kv = key->kv;
     k.kv_blocks = key->kv_blocks;
     k.dep = key->dep;
+    k.dep2 = key->dep2;
     k.chain_in = key->chain_in;
     k.chain_out = key->chain_out;
     k.aux = key->aux;
@@ -806,7 +807,7 @@ int model_forward_dev(model *m, kv_cache *kv, const model_batch *b, float *logit
     bool features = m->n_feat && !b->no_features;
     forward_ctx f = {kv, &ab, n, b->n_logits, features};
     model_graph_key k = {.tag = features || !m->n_feat ? MODEL_GRAPH_FORWARD : MODEL_GRAPH_FORWARD_NO_FEATURES,
-                         .n = n, .n_logits = b->n_logits, .n_seqs = b->n_seqs, .kv = kv->k[0],
+                         .n = n, .n_logits = b->n_logits, .n_seqs = b->n_seqs, .kv = kv->id,
                          .kv_blocks = kv->n_blocks, .n_prompt = ab.n_prompt};
     m->fwd_logits = m->fwd_lp = 0;
     if ((rc = model_graph_run(m, &k, graph, forward_ops, &f))) return rc;

@@ -56,7 +56,7 @@ enum { MODEL_SEG_TOKENS, MODEL_SEG_POS, MODEL_SEG_SEQ, MODEL_SEG_SLOTS, MODEL_SE
 typedef struct {
     int tag;              /* MODEL_GRAPH_* */
     int n, n_logits, n_seqs;
-    const void *kv;
+    unsigned long kv;     /* the KV cache's id (kv_cache.id) */
     int kv_blocks;
     int chain_in;         /* MTP: tokens at d_mtp_ids + chain_in (-1: uploaded) */
     const void *dep;

@@ -106,7 +106,7 @@ int model_mtp_forward(model *m, kv_cache *mkv, const model_batch *b, const int32
     mtp_ctx x = {mkv, &ab, n, b->n_logits, src, chained ? m->d_mtp_ids + chain_in : m->d_tokens,
                  m->d_mtp_ids + m->mtp_chain};
     model_graph_key k = {.tag = src == MTP_SRC_MTP ? MODEL_GRAPH_MTP_SELF : MODEL_GRAPH_MTP_TARGET, .n = n,
-                         .n_logits = b->n_logits, .n_seqs = b->n_seqs, .kv = mkv->k[0], .kv_blocks = mkv->n_blocks,
+                         .n_logits = b->n_logits, .n_seqs = b->n_seqs, .kv = mkv->id, .kv_blocks = mkv->n_blocks,
                          .chain_in = chain_in, .chain_out = m->mtp_chain, .n_prompt = ab.n_prompt};
     if ((rc = model_graph_run(m, &k, graph, mtp_ops, &x))) return rc;
     if (b->n_logits <= 0) return KS_OK; /* entries only: nothing to wait for */
