@@ -117,18 +117,27 @@ test('OpenAI chat: string patterns hold at temperature 0 and at five seeds', asy
     required: ['code', 'slug', 'version'], additionalProperties: false,
   };
   const base = { model: await L.model(), messages: [{ role: 'user', content: ASK }], max_tokens: 200, response_format: jsonSchemaFormat(schema) };
-  for (const [temperature, seed] of [[0, 0], [1, 1], [1, 2], [1, 3], [1, 4], [1, 5]]) {
-    const r = await client.chat.completions.create({ ...base, temperature, seed });
-    const c = r.choices[0].message.content;
-    assert.equal(r.choices[0].finish_reason, 'stop', c);
-    assert.ok(conforms(JSON.parse(c), schema), c);
-  }
+  await conformsAtSeeds(base, schema);
   const free = structuredClone(schema);
   for (const p of Object.values(free.properties)) delete p.pattern;
   const r = await client.chat.completions.create({ ...base, temperature: 0, response_format: jsonSchemaFormat(free) });
   const c = r.choices[0].message.content;
   assert.ok(!conforms(JSON.parse(c), schema), `without the patterns the answer keeps them anyway: ${c}`);
 });
+
+// The answers to base at temperature 0 and at seeds 1-5 (temperature 1) finish and conform to
+// schema; their texts.
+async function conformsAtSeeds(base, schema) {
+  const seen = new Set();
+  for (const [temperature, seed] of [[0, 0], [1, 1], [1, 2], [1, 3], [1, 4], [1, 5]]) {
+    const r = await client.chat.completions.create({ ...base, temperature, seed });
+    const c = r.choices[0].message.content;
+    assert.equal(r.choices[0].finish_reason, 'stop', c);
+    assert.ok(conforms(JSON.parse(c), schema), c);
+    seen.add(c);
+  }
+  return seen;
+}
 
 // string formats are enforced: date, date-time, uuid, ipv4, email, hostname and ipv6 answers
 // have their shapes (the email within its maxLength: tinycoder would run a
@@ -144,12 +153,7 @@ test('OpenAI chat: format date / date-time / uuid / ipv4 / email / hostname / ip
     required: ['released', 'updated', 'id', 'host', 'contact', 'server', 'v6'], additionalProperties: false,
   };
   const base = { model: await L.model(), messages: [{ role: 'user', content: ASK }], max_tokens: 400, response_format: jsonSchemaFormat(schema) };
-  for (const [temperature, seed] of [[0, 0], [1, 1], [1, 2], [1, 3], [1, 4], [1, 5]]) {
-    const r = await client.chat.completions.create({ ...base, temperature, seed });
-    const c = r.choices[0].message.content;
-    assert.equal(r.choices[0].finish_reason, 'stop', c);
-    assert.ok(conforms(JSON.parse(c), schema), c);
-  }
+  await conformsAtSeeds(base, schema);
 });
 
 // number ranges and an integer's multipleOf are enforced: greedy and sampled answers stay inside them
@@ -164,14 +168,7 @@ test('OpenAI chat: integer and number minimum / maximum and multipleOf (whole an
     required: ['year', 'stars', 'score', 'lines', 'price'], additionalProperties: false,
   };
   const base = { model: await L.model(), messages: [{ role: 'user', content: ASK }], max_tokens: 120, response_format: jsonSchemaFormat(schema) };
-  const seen = new Set();
-  for (const [temperature, seed] of [[0, 0], [1, 1], [1, 2], [1, 3], [1, 4], [1, 5]]) {
-    const r = await client.chat.completions.create({ ...base, temperature, seed });
-    const c = r.choices[0].message.content;
-    assert.equal(r.choices[0].finish_reason, 'stop', c);
-    assert.ok(conforms(JSON.parse(c), schema), c);
-    seen.add(c);
-  }
+  const seen = await conformsAtSeeds(base, schema);
   assert.ok(seen.size > 1, 'six answers, one text');
 });
 
