@@ -18,8 +18,11 @@
  * 63 letters, digits and ._%+- with no '.' first, last or twice in a row,
  * '@', dot-separated labels of up to 63 letters, digits and '-' neither
  * first nor last, two labels or more, the last of 2 or more), hostname
- * (such labels, one or more, at most 253 characters) or ipv6 (RFC 4291's
- * text without an embedded ipv4; these two as built-in patterns) — with
+ * (such labels, one or more, at most 253 characters), ipv6 (RFC 4291's
+ * text without an embedded ipv4), uri (a scheme, ':', then RFC 3986's
+ * characters or %XX), uri-reference (those characters), duration (RFC
+ * 3339 appendix A, numbers of up to 9 digits) or json-pointer (RFC 6901);
+ * the last six as built-in patterns (json_schema.c) — with
  * maxLength, a character only where the shortest finish still fits; a
  * length limit no text of the format meets is refused,
  * a string's pattern (json_pattern.h: an ECMA-262 subset, search semantics,

@@ -246,6 +246,14 @@ static int fill_string(compiler *k, int id, const json_t *s) {
          "[0-9A-Fa-f]{1,4}:(?::[0-9A-Fa-f]{1,4}){1,6}|"
          ":(?:(?::[0-9A-Fa-f]{1,4}){1,7}|"
          ":))$", 39},
+        {"uri", /* RFC 3986: a scheme, ':', then its characters (unreserved, reserved, %XX) */
+         "^[A-Za-z][A-Za-z0-9+.\\-]*:(?:[A-Za-z0-9\\-._~:/?#\\[\\]@!$&'()*+,;=]|%[0-9A-Fa-f]{2})*$", 1 << 30},
+        {"uri-reference", /* the same characters, no scheme required */
+         "^(?:[A-Za-z0-9\\-._~:/?#\\[\\]@!$&'()*+,;=]|%[0-9A-Fa-f]{2})*$", 1 << 30},
+        {"duration", /* RFC 3339 appendix A (ISO 8601), each number of up to 9 digits */
+         "^P(?:(?:\\d{1,9}D|\\d{1,9}M(?:\\d{1,9}D)?|\\d{1,9}Y(?:\\d{1,9}M(?:\\d{1,9}D)?)?)(?:T(?:\\d{1,9}H(?:\\d{1,9}M(?:\\d{1,9}S)?)?|\\d{1,9}M(?:\\d{1,9}S)?|\\d{1,9}S))?|T(?:\\d{1,9}H(?:\\d{1,9}M(?:\\d{1,9}S)?)?|\\d{1,9}M(?:\\d{1,9}S)?|\\d{1,9}S)|\\d{1,9}W)$", 1 << 30},
+        {"json-pointer", /* RFC 6901 */
+         "^(?:/(?:[^~/]|~[01])*)*$", 1 << 30},
     };
     const char *pat = pt ? json_string_value(pt) : NULL, *fmt_pat = NULL;
     for (size_t f = 0; fmt && f < sizeof FMT_PATTERNS / sizeof FMT_PATTERNS[0]; f++)

@@ -39,6 +39,7 @@ const FORMATS = {
   email: /^[A-Za-z0-9_%+-]+(\.[A-Za-z0-9_%+-]+)*@([A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?\.)+[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])$/,
   hostname: { test: (v) => v.length <= 253 && v.split('.').every((l) => /^[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?$/.test(l)) },
   ipv6: { test: (v) => isIPv6(v) }, // node's own parser judges
+  uri: /^[A-Za-z][A-Za-z0-9+.-]*:([A-Za-z0-9\-._~:/?#[\]@!$&'()*+,;=]|%[0-9A-Fa-f]{2})*$/, // RFC 3986's characters
 };
 
 // Does v conform to schema s (the keywords the tests use)?
@@ -99,6 +100,7 @@ test('conforms() itself tells a good answer from bad ones', () => {
   assert.ok(!conforms('a@b', { type: 'string', format: 'email' }));
   assert.ok(conforms('fe80::1', { type: 'string', format: 'ipv6' }) && !conforms('1::2::3', { type: 'string', format: 'ipv6' }));
   assert.ok(conforms('a-b.c', { type: 'string', format: 'hostname' }) && !conforms('a-.c', { type: 'string', format: 'hostname' }));
+  assert.ok(conforms('https://x.org/a?b#c', { type: 'string', format: 'uri' }) && !conforms('/a b', { type: 'string', format: 'uri' }));
   assert.ok(conforms('ABC-123', { type: 'string', pattern: '^[A-Z]{3}-\\d{3}$' }));
   assert.ok(!conforms('ABC-12', { type: 'string', pattern: '^[A-Z]{3}-\\d{3}$' }));
   assert.ok(conforms('a caf\u00e9', { type: 'string', pattern: 'caf\u00e9' }));
@@ -139,18 +141,19 @@ async function conformsAtSeeds(base, schema) {
   return seen;
 }
 
-// string formats are enforced: date, date-time, uuid, ipv4, email, hostname and ipv6 answers
+// string formats are enforced: date, date-time, uuid, ipv4, email, hostname, ipv6 and uri answers
 // have their shapes (the email within its maxLength: tinycoder would run a
 // domain label on to max_tokens)
-test('OpenAI chat: format date / date-time / uuid / ipv4 / email / hostname / ipv6 hold at temperature 0 and at five seeds', async () => {
+test('OpenAI chat: format date / date-time / uuid / ipv4 / email / hostname / ipv6 / uri hold at temperature 0 and at five seeds', async () => {
   const schema = {
     type: 'object',
     properties: {
       released: { type: 'string', format: 'date' }, updated: { type: 'string', format: 'date-time' }, id: { type: 'string', format: 'uuid' },
       host: { type: 'string', format: 'ipv4' }, contact: { type: 'string', format: 'email', maxLength: 24 },
       server: { type: 'string', format: 'hostname', maxLength: 30 }, v6: { type: 'string', format: 'ipv6' },
+      home: { type: 'string', format: 'uri', maxLength: 40 },
     },
-    required: ['released', 'updated', 'id', 'host', 'contact', 'server', 'v6'], additionalProperties: false,
+    required: ['released', 'updated', 'id', 'host', 'contact', 'server', 'v6', 'home'], additionalProperties: false,
   };
   const base = { model: await L.model(), messages: [{ role: 'user', content: ASK }], max_tokens: 400, response_format: jsonSchemaFormat(schema) };
   await conformsAtSeeds(base, schema);
