@@ -22,7 +22,9 @@
  * text without an embedded ipv4), uri (a scheme, ':', then RFC 3986's
  * characters or %XX), uri-reference (those characters), duration (RFC
  * 3339 appendix A, numbers of up to 9 digits) or json-pointer (RFC 6901);
- * the last six as built-in patterns (json_schema.c) — with
+ * all but email as built-in patterns (json_schema.c), email by its own
+ * automaton (json_match.c: a part's 63-character limit beside its dot
+ * rules has no compact regular expression) — with
  * maxLength, a character only where the shortest finish still fits; a
  * length limit no text of the format meets is refused,
  * a string's pattern (json_pattern.h: an ECMA-262 subset, search semantics,
@@ -84,8 +86,6 @@
 #define JC_MAX_EXP_DIGITS 2  /* exponent digits: no double overflows (jansson, the tool-call
                               * parser, refuses integers past int64 and reals past DBL_MAX) */
 
-/* string formats enforced */
-enum { JC_F_NONE, JC_F_DATE, JC_F_TIME, JC_F_DATE_TIME, JC_F_UUID, JC_F_IPV4, JC_F_EMAIL, JC_F_COUNT };
 
 /* first characters a value may start with */
 enum {
@@ -125,7 +125,7 @@ typedef struct {
     int min_items, max_items;
     /* strings (values, not keys): characters (code points; an escape counts one) */
     int min_len, max_len;
-    uint8_t format;      /* JC_F_*: the text's shape (json_match.c) */
+    bool email;          /* format email (json_match.c's automaton; the other formats are patterns) */
     int16_t pattern;     /* the constraint's patterns[] entry the text matches (-1: none) */
     /* enum / const: the values' compact JSON texts, matched byte for byte */
     char **lit;
@@ -175,7 +175,7 @@ typedef struct {
     uint16_t off;        /* bytes of the literal / key / number read; a string value's characters */
     uint16_t lit_node;   /* the enum (number, string value) node being read */
     uint64_t cand;       /* literals / property names still matching */
-    uint8_t fmt_pos, fmt_prev; /* a formatted string: where in its shape, the last character */
+    uint8_t fmt_pos, fmt_prev; /* an email address: where in it, the last character (json_match.c) */
     int16_t pat;         /* a patterned string: its DFA state (json_pattern.h), */
     uint32_t pat_cp;     /* and the bits of a UTF-8 character half read */
     int64_t num;         /* a number being read: its integer part's magnitude so far */

@@ -331,50 +331,6 @@ static bool string_char(jc_state *s) {
     return true;
 }
 
-/* Formatted strings: a fixed shape, then for times a tail. Shape letters:
- * 'Y' a digit, 'M' / 'm' a month's digits, 'D' / 'd' a day's, 'H' / 'h'
- * an hour's, 'N' 0-5 (tens of minutes, seconds), 'X' a hex digit; other
- * characters stand for themselves. Past the shape (times): '.' and 1-9
- * digits, then 'Z' or + / - and "Hh:NY". fmt_pos counts characters. */
-static const char *const FMT_SHAPE[] = {
-    [JC_F_DATE] = "YYYY-Mm-Dd", [JC_F_TIME] = "Hh:NY:NY", [JC_F_DATE_TIME] = "YYYY-Mm-DdTHh:NY:NY",
-    [JC_F_UUID] = "XXXXXXXX-XXXX-XXXX-XXXX-XXXXXXXXXXXX",
-};
-static const char FMT_OFFSET[] = "Hh:NY";
-/* tail phases, as fmt_pos beyond the shape's length L: L (after the seconds), L + 1 .. L + 10 (after the
- * '.' and 0..9 digits), then L + 11 + i (i characters of the offset read; 5: done) */
-enum { FT_FRAC = 1, FT_OFF = 11 };
-
-static bool shape_char(char cls, uint8_t prev, uint8_t b) {
-    bool digit = b >= '0' && b <= '9';
-    switch (cls) {
-    case 'Y': return digit;
-    case 'M': return b == '0' || b == '1';
-    case 'm': return prev == '0' ? b >= '1' && b <= '9' : b >= '0' && b <= '2';
-    case 'D': return b >= '0' && b <= '3';
-    case 'd': return prev == '0' ? b >= '1' && b <= '9' : prev == '3' ? b == '0' || b == '1' : digit;
-    case 'H': return b >= '0' && b <= '2';
-    case 'h': return prev == '2' ? b >= '0' && b <= '3' : digit;
-    case 'N': return b >= '0' && b <= '5';
-    case 'X': return digit || (b >= 'a' && b <= 'f') || (b >= 'A' && b <= 'F');
-    default: return b == (uint8_t)cls;
-    }
-}
-
-/* ipv4: fmt_pos = 4 x the octet + its digits so far, fmt_prev its value */
-static bool ipv4_byte(jc_state *s, uint8_t b) {
-    int oct = s->fmt_pos >> 2, nd = s->fmt_pos & 3, v = s->fmt_prev;
-    if (b == '"') return oct == 3 && nd;
-    if (b == '.') {
-        if (!nd || oct == 3) return false;
-        s->fmt_pos = (uint8_t)((oct + 1) << 2), s->fmt_prev = 0;
-        return true;
-    }
-    if (b < '0' || b > '9' || nd == 3 || (nd && !v) || v * 10 + (b - '0') > 255) return false;
-    s->fmt_pos++, s->fmt_prev = (uint8_t)(v * 10 + (b - '0'));
-    return true;
-}
-
 /* email: fmt_pos bit 7: past the '@', bit 6: a dot in the domain, bits
  * 0-5: the current part's length (the local part and each label at most
  * 63 characters); fmt_prev the last character */
@@ -400,44 +356,13 @@ static bool email_byte(jc_state *s, uint8_t b) {
     return true;
 }
 
-/* the fewest characters that finish the formatted string from its state
+/* the fewest characters that finish the email address from its state
  * (before the closing quote) */
-static int format_rest(const jc_state *s, int f) {
-    int p = s->fmt_pos;
-    if (f == JC_F_IPV4) return (3 - (p >> 2)) * 2 + !(p & 3);
-    if (f == JC_F_EMAIL) {
-        int len = p & 0x3F, fix = s->fmt_prev == '-' || s->fmt_prev == '.';
-        if (!(p & 0x80)) return len ? 5 + fix : 6; /* "@b.cd" */
-        if (!(p & 0x40)) return len ? 3 + fix : 4; /* ".cd" */
-        return len >= 2 ? fix : 2 - len;
-    }
-    int L = (int)strlen(FMT_SHAPE[f]);
-    if (f == JC_F_DATE || f == JC_F_UUID) return L - p;
-    if (p < L) return L - p + 1;                                    /* ... then Z */
-    if (p >= L + FT_OFF) return L + FT_OFF + 5 - p;                 /* the offset, or done */
-    return p == L + FT_FRAC ? 2 : 1;                                /* a digit and Z, or Z */
-}
-
-/* one character of a formatted string (b: '"' ends it) */
-static bool format_byte(jc_state *s, int f, uint8_t b) {
-    if (f == JC_F_IPV4) return ipv4_byte(s, b);
-    if (f == JC_F_EMAIL) return email_byte(s, b);
-    const char *shape = FMT_SHAPE[f];
-    int L = (int)strlen(shape), p = s->fmt_pos;
-    bool time = f == JC_F_TIME || f == JC_F_DATE_TIME;
-    int next = -1;
-    if (p < L) next = shape_char(shape[p], s->fmt_prev, b) ? p + 1 : -1;
-    else if (b == '"') return f == JC_F_DATE || f == JC_F_UUID ? p == L : p == L + FT_OFF + 5;
-    else if (!time) return false;
-    else if (p == L && b == '.') next = L + FT_FRAC;
-    else if (p > L && p < L + FT_OFF && b >= '0' && b <= '9' && p < L + FT_FRAC + 9) next = p + 1;
-    else if ((p == L || p > L + FT_FRAC) && p < L + FT_OFF && (b == 'Z' || b == '+' || b == '-'))
-        next = b == 'Z' ? L + FT_OFF + 5 : L + FT_OFF;
-    else if (p >= L + FT_OFF && p < L + FT_OFF + 5) next = shape_char(FMT_OFFSET[p - L - FT_OFF], s->fmt_prev, b) ? p + 1 : -1;
-    if (next < 0) return false;
-    s->fmt_pos = (uint8_t)next;
-    s->fmt_prev = b;
-    return true;
+static int email_rest(const jc_state *s) {
+    int p = s->fmt_pos, len = p & 0x3F, fix = s->fmt_prev == '-' || s->fmt_prev == '.';
+    if (!(p & 0x80)) return len ? 5 + fix : 6; /* "@b.cd" */
+    if (!(p & 0x40)) return len ? 3 + fix : 4; /* ".cd" */
+    return len >= 2 ? fix : 2 - len;
 }
 
 /* the DFA of the string value being read (NULL: a key, or no pattern) */
@@ -510,10 +435,10 @@ static bool pattern_escape(jc_state *s, const jp_dfa *d, uint8_t b) {
 static bool string_byte(jc_state *s, uint8_t b) {
     const jp_dfa *pd = pattern_of(s);
     if (pd) return pattern_byte(s, pd, b);
-    int f = s->in_key ? JC_F_NONE : node(s, s->lit_node)->format;
-    if (f) { /* (ASCII only, no escapes; a character only where the rest still fits maxLength) */
-        if (!format_byte(s, f, b)) return false;
-        if (b != '"') return s->off + 1 + format_rest(s, f) <= node(s, s->lit_node)->max_len && string_char(s);
+    if (!s->in_key && node(s, s->lit_node)->email) { /* (ASCII only, no escapes; a character only where the rest
+                                                      * still fits maxLength) */
+        if (!email_byte(s, b)) return false;
+        if (b != '"') return s->off + 1 + email_rest(s) <= node(s, s->lit_node)->max_len && string_char(s);
         if (s->off < node(s, s->lit_node)->min_len) return false;
         value_end(s);
         return true;
@@ -737,7 +662,7 @@ bool jc_in_free_text(const jc_state *s) {
 bool jc_in_free_string(const jc_state *s) {
     return (!s->calls || s->calls == CL_DOC) && !s->think && s->lex == LX_STR && !s->utf8 &&
            (s->in_key ? !s->cand && node(s, s->f[s->depth - 1].node)->additional >= 0
-                       : !node(s, s->lit_node)->format && node(s, s->lit_node)->pattern < 0);
+                       : !node(s, s->lit_node)->email && node(s, s->lit_node)->pattern < 0);
 }
 
 int jc_string_room(const jc_state *s) {

@@ -201,6 +201,12 @@ static int fill_array(compiler *k, int id, const json_t *s) {
     return 0;
 }
 
+/* pieces of the built-in format patterns */
+#define DATE_MD "(?:0[1-9]|1[0-2])-(?:0[1-9]|[12][0-9]|3[01])"
+#define HOUR_MIN "(?:[01][0-9]|2[0-3]):[0-5][0-9]"
+#define TIME_RE HOUR_MIN ":[0-5][0-9](?:\\.[0-9]{1,9})?(?:Z|[+-]" HOUR_MIN ")"
+#define OCTET "(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+
 static int fill_string(compiler *k, int id, const json_t *s) {
     jc_node *n = &k->c->nodes[id];
     const char *name[2] = { "minLength", "maxLength" };
@@ -213,26 +219,24 @@ static int fill_string(compiler *k, int id, const json_t *s) {
         *v[i] = (int)json_integer_value(x);
     }
     const char *fmt = json_string_value(json_object_get(s, "format")); /* (others: not enforced) */
-    /* the formats and their shortest and longest texts (json_match.c) */
-    static const struct { const char *name; int lo, hi; } fmts[JC_F_COUNT] = {
-        [JC_F_DATE] = {"date", 10, 10}, [JC_F_TIME] = {"time", 9, 24}, [JC_F_DATE_TIME] = {"date-time", 20, 35},
-        [JC_F_UUID] = {"uuid", 36, 36}, [JC_F_IPV4] = {"ipv4", 7, 15}, [JC_F_EMAIL] = {"email", 6, 1 << 30},
-    };
-    for (int f = JC_F_DATE; fmt && f < JC_F_COUNT; f++) {
-        if (strcmp(fmt, fmts[f].name)) continue;
-        /* (a text may always grow to minLength only where the format is unbounded: a fixed one's
-         * shortest finish could otherwise end below it) */
-        if (n->max_len < fmts[f].lo || (fmts[f].hi < 1 << 30 && n->min_len > fmts[f].lo))
-            return fail(k, "minLength / maxLength that cut into format '%s' (texts of %d to %d characters) are not supported",
-                        fmt, fmts[f].lo, fmts[f].hi);
-        n->format = (uint8_t)f;
+    if (fmt && !strcmp(fmt, "email")) { /* the shortest, "a@b.cd": 6 characters */
+        if (n->max_len < 6) return fail(k, "a maxLength below 6 with format 'email' is not supported");
+        n->email = true;
     }
     if (n->min_len > n->max_len) return fail(k, "'minLength' is above 'maxLength'");
     const json_t *pt = json_object_get(s, "pattern");
     if (pt && !json_is_string(pt)) return fail(k, "'pattern' must be a string");
-    if (n->format) return 0; /* (beside a format: the format alone, see json_constraint.h) */
+    if (n->email) return 0; /* (beside a format: the format alone, see json_constraint.h) */
     /* formats without an automaton of their own: patterns, and their longest texts */
     static const struct { const char *name, *pattern; int max_len; } FMT_PATTERNS[] = {
+        {"date", /* RFC 3339 full-date: months 01-12, days 01-31 */
+         "^[0-9]{4}-" DATE_MD "$", 10},
+        {"time", /* RFC 3339 full-time: 00-23 hours, 00-59 minutes and seconds, a fraction of 1-9 digits, Z or +hh:mm */
+         "^" TIME_RE "$", 24},
+        {"date-time", "^[0-9]{4}-" DATE_MD "T" TIME_RE "$", 35},
+        {"uuid", "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$", 36},
+        {"ipv4", /* a dotted quad, 0-255, no leading zeros */
+         "^(?:" OCTET "\\.){3}" OCTET "$", 15},
         {"hostname", /* RFC 1123 labels of up to 63 letters, digits and '-' (not first or last) */
          "^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$", 253},
         {"ipv6", /* RFC 4291 text: eight groups, or fewer around one "::" (no embedded ipv4) */
@@ -377,7 +381,7 @@ static int merge_kinds(compiler *k, int dst, int src) {
     if (s->kinds & JC_K_STRING) { /* two string branches: the lengths either allows (a hull: wider when they are apart) */
         d->min_len = d->kinds & JC_K_STRING && d->min_len < s->min_len ? d->min_len : s->min_len;
         d->max_len = d->kinds & JC_K_STRING && d->max_len > s->max_len ? d->max_len : s->max_len;
-        d->format = d->kinds & JC_K_STRING && d->format != s->format ? JC_F_NONE : s->format;
+        d->email = d->kinds & JC_K_STRING && d->email != s->email ? false : s->email;
         d->pattern = d->kinds & JC_K_STRING && d->pattern != s->pattern ? -1 : s->pattern; /* (its lengths are s's) */
     }
     d->kinds |= s->kinds;

@@ -364,6 +364,13 @@ TEST(test_json_constraint_string_formats) {
     expect(time12, "\"12:00:00.123Z\"", 0);
     room_bounded(time12, "\"12:00:00+");
     room_bounded(time12, "\"12:00:00.123");
+    /* lengths inside a format's own: exact (the pattern's DFA counts them) */
+    const char *ip8 = "{\"type\":\"string\",\"format\":\"ipv4\",\"minLength\":8}",
+               *time20 = "{\"type\":\"string\",\"format\":\"time\",\"minLength\":20}";
+    EXPECT_EACH(ip8, 1, "\"10.2.3.4\"", "\"255.255.255.255\"");
+    EXPECT_EACH(ip8, 0, "\"1.2.3.4\"");
+    EXPECT_EACH(time20, 1, "\"12:00:00.12345+01:00\"", "\"23:59:59.123456789+00:00\"");
+    EXPECT_EACH(time20, 0, "\"23:59:59.123456789Z\"", "\"12:00:00Z\"");
     /* hostname and ipv6: built-in patterns (json_schema.c) */
     const char *host = "{\"type\":\"string\",\"format\":\"hostname\"}", *ip6 = "{\"type\":\"string\",\"format\":\"ipv6\"}";
     EXPECT_EACH(host, 1, "\"localhost\"", "\"a-b.example.COM\"", "\"x1.y2\"");
@@ -385,7 +392,7 @@ TEST(test_json_constraint_string_formats) {
     expect(host9, "\"abcd.efgh\"", 1);
     room_bounded(host9, "\"abcdefgh-"); /* a '-' needs a character after it: no room */
     /* no accepted prefix is a dead end: random walks over accepted characters always have a next one */
-    const char *walk[] = {date, time, dt, uuid, ip, mail, mail8, time12, host, ip6, host9, uri, dur, ptr, ref,
+    const char *walk[] = {date, time, dt, uuid, ip, mail, mail8, time12, host, ip6, host9, uri, dur, ptr, ref, ip8, time20,
                           "{\"type\":\"string\",\"format\":\"date-time\",\"maxLength\":22}"};
     const char *alpha = "0123456789abcdefxyzABCDEFTZ:-+.@_%\" PYMWHS/~?#";
     unsigned rng = 7;
@@ -607,7 +614,7 @@ TEST(test_json_constraint_refused_schemas) {
         "{\"properties\":{\"a\":{}},\"required\":[\"b\"]}", "{\"enum\":[]}", "{\"type\":\"array\",\"minItems\":3,\"maxItems\":2}",
         "{\"properties\":{\"a\\\"b\":{}}}",
         "{\"type\":\"string\",\"format\":\"date\",\"maxLength\":5}", "{\"type\":\"string\",\"format\":\"email\",\"maxLength\":5}",
-        "{\"type\":\"string\",\"format\":\"ipv4\",\"minLength\":8}",
+        "{\"type\":\"string\",\"format\":\"uuid\",\"minLength\":37}",
         "{\"type\":\"number\",\"minimum\":1,\"exclusiveMaximum\":1}", "{\"type\":\"number\",\"minimum\":2.5,\"maximum\":2}",
         "{\"type\":\"integer\",\"multipleOf\":0}", "{\"type\":\"integer\",\"multipleOf\":\"2\"}",
         "{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}", "{\"type\":\"integer\",\"minimum\":\"3\"}",
