@@ -8,6 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sample/json_constraint_cache.h"
+
 static int bad(api_err *e, const char *key, const char *what) {
     snprintf(e->msg, sizeof e->msg, "'%s': %s", key, what);
     e->param = key;
@@ -136,7 +138,7 @@ json_t *api_parse_body(const char *body, size_t len, api_err *e) {
 
 static int compile_schema(const json_t *schema, const char *key, json_constraint **out, api_err *e) {
     char why[400];
-    *out = jc_compile(schema, why, sizeof why);
+    *out = jc_compile_cached(schema, why, sizeof why);
     if (*out) return 1;
     char m[480];
     snprintf(m, sizeof m, "the JSON schema cannot be enforced: %s", why[0] ? why : "out of memory");

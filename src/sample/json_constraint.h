@@ -147,6 +147,9 @@ typedef struct json_constraint {
 json_constraint *jc_compile(const json_t *schema, char *err, size_t errlen);
 json_constraint *jc_ref(json_constraint *c);
 void jc_free(json_constraint *c);
+/* The bytes a compiled constraint holds (about: its nodes, names, literals
+ * and pattern tables). */
+size_t jc_bytes(const json_constraint *c);
 
 typedef struct {
     uint16_t node;       /* the container's schema node */

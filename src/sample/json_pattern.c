@@ -806,6 +806,12 @@ void jp_free(jp_dfa *d) {
     free(d);
 }
 
+size_t jp_bytes(const jp_dfa *d) {
+    size_t ns = (size_t)d->n_states, nc = (size_t)d->n_classes;
+    return sizeof *d + nc * sizeof *d->bound + ns * nc * sizeof *d->next + ns +
+           ((size_t)d->min_len + 1) * ns * sizeof *d->fewest;
+}
+
 jp_dfa *jp_compile(const char *pattern, int min_len, int max_len, char *err, size_t errlen) {
     if (err && errlen) err[0] = 0;
     rx x = {.p = pattern, .end = pattern + strlen(pattern), .err = err, .errlen = errlen};

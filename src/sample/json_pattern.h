@@ -39,6 +39,8 @@ typedef struct jp_dfa jp_dfa;
  * failure returns NULL with the reason in err. */
 jp_dfa *jp_compile(const char *pattern, int min_len, int max_len, char *err, size_t errlen);
 void jp_free(jp_dfa *d);
+/* The bytes it holds (json_constraint_cache.h's budget). */
+size_t jp_bytes(const jp_dfa *d);
 
 int jp_start(const jp_dfa *d);
 /* the state after character cp (-1: dead) */

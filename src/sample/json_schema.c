@@ -627,6 +627,18 @@ json_constraint *jc_ref(json_constraint *c) {
     return c;
 }
 
+size_t jc_bytes(const json_constraint *c) {
+    size_t b = sizeof *c + (size_t)c->cap_nodes * sizeof *c->nodes;
+    for (int i = 0; i < c->n_nodes; i++) {
+        const jc_node *n = &c->nodes[i];
+        for (int j = 0; j < n->n_props; j++) b += sizeof n->props[j] + n->props[j].len + 1;
+        for (int j = 0; j < n->n_lit; j++) b += n->lit_len[j] + 1 + sizeof *n->lit + sizeof *n->lit_len;
+        if (n->disc_obj) b += (size_t)n->n_lit * sizeof *n->disc_obj;
+    }
+    for (int i = 0; i < c->n_patterns; i++) b += jp_bytes(c->patterns[i]);
+    return b;
+}
+
 void jc_free(json_constraint *c) {
     if (!c || __atomic_sub_fetch(&c->refs, 1, __ATOMIC_ACQ_REL) > 0) return;
     for (int i = 0; i < c->n_nodes; i++) {
