@@ -9,7 +9,7 @@
  * Enforced: type (one or a list), properties / required /
  * additionalProperties (absent means none beyond `properties`, as strict
  * structured-output servers do; true or a schema allows others), items,
- * minItems / maxItems, a string's minLength / maxLength (at most 65535;
+ * minItems / maxItems, uniqueItems over enum items (each value once), a string's minLength / maxLength (at most 65535;
  * an escape counts as one character, so a surrogate pair's two count two),
  * a string's format date, time, date-time (RFC 3339: months 01-12, days
  * 01-31, hours 00-23, minutes and seconds 00-59, an optional fraction of
@@ -123,6 +123,7 @@ typedef struct {
     /* arrays */
     int items;           /* node of the items */
     int min_items, max_items;
+    bool unique;         /* uniqueItems over enum items: each literal once (the frame's seen bits) */
     /* strings (values, not keys): characters (code points; an escape counts one) */
     int min_len, max_len;
     bool email;          /* format email (json_match.c's automaton; the other formats are patterns) */
@@ -157,7 +158,7 @@ typedef struct {
     bool object;
     int16_t key;         /* object: the property whose value comes next (-1: an additional one) */
     uint16_t count;      /* array: items so far */
-    uint64_t seen;       /* object: properties given */
+    uint64_t seen;       /* object: properties given; a unique array: its enum's literals used */
 } jc_frame;
 
 typedef struct {

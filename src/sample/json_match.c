@@ -79,9 +79,14 @@ static bool push(jc_state *s, int nd, bool object) {
     return true;
 }
 
+/* the open container is an array whose enum items are each used once */
+static bool unique_array(jc_state *s) { return s->depth && !top(s)->object && node(s, top(s)->node)->unique; }
+
 /* Enum literal `idx` is complete. In a discriminated union's object (its
- * constant property's value) the container goes on as the branch it names. */
+ * constant property's value) the container goes on as the branch it names;
+ * in a unique array it is used. */
 static void lit_end(jc_state *s, int idx) {
+    if (unique_array(s)) top(s)->seen |= 1ull << idx;
     if (s->depth) {
         jc_frame *f = top(s);
         const jc_node *u = node(s, f->node);
@@ -222,6 +227,7 @@ static bool value_start(jc_state *s, int nd, uint8_t b) {
     uint64_t cand = 0;
     for (int i = 0; i < n->n_lit; i++)
         if ((uint8_t)n->lit[i][0] == b) cand |= 1ull << i;
+    if (unique_array(s)) cand &= ~top(s)->seen; /* (each value once) */
     if (!cand) return false;
     s->lex = LX_LIT;
     s->lit_node = (uint16_t)nd;

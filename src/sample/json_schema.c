@@ -196,7 +196,16 @@ static int fill_array(compiler *k, int id, const json_t *s) {
         if (!json_is_integer(mx) || json_integer_value(mx) < 0) return fail(k, "'maxItems' must be a non-negative integer");
         if (json_integer_value(mx) < n->max_items) n->max_items = (int)json_integer_value(mx);
     }
-    if (n->min_items > n->max_items) return fail(k, "'minItems' is above 'maxItems'");
+    /* uniqueItems over enum items (only those values): each value once, so at most that many */
+    const json_t *un = json_object_get(s, "uniqueItems");
+    if (un && !json_is_boolean(un)) return fail(k, "'uniqueItems' must be a boolean");
+    const jc_node *itn = &k->c->nodes[it];
+    if (json_is_true(un) && !itn->kinds && itn->n_lit > 0) {
+        n->unique = true;
+        if (itn->n_lit < n->max_items) n->max_items = itn->n_lit;
+    }
+    if (n->min_items > n->max_items)
+        return fail(k, n->unique ? "'minItems' is above the enum's values with 'uniqueItems'" : "'minItems' is above 'maxItems'");
     if (n->min_items > 65535) return fail(k, "'minItems' above 65535");
     return 0;
 }

@@ -22,7 +22,7 @@ const LANG = {
     language: { enum: ['python', 'javascript', 'c'] },
     typed: { type: 'boolean' },
     year: { type: 'integer' },
-    tags: { type: 'array', items: { type: 'string', enum: ['fast', 'safe', 'old'] }, maxItems: 2 },
+    tags: { type: 'array', items: { type: 'string', enum: ['fast', 'safe', 'old'] }, maxItems: 2, uniqueItems: true },
   },
   required: ['language', 'typed', 'year', 'tags'],
   additionalProperties: false,
@@ -59,6 +59,7 @@ function conforms(v, s) {
   }
   if (t === 'array') {
     if (!Array.isArray(v) || v.length > (s.maxItems ?? Infinity) || v.length < (s.minItems ?? 0)) return false;
+    if (s.uniqueItems && new Set(v.map((x) => JSON.stringify(x))).size !== v.length) return false;
     return v.every((x) => !s.items || conforms(x, s.items));
   }
   if (t === 'integer')
@@ -84,6 +85,7 @@ test('conforms() itself tells a good answer from bad ones', () => {
   assert.ok(!conforms({ language: 'c', typed: true, year: 1, tags: [], extra: 1 }, LANG));
   assert.ok(!conforms({ language: 'c', typed: true, year: 1 }, LANG));
   assert.ok(!conforms({ language: 'c', typed: true, year: 1, tags: ['fast', 'safe', 'old'] }, LANG));
+  assert.ok(!conforms({ language: 'c', typed: true, year: 1, tags: ['fast', 'fast'] }, LANG));
   assert.ok(conforms('h\u00e9', { type: 'string', minLength: 2, maxLength: 2 }));
   assert.ok(!conforms('h\u00e9!', { type: 'string', maxLength: 2 }));
   assert.ok(!conforms('h', { type: 'string', minLength: 2 }));

@@ -606,6 +606,39 @@ TEST(test_json_constraint_decimal_multiple) {
     EXPECT_EACH(price, 0, "{\"price\": 19.999}", "{\"price\": -1}", "{\"price\": 2e1}");
 }
 
+/* uniqueItems over enum items: each value once (a literal that is a
+ * prefix of another included), at most as many items as values, every
+ * accepted prefix able to finish; over other items not enforced. */
+TEST(test_json_constraint_unique_enum_items) {
+    const char *tags = "{\"type\":\"array\",\"items\":{\"enum\":[\"a\",\"b\",\"c\"]},\"uniqueItems\":true}";
+    EXPECT_EACH(tags, 1, "[]", "[\"a\"]", "[\"b\", \"a\"]", "[\"a\",\"b\",\"c\"]", "[\"c\", \"a\", \"b\"]");
+    EXPECT_EACH(tags, 0, "[\"a\", \"a\"]", "[\"a\",\"b\",\"a\"]", "[\"a\",\"b\",\"c\",\"a\"]", "[\"d\"]");
+    const char *nums = "{\"type\":\"array\",\"items\":{\"enum\":[1,12,2]},\"uniqueItems\":true,\"minItems\":2}";
+    EXPECT_EACH(nums, 1, "[1, 12]", "[12, 1]", "[2,1,12]", "[12,2]");
+    EXPECT_EACH(nums, 0, "[1, 1]", "[12, 12]", "[1]", "[12,1,12]", "[1,12,2,1]");
+    /* in an object, beside other arrays */
+    const char *obj = "{\"type\":\"object\",\"properties\":{\"t\":{\"type\":\"array\",\"items\":{\"enum\":[\"x\",\"y\"]},"
+                      "\"uniqueItems\":true},\"u\":{\"type\":\"array\",\"items\":{\"enum\":[\"x\",\"y\"]}}},\"required\":[\"t\",\"u\"]}";
+    expect(obj, "{\"t\": [\"x\", \"y\"], \"u\": [\"x\", \"x\"]}", 1);
+    expect(obj, "{\"t\": [\"y\", \"y\"], \"u\": []}", 0);
+    expect("{\"type\":\"array\",\"items\":{\"type\":\"string\",\"enum\":[\"a\",\"b\"]},\"uniqueItems\":true}", "[\"a\", \"a\"]", 0);
+    /* not enforced over other items */
+    expect("{\"type\":\"array\",\"items\":{\"type\":\"integer\"},\"uniqueItems\":true}", "[1, 1]", 1);
+    int dead = 0, n = 0;
+    const char *walked[] = {tags, nums};
+    for (int i = 0; i < 2; i++) {
+        json_constraint *c = compile_str(walked[i]);
+        if (!c) continue;
+        jc_state st;
+        jc_start(&st, c, 0);
+        char buf[16];
+        n += prefixes_finish(c, &st, i ? "[]12, " : "[]\"abc, ", 9, 12, buf, 0, &dead);
+        jc_free(c);
+    }
+    CHECK_EQ_INT(dead, 0);
+    printf("    %d accepted prefixes of unique enum arrays, all able to finish\n", n);
+}
+
 TEST(test_json_constraint_refused_schemas) {
     const char *bad[] = {
         "{\"type\":\"objekt\"}", "{\"not\":{}}", "{\"prefixItems\":[{}]}", "{\"allOf\":[{}, {}]}",
@@ -615,6 +648,7 @@ TEST(test_json_constraint_refused_schemas) {
         "{\"properties\":{\"a\\\"b\":{}}}",
         "{\"type\":\"string\",\"format\":\"date\",\"maxLength\":5}", "{\"type\":\"string\",\"format\":\"email\",\"maxLength\":5}",
         "{\"type\":\"string\",\"format\":\"uuid\",\"minLength\":37}",
+        "{\"type\":\"array\",\"items\":{\"enum\":[1,2]},\"uniqueItems\":true,\"minItems\":3}",
         "{\"type\":\"number\",\"minimum\":1,\"exclusiveMaximum\":1}", "{\"type\":\"number\",\"minimum\":2.5,\"maximum\":2}",
         "{\"type\":\"integer\",\"multipleOf\":0}", "{\"type\":\"integer\",\"multipleOf\":\"2\"}",
         "{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}", "{\"type\":\"integer\",\"minimum\":\"3\"}",
