@@ -360,6 +360,11 @@ static int parse_atom(rx *x) {
         if (a < 0) return -1;
         if (x->p >= x->end || *x->p != ')') return rx_fail(x, "an unclosed '('");
         x->p++;
+        if (x->ast[a].kind == A_BOL || x->ast[a].kind == A_EOL) { /* a group around an assertion may be repeated */
+            if (!grow((void **)&x->kids, &x->cap_kids, x->n_kids + 1, sizeof *x->kids)) return rx_fail(x, "out of memory");
+            x->kids[x->n_kids++] = a;
+            return mk(x, A_SEQ, x->n_kids - 1, 1, 0, 0);
+        }
         return a;
     }
     case '[': x->p++; return parse_class(x);

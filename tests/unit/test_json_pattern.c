@@ -146,6 +146,65 @@ TEST(test_json_pattern_matches_pcre2) {
     printf("    %ld texts over %zu patterns: the same verdicts as PCRE2\n", texts, sizeof CASES / sizeof CASES[0]);
 }
 
+/* a random pattern over a, b, c, 1: literals, classes, '.', \d, groups,
+ * alternation, quantifiers (lazy ones too) and anchors, depth-bounded */
+static void random_pattern(unsigned *rng, char *out, size_t cap, int depth) {
+#define RND(n) ((*rng = *rng * 1664525u + 1013904223u) >> 16) % (n)
+    int parts = 1 + (int)RND(3);
+    for (int i = 0; i < parts; i++) {
+        size_t at = strlen(out);
+        if (at + 24 >= cap) return;
+        switch (RND(depth > 0 ? 11 : 8)) {
+        case 0: case 1: strcat(out, (const char *[]){"a", "b", "c", "1"}[RND(4)]); break;
+        case 2: strcat(out, (const char *[]){"[ab]", "[^a]", "[a-c]", "[1b]"}[RND(4)]); break;
+        case 3: strcat(out, "."); break;
+        case 4: strcat(out, "\\d"); break;
+        case 5: if (at == 0) strcat(out, "^"); else strcat(out, "b"); break;
+        case 6: if (i == parts - 1 && depth < 2) strcat(out, "$"); else strcat(out, "c"); break;
+        case 7: strcat(out, "a"); break;
+        default: /* a group, maybe with an alternation */
+            strcat(out, RND(2) ? "(" : "(?:");
+            random_pattern(rng, out, cap, depth - 1);
+            if (RND(2)) strcat(out, "|"), random_pattern(rng, out, cap, depth - 1);
+            strcat(out, ")");
+        }
+        const char *q[] = {"", "", "", "*", "+", "?", "{2}", "{1,2}", "{0,3}", "{2,}", "*?", "+?"};
+        char last = out[strlen(out) - 1];
+        if (last != '^' && last != '$' && last != '|' && strlen(out) + 6 < cap) strcat(out, q[RND(12)]);
+    }
+#undef RND
+}
+
+/* 1,000 random patterns against PCRE2: every text over a, b, c, 1 up to 5
+ * characters judged alike, every prefix that can still match finishable. */
+TEST(test_json_pattern_random_patterns_match_pcre2) {
+    unsigned rng = 2024;
+    int compiled = 0, refused = 0;
+    long texts = 0;
+    for (int i = 0; i < 1000; i++) {
+        char pat[256] = "";
+        random_pattern(&rng, pat, sizeof pat, 1 + i % 3);
+        pcase c = {pat, 0, 1000, "abc1", 5};
+        char err[200];
+        jp_dfa *d = jp_compile(pat, 0, 1000, err, sizeof err);
+        if (!d) { /* (only for the refusals the header names) */
+            CHECK_MSG(strstr(err, "too complex") || strstr(err, "no string"), "pattern %s refused: %s", pat, err);
+            refused++;
+            continue;
+        }
+        jp_free(d);
+        walk w;
+        if (walk_setup(&w, &c)) {
+            exhaust(&w, jp_start(w.d), 0);
+            texts += w.texts;
+            compiled++;
+        }
+        walk_free(&w);
+    }
+    printf("    1000 random patterns: %d compiled (%ld texts judged as PCRE2 does), %d refused\n", compiled, texts, refused);
+    CHECK(compiled > 900);
+}
+
 /* Random walks: a character only where the DFA can still finish; each walk
  * ends (by chance, where it may) in a text PCRE2 matches, never stuck. */
 TEST(test_json_pattern_walks_never_stuck) {
