@@ -235,6 +235,8 @@ static int fill_string(compiler *k, int id, const json_t *s) {
     if (n->min_len > n->max_len) return fail(k, "'minLength' is above 'maxLength'");
     const json_t *pt = json_object_get(s, "pattern");
     if (pt && !json_is_string(pt)) return fail(k, "'pattern' must be a string");
+    if (pt && strlen(json_string_value(pt)) != json_string_length(pt))
+        return fail(k, "'pattern' with a NUL character (\\u0000) is not supported");
     if (n->email) return 0; /* (beside a format: the format alone, see json_constraint.h) */
     /* formats without an automaton of their own: patterns, and their longest texts */
     static const struct { const char *name, *pattern; int max_len; } FMT_PATTERNS[] = {

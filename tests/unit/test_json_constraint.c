@@ -490,6 +490,13 @@ TEST(test_json_constraint_string_pattern) {
     /* two string branches with different patterns: either text (the hull, as for formats) */
     const char *two = "{\"anyOf\":[{\"type\":\"string\",\"pattern\":\"^a+$\"},{\"type\":\"string\",\"pattern\":\"^b+$\"}]}";
     EXPECT_EACH(two, 1, "\"aa\"", "\"bb\"");
+    /* a pattern holding a NUL (jansson keeps it when asked; its C string would stop there): refused */
+    json_t *nul = json_pack("{s:s, s:o}", "type", "string", "pattern", json_stringn("a\0b", 3));
+    char err[200];
+    json_constraint *cn = jc_compile(nul, err, sizeof err);
+    CHECK_MSG(cn == NULL && strstr(err, "NUL"), "a pattern with a NUL: %s", cn ? "compiled" : err);
+    jc_free(cn);
+    json_decref(nul);
     /* an enum beside a pattern: the enum's texts */
     expect("{\"type\":\"string\",\"enum\":[\"x\"],\"pattern\":\"^y$\"}", "\"x\"", 1);
 }
