@@ -9,7 +9,8 @@
  * Enforced: type (one or a list), properties / required /
  * additionalProperties (absent means none beyond `properties`, as strict
  * structured-output servers do; true or a schema allows others), items,
- * minItems / maxItems, uniqueItems over enum items (each value once), a string's minLength / maxLength (at most 65535;
+ * minItems / maxItems, uniqueItems over enum items (each value once),
+ * minProperties / maxProperties (the required ones always with room), a string's minLength / maxLength (at most 65535;
  * an escape counts as one character, so a surrogate pair's two count two),
  * a string's format date, time, date-time (RFC 3339: months 01-12, days
  * 01-31, hours 00-23, minutes and seconds 00-59, an optional fraction of
@@ -117,6 +118,7 @@ typedef struct {
     int n_props;
     uint64_t required;   /* bit i: props[i] required */
     int additional;      /* node of other properties' values, -1: none allowed */
+    int min_props, max_props; /* minProperties / maxProperties (65535: unbounded) */
     int *disc_obj;       /* a discriminated union (anyOf of objects told apart by one constant
                           * property, props[0], written first): the object node each literal of
                           * props[0]'s value node leads to */
@@ -157,7 +159,7 @@ typedef struct {
     uint8_t phase;       /* where in the container (json_match.c) */
     bool object;
     int16_t key;         /* object: the property whose value comes next (-1: an additional one) */
-    uint16_t count;      /* array: items so far */
+    uint16_t count;      /* array: items so far; object: properties so far */
     uint64_t seen;       /* object: properties given; a unique array: its enum's literals used */
 } jc_frame;
 

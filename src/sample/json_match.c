@@ -237,11 +237,20 @@ static bool value_start(jc_state *s, int nd, uint8_t b) {
     return true;
 }
 
+/* the object's next key may be another than a required one still due (not
+ * when those fill maxProperties' room) */
+static bool others_allowed(const jc_frame *f, const jc_node *n) {
+    return f->count + __builtin_popcountll(n->required & ~f->seen) < n->max_props;
+}
+
+/* ... and it may be one no property names */
+static bool additional_allowed(const jc_frame *f, const jc_node *n) { return n->additional >= 0 && others_allowed(f, n); }
+
 static bool key_start(jc_state *s) {
     jc_frame *f = top(s);
     const jc_node *n = node(s, f->node);
-    s->cand = n->additional >= 0 ? all_props(n) : all_props(n) & ~f->seen;
-    if (!s->cand && n->additional < 0) return false;
+    s->cand = !others_allowed(f, n) ? n->required & ~f->seen : n->additional >= 0 ? all_props(n) : all_props(n) & ~f->seen;
+    if (!s->cand && !additional_allowed(f, n)) return false;
     s->lex = LX_STR;
     s->in_key = true;
     s->off = 0;
@@ -258,8 +267,9 @@ static bool key_end(jc_state *s) {
     if (match >= 0) {
         if (f->seen >> match & 1) return false; /* a property given twice */
         f->seen |= 1ull << match;
-    } else if (n->additional < 0)
+    } else if (!additional_allowed(f, n))
         return false;
+    if (f->count < 0xFFFF) f->count++;
     f->key = (int16_t)match;
     f->phase = PH_COLON;
     s->lex = LX_NONE;
@@ -276,7 +286,7 @@ static bool key_byte(jc_state *s, uint8_t b) {
         if (s->cand >> i & 1 && n->props[i].len > s->off && (uint8_t)n->props[i].name[s->off] == b) c |= 1ull << i;
     s->cand = c;
     if (s->off < 0xFFFF) s->off++;
-    return c || n->additional >= 0;
+    return c || additional_allowed(top(s), n);
 }
 
 static bool structural(jc_state *s, uint8_t b) {
@@ -306,7 +316,7 @@ static bool structural(jc_state *s, uint8_t b) {
         return value_start(s, n->items, b);
     case PH_OBJ_FIRST:
         if (b == '}') {
-            if (n->required) return false;
+            if (n->required || n->min_props) return false;
             return close_container(s);
         }
         return b == '"' && key_start(s);
@@ -318,12 +328,14 @@ static bool structural(jc_state *s, uint8_t b) {
         return true;
     case PH_AFTER:
         if (b == ',') {
-            if (f->object ? !(all_props(n) & ~f->seen) && n->additional < 0 : f->count >= n->max_items) return false;
+            if (f->object ? (!(all_props(n) & ~f->seen) && n->additional < 0) || f->count >= n->max_props
+                          : f->count >= n->max_items)
+                return false;
             f->phase = f->object ? PH_OBJ_KEY : PH_VALUE;
             return true;
         }
         if (b != (f->object ? '}' : ']')) return false;
-        if (f->object ? (n->required & ~f->seen) != 0 : f->count < n->min_items) return false;
+        if (f->object ? (n->required & ~f->seen) != 0 || f->count < n->min_props : f->count < n->min_items) return false;
         return close_container(s);
     }
     return false;
@@ -466,7 +478,7 @@ static bool string_byte(jc_state *s, uint8_t b) {
         s->lex = LX_ESC;
         if (!s->in_key) return string_char(s);
         s->cand = 0; /* an escaped key matches no property name (names needing escapes are refused at compile) */
-        return node(s, top(s)->node)->additional >= 0;
+        return additional_allowed(top(s), node(s, top(s)->node));
     }
     if (b < 0x20) return false;
     if (b >= 0x80 && !(s->utf8 = (uint8_t)jc_utf8_lead(b, &s->utf8_lo, &s->utf8_hi))) return false;
@@ -667,7 +679,7 @@ bool jc_in_free_text(const jc_state *s) {
 
 bool jc_in_free_string(const jc_state *s) {
     return (!s->calls || s->calls == CL_DOC) && !s->think && s->lex == LX_STR && !s->utf8 &&
-           (s->in_key ? !s->cand && node(s, s->f[s->depth - 1].node)->additional >= 0
+           (s->in_key ? !s->cand && additional_allowed(&s->f[s->depth - 1], node(s, s->f[s->depth - 1].node))
                        : !node(s, s->lit_node)->email && node(s, s->lit_node)->pattern < 0);
 }
 

@@ -51,6 +51,7 @@ static int new_node(compiler *k) {
     n->additional = -1;
     n->items = -1;
     n->max_items = n->max_len = 1 << 30;
+    n->max_props = 65535;
     n->min_int = -JC_INT_LIMIT;
     n->max_int = JC_INT_LIMIT;
     n->mult_int = 1;
@@ -176,7 +177,20 @@ static int fill_object(compiler *k, int id, const json_t *s) {
     bool none = add ? json_is_false(add) : props != NULL;
     int a = none ? -1 : json_is_object(add) ? compile(k, add) : any_node(k);
     if (!none && a < 0) return -1;
-    k->c->nodes[id].additional = a;
+    jc_node *n = &k->c->nodes[id];
+    n->additional = a;
+    /* minProperties / maxProperties: room for the required ones, and enough properties to name */
+    const char *name[2] = { "minProperties", "maxProperties" };
+    int *v[2] = { &n->min_props, &n->max_props };
+    for (int i = 0; i < 2; i++) {
+        const json_t *x = json_object_get(s, name[i]);
+        if (!x) continue;
+        if (!json_is_integer(x) || json_integer_value(x) < 0) return fail(k, "'%s' must be a non-negative integer", name[i]);
+        *v[i] = json_integer_value(x) > 65535 ? 65535 : (int)json_integer_value(x);
+    }
+    if (n->min_props > n->max_props) return fail(k, "'minProperties' is above 'maxProperties'");
+    if (__builtin_popcountll(n->required) > n->max_props) return fail(k, "more required properties than 'maxProperties'");
+    if (a < 0 && n->n_props < n->min_props) return fail(k, "'minProperties' above the properties the object may have");
     return 0;
 }
 

@@ -331,6 +331,41 @@ static void room_bounded(const char *schema, const char *prefix) {
     jc_free(c);
 }
 
+/* runs random walks from start: each step a character of alpha the
+ * constraint accepts, until the text may end (or 120 steps); counts in
+ * *stuck the walks that found no next character (reporting three) and
+ * returns how many ended in a whole text */
+static int random_walks(const char *schema, const char *start, const char *alpha, int runs, unsigned *rng, int *stuck) {
+    json_constraint *c = compile_str(schema);
+    if (!c) return 0;
+    int ended = 0;
+    for (int run = 0; run < runs; run++) {
+        jc_state st, t;
+        char text[160];
+        int len = snprintf(text, sizeof text, "%s", start);
+        jc_start(&st, c, 0);
+        CHECK(jc_feed(&st, (const uint8_t *)text, (size_t)len));
+        for (int step = 0; step < 120 && !jc_can_end(&st); step++) {
+            uint8_t ok[64];
+            int n = 0;
+            for (const char *a = alpha; *a && n < 64; a++) {
+                jc_copy(&t, &st);
+                if (jc_feed(&t, (const uint8_t *)a, 1)) ok[n++] = (uint8_t)*a;
+            }
+            if (!n) {
+                if (++*stuck <= 3) CHECK_MSG(0, "schema %s: prefix %.*s has no next character", schema, len, text);
+                break;
+            }
+            *rng = *rng * 1664525u + 1013904223u;
+            text[len] = (char)ok[(*rng >> 8) % (unsigned)n];
+            CHECK(jc_feed(&st, (const uint8_t *)text + len++, 1));
+        }
+        ended += jc_can_end(&st);
+    }
+    jc_free(c);
+    return ended;
+}
+
 TEST(test_json_constraint_string_formats) {
     const char *date = "{\"type\":\"string\",\"format\":\"date\"}", *time = "{\"type\":\"string\",\"format\":\"time\"}",
                *dt = "{\"type\":\"string\",\"format\":\"date-time\"}", *uuid = "{\"type\":\"string\",\"format\":\"uuid\"}";
@@ -394,36 +429,10 @@ TEST(test_json_constraint_string_formats) {
     /* no accepted prefix is a dead end: random walks over accepted characters always have a next one */
     const char *walk[] = {date, time, dt, uuid, ip, mail, mail8, time12, host, ip6, host9, uri, dur, ptr, ref, ip8, time20,
                           "{\"type\":\"string\",\"format\":\"date-time\",\"maxLength\":22}"};
-    const char *alpha = "0123456789abcdefxyzABCDEFTZ:-+.@_%\" PYMWHS/~?#";
     unsigned rng = 7;
     int stuck = 0, ended = 0;
-    for (size_t w = 0; w < sizeof walk / sizeof *walk; w++) {
-        json_constraint *c = compile_str(walk[w]);
-        if (!c) continue;
-        for (int run = 0; run < 500; run++) {
-            jc_state st, t;
-            char text[128] = "\"";
-            jc_start(&st, c, 0);
-            CHECK(jc_feed(&st, (const uint8_t *)"\"", 1));
-            for (int step = 0; step < 120 && !jc_can_end(&st); step++) {
-                uint8_t ok[64];
-                int n = 0;
-                for (const char *a = alpha; *a; a++) {
-                    jc_copy(&t, &st);
-                    if (jc_feed(&t, (const uint8_t *)a, 1)) ok[n++] = (uint8_t)*a;
-                }
-                if (!n) {
-                    if (++stuck <= 3) CHECK_MSG(0, "schema %s: prefix %s has no next character", walk[w], text);
-                    break;
-                }
-                rng = rng * 1664525u + 1013904223u;
-                text[step + 1] = (char)ok[(rng >> 8) % (unsigned)n];
-                CHECK(jc_feed(&st, (const uint8_t *)text + step + 1, 1));
-            }
-            ended += jc_can_end(&st);
-        }
-        jc_free(c);
-    }
+    for (size_t w = 0; w < sizeof walk / sizeof *walk; w++)
+        ended += random_walks(walk[w], "\"", "0123456789abcdefxyzABCDEFTZ:-+.@_%\" PYMWHS/~?#", 500, &rng, &stuck);
     CHECK_EQ_INT(stuck, 0);
     printf("    random walks: %d of %d ended in a whole text, %d stuck\n", ended, (int)(sizeof walk / sizeof *walk) * 500, stuck);
     /* in an object, a key with the format's name, and what is not enforced */
@@ -646,6 +655,31 @@ TEST(test_json_constraint_unique_enum_items) {
     printf("    %d accepted prefixes of unique enum arrays, all able to finish\n", n);
 }
 
+/* minProperties / maxProperties: counts of properties given; under
+ * maxProperties the required ones always keep their room (only they may
+ * come when they fill it); random walks never get stuck. */
+TEST(test_json_constraint_property_counts) {
+    const char *two = "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"},\"b\":{\"type\":\"integer\"},"
+                      "\"c\":{\"type\":\"integer\"}},\"minProperties\":2,\"maxProperties\":2}";
+    EXPECT_EACH(two, 1, "{\"a\": 1, \"b\": 2}", "{\"c\":3,\"a\":1}");
+    EXPECT_EACH(two, 0, "{}", "{\"a\": 1}", "{\"a\": 1, \"b\": 2, \"c\": 3}");
+    /* maxProperties 2 with "r" required: after one other property, only "r" */
+    const char *room = "{\"type\":\"object\",\"properties\":{\"r\":{\"type\":\"integer\"},\"x\":{\"type\":\"integer\"},"
+                       "\"y\":{\"type\":\"integer\"}},\"required\":[\"r\"],\"additionalProperties\":true,\"maxProperties\":2}";
+    EXPECT_EACH(room, 1, "{\"r\": 1}", "{\"x\": 1, \"r\": 2}", "{\"r\": 1, \"zz\": 2}", "{\"q\": 0, \"r\": 1}");
+    EXPECT_EACH(room, 0, "{\"x\": 1, \"y\": 2}", "{\"x\": 1, \"zz\": 2}", "{\"x\": 1}", "{\"r\": 1, \"x\": 2, \"y\": 3}");
+    const char *open = "{\"type\":\"object\",\"additionalProperties\":{\"type\":\"integer\"},\"minProperties\":1}";
+    EXPECT_EACH(open, 1, "{\"k\": 1}", "{\"k\": 1, \"m\": 2}");
+    EXPECT_EACH(open, 0, "{}");
+    unsigned rng = 3;
+    int stuck = 0, n = 0;
+    n += random_walks(two, "", "}\",:1ab{ ", 600, &rng, &stuck);
+    n += random_walks(room, "", "}\",:1rxy{ ", 600, &rng, &stuck);
+    n += random_walks(open, "", "}\",:1k{ ", 600, &rng, &stuck);
+    CHECK_EQ_INT(stuck, 0);
+    printf("    random walks: %d of 1800 ended in a whole object, %d stuck\n", n, stuck);
+}
+
 TEST(test_json_constraint_refused_schemas) {
     const char *bad[] = {
         "{\"type\":\"objekt\"}", "{\"not\":{}}", "{\"prefixItems\":[{}]}", "{\"allOf\":[{}, {}]}",
@@ -656,6 +690,9 @@ TEST(test_json_constraint_refused_schemas) {
         "{\"type\":\"string\",\"format\":\"date\",\"maxLength\":5}", "{\"type\":\"string\",\"format\":\"email\",\"maxLength\":5}",
         "{\"type\":\"string\",\"format\":\"uuid\",\"minLength\":37}",
         "{\"type\":\"array\",\"items\":{\"enum\":[1,2]},\"uniqueItems\":true,\"minItems\":3}",
+        "{\"type\":\"object\",\"minProperties\":3,\"maxProperties\":2}",
+        "{\"properties\":{\"a\":{},\"b\":{}},\"required\":[\"a\",\"b\"],\"maxProperties\":1}",
+        "{\"properties\":{\"a\":{}},\"minProperties\":2}",
         "{\"type\":\"number\",\"minimum\":1,\"exclusiveMaximum\":1}", "{\"type\":\"number\",\"minimum\":2.5,\"maximum\":2}",
         "{\"type\":\"integer\",\"multipleOf\":0}", "{\"type\":\"integer\",\"multipleOf\":\"2\"}",
         "{\"type\":\"integer\",\"minimum\":5,\"maximum\":4}", "{\"type\":\"integer\",\"minimum\":\"3\"}",
