@@ -30,8 +30,8 @@
  * length limit no text of the format meets is refused,
  * a string's pattern (json_pattern.h: an ECMA-262 subset, search semantics,
  * with minLength / maxLength; its text's characters as themselves or by the
- * short escapes, no \u escapes; a pattern beside a format: the format
- * alone; two string branches of an anyOf with different patterns: neither),
+ * short escapes, no \u escapes; a pattern beside a format: both, but for
+ * email, alone; two string branches of an anyOf with different patterns: neither),
  * a number's minimum / maximum / exclusiveMinimum / exclusiveMaximum
  * (every prefix can still reach the range; the value — as a JSON parser
  * reads it into a double — is in it where it ends; a bounded non-integer

@@ -595,15 +595,15 @@ typedef struct {
     int32_t *list;       /* the closure's live S_SET states, ascending */
     int n_list;
     long long work;      /* steps so far (MAX_WORK) */
+    int all;             /* every pattern's bit */
 } builder;
 
 /* the closure of the seeds (states entered before any $): the S_SET
- * states live in b->list (ascending), and whether a match is reached (a
- * path through $ may match but take no character) */
-static bool closure(builder *b, const int *seeds, int n, bool at_start) {
+ * states live in b->list (ascending), and the patterns whose match is
+ * reached, a bit each (a path through $ may match but take no character) */
+static int closure(builder *b, const int *seeds, int n, bool at_start) {
     const nstate *nfa = b->x->nfa;
-    int sp = 0;
-    bool accept = false;
+    int sp = 0, accept = 0; /* (a bit per pattern whose match is reached) */
     int lo = b->words, hi = -1; /* the key words touched */
     memset(b->seen, 0, 2 * (size_t)b->words * sizeof *b->seen);
     b->work += b->words / 8 + 1;
@@ -624,7 +624,7 @@ static bool closure(builder *b, const int *seeds, int n, bool at_start) {
                 if (q >> 6 > hi) hi = q >> 6;
             }
             break;
-        case S_MATCH: accept = true; break;
+        case S_MATCH: accept |= 1 << s->set; break;
         case S_SPLIT: b->stack[sp++] = s->out1 * 2 + post; /* fall through */
         case S_EPS: b->stack[sp++] = s->out * 2 + post; break;
         case S_BOL:
@@ -641,13 +641,15 @@ static bool closure(builder *b, const int *seeds, int n, bool at_start) {
     return accept;
 }
 
-/* the DFA state of b->list / accept, added when new (-1: dead, -2: too
- * many, -3: out of memory); found through an open-addressed table of
+/* the DFA state of b->list / accept (the patterns matched, a bit each;
+ * kept in d->accept until build_dfa turns it into all or not), added when
+ * new (-1: dead — nothing live and not every pattern matched; -2: too
+ * many; -3: out of memory); found through an open-addressed table of
  * state + 1 by hash (JP_MAX_STATES x 2 slots) */
-static int state_of(builder *b, bool accept) {
+static int state_of(builder *b, int accept) {
     jp_dfa *d = b->d;
     int n = b->n_list;
-    if (!n && !accept) return -1;
+    if (!n && accept != b->all) return -1;
     uint32_t h = 2166136261u ^ accept;
     for (int i = 0; i < n; i++) h = (h ^ (uint32_t)b->list[i]) * 16777619u;
     uint32_t at = h & (2 * JP_MAX_STATES - 1);
@@ -682,14 +684,16 @@ static int state_of(builder *b, bool accept) {
     memcpy(b->keys + k0, b->list, (size_t)n * sizeof *b->list);
     b->key_at[d->n_states + 1] = k0 + (size_t)n;
     b->hash[d->n_states] = h;
-    d->accept[d->n_states] = accept;
+    d->accept[d->n_states] = (uint8_t)accept;
     b->slot[at] = d->n_states + 1;
     return d->n_states++;
 }
 
-/* subsets: states numbered as found, each state's row of next filled in turn */
-static int build_dfa(rx *x, jp_dfa *d, int start) {
-    builder b = {.x = x, .d = d, .words = (x->n_nfa + 63) / 64};
+/* subsets from the patterns' starts: states numbered as found, each
+ * state's row of next filled in turn; a state accepts where every pattern
+ * matches */
+static int build_dfa(rx *x, jp_dfa *d, const int *starts, int n_pat) {
+    builder b = {.x = x, .d = d, .words = (x->n_nfa + 63) / 64, .all = (1 << n_pat) - 1};
     int rc = -1, nc = d->n_classes, *seeds = NULL, cap_next = 0;
     /* takes[set][c]: a set's S_SET states take class c */
     uint8_t *takes = malloc((size_t)x->n_sets * nc);
@@ -702,7 +706,7 @@ static int build_dfa(rx *x, jp_dfa *d, int start) {
     if (!takes || !b.stack || !b.seen || !b.list || !b.key || !seeds || !b.slot) goto oom;
     for (int i = 0; i < x->n_sets; i++)
         for (int c = 0; c < nc; c++) takes[(size_t)i * nc + c] = in_set(&x->sets[i], d->bound[c]);
-    d->start = state_of(&b, closure(&b, &start, 1, true));
+    d->start = state_of(&b, closure(&b, starts, n_pat, true));
     if (d->start == -3) goto oom;
     for (int s = 0; s < d->n_states; s++) {
         if (!grow((void **)&d->next, &cap_next, (s + 1) * nc, sizeof *d->next)) goto oom;
@@ -729,6 +733,7 @@ static int build_dfa(rx *x, jp_dfa *d, int start) {
             d->next[(size_t)s * nc + c] = t;
         }
     }
+    for (int s = 0; s < d->n_states; s++) d->accept[s] = d->accept[s] == b.all;
     rc = 0;
     goto out;
 oom:
@@ -818,31 +823,41 @@ size_t jp_bytes(const jp_dfa *d) {
 }
 
 jp_dfa *jp_compile(const char *pattern, int min_len, int max_len, char *err, size_t errlen) {
+    return jp_compile_all(&pattern, 1, min_len, max_len, err, errlen);
+}
+
+jp_dfa *jp_compile_all(const char *const *patterns, int n_pat, int min_len, int max_len, char *err, size_t errlen) {
     if (err && errlen) err[0] = 0;
-    rx x = {.p = pattern, .end = pattern + strlen(pattern), .err = err, .errlen = errlen};
+    rx x = {.err = err, .errlen = errlen};
     jp_dfa *d = calloc(1, sizeof *d);
-    int root, start = -1, any = -1, loop0, loop1, match;
-    frag r;
-    if (!d) goto fail;
+    int starts[JP_MAX_PATTERNS], any = -1;
+    if (!d || n_pat < 1 || n_pat > JP_MAX_PATTERNS) goto fail;
     d->min_len = min_len;
     d->max_len = max_len;
-    if ((root = parse_alt(&x)) < 0) goto fail;
-    if (x.p < x.end) {
-        rx_fail(&x, "an unmatched ')'");
-        goto fail;
-    }
-    /* any* R any* then a match: an "any" set for the two loops */
+    /* each pattern: any* R any* then its match, the loops over one "any" set */
     cset all = {0};
     if (cset_add(&all, 0, CP_MAX) < 0 || (any = mk_set(&x, &all)) < 0) goto fail;
-    if ((r = emit(&x, root)).s < 0 || (match = st(&x, S_MATCH, -1, -1, -1)) < 0 ||
-        (loop0 = st(&x, S_SPLIT, -1, r.s, -1)) < 0 || st(&x, S_SET, loop0, -1, x.ast[any].a) < 0 ||
-        (loop1 = st(&x, S_SPLIT, -1, match, -1)) < 0 || st(&x, S_SET, loop1, -1, x.ast[any].a) < 0)
-        goto fail;
-    x.nfa[loop0].out = x.n_nfa - 3; /* (the first loop's set) */
-    x.nfa[loop1].out = x.n_nfa - 1;
-    x.nfa[r.e].out = loop1;
-    start = loop0;
-    if (make_classes(&x, d) < 0 || build_dfa(&x, d, start) < 0) goto fail;
+    for (int p = 0; p < n_pat; p++) {
+        int root, loop0, loop1, match;
+        frag r;
+        x.p = patterns[p];
+        x.end = patterns[p] + strlen(patterns[p]);
+        x.depth = 0;
+        if ((root = parse_alt(&x)) < 0) goto fail;
+        if (x.p < x.end) {
+            rx_fail(&x, "an unmatched ')'");
+            goto fail;
+        }
+        if ((r = emit(&x, root)).s < 0 || (match = st(&x, S_MATCH, -1, -1, p)) < 0 ||
+            (loop0 = st(&x, S_SPLIT, -1, r.s, -1)) < 0 || st(&x, S_SET, loop0, -1, x.ast[any].a) < 0 ||
+            (loop1 = st(&x, S_SPLIT, -1, match, -1)) < 0 || st(&x, S_SET, loop1, -1, x.ast[any].a) < 0)
+            goto fail;
+        x.nfa[loop0].out = x.n_nfa - 3; /* (the first loop's set) */
+        x.nfa[loop1].out = x.n_nfa - 1;
+        x.nfa[r.e].out = loop1;
+        starts[p] = loop0;
+    }
+    if (make_classes(&x, d) < 0 || build_dfa(&x, d, starts, n_pat) < 0) goto fail;
     if (d->start < 0) {
         rx_fail(&x, "no string matches it");
         goto fail;

@@ -38,6 +38,10 @@ typedef struct jp_dfa jp_dfa;
 /* Compiles `pattern` for strings of min_len to max_len characters. On
  * failure returns NULL with the reason in err. */
 jp_dfa *jp_compile(const char *pattern, int min_len, int max_len, char *err, size_t errlen);
+/* The same for texts every one of n patterns matches (1 <= n <=
+ * JP_MAX_PATTERNS): one DFA over the patterns' states together. */
+#define JP_MAX_PATTERNS 8
+jp_dfa *jp_compile_all(const char *const *patterns, int n, int min_len, int max_len, char *err, size_t errlen);
 void jp_free(jp_dfa *d);
 /* The bytes it holds (json_constraint_cache.h's budget). */
 size_t jp_bytes(const jp_dfa *d);

@@ -251,7 +251,7 @@ static int fill_string(compiler *k, int id, const json_t *s) {
     if (pt && !json_is_string(pt)) return fail(k, "'pattern' must be a string");
     if (pt && strlen(json_string_value(pt)) != json_string_length(pt))
         return fail(k, "'pattern' with a NUL character (\\u0000) is not supported");
-    if (n->email) return 0; /* (beside a format: the format alone, see json_constraint.h) */
+    if (n->email) return 0; /* (beside email: the format alone, see json_constraint.h) */
     /* formats without an automaton of their own: patterns, and their longest texts */
     static const struct { const char *name, *pattern; int max_len; } FMT_PATTERNS[] = {
         {"date", /* RFC 3339 full-date: months 01-12, days 01-31 */
@@ -284,17 +284,21 @@ static int fill_string(compiler *k, int id, const json_t *s) {
         {"json-pointer", /* RFC 6901 */
          "^(?:/(?:[^~/]|~[01])*)*$", 1 << 30},
     };
-    const char *pat = pt ? json_string_value(pt) : NULL, *fmt_pat = NULL;
+    const char *pats[2];
+    int n_pats = 0;
     for (size_t f = 0; fmt && f < sizeof FMT_PATTERNS / sizeof FMT_PATTERNS[0]; f++)
         if (!strcmp(fmt, FMT_PATTERNS[f].name)) {
-            pat = fmt_pat = FMT_PATTERNS[f].pattern;
+            pats[n_pats++] = FMT_PATTERNS[f].pattern;
             if (n->max_len > FMT_PATTERNS[f].max_len) n->max_len = FMT_PATTERNS[f].max_len;
         }
-    if (!pat) return 0;
+    const char *user = pt ? json_string_value(pt) : NULL;
+    if (user) pats[n_pats++] = user; /* (beside a format: both) */
+    if (!n_pats) return 0;
     char e[200];
-    jp_dfa *d = jp_compile(pat, n->min_len, n->max_len, e, sizeof e);
-    if (!d && fmt_pat) return fail(k, "minLength / maxLength that no '%s' text meets are not supported", fmt);
-    if (!d) return fail(k, "%s (in \"%.80s\")", e, pat);
+    jp_dfa *d = jp_compile_all(pats, n_pats, n->min_len, n->max_len, e, sizeof e);
+    if (!d && !user) return fail(k, "minLength / maxLength that no '%s' text meets are not supported", fmt);
+    if (!d && n_pats == 2) return fail(k, "%s (in \"%.80s\" with format '%s')", e, user, fmt);
+    if (!d) return fail(k, "%s (in \"%.80s\")", e, user);
     json_constraint *c = k->c;
     jp_dfa **ps = realloc(c->patterns, (size_t)(c->n_patterns + 1) * sizeof *ps);
     if (!ps || c->n_patterns >= INT16_MAX) {

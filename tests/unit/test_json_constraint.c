@@ -490,12 +490,15 @@ TEST(test_json_constraint_string_pattern) {
     EXPECT_EACH(len, 1, "\"ab\"", "\"\xC3\xA0\xC3\xBF\xC3\xA9\"", "\"a\xC3\xA9z\"");
     EXPECT_EACH(len, 0, "\"a\"", "\"abcd\"", "\"\xC3\xA0\xC3\xBF\xC3\xA9\xC3\xA9\"", "\"a1\"", "\"a\xE2\x82\xAC\"");
     room_bounded("{\"type\":\"string\",\"pattern\":\"^[a-z]+\\\\d$\",\"maxLength\":3}", "\"abc"); /* no room for the digit */
-    /* in an object beside free strings; a format beside a pattern: the format alone (json_constraint.h) */
+    /* in an object beside free strings; a format beside a pattern (json_constraint.h) */
     const char *obj = "{\"type\":\"object\",\"properties\":{\"id\":{\"type\":\"string\",\"pattern\":\"^u[0-9]+$\"},"
                       "\"note\":{\"type\":\"string\"}},\"required\":[\"id\",\"note\"]}";
     expect(obj, "{\"id\": \"u42\", \"note\": \"u\"}", 1);
     EXPECT_EACH(obj, 0, "{\"id\": \"42\", \"note\": \"x\"}", "{\"id\": \"u\", \"note\": \"x\"}");
-    expect("{\"type\":\"string\",\"format\":\"date\",\"pattern\":\"^x$\"}", "\"2024-05-06\"", 1);
+    const char *dpat = "{\"type\":\"string\",\"format\":\"date\",\"pattern\":\"^2024-\"}"; /* a format and a pattern: both */
+    EXPECT_EACH(dpat, 1, "\"2024-05-06\"", "\"2024-12-31\"");
+    EXPECT_EACH(dpat, 0, "\"2023-05-06\"", "\"2024-13-01\"", "\"2024-\"");
+    expect("{\"type\":\"string\",\"format\":\"email\",\"pattern\":\"^x$\"}", "\"ada@example.com\"", 1); /* (email: alone) */
     /* two string branches with different patterns: either text (the hull, as for formats) */
     const char *two = "{\"anyOf\":[{\"type\":\"string\",\"pattern\":\"^a+$\"},{\"type\":\"string\",\"pattern\":\"^b+$\"}]}";
     EXPECT_EACH(two, 1, "\"aa\"", "\"bb\"");
@@ -703,6 +706,7 @@ TEST(test_json_constraint_refused_schemas) {
         "{\"type\":\"string\",\"maxLength\":70000}", "{\"type\":\"string\",\"minLength\":1.5}",
         "{\"type\":\"string\",\"pattern\":\"(?=a)\"}", "{\"type\":\"string\",\"pattern\":5}",
         "{\"type\":\"string\",\"pattern\":\"^[a-z]{3}$\",\"maxLength\":2}",
+        "{\"type\":\"string\",\"format\":\"uuid\",\"pattern\":\"^x\"}",
         "{\"anyOf\":[{\"properties\":{\"k\":{\"const\":1}},\"required\":[\"k\"]},{\"properties\":{\"k\":{\"const\":1}},\"required\":[\"k\"]}]}",
         "{\"anyOf\":[{\"properties\":{\"k\":{\"const\":1}}},{\"properties\":{\"k\":{\"const\":2}}}]}", "{\"anyOf\":[{\"enum\":[\"x\"]},{\"type\":\"string\",\"maxLength\":3}, {\"enum\":[{\"a\":1}]}, {\"type\":\"object\"}]}",
     };

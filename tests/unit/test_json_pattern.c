@@ -257,6 +257,62 @@ TEST(test_json_pattern_walks_never_stuck) {
     printf("    %d of %d walks ended in a match, none stuck\n", ended, runs);
 }
 
+/* Patterns together (jp_compile_all): a text matches where PCRE2 matches
+ * it with each; every text over a small alphabet up to 7 characters, and a
+ * text that can still match is one the DFA can finish. */
+TEST(test_json_pattern_intersections_match_pcre2) {
+    static const struct { const char *a, *b, *alphabet; } P[] = {
+        {"^[0-9]{4}-(?:0[1-9]|1[0-2])$", "^20", "0129-", },
+        {"^[a-z]+$", "ab|ba", "abz1"},
+        {"a", "b", "abc"},
+        {"^(ab)*$", "^a(ba)*b$|^$", "ab"},
+        {"^[ab]{2,4}$", "(a|b)b$", "ab"},
+    };
+    long texts = 0;
+    int wrong = 0;
+    for (size_t i = 0; i < sizeof P / sizeof P[0]; i++) {
+        const char *both[2] = {P[i].a, P[i].b};
+        char err[200];
+        jp_dfa *d = jp_compile_all(both, 2, 0, 1000, err, sizeof err);
+        CHECK_MSG(d != NULL, "%s & %s: %s", P[i].a, P[i].b, err);
+        pcre2_code *ra = ref_compile(P[i].a), *rb = ref_compile(P[i].b);
+        pcre2_match_data *md = ra ? pcre2_match_data_create_from_pattern(ra, NULL) : NULL;
+        if (!d || !ra || !rb || !md) goto next;
+        const char *chars[8];
+        int nc = 0;
+        for (const char *c = P[i].alphabet; *c; c++) chars[nc++] = c;
+        for (long code = 0;; code++) { /* every text of length 0..7: code in base nc, its length by ranges */
+            char t[8];
+            int len = 0;
+            long rest = code, span = 1, base = 0;
+            while (rest >= base + span) base += span, span *= nc, len++;
+            if (len > 7) break;
+            rest -= base;
+            for (int k = 0; k < len; k++) t[k] = *chars[rest % nc], rest /= nc;
+            int st = jp_start(d);
+            for (int k = 0; k < len && st >= 0; k++) st = jp_step(d, st, (uint8_t)t[k]);
+            bool want = pcre2_match(ra, (PCRE2_SPTR)t, (PCRE2_SIZE)len, 0, 0, md, NULL) >= 0 &&
+                        pcre2_match(rb, (PCRE2_SPTR)t, (PCRE2_SIZE)len, 0, 0, md, NULL) >= 0;
+            if (jp_can_end(d, st, len) != want && wrong++ < 3)
+                CHECK_MSG(0, "%s & %s: '%.*s' %s by PCRE2", P[i].a, P[i].b, len, t, want ? "matched" : "refused");
+            if (want) /* every prefix of a match can finish */
+                for (int k = 0, s2 = jp_start(d); k <= len; k++) {
+                    if (!jp_can_finish(d, s2, k) && wrong++ < 3)
+                        CHECK_MSG(0, "%s & %s: prefix '%.*s' of a match cannot finish", P[i].a, P[i].b, k, t);
+                    if (k < len) s2 = jp_step(d, s2, (uint8_t)t[k]);
+                }
+            texts++;
+        }
+    next:
+        pcre2_match_data_free(md);
+        pcre2_code_free(ra);
+        pcre2_code_free(rb);
+        jp_free(d);
+    }
+    CHECK_EQ_INT(wrong, 0);
+    printf("    %ld texts against pairs of patterns: the same verdicts as PCRE2 with both\n", texts);
+}
+
 TEST(test_json_pattern_refused) {
     static const struct { const char *pattern; int min_len, max_len; const char *why; } BAD[] = {
         {"(?=a)b", 0, 100, "lookahead"},
