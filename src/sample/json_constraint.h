@@ -72,6 +72,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
 
 #define JC_MAX_DEPTH 32
 #define JC_INDENT 4
@@ -205,6 +207,14 @@ static inline int jc_utf8_lead(uint8_t c, uint8_t *lo, uint8_t *hi) {
     *lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80;
     *hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
     return c >= 0xC2 && c <= 0xDF ? 1 : c >= 0xE0 && c <= 0xEF ? 2 : c >= 0xF0 && c <= 0xF4 ? 3 : 0;
+}
+/* The double nearest m x 10^e, negated when neg — as a JSON parser reads
+ * that text (json_match.c's number ranges, json_schema.c's bounds in
+ * units). */
+static inline double jc_dec_value(int64_t m, int e, bool neg) {
+    char t[48];
+    snprintf(t, sizeof t, "%s%llde%d", neg ? "-" : "", (long long)m, e);
+    return strtod(t, NULL);
 }
 void jc_copy(jc_state *dst, const jc_state *src);
 /* Feeds bytes; false when the text can no longer match (s is then

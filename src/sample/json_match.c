@@ -145,14 +145,6 @@ static bool units_fit(const jc_state *s, const jc_node *n, bool end) {
     }
 }
 
-/* the double nearest m x 10^e, negated when neg (as a JSON parser reads
- * that text) */
-static double dec_value(int64_t m, int e, bool neg) {
-    char t[48];
-    snprintf(t, sizeof t, "%s%llde%d", neg ? "-" : "", (long long)m, e);
-    return strtod(t, NULL);
-}
-
 static bool above_min(const jc_node *n, double x) { return n->min_open ? x > n->min_num : x >= n->min_num; }
 static bool below_max(const jc_node *n, double x) { return n->max_open ? x < n->max_num : x <= n->max_num; }
 
@@ -167,14 +159,14 @@ static bool below_max(const jc_node *n, double x) { return n->max_open ? x < n->
 static bool dec_fits(const jc_state *s, const jc_node *n, bool end) {
     int f = s->frac_n, digits = (s->aux == N_ZERO_T ? 1 : (int)s->cand) + f;
     if (end) {
-        double x = dec_value(s->num, -f, s->neg);
+        double x = jc_dec_value(s->num, -f, s->neg);
         return above_min(n, x) && below_max(n, x);
     }
     bool frac = s->aux == N_DOT || s->aux == N_FRAC_T, closed = frac || s->aux == N_ZERO_T;
     for (int k = 0; digits + k <= JC_MAX_DEC_DIGITS; k++) {
         if (frac || digits + k > 0) { /* (a lone '-' takes a digit first) */
             int e = frac ? -f : k;
-            double a = dec_value(s->num, e, s->neg), b = dec_value(s->num + 1, e, s->neg);
+            double a = jc_dec_value(s->num, e, s->neg), b = jc_dec_value(s->num + 1, e, s->neg);
             if (s->neg ? above_min(n, a) && b < n->max_num : below_max(n, a) && b > n->min_num) return true;
         }
         if (closed) break;

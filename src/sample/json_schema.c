@@ -372,9 +372,7 @@ static int fill_bounds(compiler *k, int id, const json_t *s) {
         }
         int64_t c = (int64_t)nearbyint(want * unit) + (i ? 2 : -2);
         for (int step = 0; step < 5; step++, c += i ? -1 : 1) {
-            char t[48];
-            snprintf(t, sizeof t, "%llde-%d", (long long)c, n->scale);
-            double val = strtod(t, NULL);
+            double val = jc_dec_value(c, -n->scale, false);
             if (i ? (*open[i] ? val < want : val <= want) : (*open[i] ? val > want : val >= want)) break;
         }
         *u = c;
