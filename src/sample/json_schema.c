@@ -229,6 +229,46 @@ static int fill_array(compiler *k, int id, const json_t *s) {
 #define HOUR_MIN "(?:[01][0-9]|2[0-3]):[0-5][0-9]"
 #define TIME_RE HOUR_MIN ":[0-5][0-9](?:\\.[0-9]{1,9})?(?:Z|[+-]" HOUR_MIN ")"
 #define OCTET "(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+#define URI_CHAR "(?:[A-Za-z0-9\\-._~:/?#\\[\\]@!$&'()*+,;=]|%[0-9A-Fa-f]{2})" /* RFC 3986: unreserved, reserved, %XX */
+#define H16 "[0-9A-Fa-f]{1,4}" /* an ipv6 group */
+#define DUR_N "\\d{1,9}"
+#define DUR_DATE "(?:" DUR_N "D|" DUR_N "M(?:" DUR_N "D)?|" DUR_N "Y(?:" DUR_N "M(?:" DUR_N "D)?)?)"
+#define DUR_TIME "T(?:" DUR_N "H(?:" DUR_N "M(?:" DUR_N "S)?)?|" DUR_N "M(?:" DUR_N "S)?|" DUR_N "S)"
+
+/* the formats without an automaton of their own (all but email): patterns, and their longest texts */
+static const struct { const char *name, *pattern; int max_len; } FMT_PATTERNS[] = {
+    {"date", /* RFC 3339 full-date: months 01-12, days 01-31 */
+     "^[0-9]{4}-" DATE_MD "$", 10},
+    {"time", /* RFC 3339 full-time: 00-23 hours, 00-59 minutes and seconds, a fraction of 1-9 digits, Z or +hh:mm */
+     "^" TIME_RE "$", 24},
+    {"date-time", "^[0-9]{4}-" DATE_MD "T" TIME_RE "$", 35},
+    {"uuid", "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$", 36},
+    {"ipv4", /* a dotted quad, 0-255, no leading zeros */
+     "^(?:" OCTET "\\.){3}" OCTET "$", 15},
+    {"hostname", /* RFC 1123 labels of up to 63 letters, digits and '-' (not first or last) */
+     "^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$", 253},
+    {"ipv6", /* RFC 4291 text: eight groups, or fewer around one "::" (no embedded ipv4) */
+     "^(?:(?:" H16 ":){7}" H16 "|"
+     "(?:" H16 ":){1,7}:|"
+     "(?:" H16 ":){1,6}:" H16 "|"
+     "(?:" H16 ":){1,5}(?::" H16 "){1,2}|"
+     "(?:" H16 ":){1,4}(?::" H16 "){1,3}|"
+     "(?:" H16 ":){1,3}(?::" H16 "){1,4}|"
+     "(?:" H16 ":){1,2}(?::" H16 "){1,5}|"
+     H16 ":(?::" H16 "){1,6}|"
+     ":(?:(?::" H16 "){1,7}|"
+     ":))$", 39},
+    {"uri", /* RFC 3986: a scheme, ':', then its characters (unreserved, reserved, %XX) */
+     "^[A-Za-z][A-Za-z0-9+.\\-]*:" URI_CHAR "*$", 1 << 30},
+    {"uri-reference", /* the same characters, no scheme required */
+     "^" URI_CHAR "*$", 1 << 30},
+    {"duration", /* RFC 3339 appendix A (ISO 8601), each number of up to 9 digits */
+     "^P(?:" DUR_DATE "(?:" DUR_TIME ")?|" DUR_TIME "|" DUR_N "W)$", 1 << 30},
+    {"json-pointer", /* RFC 6901 */
+     "^(?:/(?:[^~/]|~[01])*)*$", 1 << 30},
+};
+
+static int string_pattern(compiler *k, int id, const char *fmt, const char *user);
 
 static int fill_string(compiler *k, int id, const json_t *s) {
     jc_node *n = &k->c->nodes[id];
@@ -252,38 +292,14 @@ static int fill_string(compiler *k, int id, const json_t *s) {
     if (pt && strlen(json_string_value(pt)) != json_string_length(pt))
         return fail(k, "'pattern' with a NUL character (\\u0000) is not supported");
     if (n->email) return 0; /* (beside email: the format alone, see json_constraint.h) */
-    /* formats without an automaton of their own: patterns, and their longest texts */
-    static const struct { const char *name, *pattern; int max_len; } FMT_PATTERNS[] = {
-        {"date", /* RFC 3339 full-date: months 01-12, days 01-31 */
-         "^[0-9]{4}-" DATE_MD "$", 10},
-        {"time", /* RFC 3339 full-time: 00-23 hours, 00-59 minutes and seconds, a fraction of 1-9 digits, Z or +hh:mm */
-         "^" TIME_RE "$", 24},
-        {"date-time", "^[0-9]{4}-" DATE_MD "T" TIME_RE "$", 35},
-        {"uuid", "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$", 36},
-        {"ipv4", /* a dotted quad, 0-255, no leading zeros */
-         "^(?:" OCTET "\\.){3}" OCTET "$", 15},
-        {"hostname", /* RFC 1123 labels of up to 63 letters, digits and '-' (not first or last) */
-         "^[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$", 253},
-        {"ipv6", /* RFC 4291 text: eight groups, or fewer around one "::" (no embedded ipv4) */
-         "^(?:(?:[0-9A-Fa-f]{1,4}:){7}[0-9A-Fa-f]{1,4}|"
-         "(?:[0-9A-Fa-f]{1,4}:){1,7}:|"
-         "(?:[0-9A-Fa-f]{1,4}:){1,6}:[0-9A-Fa-f]{1,4}|"
-         "(?:[0-9A-Fa-f]{1,4}:){1,5}(?::[0-9A-Fa-f]{1,4}){1,2}|"
-         "(?:[0-9A-Fa-f]{1,4}:){1,4}(?::[0-9A-Fa-f]{1,4}){1,3}|"
-         "(?:[0-9A-Fa-f]{1,4}:){1,3}(?::[0-9A-Fa-f]{1,4}){1,4}|"
-         "(?:[0-9A-Fa-f]{1,4}:){1,2}(?::[0-9A-Fa-f]{1,4}){1,5}|"
-         "[0-9A-Fa-f]{1,4}:(?::[0-9A-Fa-f]{1,4}){1,6}|"
-         ":(?:(?::[0-9A-Fa-f]{1,4}){1,7}|"
-         ":))$", 39},
-        {"uri", /* RFC 3986: a scheme, ':', then its characters (unreserved, reserved, %XX) */
-         "^[A-Za-z][A-Za-z0-9+.\\-]*:(?:[A-Za-z0-9\\-._~:/?#\\[\\]@!$&'()*+,;=]|%[0-9A-Fa-f]{2})*$", 1 << 30},
-        {"uri-reference", /* the same characters, no scheme required */
-         "^(?:[A-Za-z0-9\\-._~:/?#\\[\\]@!$&'()*+,;=]|%[0-9A-Fa-f]{2})*$", 1 << 30},
-        {"duration", /* RFC 3339 appendix A (ISO 8601), each number of up to 9 digits */
-         "^P(?:(?:\\d{1,9}D|\\d{1,9}M(?:\\d{1,9}D)?|\\d{1,9}Y(?:\\d{1,9}M(?:\\d{1,9}D)?)?)(?:T(?:\\d{1,9}H(?:\\d{1,9}M(?:\\d{1,9}S)?)?|\\d{1,9}M(?:\\d{1,9}S)?|\\d{1,9}S))?|T(?:\\d{1,9}H(?:\\d{1,9}M(?:\\d{1,9}S)?)?|\\d{1,9}M(?:\\d{1,9}S)?|\\d{1,9}S)|\\d{1,9}W)$", 1 << 30},
-        {"json-pointer", /* RFC 6901 */
-         "^(?:/(?:[^~/]|~[01])*)*$", 1 << 30},
-    };
+    return string_pattern(k, id, fmt, pt ? json_string_value(pt) : NULL);
+}
+
+/* node id's DFA: its format's pattern (fmt: FMT_PATTERNS' name, or
+ * another), its own pattern (user), or both together; its lengths folded
+ * in (the format's longest text caps maxLength) */
+static int string_pattern(compiler *k, int id, const char *fmt, const char *user) {
+    jc_node *n = &k->c->nodes[id];
     const char *pats[2];
     int n_pats = 0;
     for (size_t f = 0; fmt && f < sizeof FMT_PATTERNS / sizeof FMT_PATTERNS[0]; f++)
@@ -291,7 +307,6 @@ static int fill_string(compiler *k, int id, const json_t *s) {
             pats[n_pats++] = FMT_PATTERNS[f].pattern;
             if (n->max_len > FMT_PATTERNS[f].max_len) n->max_len = FMT_PATTERNS[f].max_len;
         }
-    const char *user = pt ? json_string_value(pt) : NULL;
     if (user) pats[n_pats++] = user; /* (beside a format: both) */
     if (!n_pats) return 0;
     char e[200];
