@@ -97,6 +97,7 @@ void engine_dflash_stop(engine *e) {
     if (e->fl_kv.n_blocks) kv_cache_free(&e->fl_kv);
     int32_t *arrs[8] = {e->fl_idx, e->fl_pos, e->fl_seq, e->fl_row, e->fl_last, e->fl_rope0, e->fl_entry0, e->fl_of};
     for (int i = 0; i < 8; i++) free(arrs[i]);
+    free(e->fl_host);
 }
 
 /* Without these entries a prompt served from the prefix cache drafted from
@@ -287,11 +288,15 @@ int engine_dflash_update(engine *e, int na, const int *feed, const int *tstart, 
      * block back */
     bool fetch = false;
     for (int j = 0; j < nb; j++) fetch |= e->active[e->fl_of[j]]->dev_mask;
-    int32_t *host = fetch ? malloc((size_t)nb * (B - 1) * sizeof *host) : NULL;
+    int32_t *host = NULL;
+    if (fetch && (size_t)nb * (B - 1) > e->fl_host_cap) {
+        int32_t *h = realloc(e->fl_host, (size_t)nb * (B - 1) * 2 * sizeof *h);
+        if (h) e->fl_host = h, e->fl_host_cap = (size_t)nb * (B - 1) * 2;
+    }
+    if (fetch && (size_t)nb * (B - 1) <= e->fl_host_cap) host = e->fl_host;
     dflash_ctx_rows cr = {n, e->fl_idx, e->fl_pos, e->fl_seq, e->fl_row};
     dflash_blocks bl = {nb, e->fl_of, e->fl_last, e->fl_rope0, e->fl_entry0, B, host, 0};
     if ((fetch && !host) || ((n || nb) && dflash_step(d, &e->fl_kv, na, seqs, &cr, &bl) != 0)) {
-        free(host);
         for (int i = 0; i < na; i++)
             if (draft[i] || (!done[i] && e->active[i]->use_dflash && feed[i])) {
                 e->active[i]->use_dflash = false;
@@ -311,6 +316,5 @@ int engine_dflash_update(engine *e, int na, const int *feed, const int *tstart, 
         s->fl_slot = host ? -1 : j;
     }
     e->fl_pend = host ? 0 : nb;
-    free(host);
     return 1;
 }

@@ -258,6 +258,8 @@ struct engine {
     double fl_behind_t;
     int32_t *fl_idx, *fl_pos, *fl_seq, *fl_row, *fl_last, *fl_rope0, *fl_entry0, *fl_of; /* scratch */
     int fl_cap;
+    int32_t *fl_host;       /* (fl_host_cap) blocks brought back with their pass (a constrained sampled sequence's) */
+    size_t fl_host_cap;
     atomic_int stat_active;
     atomic_int stat_kv_free;
 };
