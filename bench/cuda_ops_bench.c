@@ -252,10 +252,10 @@ static void time_argmax(backend *be) {
         bk_pen_ent *ent = malloc(ENT * sizeof *ent);
         int32_t tok_rows[16];
         uint32_t *bits = malloc((size_t)n * ((cols + 31) / 32) * 4);
-        for (int k = 0; k < ENT; k++) ent[k] = (bk_pen_ent){k * 75, k % 3, k % 50 ? 0.0f : 1.0f};
+        for (int k = 0; k < ENT; k++) ent[k] = (bk_pen_ent){k * 75, k % 3, k, k % 50 ? 0.0f : 1.0f};
         for (int j = 0; j < n; j++) tok_rows[j] = j;
         for (int w = 0; w < n * ((cols + 31) / 32); w++) bits[w] = w % 2 ? 0u : 0xffffffffu;
-        bk_pen_seq ps = {0, n, 0, ENT, 1.1f, 0.5f, 0.5f};
+        bk_pen_seq ps = {0, n, 0, ENT, 1.1f, 0.5f, 0.5f, 0, ENT};
         int32_t *dtok = be->ops->buf_alloc(be, sizeof tok_rows), *drows = be->ops->buf_alloc(be, sizeof tok_rows);
         bk_pen_seq *dps = be->ops->buf_alloc(be, sizeof ps);
         bk_pen_ent *dent = be->ops->buf_alloc(be, ENT * sizeof *ent);

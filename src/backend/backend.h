@@ -50,25 +50,34 @@ typedef struct bk_sample_row {
 } bk_sample_row;
 
 /* One sequence's logits rows to penalise (penalize_rows), sample.h's order:
- * Hugging Face's repetition penalty on each token of its context, OpenAI's
- * presence and frequency penalties on each token of its output, then
- * logit_bias. Its rows are row .. row + n_rows - 1; row j's context is the
- * one its entries describe followed by the tokens fed at rows row + 1 ..
- * row + j (a verify's: row 0 is the last context token's, row j follows
- * draft j - 1), which are output. */
+ * Hugging Face's repetition penalty on each token of its context (of its
+ * last window tokens where window > 0, llama.cpp's and Ollama's
+ * repeat_last_n), OpenAI's presence and frequency penalties on each token
+ * of its output, then logit_bias. Its rows are row .. row + n_rows - 1;
+ * row j's context is the n_ctx tokens its entries describe followed by the
+ * tokens fed at rows row + 1 .. row + j (a verify's: row 0 is the last
+ * context token's, row j follows draft j - 1, at position n_ctx + j - 1),
+ * which are output. Row j's repetition penalty reads the positions from
+ * BK_PEN_FROM(ps, j) on: an entry whose last occurrence is there, a fed
+ * token i where n_ctx + i is. */
 #define BK_PEN_MAX_FED 64
 typedef struct bk_pen_seq {
     int row, n_rows;          /* n_rows <= BK_PEN_MAX_FED + 1 */
     int ent, n_ent;           /* its entries: ent .. ent + n_ent - 1 of the call's list, one per id */
     float rep;                /* repetition penalty (1: off): l > 0 ? l / rep : l * rep */
     float presence, frequency; /* then l - (presence + frequency * count), count > 0 times in the output */
+    int window, n_ctx;        /* the repetition penalty's window (0: the whole context); the context's length */
 } bk_pen_seq;
 /* A token of a sequence's context, or one its logit_bias names. */
 typedef struct bk_pen_ent {
     int32_t id;
-    int32_t n_out; /* times in the output; -1: not in the context (a logit_bias id only) */
+    int32_t n_out; /* times in the output */
+    int32_t last;  /* the context position of its last occurrence (-1: not in the context, a logit_bias id only) */
     float bias;    /* added last (0: none) */
 } bk_pen_ent;
+/* The first context position row j of *ps's repetition penalty reads (a
+ * macro: the CUDA kernel's too). */
+#define BK_PEN_FROM(ps, j) ((ps)->window > 0 ? (ps)->n_ctx + (j) - (ps)->window : 0)
 /* One row's log-probabilities (logprob_rows, bk_logprob_row): the log of
  * its softmax's normaliser lz = max + log(sum e^(l - max)), a chosen id's
  * logit, and the n_top largest logits, largest first (ties: the lower id);
@@ -90,8 +99,7 @@ void bk_logprob_row(const float *row, int cols, int id, int top, bk_logprobs *ou
  * tokens fed at ps's rows 1..j. */
 void bk_penalize_row(float *row, int cols, const bk_pen_seq *ps, const bk_pen_ent *ent, const int32_t *fed, int j);
 /* The rule's first step, a logit of a token in the context under
- * repetition penalty rep (Hugging Face's); bk_penalize_row's, and the
- * engine's windowed penalty's (engine_penalty.c). */
+ * repetition penalty rep (Hugging Face's). */
 static inline float bk_repetition(float l, float rep) { return l > 0 ? l / rep : l * rep; }
 
 /* Where each token of a forward call reads its keys/values: token i of the

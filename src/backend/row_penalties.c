@@ -5,8 +5,9 @@
  *   l = in context ? (l > 0 ? l / rep : l * rep) : l
  *   l = count > 0 ? l - (presence + frequency * count) : l
  *   l = bias != 0 ? l + bias : l
- * where a token's count and membership are its entry's plus its
- * occurrences among fed[0..j). Built with -std=c11 (no contraction): each
+ * where a token's count is its entry's plus its occurrences among
+ * fed[0..j), and it is in the context when its entry's last occurrence or
+ * one of those is at BK_PEN_FROM(ps, j) or after. Built with -std=c11 (no contraction): each
  * step rounds as written. */
 #include "backend/backend.h"
 
@@ -20,13 +21,14 @@ static float penalised(float l, bool in_ctx, int count, float bias, const bk_pen
 void bk_penalize_row(float *row, int cols, const bk_pen_seq *ps, const bk_pen_ent *ent, const int32_t *fed, int j) {
     bool matched[BK_PEN_MAX_FED] = {false}; /* fed[i] is an entry's id */
     if (j > BK_PEN_MAX_FED) j = BK_PEN_MAX_FED;
+    int from = BK_PEN_FROM(ps, j), fed_from = from - ps->n_ctx; /* fed[i] is in the window when i >= fed_from */
     for (int k = 0; k < ps->n_ent; k++) {
         const bk_pen_ent *e = &ent[ps->ent + k];
         if (e->id < 0 || e->id >= cols) continue;
-        bool in = e->n_out >= 0;
-        int count = in ? e->n_out : 0;
+        bool in = e->last >= 0 && e->last >= from;
+        int count = e->n_out;
         for (int i = 0; i < j; i++)
-            if (fed[i] == e->id) in = matched[i] = true, count++;
+            if (fed[i] == e->id) in |= i >= fed_from, matched[i] = true, count++;
         row[e->id] = penalised(row[e->id], in, count, e->bias, ps);
     }
     for (int i = 0; i < j; i++) { /* fed tokens no entry names: output tokens, each once */
@@ -34,7 +36,9 @@ void bk_penalize_row(float *row, int cols, const bk_pen_seq *ps, const bk_pen_en
         if (matched[i] || t < 0 || t >= cols) continue;
         for (int h = 0; h < i && first; h++) first = fed[h] != t;
         if (!first) continue;
-        for (int h = i + 1; h < j; h++) count += fed[h] == t;
-        row[t] = penalised(row[t], true, count, 0.0f, ps);
+        bool in = i >= fed_from;
+        for (int h = i + 1; h < j; h++)
+            if (fed[h] == t) count++, in |= h >= fed_from;
+        row[t] = penalised(row[t], in, count, 0.0f, ps);
     }
 }

@@ -93,13 +93,11 @@ typedef struct {
      * pen_ent one entry per distinct token of ctx[0..pen_n) that a penalty
      * reads and per logit_bias id, pen_at[id] its index + 1 (0: none);
      * pen_window > 0: the repetition penalty reads only the context's last
-     * pen_window tokens, applied on the host (its rows come here; the
-     * entries then leave it out), pen_seen (vocab) the window's marks */
+     * pen_window tokens (bk_pen_seq's window) */
     bool pen;
     bk_pen_ent *pen_ent;
     int n_pen_ent, cap_pen_ent, pen_n, pen_window;
     int32_t *pen_at; /* (vocab) */
-    uint8_t *pen_seen;
     tok_stream *ts;
     char *pend;             /* text held back while it may start a stop string */
     size_t pend_len, pend_cap;
@@ -301,9 +299,6 @@ void engine_pen_free(seq_state *s);
 void engine_pen_sync(engine *e, seq_state *s);
 bk_pen_seq engine_pen_seq(const seq_state *s, int row, int n_rows, int ent);
 void engine_pen_row(engine *e, seq_state *s, float *row);
-/* whether s's rows are penalised on the host only (a windowed repetition
- * penalty: the backend's argmax and draws would miss it) */
-bool engine_pen_host_only(const seq_state *s);
 int engine_seq_sample(engine *e, seq_state *s, float *rows, const int32_t *ids);
 int engine_seq_verify(engine *e, seq_state *s, float *rows, const int32_t *ids, int n_cached_before);
 /* engine_sched.c */

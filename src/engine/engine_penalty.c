@@ -1,20 +1,17 @@
 /* engine_penalty.c — a request's penalties and logit_bias as the backend's
  * penalize_rows takes them: one entry per distinct token of its context
  * (every token when the repetition penalty is on, else the output's) and per
- * logit_bias id, counted as the context grows, so a step sends them without
- * walking the context. The backend penalises the step's rows before its
- * argmax and sampling (a verify's drafts counted there, row by row); rows
- * the host takes leave unpenalised (logprobs are the model's) and are
- * penalised here by the same rule (bk_penalize_row).
+ * logit_bias id, with its output count and its last position, kept up as
+ * the context grows, so a step sends them without walking the context. The
+ * backend penalises the step's rows before its argmax and sampling (a
+ * verify's drafts counted there, row by row); rows the host takes leave
+ * unpenalised (logprobs are the model's) and are penalised here by the same
+ * rule (bk_penalize_row).
  *
- * A repetition penalty over the context's last n tokens (repetition_last_n
- * shorter than the sequence can grow) is the host's alone: the window's
- * tokens change from row to row of a verify, which entries counted once
- * per step cannot say. Such a sequence's rows come to the host (its
- * argmax and draws with them), and the entries (sent nowhere) hold the
- * rest: output counts and logit_bias, applied after the window's penalty
- * with a repetition factor of 1 (l / 1 is l), so the order of the rule is
- * kept. */
+ * A repetition penalty over the context's last n tokens (repetition_last_n,
+ * Ollama's repeat_last_n) is the same entries read through a window: row j
+ * of a step reads the entries whose last position is among its context's
+ * last n, and the drafts before it that are (BK_PEN_FROM). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,14 +19,11 @@
 
 static bool rep_on(const sample_params *sp) { return sp->repetition_penalty != 1.0f && sp->repetition_penalty > 0; }
 
-/* the repetition penalty over the whole context, counted in the entries */
-static bool rep_entries(const seq_state *s) { return rep_on(&s->r->p.sp) && !s->pen_window; }
-
 /* the entry of id, added (not in the context) when new (room for every
  * distinct token the sequence can hold was made at engine_pen_init) */
 static bk_pen_ent *entry_of(seq_state *s, int32_t id) {
     if (!s->pen_at[id]) {
-        s->pen_ent[s->n_pen_ent] = (bk_pen_ent){id, -1, 0.0f};
+        s->pen_ent[s->n_pen_ent] = (bk_pen_ent){id, 0, -1, 0.0f};
         s->pen_at[id] = ++s->n_pen_ent;
     }
     return &s->pen_ent[s->pen_at[id] - 1];
@@ -40,10 +34,8 @@ int engine_pen_init(engine *e, seq_state *s) {
     int V = e->m->cfg.vocab_size;
     if (!sample_penalties_on(&p->sp) && !p->n_logit_bias) return 0;
     s->pen = true;
-    if (rep_on(&p->sp) && p->sp.repetition_last_n > 0 && p->sp.repetition_last_n < s->cap) {
+    if (rep_on(&p->sp) && p->sp.repetition_last_n > 0 && p->sp.repetition_last_n < s->cap)
         s->pen_window = p->sp.repetition_last_n;
-        if (!(s->pen_seen = calloc((size_t)V, 1))) return -1;
-    }
     s->cap_pen_ent = s->cap + p->n_logit_bias < V ? s->cap + p->n_logit_bias : V; /* ids of the context and the bias */
     s->pen_at = calloc((size_t)V, sizeof *s->pen_at);
     s->pen_ent = malloc((size_t)s->cap_pen_ent * sizeof *s->pen_ent);
@@ -56,52 +48,32 @@ int engine_pen_init(engine *e, seq_state *s) {
 void engine_pen_free(seq_state *s) {
     free(s->pen_at);
     free(s->pen_ent);
-    free(s->pen_seen);
     s->pen_at = NULL;
     s->pen_ent = NULL;
-    s->pen_seen = NULL;
     s->n_pen_ent = s->cap_pen_ent = s->pen_n = s->pen_window = 0;
 }
 
 void engine_pen_sync(engine *e, seq_state *s) {
     const sample_params *sp = &s->r->p.sp;
-    bool all = rep_entries(s), out = sp->presence_penalty != 0.0f || sp->frequency_penalty != 0.0f;
+    bool all = rep_on(sp), out = sp->presence_penalty != 0.0f || sp->frequency_penalty != 0.0f;
     int V = e->m->cfg.vocab_size, n_prompt = s->r->n_prompt;
     for (; s->pen_n < s->n_ctx; s->pen_n++) {
         int32_t t = s->ctx[s->pen_n];
         bool is_out = s->pen_n >= n_prompt;
         if (t < 0 || t >= V || !(all || (out && is_out))) continue;
         bk_pen_ent *en = entry_of(s, t);
-        if (en->n_out < 0) en->n_out = 0;
         en->n_out += is_out;
+        en->last = s->pen_n;
     }
 }
 
 bk_pen_seq engine_pen_seq(const seq_state *s, int row, int n_rows, int ent) {
     const sample_params *sp = &s->r->p.sp;
-    return (bk_pen_seq){row, n_rows, ent, s->n_pen_ent, rep_entries(s) ? sp->repetition_penalty : 1.0f,
-                        sp->presence_penalty, sp->frequency_penalty};
-}
-
-bool engine_pen_host_only(const seq_state *s) { return s->pen_window > 0; }
-
-/* the repetition penalty over the last pen_window tokens of the context,
- * each distinct one once (the rule's first step) */
-static void window_repetition(engine *e, seq_state *s, float *row) {
-    float rep = s->r->p.sp.repetition_penalty;
-    int V = e->m->cfg.vocab_size, from = s->n_ctx > s->pen_window ? s->n_ctx - s->pen_window : 0;
-    for (int i = from; i < s->n_ctx; i++) {
-        int32_t t = s->ctx[i];
-        if (t < 0 || t >= V || s->pen_seen[t]) continue;
-        s->pen_seen[t] = 1;
-        row[t] = bk_repetition(row[t], rep);
-    }
-    for (int i = from; i < s->n_ctx; i++)
-        if (s->ctx[i] >= 0 && s->ctx[i] < V) s->pen_seen[s->ctx[i]] = 0;
+    return (bk_pen_seq){row,           n_rows, ent, s->n_pen_ent, rep_on(sp) ? sp->repetition_penalty : 1.0f,
+                        sp->presence_penalty, sp->frequency_penalty, s->pen_window, s->n_ctx};
 }
 
 void engine_pen_row(engine *e, seq_state *s, float *row) {
-    if (s->pen_window) window_repetition(e, s, row);
     engine_pen_sync(e, s);
     bk_pen_seq ps = engine_pen_seq(s, 0, 1, 0);
     bk_penalize_row(row, e->m->cfg.vocab_size, &ps, s->pen_ent, NULL, 0);

@@ -150,7 +150,7 @@ static int step_edits(void *arg, model_batch *b) {
         int i = c->order[o], row0 = c->first_row[i], rows = c->rows_of[i];
         seq_state *s = e->active[i];
         if (!rows) continue;
-        if (s->pen && !engine_pen_host_only(s)) {
+        if (s->pen) {
             engine_pen_sync(e, s);
             if (n_ent + s->n_pen_ent > e->cap_b_pen_ent) {
                 int cap = (n_ent + s->n_pen_ent) * 2;

@@ -72,8 +72,7 @@ seq_state *engine_seq_new(engine *e, engine_req *r) {
     /* sampled on the device where the backend samples (under a constraint
      * with the masks sent along) */
     bool logprobs = r->p.logprobs || r->p.top_logprobs > 0;
-    s->dev_sample = r->p.sp.temperature > 0.0f && model_samples_on_device(e->m) && (!s->js || e->m->be->ops->mask_rows) &&
-                    !engine_pen_host_only(s);
+    s->dev_sample = r->p.sp.temperature > 0.0f && model_samples_on_device(e->m) && (!s->js || e->m->be->ops->mask_rows);
     s->dev_mask = s->dev_sample && s->js;
     /* log-probabilities from the backend wherever the backend chooses (for
      * a greedy constrained choice whose argmax was refused, the chosen
@@ -261,8 +260,7 @@ static int seq_commit(engine *e, seq_state *s, int tok, const bk_logprobs *lp) {
 
 bool engine_seq_needs_logits(const seq_state *s) {
     const engine_params *p = &s->r->p;
-    return ((p->logprobs || p->top_logprobs > 0) && !s->dev_logprobs) || (p->sp.temperature > 0.0f && !s->dev_sample) ||
-           engine_pen_host_only(s);
+    return ((p->logprobs || p->top_logprobs > 0) && !s->dev_logprobs) || (p->sp.temperature > 0.0f && !s->dev_sample);
 }
 
 /* Chooses the token for one logits row exactly as plain decoding would: the
@@ -301,7 +299,6 @@ static int seq_choose(engine *e, seq_state *s, float *row, int i, int id) {
         return engine_constrain_row(e, s, e->row, true, -1);
     }
     if (s->pen) engine_pen_row(e, s, row);
-    if (engine_pen_host_only(s)) id = -1; /* (the backend's argmax missed the window's penalty) */
     if (s->js) {
         int c = engine_constrain_row(e, s, row, greedy, id);
         if (greedy) return c;

@@ -7,7 +7,8 @@
  * each logit_bias entry added), which the engine's entries plus a verify's
  * fed tokens must reproduce bit for bit.
  * pen_random_call: a random call of the op (sequences over a few of the
- * rows with gaps between, entries of distinct ids, some of them fed again)
+ * rows with gaps between, entries of distinct ids, some of them fed again,
+ * windows over the whole context or a few tokens)
  * for the op tests: the CUDA op and the emulated kernel against the CPU op. */
 #ifndef KS_TEST_PENALTY_CASES_H
 #define KS_TEST_PENALTY_CASES_H
@@ -98,6 +99,9 @@ static inline void pen_random_call(pen_call *c, int cols) {
         s->rep = reps[pen_next() % 4];
         s->presence = pres[pen_next() % 3];
         s->frequency = freq[pen_next() % 3];
+        int windows[5] = {0, 0, 1, 4, 24}; /* the whole context, or its last few tokens (fed ones among them) */
+        s->window = windows[pen_next() % 5];
+        s->n_ctx = 1 + (int)(pen_next() % 48);
         char *seen = calloc((size_t)cols, 1);
         for (int k = 0; k < s->n_ent; k++) {
             int32_t id;
@@ -105,7 +109,8 @@ static inline void pen_random_call(pen_call *c, int cols) {
             while (seen[id]);
             seen[id] = 1;
             int kind = (int)(pen_next() % 4);
-            c->ent[c->n_ent++] = (bk_pen_ent){id, kind == 0 ? -1 : (int32_t)(pen_next() % 4),
+            int32_t last = kind == 0 ? -1 : (int32_t)(pen_next() % (unsigned)s->n_ctx);
+            c->ent[c->n_ent++] = (bk_pen_ent){id, kind == 0 ? 0 : (int32_t)(pen_next() % 4), last,
                                               kind == 1 ? 3.0f * pen_unit() : 0.0f};
         }
         free(seen);

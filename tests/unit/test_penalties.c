@@ -1,7 +1,8 @@
 /* test_penalties.c — penalties and logit_bias as the backend applies them
  * (penalize_rows). The engine's entries (engine_penalty.c, kept up as a
  * context grows) with a verify's drafts fed at the rows after the first
- * must give, on each row, what the rule over the plain context gives
+ * must give, on each row, what the rule over the plain context gives (the
+ * repetition penalty over all of it or over its last few tokens)
  * (penalty_cases.h's pen_reference) bit for bit — through the CPU op and
  * through the host's own path (engine_pen_row) for rows it takes. The CUDA
  * kernel's own code (tests/emu) must equal the CPU op on random calls. */
@@ -40,6 +41,8 @@ TEST(test_penalties_from_the_context_equal_the_reference_rule) {
         p->sp.repetition_penalty = reps[c % 4];
         p->sp.presence_penalty = pres[(c / 4) % 3];
         p->sp.frequency_penalty = freq[(c / 12) % 3];
+        int windows[5] = {0, 1, 5, 30, 0}; /* repeat_last_n: the last few tokens (drafts among them), the whole context */
+        p->sp.repetition_last_n = windows[(c / 36) % 5];
         p->n_logit_bias = (int)(pen_next() % 4);
         for (int i = 0; i < p->n_logit_bias; i++) {
             p->logit_bias_id[i] = (int32_t)(7 * i + pen_next() % 7); /* distinct */
@@ -83,8 +86,8 @@ TEST(test_penalties_from_the_context_equal_the_reference_rule) {
             memcpy(want, orig + (size_t)j * V, (size_t)V * 4);
             memcpy(ctx + n_ctx, drafts, (size_t)j * 4);
             pen_reference(want, V, ctx, n_ctx + j, n_prompt, &p->sp, p->logit_bias_id, p->logit_bias, p->n_logit_bias);
-            CHECK_MSG(!rows_differ(got + (size_t)j * V, want, V), "case %d row %d of %d (rep %g pres %g freq %g, %d bias)",
-                      c, j, R, p->sp.repetition_penalty, p->sp.presence_penalty, p->sp.frequency_penalty,
+            CHECK_MSG(!rows_differ(got + (size_t)j * V, want, V), "case %d row %d of %d (rep %g last %d pres %g freq %g, %d bias)",
+                      c, j, R, p->sp.repetition_penalty, p->sp.repetition_last_n, p->sp.presence_penalty, p->sp.frequency_penalty,
                       p->n_logit_bias);
             changed += rows_differ(want, orig + (size_t)j * V, V);
             rows_checked++;

@@ -6,8 +6,10 @@
  * block finds its sequence, stages the tokens fed at the sequence's rows
  * before it (a verify's drafts, in shared memory), then its threads take
  * the sequence's entries (distinct ids: no two threads write one logit),
- * each counting that id among the staged tokens; last, the staged tokens
- * no entry names, each id once. Entries are a few thousand at most (one per
+ * each counting that id among the staged tokens (in the repetition
+ * penalty's window when its last position or one of those is at
+ * BK_PEN_FROM or after); last, the staged tokens no entry names, each id
+ * once. Entries are a few thousand at most (one per
  * distinct token of a context), read from L2 by every row of the sequence. */
 #include "backend/cuda/cuda_common.cuh"
 #include "backend/cuda/cuda_ops.h"
@@ -50,13 +52,14 @@ __global__ void __launch_bounds__(PEN_THREADS)
     }
     __syncthreads();
     float *row = logits + (size_t)r * cols;
+    int from = BK_PEN_FROM(&ps, j), fed_from = from - ps.n_ctx; /* fed[i] is in the window when i >= fed_from */
     for (int k = threadIdx.x; k < ps.n_ent; k += blockDim.x) {
         bk_pen_ent e = ent[ps.ent + k];
         if (e.id < 0 || e.id >= cols) continue;
-        bool in = e.n_out >= 0;
-        int count = in ? e.n_out : 0;
+        bool in = e.last >= 0 && e.last >= from;
+        int count = e.n_out;
         for (int i = 0; i < j; i++)
-            if (fed[i] == e.id) in = true, count++, matched[i] = 1;
+            if (fed[i] == e.id) in |= i >= fed_from, count++, matched[i] = 1;
         row[e.id] = pen_value(row[e.id], in, count, e.bias, ps);
     }
     __syncthreads();
@@ -66,8 +69,10 @@ __global__ void __launch_bounds__(PEN_THREADS)
         if (matched[i] || t < 0 || t >= cols) continue;
         for (int h = 0; h < i && first; h++) first = fed[h] != t;
         if (!first) continue;
-        for (int h = i + 1; h < j; h++) count += fed[h] == t;
-        row[t] = pen_value(row[t], true, count, 0.0f, ps);
+        bool in = i >= fed_from;
+        for (int h = i + 1; h < j; h++)
+            if (fed[h] == t) count++, in |= h >= fed_from;
+        row[t] = pen_value(row[t], in, count, 0.0f, ps);
     }
 }
 
