@@ -62,8 +62,8 @@ static json_t *chunk(chat_state *s, app *a, json_t *delta, const char *finish) {
     json_t *choice = json_pack("{s:i, s:o, s:o, s:o}", "index", 0, "delta", delta, "logprobs", json_null(),
                                "finish_reason", finish ? json_string(finish) : json_null());
     if (s->logprobs && json_array_size(s->lp_content)) {
-        json_object_set_new(choice, "logprobs", json_pack("{s:O}", "content", s->lp_content));
-        json_array_clear(s->lp_content);
+        json_object_set_new(choice, "logprobs", json_pack("{s:o}", "content", s->lp_content)); /* (taken, not shared) */
+        s->lp_content = json_array();
     }
     return json_pack("{s:s, s:s, s:I, s:s, s:s, s:[o]}", "id", s->id, "object", "chat.completion.chunk", "created",
                      s->created, "model", a->model_name, "system_fingerprint", "kestrel", "choices", choice);

@@ -1,5 +1,6 @@
 /* openai_completions.c — POST /v1/completions (raw prompt, no template) and
  * GET /v1/models. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -30,11 +31,12 @@ static void cmpl_free(void *v) {
 static json_t *cmpl_obj(cmpl_state *s, app *a, const char *text, size_t len, const char *finish) {
     json_t *lp = json_null();
     if (s->logprobs) {
-        lp = json_pack("{s:O, s:O, s:O}", "tokens", s->lp_tokens, "token_logprobs", s->lp_values, "top_logprobs",
+        /* the arrays so far go out with this object (taken, not shared), fresh ones gather the next */
+        lp = json_pack("{s:o, s:o, s:o}", "tokens", s->lp_tokens, "token_logprobs", s->lp_values, "top_logprobs",
                        s->lp_top);
-        json_array_clear(s->lp_tokens);
-        json_array_clear(s->lp_values);
-        json_array_clear(s->lp_top);
+        s->lp_tokens = json_array();
+        s->lp_values = json_array();
+        s->lp_top = json_array();
     }
     return json_pack("{s:s, s:s, s:I, s:s, s:s, s:[{s:i, s:s%, s:o, s:o}]}", "id", s->id, "object", "text_completion",
                      "created", s->created, "model", a->model_name, "system_fingerprint", "kestrel", "choices", "index",
@@ -123,7 +125,13 @@ void openai_completions(app *a, const http_req *req, http_resp *resp) {
                 e.param = "prompt";
                 goto bad;
             }
-            ids[i] = (int32_t)json_integer_value(v);
+            json_int_t id = json_integer_value(v); /* (the vocabulary is the engine's to check; never a cast that wraps) */
+            if (id < 0 || id > INT32_MAX) {
+                snprintf(e.msg, sizeof e.msg, "'prompt'[%d]: %lld is not a token id", i, (long long)id);
+                e.param = "prompt";
+                goto bad;
+            }
+            ids[i] = (int32_t)id;
         }
     } else {
         snprintf(e.msg, sizeof e.msg, "'prompt' must be a non-empty string (or an array of token ids)");

@@ -158,7 +158,7 @@ static int step_edits(void *arg, model_batch *b) {
                 e->cap_b_pen_ent = cap;
             }
             e->b_pen[n_pen++] = engine_pen_seq(s, row0, rows, n_ent);
-            memcpy(e->b_pen_ent + n_ent, s->pen_ent, (size_t)s->n_pen_ent * sizeof *s->pen_ent);
+            if (s->n_pen_ent) memcpy(e->b_pen_ent + n_ent, s->pen_ent, (size_t)s->n_pen_ent * sizeof *s->pen_ent);
             n_ent += s->n_pen_ent;
         }
         if (s->dev_mask) {

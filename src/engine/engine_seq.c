@@ -131,7 +131,7 @@ static int stop_scan(seq_state *s, size_t *emit_len) {
     size_t best = s->pend_len;
     int found = 0;
     for (int i = 0; i < p->n_stop; i++) {
-        const char *hit = memmem(s->pend, s->pend_len, p->stop[i], strlen(p->stop[i]));
+        const char *hit = s->pend_len ? memmem(s->pend, s->pend_len, p->stop[i], strlen(p->stop[i])) : NULL;
         if (hit && (size_t)(hit - s->pend) < best) {
             best = (size_t)(hit - s->pend);
             found = 1;
@@ -157,9 +157,9 @@ static int stop_scan(seq_state *s, size_t *emit_len) {
 static char *take_pending(seq_state *s, size_t n, size_t *len) {
     char *t = malloc(n + 1);
     if (!t) { *len = 0; return NULL; }
-    memcpy(t, s->pend, n);
+    if (n) memcpy(t, s->pend, n); /* (pend is NULL until some text came) */
     t[n] = 0;
-    memmove(s->pend, s->pend + n, s->pend_len - n);
+    if (s->pend_len > n) memmove(s->pend, s->pend + n, s->pend_len - n);
     s->pend_len -= n;
     *len = n;
     return t;

@@ -376,7 +376,7 @@ static int parse_quant(rx *x) {
 static int mk_list(rx *x, int kind, const int *items, int n) {
     if (n == 1) return items[0];
     if (!rx_grow((void **)&x->kids, &x->cap_kids, x->n_kids + n, sizeof *x->kids)) return rx_fail(x, "out of memory");
-    memcpy(x->kids + x->n_kids, items, (size_t)n * sizeof *items);
+    if (n) memcpy(x->kids + x->n_kids, items, (size_t)n * sizeof *items); /* (n = 0: "()", kids may be NULL) */
     x->n_kids += n;
     return mk(x, kind, x->n_kids - n, n, 0, 0);
 }

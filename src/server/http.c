@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <utf8proc.h>
 
 #include "base/err.h"
 
@@ -45,13 +46,32 @@ void http_json(http_resp *resp, int status, char *json_text) {
     resp->body_len = json_text ? strlen(json_text) : 0;
 }
 
+/* s made valid UTF-8 in place: each byte of a sequence that is not valid
+ * (a request's bytes quoted in a message, a character cut by a bounded
+ * format) becomes '?', so the JSON error body can always be written */
+static void scrub_utf8(char *s) {
+    size_t n = strlen(s);
+    for (size_t i = 0; i < n;) {
+        utf8proc_int32_t cp;
+        utf8proc_ssize_t l = utf8proc_iterate((const utf8proc_uint8_t *)s + i, (utf8proc_ssize_t)(n - i), &cp);
+        if (l < 1) s[i++] = '?';
+        else i += (size_t)l;
+    }
+}
+
 void http_error(http_resp *resp, api_surface surface, int status, const char *type, const char *param,
                 const char *fmt, ...) {
-    char msg[1024];
+    char msg[1024], par[256];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    scrub_utf8(msg);
+    if (param) {
+        snprintf(par, sizeof par, "%s", param);
+        scrub_utf8(par);
+        param = par;
+    }
     json_t *j;
     if (surface == API_ANTHROPIC) {
         j = json_pack("{s:s, s:{s:s, s:s}}", "type", "error", "error", "type", type, "message", msg);
@@ -60,8 +80,13 @@ void http_error(http_resp *resp, api_surface surface, int status, const char *ty
     } else {
         j = json_pack("{s:{s:s, s:s, s:s?, s:n}}", "error", "message", msg, "type", type, "param", param, "code");
     }
-    http_json(resp, status, j ? json_dumps(j, JSON_COMPACT) : NULL);
+    char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
+    if (!text) /* (out of memory): a fixed body in the surface's shape, never an empty one */
+        text = strdup(surface == API_ANTHROPIC ? "{\"type\":\"error\",\"error\":{\"type\":\"api_error\",\"message\":\"error\"}}"
+                      : surface == API_OLLAMA  ? "{\"error\":\"error\"}"
+                                               : "{\"error\":{\"message\":\"error\",\"type\":\"server_error\",\"param\":null,\"code\":null}}");
+    http_json(resp, status, text);
 }
 
 const char *http_req_header(const http_req *req, const char *name) {

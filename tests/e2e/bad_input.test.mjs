@@ -75,6 +75,8 @@ test('OpenAI completions: bad input', async (t) => {
   await bad(t, 'openai', 'prompt is a number', P, { ...ok, prompt: 42 }, 400);
   await bad(t, 'openai', 'empty prompt', P, { ...ok, prompt: '' }, 400);
   await bad(t, 'openai', 'prompt token id out of range', P, { ...ok, prompt: [1, 2, 99999999] }, 400);
+  await bad(t, 'openai', 'prompt token id past 32 bits (never wrapped to a valid one)', P, { ...ok, prompt: [4294967301] }, 400);
+  await bad(t, 'openai', 'negative prompt token id past 32 bits', P, { ...ok, prompt: [-4294967295] }, 400);
   await bad(t, 'openai', 'max_tokens is a string', P, { ...ok, max_tokens: 'many' }, 400);
   await bad(t, 'openai', 'top_p is a string', P, { ...ok, top_p: 'x' }, 400);
   await bad(t, 'openai', 'field the server does not use, wrong type (user: 123)', P, { ...ok, user: 123 }, 400);
@@ -213,6 +215,27 @@ test('API key: wrong or missing key -> 401 in each surface format; right key acc
   await t.test('GET /v1/responses/{id}: no key -> 401', async () => {
     L.assertOpenAIError(await L.get('/v1/responses/resp_x', { url }), 401);
   });
+});
+
+// Messages that quote the request's own bytes: a path with invalid UTF-8
+// (libmicrohttpd decodes %ff to a lone byte) and a model name whose quote a
+// bounded message cuts inside a character still get a JSON error body.
+test('errors quoting invalid or cut UTF-8 keep their JSON body', async (t) => {
+  for (const path of ['/%ff', '/v1/models/%c3', '/v1/responses/%ff']) {
+    await t.test(`GET ${path} -> 404`, async () => {
+      L.assertOpenAIError(await L.get(path), 404);
+      await L.health();
+    });
+  }
+  await t.test('POST /api/show, a long model name cut inside a character -> 404', async () => {
+    L.assertOllamaError(await L.post('/api/show', { model: 'a\u00e9'.repeat(300) }), 404);
+  });
+  const name = 'a' + '\u00e9'.repeat(600);
+  await bad(t, 'openai', 'a long model name cut inside a character', '/v1/chat/completions', { model: name, messages: msg('hi'), max_tokens: 2 }, 404);
+  await bad(t, 'anthropic', 'a long model name cut inside a character', '/v1/messages', { model: name, messages: msg('hi'), max_tokens: 2 }, 404);
+  await bad(t, 'ollama', 'a long model name cut inside a character', '/api/chat', { model: name, messages: msg('hi') }, 404);
+  await bad(t, 'openai', 'a logit_bias key cut inside a character', '/v1/chat/completions',
+    { model: MODEL, messages: msg('hi'), max_tokens: 2, logit_bias: { ['a'.repeat(63) + '\u00e9']: 1 } }, 400);
 });
 
 test('API key: the official clients authenticate with the key and fail without it', async () => {

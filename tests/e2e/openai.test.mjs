@@ -163,6 +163,31 @@ test('chat: logprobs and top_logprobs', async () => {
   assert.equal(lp.map((e) => e.token).join(''), r.choices[0].message.content);
 });
 
+// logprobs through the other paths: a streamed chat (each chunk carries its
+// tokens' entries) and the legacy completions answer, whole and streamed
+test('streamed chat and completions: logprobs for every generated token', async () => {
+  const p = { messages: msgs('Write a Python function `neg`: Negate x.'), max_tokens: 6, logprobs: true, top_logprobs: 2 };
+  const whole = await chat(p);
+  const s = await chatStream({ ...p, stream_options: { include_usage: true } });
+  const entries = s.chunks.flatMap((c) => c.choices.flatMap((ch) => ch.logprobs?.content ?? []));
+  assert.equal(entries.length, s.usage.completion_tokens);
+  assert.deepEqual(entries.map((e) => [e.token, e.logprob]), whole.choices[0].logprobs.content.map((e) => [e.token, e.logprob]));
+  assert.equal(entries.map((e) => e.token).join(''), s.text);
+
+  const cp = { model: await L.model(), prompt: 'def fibonacci(n):\n', max_tokens: 6, temperature: 0, logprobs: 2 };
+  const c = await client.completions.create(cp);
+  const lp = c.choices[0].logprobs;
+  assert.equal(lp.tokens.length, c.usage.completion_tokens);
+  assert.equal(lp.token_logprobs.length, lp.tokens.length);
+  assert.equal(lp.top_logprobs.length, lp.tokens.length);
+  for (const v of lp.token_logprobs) assert.ok(v <= 0);
+  assert.equal(lp.tokens.join(''), c.choices[0].text);
+  const stream = await client.completions.create({ ...cp, stream: true });
+  const toks = [];
+  for await (const ch of stream) toks.push(...(ch.choices[0]?.logprobs?.tokens ?? []));
+  assert.deepEqual(toks, lp.tokens);
+});
+
 test('chat: content given as an array of text parts', async () => {
   const a = await chat({ messages: msgs('Write a Python function `sq`: Square x.'), max_tokens: 16 });
   const b = await chat({
