@@ -7,8 +7,8 @@
  *   l = bias != 0 ? l + bias : l
  * where a token's count is its entry's plus its occurrences among
  * fed[0..j), and it is in the context when its entry's last occurrence or
- * one of those is at BK_PEN_FROM(ps, j) or after. Built with -std=c11 (no contraction): each
- * step rounds as written. */
+ * one of those is at BK_PEN_FROM(ps, j) or after. Built with -std=c11 (no
+ * contraction): each step rounds as written. */
 #include "backend/backend.h"
 
 static float penalised(float l, bool in_ctx, int count, float bias, const bk_pen_seq *ps) {

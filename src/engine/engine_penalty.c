@@ -69,7 +69,7 @@ void engine_pen_sync(engine *e, seq_state *s) {
 
 bk_pen_seq engine_pen_seq(const seq_state *s, int row, int n_rows, int ent) {
     const sample_params *sp = &s->r->p.sp;
-    return (bk_pen_seq){row,           n_rows, ent, s->n_pen_ent, rep_on(sp) ? sp->repetition_penalty : 1.0f,
+    return (bk_pen_seq){row, n_rows, ent, s->n_pen_ent, rep_on(sp) ? sp->repetition_penalty : 1.0f,
                         sp->presence_penalty, sp->frequency_penalty, s->pen_window, s->n_ctx};
 }
 
