@@ -14,6 +14,7 @@ server_test_setup api_fuzz
 
 start_server api_fuzz "$work/log" --ctx-size 1024
 fail=0
+export PYTHONDONTWRITEBYTECODE=1 # (no __pycache__ in the checkout)
 python3 tests/fuzz/api_fuzz.py --url "http://127.0.0.1:$port" -n 1200 --seed 42 --server-log "$work/log" \
     > "$work/seq.txt" 2>&1 || fail=1
 python3 tests/fuzz/api_fuzz.py --url "http://127.0.0.1:$port" -n 300 --seed 43 --threads 4 --server-log "$work/log" \
