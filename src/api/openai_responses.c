@@ -85,6 +85,13 @@ typedef struct {
     strbuf held;            /* whitespace-only content before a message opened */
     char *body;             /* non-stream result */
     int status;
+    /* include: ["message.output_text.logprobs"]: each token's entry
+     * (openai_logprob_entry) waits in lp_pending for the output_text delta
+     * that carries its text, and lp_item holds the open message's (its
+     * output_text.done and its part); a reasoning or tool-call piece drops
+     * the entries of its tokens */
+    bool logprobs;
+    json_t *lp_pending, *lp_item;
 } resp_state;
 
 static void resp_free(void *v) {
@@ -96,6 +103,8 @@ static void resp_free(void *v) {
     json_decref(s->history);
     sb_free(&s->text);
     sb_free(&s->held);
+    json_decref(s->lp_pending);
+    json_decref(s->lp_item);
     free(s->body);
     free(s);
 }
@@ -162,13 +171,22 @@ static void open_item(resp_state *s, strbuf *out, open_kind k) {
     part_added(s, out);
 }
 
+/* the entries of the tokens whose text a message delta carries (taken) */
+static json_t *take_logprobs(resp_state *s) {
+    if (!s->logprobs) return json_array();
+    json_t *lp = s->lp_pending;
+    s->lp_pending = json_array();
+    json_array_extend(s->lp_item, lp);
+    return lp;
+}
+
 static void delta(resp_state *s, strbuf *out, const char *text, size_t len) {
     if (!len) return;
     sb_append(&s->text, text, len);
     if (s->open == ITEM_MESSAGE)
         emit(s, out, "response.output_text.delta",
-             json_pack("{s:s, s:i, s:i, s:s%, s:[]}", "item_id", s->item_id, "output_index", s->out_index,
-                       "content_index", 0, "delta", text, len, "logprobs"));
+             json_pack("{s:s, s:i, s:i, s:s%, s:o}", "item_id", s->item_id, "output_index", s->out_index,
+                       "content_index", 0, "delta", text, len, "logprobs", take_logprobs(s)));
     else
         emit(s, out, "response.reasoning_text.delta",
              json_pack("{s:s, s:i, s:i, s:s%}", "item_id", s->item_id, "output_index", s->out_index, "content_index",
@@ -180,16 +198,20 @@ static void close_item(resp_state *s, strbuf *out, bool incomplete) {
     const char *txt = s->text.s ? s->text.s : "";
     size_t len = s->text.len;
     bool msg = s->open == ITEM_MESSAGE;
+    json_t *lp = s->lp_item; /* the message's entries (none unless asked for), its done event's and its part's */
+    s->lp_item = json_array();
     if (msg)
         emit(s, out, "response.output_text.done",
-             json_pack("{s:s, s:i, s:i, s:s%, s:[]}", "item_id", s->item_id, "output_index", s->out_index,
-                       "content_index", 0, "text", txt, len, "logprobs"));
+             json_pack("{s:s, s:i, s:i, s:s%, s:O}", "item_id", s->item_id, "output_index", s->out_index,
+                       "content_index", 0, "text", txt, len, "logprobs", lp));
     else
         emit(s, out, "response.reasoning_text.done",
              json_pack("{s:s, s:i, s:i, s:s%}", "item_id", s->item_id, "output_index", s->out_index, "content_index",
                        0, "text", txt, len));
     json_t *part = msg ? json_pack("{s:s, s:s%, s:[]}", "type", "output_text", "text", txt, len, "annotations")
                        : json_pack("{s:s, s:s%}", "type", "reasoning_text", "text", txt, len);
+    if (msg && s->logprobs) json_object_set(part, "logprobs", lp);
+    json_decref(lp);
     emit(s, out, "response.content_part.done",
          json_pack("{s:s, s:i, s:i, s:O}", "item_id", s->item_id, "output_index", s->out_index, "content_index", 0,
                    "part", part));
@@ -237,6 +259,7 @@ static void on_piece(api_gen *g, const out_piece *pc, strbuf *out) {
         delta(s, out, t, len);
         return;
     }
+    if (s->logprobs) json_array_clear(s->lp_pending); /* (a reasoning or tool-call piece's tokens: no entries) */
     if (pc->kind == OUT_REASONING) {
         if (s->open != ITEM_REASONING) {
             close_item(s, out, false);
@@ -321,7 +344,12 @@ static void on_error(api_gen *g, const char *msg, strbuf *out) {
     }
 }
 
-static const api_gen_ops resp_ops = {on_piece, NULL, on_done, on_error, resp_free};
+static void on_token(api_gen *g, const engine_event *ev, strbuf *out) {
+    resp_state *s = g->surf;
+    if (s->logprobs) json_array_append_new(s->lp_pending, openai_logprob_entry(g->a, ev));
+}
+
+static const api_gen_ops resp_ops = {on_piece, on_token, on_done, on_error, resp_free};
 
 /* The stream starts with response.created and response.in_progress before
  * the first engine event (prefill may take a while). */
@@ -691,8 +719,21 @@ void openai_responses_create(app *a, const http_req *req, http_resp *resp) {
     json_t *text_opts = json_object_get(body, "text");
     if (json_is_object(text_opts) && api_get_response_format(text_opts, "format", true, &fmt, &e) < 0) goto bad;
     if (api_tool_constraint(echo_tools, forced, required, use_tools, &fmt, &p, &e) < 0) goto bad;
-    long long max_out = 0;
+    long long max_out = 0, top_lp = 0;
     if (api_get_int(body, "max_output_tokens", 1, 1 << 30, &max_out, &e) < 0) goto bad;
+    if (api_get_int(body, "top_logprobs", 0, 20, &top_lp, &e) < 0) goto bad;
+    bool logprobs = false; /* include: "message.output_text.logprobs" (the other names ask for nothing kestrel has) */
+    json_t *inc = json_object_get(body, "include"), *iv;
+    size_t ii;
+    json_array_foreach(inc, ii, iv) {
+        if (!json_is_string(iv)) {
+            fail(&e, "include", "'include' must be an array of strings");
+            goto bad;
+        }
+        logprobs |= !strcmp(json_string_value(iv), "message.output_text.logprobs");
+    }
+    p.logprobs = logprobs;
+    p.top_logprobs = logprobs ? (int)top_lp : 0;
 
     if (prev_id) {
         char *conv_text = NULL;
@@ -730,6 +771,9 @@ void openai_responses_create(app *a, const http_req *req, http_resp *resp) {
     s->stream = stream;
     s->store = store;
     s->output = json_array();
+    s->logprobs = logprobs;
+    s->lp_pending = json_array();
+    s->lp_item = json_array();
     s->input_items = items;
     s->history = history;
     items = history = NULL;

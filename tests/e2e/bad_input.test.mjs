@@ -96,6 +96,8 @@ test('OpenAI responses: bad input', async (t) => {
   await bad(t, 'openai', 'max_output_tokens is a string', P, { ...ok, max_output_tokens: 'ten' }, 400);
   await bad(t, 'openai', 'temperature is a string', P, { ...ok, temperature: 'hot' }, 400);
   await bad(t, 'openai', 'tools is a string', P, { ...ok, tools: 'x' }, 400);
+  await bad(t, 'openai', 'include with a number', P, { ...ok, include: [5] }, 400);
+  await bad(t, 'openai', 'top_logprobs above 20', P, { ...ok, include: ['message.output_text.logprobs'], top_logprobs: 21 }, 400);
   await bad(t, 'openai', 'field the server does not use, wrong type (metadata: "x")', P, { ...ok, metadata: 'x' }, 400);
   await bad(t, 'openai', 'prompt longer than the context', P, { ...ok, input: LONG }, 400);
   await bad(t, 'openai', 'unknown model', P, { ...ok, model: 'no-such-model' }, 404);

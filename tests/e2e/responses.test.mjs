@@ -2,7 +2,8 @@
 // client: input as string and as items, instructions, streaming events with
 // sequence_number (response.created ... output_text.delta ... completed),
 // status / incomplete_details, usage, the in-memory store (GET by id,
-// previous_response_id), function tools (function_call items, function_call_output).
+// previous_response_id), function tools (function_call items, function_call_output),
+// logprobs (include: message.output_text.logprobs).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as L from './lib.mjs';
@@ -108,6 +109,30 @@ test('responses: streaming events in order with sequence_number; text == non-str
     assert.equal(s.final.usage.output_tokens, full.usage.output_tokens);
     assert.equal(textOf(s.final), full.output_text);
   }
+});
+
+// include: ["message.output_text.logprobs"] (top_logprobs alternatives): one
+// entry per output token, on each text delta and on the message's part; the
+// same entries streamed and not; without the include, none
+test('responses: logprobs with include, streamed and not', async () => {
+  const p = { input: 'Write a Python function `neg`: Negate x.', instructions: INSTR, max_output_tokens: 6 };
+  const lpParams = { ...p, include: ['message.output_text.logprobs'], top_logprobs: 2 };
+  const r = await create(lpParams);
+  const part = r.output.find((i) => i.type === 'message').content[0];
+  assert.equal(part.logprobs.length, r.usage.output_tokens);
+  assert.equal(part.logprobs.map((e) => e.token).join(''), part.text);
+  for (const e of part.logprobs) {
+    assert.ok(e.logprob <= 0);
+    assert.equal(e.top_logprobs.length, 2);
+    assert.equal(e.top_logprobs[0].token, e.token); // greedy: the chosen token is the likeliest
+  }
+  const s = await stream(lpParams);
+  const streamed = s.events.filter((ev) => ev.type === 'response.output_text.delta').flatMap((ev) => ev.logprobs);
+  assert.deepEqual(streamed.map((e) => [e.token, e.logprob]), part.logprobs.map((e) => [e.token, e.logprob]));
+  const done = s.events.find((ev) => ev.type === 'response.output_text.done');
+  assert.equal(done.logprobs.length, part.logprobs.length);
+  const plain = await create(p);
+  assert.equal(plain.output.find((i) => i.type === 'message').content[0].logprobs, undefined);
 });
 
 test('responses: GET /v1/responses/{id} returns the stored response', async () => {
