@@ -377,6 +377,10 @@ def mutate(rng, d, kind, state):
             d["top_logprobs"] = rng.choice([0, 1, 20, 21, -1, 1000, 2 ** 31, 1.5, "5", None])
         elif kind == "completions":
             d["logprobs"] = rng.choice([0, 5, 20, 21, -1, True, 1e308, None])
+        elif kind == "responses":
+            d["include"] = rng.choice([["message.output_text.logprobs"], ["message.output_text.logprobs"],
+                                       ["reasoning.encrypted_content"], [5], "x", []])
+            d["top_logprobs"] = rng.choice([0, 2, 20, 21, -1, 1.5, "2", None])
         else:
             d["logprobs"] = rng.choice([True, 5])
             d["top_logprobs"] = rng.choice([5, 100])
