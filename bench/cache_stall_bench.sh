@@ -16,13 +16,8 @@ cd "$(dirname "$0")/.."
 MODEL=${1:?usage: bench/cache_stall_bench.sh MODEL [-- server flags]}
 shift
 [ "${1:-}" = "--" ] && shift
-KESTREL=${KESTREL:-build/kestrel}
-[ -x "$KESTREL" ] || make -s -j2 build/kestrel
-log=$(mktemp)
-srv=
-trap '[ -n "$srv" ] && kill $srv 2>/dev/null; rm -f "$log"' EXIT
 . scripts/lib/serve.sh
-BOOT_TIMEOUT=${BOOT_TIMEOUT:-300} start_server cache_stall_bench "$log" "$@"
+bench_server cache_stall_bench "$@"
 python3 - "$port" "${PREFIX:-8192}" "${LONG:-32768}" "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" "$(hostname)" "$*" <<'PY'
 import json, sys, time, threading, random, statistics, urllib.request, datetime
 port, prefix_n, long_n, commit, host, flags = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5], sys.argv[6]

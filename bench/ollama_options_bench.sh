@@ -13,13 +13,8 @@ cd "$(dirname "$0")/.."
 MODEL=${1:?usage: bench/ollama_options_bench.sh MODEL [-- server flags]}
 shift
 [ "${1:-}" = "--" ] && shift
-KESTREL=${KESTREL:-build/kestrel}
-[ -x "$KESTREL" ] || make -s -j2 build/kestrel
-log=$(mktemp)
-srv=
-trap '[ -n "$srv" ] && kill $srv 2>/dev/null; rm -f "$log"' EXIT
 . scripts/lib/serve.sh
-BOOT_TIMEOUT=${BOOT_TIMEOUT:-300} start_server ollama_options_bench "$log" "$@"
+bench_server ollama_options_bench "$@"
 python3 - "$port" "${NUM:-256}" "${ROUNDS:-2}" "$(git rev-parse --short HEAD 2>/dev/null || echo unknown)" <<'PY'
 import json, sys, urllib.request
 port, num, rounds, commit = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]

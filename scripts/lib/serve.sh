@@ -4,6 +4,10 @@
 # KESTREL_SHARED, default ../shared), or "SKIP NAME" and exit 0 where it is
 # absent; work (a temporary directory) and an exit trap that stops the
 # server in srv (when set) and removes work.
+# bench_server NAME [flags...]: a bench script's server on $MODEL — KESTREL
+# (default build/kestrel, built when missing), its log in a temporary file
+# (log), an exit trap that stops it, booted by start_server with 300 s to
+# load (BOOT_TIMEOUT) — setting srv and port.
 # start_server NAME LOG [flags...]: boots `$KESTREL serve $MODEL --port 0
 # flags...` in the background with stderr to LOG, waits (up to $BOOT_TIMEOUT
 # seconds, default 60) for the line naming its address, and sets srv (the
@@ -34,4 +38,15 @@ server_test_setup() {
     work=$(mktemp -d)
     srv=
     trap '[ -n "$srv" ] && kill "$srv" 2> /dev/null && wait "$srv" 2> /dev/null; rm -rf "$work"' EXIT
+}
+
+bench_server() {
+    local name=$1
+    shift
+    KESTREL=${KESTREL:-build/kestrel}
+    [ -x "$KESTREL" ] || make -s -j2 "$KESTREL"
+    log=$(mktemp)
+    srv=
+    trap '[ -n "$srv" ] && kill $srv 2>/dev/null; rm -f "$log"' EXIT
+    BOOT_TIMEOUT=${BOOT_TIMEOUT:-300} start_server "$name" "$log" "$@"
 }
