@@ -48,6 +48,7 @@ prefix_cache *prefix_cache_new(int n_pool_blocks, int block_size, int max_blocks
         return NULL;
     }
     for (int i = 0; i < pc->cap; i++) pc->table[i] = -1;
+    for (int i = 0; i < n_pool_blocks; i++) pc->b[i].prev = pc->b[i].next = -1; /* (in no list) */
     pc->head = pc->tail = -1;
     return pc;
 }
@@ -112,6 +113,24 @@ static void lru_push_front(prefix_cache *pc, int id) {
     if (pc->tail < 0) pc->tail = id;
 }
 
+/* A chain's block made recent (unlinked if linked): block 0 at the front,
+ * each later one just behind the one before it (prev: that block's id, -1
+ * for block 0), so a chain is evicted from its end and what stays cached is
+ * always a prefix a lookup can still reach. */
+static void lru_touch(prefix_cache *pc, int id, int prev) {
+    if (pc->b[id].prev >= 0 || pc->b[id].next >= 0 || pc->head == id) lru_unlink(pc, id);
+    if (prev < 0 || !pc->b[prev].cached) { /* (block 0, or the one before was evicted meanwhile) */
+        lru_push_front(pc, id);
+        return;
+    }
+    pc_block *x = &pc->b[id], *p = &pc->b[prev];
+    x->prev = prev;
+    x->next = p->next;
+    if (p->next >= 0) pc->b[p->next].prev = id;
+    else pc->tail = id;
+    p->next = id;
+}
+
 /* the chain key through the first `lag` token blocks (the parent of block 0) */
 static uint64_t lag_key(const prefix_cache *pc, const int32_t *tokens) {
     uint64_t key = 0;
@@ -131,9 +150,8 @@ int prefix_cache_lookup(prefix_cache *pc, kv_cache *kv, const int32_t *tokens, i
         if (id < 0 || pc->b[id].parent != parent ||
             memcmp(pc->tokens + (size_t)id * pc->bs, t, (size_t)pc->bs * sizeof *t))
             break;
+        lru_touch(pc, id, found ? out[found - 1] : -1);
         out[found++] = id;
-        lru_unlink(pc, id);
-        lru_push_front(pc, id);
         parent = key;
     }
     return found;
@@ -180,6 +198,7 @@ int prefix_cache_idle(const prefix_cache *pc) { return pc->n_idle; }
 
 void prefix_cache_insert(prefix_cache *pc, kv_cache *kv, const int32_t *tokens, int n_blocks, const int32_t *blocks) {
     uint64_t parent = lag_key(pc, tokens);
+    int last = -1; /* the chain's block before this one, as cached */
     tokens += (size_t)pc->lag * pc->bs;
     for (int i = 0; i < n_blocks; i++) {
         const int32_t *t = tokens + (size_t)i * pc->bs;
@@ -195,10 +214,12 @@ void prefix_cache_insert(prefix_cache *pc, kv_cache *kv, const int32_t *tokens, 
             pc->n_idle += kv->refs[id] == 1;
             memcpy(pc->tokens + (size_t)id * pc->bs, t, (size_t)pc->bs * sizeof *t);
             table_put(pc, id);
-            lru_push_front(pc, id);
+            lru_touch(pc, id, last);
             pc->n_cached++;
-        } else if (have >= 0 && have != id) {
-            /* the same content is already cached under another block: keep the chain going */
+            last = id;
+        } else if (have >= 0) { /* (cached already, maybe under another block: the chain goes on through it) */
+            lru_touch(pc, have, last);
+            last = have;
         }
         parent = key;
     }

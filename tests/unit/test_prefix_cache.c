@@ -1,5 +1,6 @@
 /* test_prefix_cache.c — the prefix cache: hash-chain lookup, LRU eviction
- * and reference counts on a bare KV pool; then on tinycoder, a request
+ * and reference counts on a bare KV pool, a chain evicted from its end;
+ * then on tinycoder, a request
  * sharing a 2k-token prefix with an earlier one is served >= 2000 prompt
  * tokens from the cache with output identical to a cold engine's; a tiny
  * cache (constant eviction) keeps outputs correct; 8 concurrent requests
@@ -55,6 +56,41 @@ TEST(test_prefix_cache_chain_lru_refcounts) {
     CHECK(kv_seq_reserve(&kv, &c, 36) != 0); /* and no more */
     kv_seq_release(&kv, &c);
     CHECK_EQ_INT(kv_free_blocks(&kv), 8);
+    prefix_cache_free(pc);
+    kv_cache_free(&kv);
+    backend_free(be);
+}
+
+/* Eviction takes a chain from its end: what stays cached of a prompt is
+ * always a prefix a lookup reaches (block 0 evicted first would strand the
+ * rest: cached, holding KV, never found again) */
+TEST(test_prefix_cache_evicts_a_chain_from_its_end) {
+    backend *be = NULL;
+    CHECK(backend_cpu_new(&be, 1) == 0);
+    kv_cache kv;
+    CHECK(kv_cache_init(&kv, be, 1, 4, 4, 8) == 0); /* 8 blocks of 4 tokens */
+    prefix_cache *pc = prefix_cache_new(8, 4, 8, 0);
+    kv.pc = pc;
+    int32_t a[12], b[8], got[4];
+    for (int i = 0; i < 12; i++) a[i] = 100 + i;
+    for (int i = 0; i < 8; i++) b[i] = 500 + i;
+    kv_seq sa = {0}, sb = {0};
+    CHECK(kv_seq_reserve(&kv, &sa, 12) == 0);
+    prefix_cache_insert(pc, &kv, a, 3, sa.blocks);
+    kv_seq_release(&kv, &sa);
+    CHECK(kv_seq_reserve(&kv, &sb, 8) == 0);
+    prefix_cache_insert(pc, &kv, b, 2, sb.blocks);
+    kv_seq_release(&kv, &sb);
+    CHECK_EQ_INT(prefix_cache_lookup(pc, &kv, a, 3, got), 3); /* a is the most recent now */
+    CHECK_EQ_INT(prefix_cache_evict(pc, &kv, 1), 1);          /* b's end */
+    CHECK_EQ_INT(prefix_cache_lookup(pc, &kv, b, 2, got), 1);
+    CHECK_EQ_INT(prefix_cache_lookup(pc, &kv, a, 3, got), 3);
+    CHECK_EQ_INT(prefix_cache_evict(pc, &kv, 2), 2); /* b's block 0, then a's end */
+    CHECK_EQ_INT(prefix_cache_lookup(pc, &kv, b, 2, got), 0);
+    CHECK_EQ_INT(prefix_cache_lookup(pc, &kv, a, 3, got), 2);
+    CHECK_EQ_INT(prefix_cache_evict(pc, &kv, 1), 1);
+    CHECK_EQ_INT(prefix_cache_lookup(pc, &kv, a, 3, got), 1);
+    CHECK_EQ_INT(prefix_cache_size(pc), 1);
     prefix_cache_free(pc);
     kv_cache_free(&kv);
     backend_free(be);
