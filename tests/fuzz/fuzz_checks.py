@@ -64,30 +64,38 @@ def is_json(t):
         return False
 
 
-def check_logprobs(r, objs):
-    """Chat / completions / Responses with logprobs asked for: entries where
-    text was generated (over all chunks or deltas of a stream), the
-    completions arrays in step."""
+def check_responses_logprobs(r, objs):
+    """A Responses answer with include message.output_text.logprobs: entries
+    where text was generated (over a stream's deltas, or a whole response's
+    output_text parts)."""
     d = r.obj if isinstance(r.obj, dict) else {}
-    if r.kind == "responses":
-        inc, top = d.get("include"), d.get("top_logprobs", 0)
-        if not (isinstance(inc, list) and "message.output_text.logprobs" in inc and (top is None or type(top) is int)):
-            return []
-        n_entries, texts = 0, ""
-        for j in objs:
-            if not isinstance(j, dict):
-                continue
-            if j.get("type") == "response.output_text.delta":  # a stream's deltas
-                texts += j.get("delta") or ""
-                n_entries += len(j.get("logprobs") or [])
-            for item in j.get("output") or []:  # a whole response
-                for part in (item.get("content") or []) if isinstance(item, dict) and item.get("type") == "message" else []:
-                    if isinstance(part, dict) and part.get("type") == "output_text":
-                        texts += part.get("text") or ""
-                        n_entries += len(part.get("logprobs") or [])
-        if texts.strip() and n_entries == 0:
-            return ["logprobs included, text generated, but no logprobs entries in the answer"]
+    inc, top = d.get("include"), d.get("top_logprobs", 0)
+    if not (isinstance(inc, list) and "message.output_text.logprobs" in inc and (top is None or type(top) is int)):
         return []
+    n_entries, texts = 0, ""
+    for j in objs:
+        if not isinstance(j, dict):
+            continue
+        if j.get("type") == "response.output_text.delta":  # a stream's deltas
+            texts += j.get("delta") or ""
+            n_entries += len(j.get("logprobs") or [])
+        for item in j.get("output") or []:  # a whole response
+            for part in (item.get("content") or []) if isinstance(item, dict) and item.get("type") == "message" else []:
+                if isinstance(part, dict) and part.get("type") == "output_text":
+                    texts += part.get("text") or ""
+                    n_entries += len(part.get("logprobs") or [])
+    if texts.strip() and n_entries == 0:
+        return ["logprobs included, text generated, but no logprobs entries in the answer"]
+    return []
+
+
+def check_logprobs(r, objs):
+    """Chat / completions with logprobs asked for: one entry per generated
+    token (over all chunks of a stream), the completions arrays in step;
+    Responses: check_responses_logprobs."""
+    if r.kind == "responses":
+        return check_responses_logprobs(r, objs)
+    d = r.obj if isinstance(r.obj, dict) else {}
     if r.kind == "chat":
         want = d.get("logprobs") is True and type(d.get("top_logprobs", 0)) is int and 0 <= d.get("top_logprobs", 0) <= 20
     elif r.kind == "completions":
