@@ -3,12 +3,27 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "sample/json_constraint_cache.h"
+
+int api_fail(api_err *e, const char *param, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+    va_end(ap);
+    e->param = param;
+    return -1;
+}
+
+const char *api_str_or(json_t *v, const char *def) {
+    const char *s = json_string_value(v);
+    return s ? s : def;
+}
 
 static int bad(api_err *e, const char *key, const char *what) {
     snprintf(e->msg, sizeof e->msg, "'%s': %s", key, what);

@@ -15,6 +15,11 @@ typedef struct {
     const char *param;  /* static: the offending parameter */
 } api_err;
 
+/* fills e (message from fmt, the parameter param) and returns -1 */
+int api_fail(api_err *e, const char *param, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* v's string, or def when v is not a string */
+const char *api_str_or(json_t *v, const char *def);
+
 int api_get_num(json_t *o, const char *key, double lo, double hi, double *out, api_err *e);
 int api_get_int(json_t *o, const char *key, long long lo, long long hi, long long *out, api_err *e);
 int api_get_bool(json_t *o, const char *key, bool *out, api_err *e);
