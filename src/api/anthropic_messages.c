@@ -241,19 +241,12 @@ static char *text_of(json_t *c, const char *where, api_err *e) {
         snprintf(e->msg, sizeof e->msg, "%s: expected a string or an array of content blocks", where);
         return NULL;
     }
+    static const char *const types[] = {"text", NULL};
     strbuf t = {0};
-    size_t k;
-    json_t *b;
-    json_array_foreach(c, k, b) {
-        const char *type = json_string_value(json_object_get(b, "type"));
-        json_t *txt = json_object_get(b, "text");
-        if (!type || strcmp(type, "text") || !json_is_string(txt)) {
-            snprintf(e->msg, sizeof e->msg, "%s.%zu: only text blocks ({\"type\": \"text\", \"text\": ...}) are supported here", where, k);
-            sb_free(&t);
-            return NULL;
-        }
-        if (t.len && k) sb_puts(&t, "\n");
-        sb_append(&t, json_string_value(txt), json_string_length(txt));
+    long k = api_join_text_parts(c, types, "\n", &t);
+    if (k >= 0) {
+        snprintf(e->msg, sizeof e->msg, "%s.%ld: only text blocks ({\"type\": \"text\", \"text\": ...}) are supported here", where, k);
+        return NULL;
     }
     return sb_take(&t, NULL);
 }

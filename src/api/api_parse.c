@@ -25,6 +25,24 @@ const char *api_str_or(json_t *v, const char *def) {
     return s ? s : def;
 }
 
+long api_join_text_parts(json_t *parts, const char *const *types, const char *sep, strbuf *out) {
+    size_t k;
+    json_t *part;
+    json_array_foreach(parts, k, part) {
+        const char *type = json_string_value(json_object_get(part, "type"));
+        bool known = false;
+        for (int i = 0; type && types[i] && !known; i++) known = !strcmp(type, types[i]);
+        json_t *txt = json_object_get(part, known && !strcmp(type, "refusal") ? "refusal" : "text");
+        if (!known || !json_is_string(txt)) {
+            sb_free(out);
+            return (long)k;
+        }
+        if (sep && k && out->len) sb_puts(out, sep);
+        sb_append(out, json_string_value(txt), json_string_length(txt));
+    }
+    return -1;
+}
+
 static int bad(api_err *e, const char *key, const char *what) {
     snprintf(e->msg, sizeof e->msg, "'%s': %s", key, what);
     e->param = key;

@@ -233,21 +233,15 @@ static json_t *normalize_messages(json_t *msgs, api_err *e) {
         if (json_is_string(c)) {
             json_object_set(nm, "content", c);
         } else if (json_is_array(c)) {
+            static const char *const types[] = {"text", "input_text", NULL};
             strbuf t = {0};
-            size_t k;
-            json_t *part;
-            json_array_foreach(c, k, part) {
-                const char *type = json_string_value(json_object_get(part, "type"));
-                json_t *txt = json_object_get(part, "text");
-                if (!type || (strcmp(type, "text") && strcmp(type, "input_text")) || !json_is_string(txt)) {
-                    snprintf(e->msg, sizeof e->msg, "messages[%zu].content[%zu]: only text parts are supported", i, k);
-                    e->param = "messages";
-                    sb_free(&t);
-                    json_decref(nm);
-                    json_decref(out);
-                    return NULL;
-                }
-                sb_append(&t, json_string_value(txt), json_string_length(txt));
+            long k = api_join_text_parts(c, types, NULL, &t);
+            if (k >= 0) {
+                snprintf(e->msg, sizeof e->msg, "messages[%zu].content[%ld]: only text parts are supported", i, k);
+                e->param = "messages";
+                json_decref(nm);
+                json_decref(out);
+                return NULL;
             }
             json_object_set_new(nm, "content", json_stringn(t.s ? t.s : "", t.len));
             sb_free(&t);

@@ -20,20 +20,12 @@ static json_t *content_text(json_t *c, size_t i, const char *field, api_err *e) 
         api_fail(e, "input", "input[%zu].%s: expected a string or an array of content parts", i, field);
         return NULL;
     }
+    static const char *const types[] = {"input_text", "output_text", "text", "refusal", NULL};
     strbuf t = {0};
-    size_t k;
-    json_t *part;
-    json_array_foreach(c, k, part) {
-        const char *type = json_string_value(json_object_get(part, "type"));
-        json_t *txt = json_object_get(part, "text");
-        if (type && !strcmp(type, "refusal")) txt = json_object_get(part, "refusal");
-        if (!type || (strcmp(type, "input_text") && strcmp(type, "output_text") && strcmp(type, "text") &&
-                      strcmp(type, "refusal")) || !json_is_string(txt)) {
-            api_fail(e, "input", "input[%zu].%s[%zu]: only text parts (input_text, output_text) are supported", i, field, k);
-            sb_free(&t);
-            return NULL;
-        }
-        sb_append(&t, json_string_value(txt), json_string_length(txt));
+    long k = api_join_text_parts(c, types, NULL, &t);
+    if (k >= 0) {
+        api_fail(e, "input", "input[%zu].%s[%ld]: only text parts (input_text, output_text) are supported", i, field, k);
+        return NULL;
     }
     json_t *r = json_stringn(t.s ? t.s : "", t.len);
     sb_free(&t);
