@@ -68,6 +68,27 @@ static bool lp_close(const lp_out *a, const lp_out *b, float tol, char *why, siz
  * element relative to its size; tol 0: bit for bit) */
 static bool near(float got, float ref, float tol) { return fabsf(got - ref) <= tol * (1.0f + fabsf(ref)); }
 
+/* The engine's log-probabilities of token i (follow) against the
+ * reference's (o; raw its row, lz the row's log-normaliser, V its width):
+ * the chosen token's and each alternative's by id within tol, and the
+ * last alternative not below the reference's by more than tol (no token
+ * left out above it). false with why when they differ. */
+static bool logprobs_agree(const lp_out *follow, const lp_out *o, int i, const float *raw, int V, float lz, float tol,
+                           char *why, size_t nw) {
+    if (!near(follow->lp[i], o->lp[i], tol))
+        return snprintf(why, nw, "token %d: logprob %.9g against %.9g", i, follow->lp[i], o->lp[i]), false;
+    for (int k = 0; k < 5; k++) {
+        int32_t id = follow->top_id[i][k];
+        if (!(id >= 0 && id < V && near(follow->top[i][k], raw[id] - lz, tol)))
+            return snprintf(why, nw, "token %d, alternative %d: %d (%.9g) against the reference's %.9g", i, k, id,
+                            follow->top[i][k], id >= 0 && id < V ? raw[id] - lz : 0.0f), false;
+    }
+    if (!(follow->top[i][4] >= o->top[i][4] - tol * (1.0f + fabsf(o->top[i][4]))))
+        return snprintf(why, nw, "token %d: the last alternative %.9g is below the reference's %.9g", i,
+                        follow->top[i][4], o->top[i][4]), false;
+    return true;
+}
+
 /* Greedy decode of up to n tokens after ids[0..n_ids) with model_forward
  * one token at a time, each row under the plain rules: penalised by
  * penalty_cases.h's rule over the context so far (p's penalties and
@@ -78,9 +99,8 @@ static bool near(float got, float ref, float tol) { return fabsf(got - ref) <= t
  *
  * follow: instead of its own argmax the decode takes follow's tokens and
  * judges each (false, with why): allowed, its rule-adjusted logit the row's
- * largest within tol, its logprob and its alternatives' (by id) the
- * reference's within tol, no token left out of the alternatives above the
- * last by more than tol; and where follow ended before n tokens, the
+ * largest within tol, its log-probabilities as logprobs_agree says; and
+ * where follow ended before n tokens, the
  * document finished or an end-of-sequence token a greedy choice. On a GPU
  * the reference (one sequence through model_forward) and the engine (the
  * prompt in chunks through the prompt path, then decode steps) round bf16
@@ -137,21 +157,7 @@ static bool reference_decode(fx *f, const int32_t *ids, int n_ids, const engine_
         o->toks[o->n] = t;
         o->lp[o->n] = lp.logit - lp.lz;
         for (int k = 0; k < 5; k++) o->top[o->n][k] = lp.top[k] - lp.lz, o->top_id[o->n][k] = lp.top_id[k];
-        if (follow) {
-            int i = o->n;
-            JUDGE(near(follow->lp[i], o->lp[i], tol), "token %d: logprob %.9g against %.9g", i, follow->lp[i], o->lp[i]);
-            for (int k = 0; k < 5 && ok; k++) {
-                int32_t id = follow->top_id[i][k];
-                if (!(id >= 0 && id < V && near(follow->top[i][k], raw[id] - lp.lz, tol))) {
-                    snprintf(why, nw, "token %d, alternative %d: %d (%.9g) against the reference's %.9g", i, k, id,
-                             follow->top[i][k], id >= 0 && id < V ? raw[id] - lp.lz : 0.0f);
-                    ok = false;
-                }
-            }
-            if (!ok) break;
-            JUDGE(follow->top[i][4] >= o->top[i][4] - tol * (1.0f + fabsf(o->top[i][4])),
-                  "token %d: the last alternative %.9g is below the reference's %.9g", i, follow->top[i][4], o->top[i][4]);
-        }
+        if (follow && !(ok = logprobs_agree(follow, o, o->n, raw, V, lp.lz, tol, why, nw))) break;
         o->n++;
         ctx[len++] = t;
         if (c && jc_finished(&st)) break;
