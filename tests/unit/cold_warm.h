@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "backend/backend.h"
+#include "engine_drain.h"
 #include "engine/engine.h"
 #include "model/dflash.h"
 #include "model/model.h"
@@ -34,16 +35,10 @@ static void cold_warm_run(engine *e, const int32_t *ids, int n, int32_t *out, in
     CHECK(r != NULL);
     *n_out = 0;
     memset(done, 0, sizeof *done);
-    for (engine_event x; r;) {
-        CHECK(engine_next_event(r, &x, -1) == 1);
-        if (x.type == ENGINE_EV_TOKEN && *n_out < 48) out[(*n_out)++] = x.token;
-        if (x.type == ENGINE_EV_DONE) *done = x, done->text = NULL;
-        CHECK(x.type != ENGINE_EV_ERROR);
-        int end = x.type != ENGINE_EV_TOKEN;
-        engine_event_clear(&x);
-        if (end) break;
-    }
-    if (r) engine_req_release(r);
+    if (!r) return;
+    int got = engine_drain(r, out, 48, done, NULL, NULL);
+    *n_out = got < 48 ? got : 48;
+    CHECK_EQ_INT(done->type, ENGINE_EV_DONE);
 }
 
 static int check_cold_warm(engine *e, const tokenizer *tk, int lost) {

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "backend/backend.h"
+#include "engine_drain.h"
 #include "engine/engine.h"
 #include "tok/tok.h"
 #include "test.h"
@@ -41,24 +42,21 @@ typedef struct {
     engine_event done;
 } result;
 
+/* an event's text appended to the result (as far as its buffer holds) */
+static void keep_text(const engine_event *ev, void *arg) {
+    result *res = arg;
+    if (ev->len && res->len + ev->len < sizeof res->text) {
+        memcpy(res->text + res->len, ev->text, ev->len);
+        res->len += ev->len;
+    }
+}
+
+/* r's events to its end (engine_drain) into res: its first 256 tokens, its
+ * text, the ending event; r released */
 static void drain(engine_req *r, result *res) {
     memset(res, 0, sizeof *res);
-    engine_event ev;
-    for (;;) {
-        engine_next_event(r, &ev, -1);
-        if (ev.type == ENGINE_EV_TOKEN && res->n < 256) res->toks[res->n++] = ev.token;
-        if (ev.len && res->len + ev.len < sizeof res->text) {
-            memcpy(res->text + res->len, ev.text, ev.len);
-            res->len += ev.len;
-        }
-        int end = ev.type != ENGINE_EV_TOKEN;
-        if (end) {
-            res->done = ev;
-            res->done.text = NULL;
-        }
-        engine_event_clear(&ev);
-        if (end) break;
-    }
+    int n = engine_drain(r, res->toks, 256, &res->done, keep_text, res);
+    res->n = n < 256 ? n : 256;
 }
 
 static const char *prompts[] = {
@@ -89,7 +87,6 @@ static void run_req(engine *e, const int32_t *ids, int n, const engine_params *p
         return;
     }
     drain(r, res);
-    engine_req_release(r);
 }
 
 
@@ -119,7 +116,6 @@ static long long run_all(fixture *f, engine_config ec, const engine_params *p, r
     }
     for (int i = 0; i < N_PROMPTS; i++) {
         if (reqs[i]) drain(reqs[i], &out[i]);
-        engine_req_release(reqs[i]);
     }
     engine_stats st;
     engine_get_stats(e, &st);
@@ -268,7 +264,6 @@ TEST(test_engine_kv_exhaustion_queues) {
     for (int i = 0; i < 3; i++) {
         CHECK(r[i] != NULL);
         if (r[i]) drain(r[i], &out[i]);
-        engine_req_release(r[i]);
         CHECK_EQ_INT(out[i].done.type, ENGINE_EV_DONE);
         CHECK_EQ_INT(out[i].n, 40);
         CHECK(!memcmp(out[i].toks, out[0].toks, 40 * 4));
