@@ -21,11 +21,11 @@ int api_fail(api_err *e, const char *param, const char *fmt, ...) __attribute__(
 /* v's string, or def when v is not a string */
 const char *api_str_or(json_t *v, const char *def);
 
-/* The text of an array of content parts appended to *out, sep (NULL:
- * none) before each part after the first once *out holds text: parts whose "type" is one of types
- * (NULL-terminated; a "refusal" part's text is its "refusal" field). -1
- * when every part was such a text part, else the index of the first that
- * was not (*out then freed). */
+/* The text of an array of content parts appended to *out, with sep (NULL:
+ * none) before each part after the first once *out holds text. Each part's
+ * "type" must be one of types (NULL-terminated); a "refusal" part's text is
+ * its "refusal" field. -1 when every part was such a text part, else the
+ * index of the first that was not (*out then freed). */
 long api_join_text_parts(json_t *parts, const char *const *types, const char *sep, strbuf *out);
 
 int api_get_num(json_t *o, const char *key, double lo, double hi, double *out, api_err *e);

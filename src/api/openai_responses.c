@@ -7,7 +7,7 @@
  * api/responses_store.h), turned into chat messages (instructions first, as a
  * system message) and rendered with the chat template; flat function tools
  * ({type, name, description, parameters}) become the chat-template shape
- * {type, function: {...}}. The answer is a response object whose output items
+ * {type, function: {...}} (the input's parsing: api/responses_input.h). The answer is a response object whose output items
  * (reasoning, message, function_call) are built by one state machine from the
  * parsed pieces of api_gen; streaming emits the same items as typed SSE events
  * with increasing sequence_number (response.created ... response.completed).
