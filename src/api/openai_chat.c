@@ -133,17 +133,11 @@ static int parse_prediction(app *a, json_t *body, int32_t **ids, int *n, api_err
     if (json_is_string(c)) {
         sb_append(&t, json_string_value(c), json_string_length(c));
     } else if (json_is_array(c)) {
-        size_t i;
-        json_t *part;
-        json_array_foreach(c, i, part) {
-            const char *pt = json_string_value(json_object_get(part, "type"));
-            json_t *txt = json_object_get(part, "text");
-            if (!pt || strcmp(pt, "text") || !json_is_string(txt)) {
-                snprintf(e->msg, sizeof e->msg, "'prediction.content[%zu]': only text parts are supported", i);
-                sb_free(&t);
-                return -1;
-            }
-            sb_append(&t, json_string_value(txt), json_string_length(txt));
+        static const char *const types[] = {"text", NULL};
+        long k = api_join_text_parts(c, types, NULL, &t);
+        if (k >= 0) {
+            snprintf(e->msg, sizeof e->msg, "'prediction.content[%ld]': only text parts are supported", k);
+            return -1;
         }
     } else {
         snprintf(e->msg, sizeof e->msg, "'prediction.content' must be a string or an array of text parts");

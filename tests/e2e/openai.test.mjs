@@ -367,6 +367,14 @@ test('chat completions: prediction (predicted outputs) leaves the text unchanged
   const d = pred.usage.completion_tokens_details;
   assert.ok(d.accepted_prediction_tokens > 0, JSON.stringify(d));
   assert.equal(typeof d.rejected_prediction_tokens, 'number');
+  // the prediction as text parts, split in two: joined, the same draft
+  const half = Math.floor(text.length / 2);
+  const parts = await client.chat.completions.create({
+    model, messages, max_tokens: 48, temperature: 0,
+    prediction: { type: 'content', content: [{ type: 'text', text: text.slice(0, half) }, { type: 'text', text: text.slice(half) }] },
+  });
+  assert.equal(parts.choices[0].message.content, text);
+  assert.equal(parts.usage.completion_tokens_details.accepted_prediction_tokens, d.accepted_prediction_tokens);
   // streaming with a prediction: the same text
   const stream = await client.chat.completions.create({
     model, messages, max_tokens: 48, temperature: 0, stream: true, prediction: { type: 'content', content: text },
