@@ -44,8 +44,7 @@ long api_join_text_parts(json_t *parts, const char *const *types, const char *se
 }
 
 static int bad(api_err *e, const char *key, const char *what) {
-    snprintf(e->msg, sizeof e->msg, "'%s': %s", key, what);
-    e->param = key;
+    api_fail(e, key, "'%s': %s", key, what);
     return -1;
 }
 
@@ -333,8 +332,7 @@ int api_check_fields(json_t *o, const api_field *f, int n, api_err *e) {
                      : json_is_object(v) ? API_T_OBJ : API_T_ARR;
         if (!(t & f[i].types)) {
             char want[96];
-            snprintf(e->msg, sizeof e->msg, "'%s': expected %s", f[i].key, type_names(f[i].types, want, sizeof want));
-            e->param = f[i].key;
+            api_fail(e, f[i].key, "'%s': expected %s", f[i].key, type_names(f[i].types, want, sizeof want));
             return -1;
         }
     }

@@ -204,8 +204,7 @@ static const api_gen_ops chat_ops = {on_piece, on_token, on_done, on_error, chat
  * a string (text parts joined), tool_calls kept, roles checked. */
 static json_t *normalize_messages(json_t *msgs, api_err *e) {
     if (!json_is_array(msgs) || json_array_size(msgs) == 0) {
-        snprintf(e->msg, sizeof e->msg, "'messages' must be a non-empty array");
-        e->param = "messages";
+        api_fail(e, "messages", "'messages' must be a non-empty array");
         return NULL;
     }
     json_t *out = json_array();
@@ -217,8 +216,7 @@ static json_t *normalize_messages(json_t *msgs, api_err *e) {
         if (!json_is_object(m) || !r ||
             (strcmp(r, "system") && strcmp(r, "developer") && strcmp(r, "user") && strcmp(r, "assistant") &&
              strcmp(r, "tool"))) {
-            snprintf(e->msg, sizeof e->msg, "messages[%zu]: 'role' must be one of system, developer, user, assistant, tool", i);
-            e->param = "messages";
+            api_fail(e, "messages", "messages[%zu]: 'role' must be one of system, developer, user, assistant, tool", i);
             json_decref(out);
             return NULL;
         }
@@ -231,8 +229,7 @@ static json_t *normalize_messages(json_t *msgs, api_err *e) {
             strbuf t = {0};
             long k = api_join_text_parts(c, types, NULL, &t);
             if (k >= 0) {
-                snprintf(e->msg, sizeof e->msg, "messages[%zu].content[%ld]: only text parts are supported", i, k);
-                e->param = "messages";
+                api_fail(e, "messages", "messages[%zu].content[%ld]: only text parts are supported", i, k);
                 json_decref(nm);
                 json_decref(out);
                 return NULL;
@@ -241,16 +238,14 @@ static json_t *normalize_messages(json_t *msgs, api_err *e) {
             sb_free(&t);
         } else if (!c || json_is_null(c)) {
             if (strcmp(r, "assistant") || !json_object_get(m, "tool_calls")) {
-                snprintf(e->msg, sizeof e->msg, "messages[%zu]: 'content' is required", i);
-                e->param = "messages";
+                api_fail(e, "messages", "messages[%zu]: 'content' is required", i);
                 json_decref(nm);
                 json_decref(out);
                 return NULL;
             }
             json_object_set_new(nm, "content", json_string(""));
         } else {
-            snprintf(e->msg, sizeof e->msg, "messages[%zu]: 'content' must be a string or an array of parts", i);
-            e->param = "messages";
+            api_fail(e, "messages", "messages[%zu]: 'content' must be a string or an array of parts", i);
             json_decref(nm);
             json_decref(out);
             return NULL;
@@ -258,8 +253,7 @@ static json_t *normalize_messages(json_t *msgs, api_err *e) {
         json_t *tc = json_object_get(m, "tool_calls");
         if (tc && !json_is_null(tc)) {
             if (!json_is_array(tc)) {
-                snprintf(e->msg, sizeof e->msg, "messages[%zu]: 'tool_calls' must be an array", i);
-                e->param = "messages";
+                api_fail(e, "messages", "messages[%zu]: 'tool_calls' must be an array", i);
                 json_decref(nm);
                 json_decref(out);
                 return NULL;
@@ -309,8 +303,7 @@ bool openai_chat_prompt(app *a, http_resp *resp, json_t *msgs, json_t *tools, js
 int openai_check_tools(json_t *tools, api_err *e) {
     if (!tools || json_is_null(tools)) return 0;
     if (!json_is_array(tools)) {
-        snprintf(e->msg, sizeof e->msg, "'tools' must be an array");
-        e->param = "tools";
+        api_fail(e, "tools", "'tools' must be an array");
         return -1;
     }
     size_t i;
@@ -318,8 +311,7 @@ int openai_check_tools(json_t *tools, api_err *e) {
     json_array_foreach(tools, i, t) {
         json_t *fn = json_object_get(t, "function");
         if (!json_is_object(t) || !json_is_object(fn) || !json_is_string(json_object_get(fn, "name"))) {
-            snprintf(e->msg, sizeof e->msg, "tools[%zu]: expected {\"type\": \"function\", \"function\": {\"name\": ...}}", i);
-            e->param = "tools";
+            api_fail(e, "tools", "tools[%zu]: expected {\"type\": \"function\", \"function\": {\"name\": ...}}", i);
             return -1;
         }
     }
@@ -372,8 +364,7 @@ void openai_chat_completions(app *a, const http_req *req, http_resp *resp) {
     const char *forced = json_is_object(tc) ? json_string_value(json_object_get(json_object_get(tc, "function"), "name")) : NULL;
     if ((json_is_object(tc) && !forced) ||
         (tool_choice && strcmp(tool_choice, "none") && strcmp(tool_choice, "auto") && strcmp(tool_choice, "required"))) {
-        snprintf(e.msg, sizeof e.msg, "'tool_choice' must be none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}");
-        e.param = "tool_choice";
+        api_fail(&e, "tool_choice", "'tool_choice' must be none, auto, required or {\"type\": \"function\", \"function\": {\"name\": ...}}");
         goto bad;
     }
     if (api_tool_constraint(tools, forced, tool_choice && !strcmp(tool_choice, "required"), use_tools, &fmt, &p, &e) < 0)

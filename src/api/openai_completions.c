@@ -111,8 +111,7 @@ void openai_completions(app *a, const http_req *req, http_resp *resp) {
         pr = json_array_get(pr, 0);
     if (json_is_string(pr)) {
         if (tok_encode(a->tok, json_string_value(pr), json_string_length(pr), true, &ids, &n) != 0) {
-            snprintf(e.msg, sizeof e.msg, "'prompt': cannot tokenize: %s", err_msg());
-            e.param = "prompt";
+            api_fail(&e, "prompt", "'prompt': cannot tokenize: %s", err_msg());
             goto bad;
         }
     } else if (json_is_array(pr) && json_array_size(pr) > 0) { /* token ids */
@@ -121,26 +120,22 @@ void openai_completions(app *a, const http_req *req, http_resp *resp) {
         for (int i = 0; ids && i < n; i++) {
             json_t *v = json_array_get(pr, (size_t)i);
             if (!json_is_integer(v)) {
-                snprintf(e.msg, sizeof e.msg, "'prompt': expected a string, or an array of token ids");
-                e.param = "prompt";
+                api_fail(&e, "prompt", "'prompt': expected a string, or an array of token ids");
                 goto bad;
             }
             json_int_t id = json_integer_value(v); /* (the vocabulary is the engine's to check; never a cast that wraps) */
             if (id < 0 || id > INT32_MAX) {
-                snprintf(e.msg, sizeof e.msg, "'prompt'[%d]: %lld is not a token id", i, (long long)id);
-                e.param = "prompt";
+                api_fail(&e, "prompt", "'prompt'[%d]: %lld is not a token id", i, (long long)id);
                 goto bad;
             }
             ids[i] = (int32_t)id;
         }
     } else {
-        snprintf(e.msg, sizeof e.msg, "'prompt' must be a non-empty string (or an array of token ids)");
-        e.param = "prompt";
+        api_fail(&e, "prompt", "'prompt' must be a non-empty string (or an array of token ids)");
         goto bad;
     }
     if (n == 0) {
-        snprintf(e.msg, sizeof e.msg, "'prompt' is empty");
-        e.param = "prompt";
+        api_fail(&e, "prompt", "'prompt' is empty");
         goto bad;
     }
     engine_params p;
