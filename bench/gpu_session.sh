@@ -38,7 +38,9 @@
 # AB_MATVEC=1 cuda_ops_bench --matvec; AB_SPEC="CONFIGS" the proposer bench (AB_SPEC_ROUNDS rounds, the trees interleaved; SPEC_FULL=1 at --full); AB_PREFILL=1 prefill of 3,712 / 4,096 / 4,115-token
 # prompts (AB_PREFILL_TOKENS) on Qwen3-8B and 1.7B; AB_LADDER="19,64,256" a
 # warm server's TTFT at those prompt sizes (bench.sh --workloads ladder,
-# AB_LADDER_MODELS), each tree.
+# AB_LADDER_MODELS), each tree. AB_ENVS="NAME:VAR=V,VAR=V .." adds this
+# tree run with those environment settings as more variants (one build,
+# A/B of switches; in the decode rows and AB_LONG, where "new+NAME" names one).
 # steplog = KESTREL_STEP_LOG of one tinycoder completion with MTP, with DFlash.
 # autolong = auto mode against plain on tinycoder after a ~4,700-token prompt
 # (AUTOLONG_ROUNDS rounds, each ab tree): the gates' spread run to run;
@@ -122,7 +124,7 @@ if [ -z "${NOCKPT:-}" ] && { has real || has ops || has batch || has json || has
 fi
 if has test; then
     t0=$(date +%s)
-    ./build/test_runner cuda > "$OUT/test_cuda.txt" 2>&1
+    env ${TEST_ENV//,/ } ./build/test_runner cuda > "$OUT/test_cuda.txt" 2>&1 # (TEST_ENV="VAR=V,..": settings for it)
     echo "test_runner cuda: rc $? in $(( $(date +%s) - t0 )) s"
     grep -E "^(FAIL|ok|SKIP)" "$OUT/test_cuda.txt" | grep -v "^ok" | head -20
     grep -c "^ok" "$OUT/test_cuda.txt"
@@ -153,8 +155,10 @@ prompt_of_tokens() {
 # characters a token with the Qwen3 tokenizer (the long stage and AB_LONG;
 # --no-pld: a random model's answers repeat its context now and then, and
 # accepted drafts would count as decode speed)
-long_decode() {
-    head -c $(( $2 * 36 / 10 )) /tmp/all.txt | timeout 240 "$1" run /tmp/q8 -p - -n 128 --temp 0 --ignore-eos \
+long_decode() { # KESTREL|VARIANT N (a variant: "TREE|NAME|VAR=V,VAR=V", run with those settings)
+    local bin=$1 envs=()
+    case $1 in *"|"*) bin=${1%%|*}/kestrel; local r=${1#*|}; r=${r#*|}; [ -n "$r" ] && envs=(${r//,/ }) ;; esac
+    head -c $(( $2 * 36 / 10 )) /tmp/all.txt | env "${envs[@]}" timeout 240 "$bin" run /tmp/q8 -p - -n 128 --temp 0 --ignore-eos \
         --device cuda --no-pld 2>&1 >/dev/null | grep "kestrel: prompt"
 }
 if has real; then
@@ -304,13 +308,23 @@ if has ab; then # this tree ("new") against each overlay .devcarry/ab_NAME.tar.x
         fi
     done
     p512=$(head -c 1378 /tmp/src.txt)
+    # the variants: each tree as built ("TREE|NAME|"), then this tree under each AB_ENVS setting
+    variants=()
+    for b in "${trees[@]}"; do variants+=("$b|$(tname $b)|"); done
+    for ev in ${AB_ENVS:-}; do variants+=("build|new+${ev%%:*}|${ev#*:}"); done
+    vrun() { # VARIANT PROGRAM ARGS..: the variant's build/PROGRAM, its settings in the environment
+        local b=${1%%|*} r=${1#*|} prog=$2; shift 2
+        r=${r#*|}
+        env ${r//,/ } "$b/$prog" "$@"
+    }
     for M in ${AB_MODELS:-/tmp/q8 /tmp/q17 $TC}; do
         [ -f "$M/config.json" ] || continue
         for round in $(seq ${AB_ROUNDS:-2}); do
-            for b in "${trees[@]}"; do
-                line=$($b/kestrel run "$M" -p "$p512" -n 256 --temp 0 --ignore-eos --device cuda --no-pld --no-mtp --no-drafter \
+            for v in "${variants[@]}"; do
+                vn=${v#*|}; vn=${vn%%|*}
+                line=$(vrun "$v" kestrel run "$M" -p "$p512" -n 256 --temp 0 --ignore-eos --device cuda --no-pld --no-mtp --no-drafter \
                     2>&1 >/dev/null | grep "kestrel: prompt" | sed 's/ (cuda.*//')
-                echo "ab $(basename $M) $(tname $b) $round: $line" | tee -a "$OUT/ab.txt"
+                echo "ab $(basename $M) $vn $round: $line" | tee -a "$OUT/ab.txt"
             done
         done
     done
@@ -344,10 +358,11 @@ if has ab; then # this tree ("new") against each overlay .devcarry/ab_NAME.tar.x
             done
         done
     fi
-    for b in "${trees[@]}"; do # decode attention alone, a pool of 128k tokens
-        $b/cuda_ops_bench --attention 131072 | grep attention | sed "s|^|ab $(tname $b) |" | tee -a "$OUT/ab.txt"
-        $b/cuda_ops_bench --prompt-attention | grep attention | sed "s|^|ab $(tname $b) |" | tee -a "$OUT/ab.txt"
-        $b/cuda_ops_bench --argmax | grep -E "^(argmax|penalize|mask|logprobs)" | sed "s|^|ab $(tname $b) |" | tee -a "$OUT/ab.txt"
+    for v in "${variants[@]}"; do # decode attention alone, a pool of 128k tokens
+        vn=${v#*|}; vn=${vn%%|*}
+        vrun "$v" cuda_ops_bench --attention 131072 | grep attention | sed "s|^|ab $vn |" | tee -a "$OUT/ab.txt"
+        vrun "$v" cuda_ops_bench --prompt-attention | grep attention | sed "s|^|ab $vn |" | tee -a "$OUT/ab.txt"
+        vrun "$v" cuda_ops_bench --argmax | grep -E "^(argmax|penalize|mask|logprobs)" | sed "s|^|ab $vn |" | tee -a "$OUT/ab.txt"
     done
     if [ -n "${AB_SPEC:-}" ]; then # the proposer matrix on tinycoder (AB_SPEC: its CONFIGS), the trees interleaved
         for round in $(seq ${AB_SPEC_ROUNDS:-1}); do # (SPEC_FULL=1: --full; WORKLOADS narrows)
@@ -381,10 +396,11 @@ if has ab; then # this tree ("new") against each overlay .devcarry/ab_NAME.tar.x
         done
     fi
     if [ -n "${AB_LONG:-}" ] && [ -f /tmp/q8/config.json ]; then # Qwen3-8B decode after ~16k and ~64k tokens
-        for n in 16000 64000; do
-            for b in "${trees[@]}"; do
-                case " ${AB_LONG} " in *" $(tname $b) "*) ;; *) continue ;; esac
-                echo "ab q8 context ~$n $(tname $b): $(long_decode $b/kestrel $n | sed 's/ (cuda.*//')" | tee -a "$OUT/ab.txt"
+        for n in ${AB_LONG_TOKENS:-16000 64000}; do
+            for v in "${variants[@]}"; do
+                vn=${v#*|}; vn=${vn%%|*}
+                case " ${AB_LONG} " in *" $vn "*) ;; *) continue ;; esac
+                echo "ab q8 context ~$n $vn: $(long_decode "$v" $n | sed 's/ (cuda.*//')" | tee -a "$OUT/ab.txt"
             done
         done
     fi
