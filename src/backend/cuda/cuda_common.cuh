@@ -162,6 +162,24 @@ __device__ __forceinline__ void pdl_start() {
     pdl_wait();
 }
 
+/* arrive_acq_rel(p): atomicAdd(p, 1) at device scope with release and
+ * acquire semantics, for a "last block to arrive finishes the job" counter.
+ * Release: this thread's writes before it, and through a __syncthreads
+ * before it its block's, are visible to whoever later reads the counter's
+ * new value; acquire: so are the earlier arrivals' writes to this thread
+ * (and, after a __syncthreads, to its block). It replaces
+ * __threadfence (a sequentially consistent fence) + atomicAdd +
+ * __threadfence: the pattern needs ordering, not a total order. */
+__device__ __forceinline__ unsigned arrive_acq_rel(unsigned *p) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 700
+    unsigned old;
+    asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(old) : "l"(p) : "memory");
+    return old;
+#else
+    return atomicAdd(p, 1u);
+#endif
+}
+
 extern "C" int ks_cuda_pdl(void); /* cuda_backend.cu: on for compute capability >= 9.0 unless disabled */
 
 /* Thread block clusters (compute capability 9.0): a kernel launched with

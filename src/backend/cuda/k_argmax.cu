@@ -9,7 +9,8 @@
  * value) << 32 | ~index: the largest key is the largest value at its lowest
  * index, whatever order the keys meet in. A block's largest key goes to
  * the row's accumulator by atomicMax; the last block of the row to arrive
- * (an arrival counter) takes the accumulator, writes the index and leaves
+ * (an arrival counter, one acquire/release atomic a block, so the keys
+ * before it are seen) takes the accumulator, writes the index and leaves
  * both at zero for the next launch.
  * Workspace (this file's, grown outside graph capture, every byte zero
  * between launches, so any n may lay it out): acc (n) u64, then arrived
@@ -51,9 +52,7 @@ k_argmax(int32_t *out, const float *in, int cols, unsigned long long *acc, unsig
     if (t != 0) return;
     for (int w = 1; w < AM_THREADS / 32; w++) best = wbest[w] > best ? wbest[w] : best;
     if (best) atomicMax(acc + row, best);
-    __threadfence(); /* the key reaches the accumulator before this block counts as arrived */
-    if (atomicAdd(arrived + row, 1u) != gridDim.x - 1) return;
-    __threadfence();
+    if (arrive_acq_rel(arrived + row) != gridDim.x - 1) return; /* (releases the key, acquires the others') */
     unsigned long long k = atomicExch(acc + row, 0ull);
     arrived[row] = 0;
     float first = x[0];

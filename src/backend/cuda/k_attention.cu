@@ -24,9 +24,9 @@
  *            rows' sum.
  * The block's warps are merged in warp order into one partial per block
  * and head; the last block of a (token, group) to finish (an arrival
- * counter, reset by that block for the next launch) merges the group's
- * partials in z order, ATT_MERGE_BATCH at a time (M the running max,
- * rescaled once a batch):
+ * counter, one acquire/release atomic a block, reset by the last for the
+ * next launch) merges the group's partials in z order, ATT_MERGE_BATCH at
+ * a time (M the running max, rescaled once a batch):
  *   M = max m_z, L = sum l_z 2^(m_z - M), out = sum o_z 2^(m_z - M) / L.
  * A head's arithmetic depends only on the token's context length and Z, not
  * on which block merges or what else is in the launch (DESIGN.md principle
@@ -41,7 +41,7 @@
 #define ATT_MAX_HD 256
 #define ATT_WS_BYTES (256u << 20) /* workspace cap: tokens are sliced to fit */
 #define ATT_MAX_Z 128            /* blocks per (token, head group); each loops over its chunks */
-#define ATT_MERGE_BATCH 16      /* partials a thread of the merging block loads at once */
+#define ATT_MERGE_BATCH 17      /* partials a thread of the merging block loads at once: Z 33 (8 KV groups on 132 SMs) in two rounds */
 #define ATT_HB 8                 /* query heads of one KV group per block: the mma's rows 0-7 (and 8-15) */
 #define ATT_STAGES 2             /* tiles a warp holds: ATT_STAGES - 1 in flight while one is used (3: level) */
 /* The shared-memory carveout asked for the kernel (KB of a 256 KB L1,
@@ -85,7 +85,7 @@ __device__ __forceinline__ int att_sw(int r, int c) {
  * and 2 (l % 4) + 1 of each 8-column tile. */
 template <int HD>
 __global__ void __launch_bounds__(ATT_THREADS)
-k_attn_decode(float *out, float *part_o, float *part_ml, int *arrived, const float *q, int q_stride,
+k_attn_decode(float *out, float *part_o, float *part_ml, unsigned *arrived, const float *q, int q_stride,
               const __nv_bfloat16 *kc, const __nv_bfloat16 *vc, const int32_t *pos, const int32_t *seq,
               const int32_t *tables, int max_blocks, int bs, int nh, int nkv, int hd, float scale_log2, int Z,
               int t_base, int n_rows) {
@@ -270,22 +270,24 @@ k_attn_decode(float *out, float *part_o, float *part_ml, int *arrived, const flo
             part_ml[pidx * 2 + 1] = L;
         }
     }
-    /* the last of the group's `used` blocks merges (threadFenceReduction's pattern) */
-    __threadfence();
+    /* the last of the group's `used` blocks merges: the block's partials are
+     * released by its arrival (after the barrier, so every thread's), and
+     * the last arrival acquires everyone's (arrive_acq_rel) */
     __syncthreads();
-    int *cnt_at = arrived + (size_t)blockIdx.x * gridDim.y + blockIdx.y;
-    if (tid == 0) last = atomicAdd(cnt_at, 1) == used - 1;
+    if (tid == 0) {
+        unsigned *cnt_at = arrived + (size_t)blockIdx.x * gridDim.y + blockIdx.y;
+        last = arrive_acq_rel(cnt_at) == (unsigned)used - 1;
+        if (last) *cnt_at = 0; /* every block has arrived: the next launch counts from zero */
+    }
     __syncthreads();
     if (!last) return;
-    if (tid == 0) atomicExch(cnt_at, 0); /* every block has arrived: the next launch counts from zero */
-    __threadfence();
     /* 4 consecutive dims of one head per item (a warp's items one head's at
      * head_dim 128: its (m, l) loads are one address). The partials in z
      * order, ATT_MERGE_BATCH at a time with every load of a batch in flight
      * together: the batch's max M' = max(M, m_z..), what came before scaled
      * by 2^(M - M'), each partial weighted 2^(m_z - M'); out = O / L. One
-     * batch's loads cover a whole merge at contexts up to 1,024 keys (16
-     * chunks), two at 2k, three at 16k (Z 33) — against the two rounds for
+     * batch's loads cover a whole merge at contexts up to 1,088 keys (17
+     * chunks), two at 2k and at 16k (Z 33) — against the two rounds for
      * the max and the sum, a barrier and a round per 8 partials of the
      * weights-first merge. */
     int q4n = hd / 4;
@@ -366,7 +368,7 @@ static void launch_decode(ks_stream s, float *out, const float *q, int q_stride,
     float *ws = ks_partials_ws(&att_ws, s, n, (size_t)nh * Z, hd, ATT_WS_BYTES, "attention workspace", &slice);
     if (!ws) return;
     /* one arrival counter per (token of a slice, head group), zero between launches */
-    int *arrived = (int *)ks_cuda_zeroed_workspace(&att_arrived_ws, s, (size_t)slice * groups * sizeof(int),
+    unsigned *arrived = (unsigned *)ks_cuda_zeroed_workspace(&att_arrived_ws, s, (size_t)slice * groups * sizeof(unsigned),
                                                    "attention arrival counters");
     if (!arrived) return;
     float *part_o = ws, *part_ml = ws + (size_t)slice * nh * Z * hd;
