@@ -312,6 +312,7 @@ if has ab; then # this tree ("new") against each overlay .devcarry/ab_NAME.tar.x
     variants=()
     for b in "${trees[@]}"; do variants+=("$b|$(tname $b)|"); done
     for ev in ${AB_ENVS:-}; do variants+=("build|new+${ev%%:*}|${ev#*:}"); done
+    vname() { local r=${1#*|}; echo "${r%%|*}"; } # VARIANT: its name
     vrun() { # VARIANT PROGRAM ARGS..: the variant's build/PROGRAM, its settings in the environment
         local b=${1%%|*} r=${1#*|} prog=$2; shift 2
         r=${r#*|}
@@ -321,7 +322,7 @@ if has ab; then # this tree ("new") against each overlay .devcarry/ab_NAME.tar.x
         [ -f "$M/config.json" ] || continue
         for round in $(seq ${AB_ROUNDS:-2}); do
             for v in "${variants[@]}"; do
-                vn=${v#*|}; vn=${vn%%|*}
+                vn=$(vname "$v")
                 line=$(vrun "$v" kestrel run "$M" -p "$p512" -n 256 --temp 0 --ignore-eos --device cuda --no-pld --no-mtp --no-drafter \
                     2>&1 >/dev/null | grep "kestrel: prompt" | sed 's/ (cuda.*//')
                 echo "ab $(basename $M) $vn $round: $line" | tee -a "$OUT/ab.txt"
@@ -359,7 +360,7 @@ if has ab; then # this tree ("new") against each overlay .devcarry/ab_NAME.tar.x
         done
     fi
     for v in "${variants[@]}"; do # decode attention alone, a pool of 128k tokens
-        vn=${v#*|}; vn=${vn%%|*}
+        vn=$(vname "$v")
         vrun "$v" cuda_ops_bench --attention 131072 | grep attention | sed "s|^|ab $vn |" | tee -a "$OUT/ab.txt"
         vrun "$v" cuda_ops_bench --prompt-attention | grep attention | sed "s|^|ab $vn |" | tee -a "$OUT/ab.txt"
         vrun "$v" cuda_ops_bench --argmax | grep -E "^(argmax|penalize|mask|logprobs)" | sed "s|^|ab $vn |" | tee -a "$OUT/ab.txt"
@@ -398,7 +399,7 @@ if has ab; then # this tree ("new") against each overlay .devcarry/ab_NAME.tar.x
     if [ -n "${AB_LONG:-}" ] && [ -f /tmp/q8/config.json ]; then # Qwen3-8B decode after ~16k and ~64k tokens
         for n in ${AB_LONG_TOKENS:-16000 64000}; do
             for v in "${variants[@]}"; do
-                vn=${v#*|}; vn=${vn%%|*}
+                vn=$(vname "$v")
                 case " ${AB_LONG} " in *" $vn "*) ;; *) continue ;; esac
                 echo "ab q8 context ~$n $vn: $(long_decode "$v" $n | sed 's/ (cuda.*//')" | tee -a "$OUT/ab.txt"
             done
