@@ -272,6 +272,29 @@ k_matvec_tc(float *__restrict__ out, const float *x, const __nv_bfloat16 *__rest
     }
     int nkb = k >> 5;
     bool waited = false;
+    /* the epilogue's elements: e = threadIdx.x + i NW 32, i < EPT; element
+     * e is lane e % 32's value c = (e / 32) % 4 of tile (e / 128) % MT (of
+     * SwiGLU pair, MT / 2) and token group e / (MT 128); its output row and token: */
+    constexpr int EN = G * (SW ? MT / 2 : MT) * 128, EPT = (EN + NW * 32 - 1) / (NW * 32);
+    auto e_row = [&](int e) { return r0 + ((e >> 7) % (SW ? MT / 2 : MT)) * 16 + ((e & 31) >> 2) + (((e >> 5) & 3) >= 2 ? 8 : 0); };
+    auto e_tok = [&](int e, int t0) { return t0 + (e / ((SW ? MT / 2 : MT) * 128)) * 8 + (e & 3) * 2 + ((e >> 5) & 1); };
+    float pre_res[EPT], pre_sc[EPT];
+    /* what the epilogue reads of the kernels before (the residual it adds
+     * to, a token's 1 / rms from the split), loaded at the wait so its
+     * round trip overlaps the k loop */
+    constexpr bool EARLY = !(NORM && !PRE); /* (not the folded norm's tiles: held to 128 registers, they would spill) */
+    auto load_early = [&](int t0) {
+        if constexpr (EARLY) {
+#pragma unroll
+            for (int i = 0; i < EPT; i++) {
+                int e = threadIdx.x + i * NW * 32;
+                if (e >= EN) break;
+                int r = e_row(e), tok = e_tok(e, t0);
+                if constexpr (NORM && PRE) pre_sc[i] = tok < n ? ep.xscale[tok] : 1.f;
+                if constexpr (!SW) pre_res[i] = add && tok < n && r < rows ? out[(size_t)tok * rows + r] : 0.f;
+            }
+        }
+    };
     /* programmatic launch: the next kernel may be scheduled once every
      * block of this one runs (the last wave), so its blocks take the SM
      * slots this one's tail leaves and load their weights there (H200, in
@@ -280,6 +303,7 @@ k_matvec_tc(float *__restrict__ out, const float *x, const __nv_bfloat16 *__rest
      * wait cost 8B 8%) */
     pdl_trigger();
     for (int t0 = 0; t0 < n; t0 += 8 * G) {
+        bool early_in = false;
         float acc[G][MT][4], ss = 0.f; /* ss: NORM, this lane's sum of x^2 (token g, G = 1) */
 #pragma unroll
         for (int j = 0; j < G; j++)
@@ -323,6 +347,10 @@ k_matvec_tc(float *__restrict__ out, const float *x, const __nv_bfloat16 *__rest
             if (!waited) {
                 pdl_wait();
                 waited = true;
+            }
+            if (!early_in) {
+                load_early(t0);
+                early_in = true;
             }
 #pragma unroll
             for (int j = 0; j < G; j++) {
@@ -385,6 +413,7 @@ k_matvec_tc(float *__restrict__ out, const float *x, const __nv_bfloat16 *__rest
             pdl_wait();
             waited = true;
         }
+        if (!early_in) load_early(t0);
 #pragma unroll
         for (int j = 0; j < G; j++)
 #pragma unroll
@@ -401,15 +430,18 @@ k_matvec_tc(float *__restrict__ out, const float *x, const __nv_bfloat16 *__rest
             __syncthreads();
         }
         /* NORM: a token's 1 / rms (the block's own sums up to 8 tokens, the split's above) */
-        auto scale_of = [&](int tok, int j8) -> float {
+        auto scale_of = [&](int tok, int j8, int i) -> float {
             if constexpr (!NORM) return 1.f;
-            else if constexpr (PRE) return ep.xscale[tok];
+            else if constexpr (PRE) return pre_sc[i];
             else return inv_rms[j8];
         };
         if constexpr (SW) { /* out (n, half) = silu(gate) * up, as k_silu_mul computes it */
-            for (int e = threadIdx.x; e < G * (MT / 2) * 128; e += NW * 32) {
+#pragma unroll
+            for (int i = 0; i < EPT; i++) {
+                int e = threadIdx.x + i * NW * 32;
+                if (e >= EN) break;
                 int j = e / (MT / 2 * 128), p = (e >> 7) % (MT / 2), c = (e >> 5) & 3, l = e & 31;
-                int r = r0 + p * 16 + (l >> 2) + (c >= 2 ? 8 : 0), tok = t0 + j * 8 + (l & 3) * 2 + (c & 1);
+                int r = e_row(e), tok = e_tok(e, t0);
                 float vg = red[0][j][2 * p][c][l], vu = red[0][j][2 * p + 1][c][l];
 #pragma unroll
                 for (int wi = 1; wi < NW; wi++) {
@@ -418,25 +450,28 @@ k_matvec_tc(float *__restrict__ out, const float *x, const __nv_bfloat16 *__rest
                 }
                 if constexpr (NORM)
                     if (tok < n) {
-                        float sc = scale_of(tok, tok - t0 - j * 8);
+                        float sc = scale_of(tok, tok - t0 - j * 8, i);
                         vg = __fmul_rn(vg, sc);
                         vu = __fmul_rn(vu, sc);
                     }
                 if (tok < n && r < half) out[(size_t)tok * half + r] = silu_mul_f(vg, vu);
             }
         } else {
-            for (int e = threadIdx.x; e < G * MT * 128; e += NW * 32) {
+#pragma unroll
+            for (int i = 0; i < EPT; i++) {
+                int e = threadIdx.x + i * NW * 32;
+                if (e >= EN) break;
                 int j = e / (MT * 128), m = (e >> 7) % MT, c = (e >> 5) & 3, l = e & 31;
-                int r = r0 + m * 16 + (l >> 2) + (c >= 2 ? 8 : 0), tok = t0 + j * 8 + (l & 3) * 2 + (c & 1);
+                int r = e_row(e), tok = e_tok(e, t0);
                 float v = red[0][j][m][c][l];
 #pragma unroll
                 for (int wi = 1; wi < NW; wi++) v += red[wi][j][m][c][l];
                 if (tok < n && r < rows) {
                     if constexpr (NORM)
-                        if (!side) v = __fmul_rn(v, scale_of(tok, tok - t0 - j * 8));
+                        if (!side) v = __fmul_rn(v, scale_of(tok, tok - t0 - j * 8, i));
                     if (bias) v += bias[r];
                     size_t o = (size_t)tok * rows + r;
-                    out[o] = add ? out[o] + v : v;
+                    out[o] = add ? (EARLY ? pre_res[i] : out[o]) + v : v;
                 }
             }
         }
