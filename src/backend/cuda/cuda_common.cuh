@@ -175,8 +175,11 @@ __device__ __forceinline__ unsigned arrive_acq_rel(unsigned *p) {
     unsigned old;
     asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(old) : "l"(p) : "memory");
     return old;
-#else
-    return atomicAdd(p, 1u);
+#else /* (no scoped atomics before Volta: the fences the pattern had) */
+    __threadfence();
+    unsigned old = atomicAdd(p, 1u);
+    __threadfence();
+    return old;
 #endif
 }
 
