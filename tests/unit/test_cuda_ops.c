@@ -282,13 +282,16 @@ TEST(test_cuda_paged_attention_matches_cpu) {
  * of 128 at 15k keys: ~7 chunks a block on an H200, past the stages'
  * prefetched slots) and the last block merges the group's partials; the
  * third shape's contexts (701 / 1,001 keys) spread over 11 / 16 blocks
- * of one chunk each */
+ * of one chunk each; the fourth's (1,088 / 1,101 keys: 17 / 18 chunks) fill
+ * the merge's batch of 17 partials and pass it by one (the 15k context's 33
+ * blocks on an H100 / H200 take two batches too) */
 TEST(test_cuda_long_context_attention_matches_cpu) {
     pair p = {0};
     if (!open_pair(&p)) SKIP("no CUDA GPU");
-    struct { int nh, nkv, hd, nblocks, pos0, pos1; } cf[3] = {
-        {4, 1, 64, 400, 5000, 4095}, {32, 8, 128, 1000, 15000, 9001}, {16, 8, 128, 100, 1000, 700}};
-    for (int ci = 0; ci < 3; ci++) {
+    struct { int nh, nkv, hd, nblocks, pos0, pos1; } cf[4] = {
+        {4, 1, 64, 400, 5000, 4095}, {32, 8, 128, 1000, 15000, 9001}, {16, 8, 128, 100, 1000, 700},
+        {16, 8, 128, 100, 1100, 1087}};
+    for (int ci = 0; ci < 4; ci++) {
         int nh = cf[ci].nh, nkv = cf[ci].nkv, hd = cf[ci].hd, kv_dim = nkv * hd, bs = 16, nblocks = cf[ci].nblocks, n = 2;
         int32_t pos[2] = {cf[ci].pos0, cf[ci].pos1}, seq[2] = {0, 0}, slots[2];
         int32_t *tables = malloc((size_t)nblocks * 4);
