@@ -43,10 +43,7 @@ long api_join_text_parts(json_t *parts, const char *const *types, const char *se
     return -1;
 }
 
-static int bad(api_err *e, const char *key, const char *what) {
-    api_fail(e, key, "'%s': %s", key, what);
-    return -1;
-}
+static int bad(api_err *e, const char *key, const char *what) { return api_fail(e, key, "'%s': %s", key, what); }
 
 int api_get_num(json_t *o, const char *key, double lo, double hi, double *out, api_err *e) {
     json_t *v = json_object_get(o, key);

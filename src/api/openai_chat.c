@@ -207,7 +207,7 @@ static json_t *normalize_messages(json_t *msgs, api_err *e) {
         api_fail(e, "messages", "'messages' must be a non-empty array");
         return NULL;
     }
-    json_t *out = json_array();
+    json_t *out = json_array(), *nm = NULL; /* (nm: the message being built) */
     size_t i;
     json_t *m;
     json_array_foreach(msgs, i, m) {
@@ -217,10 +217,9 @@ static json_t *normalize_messages(json_t *msgs, api_err *e) {
             (strcmp(r, "system") && strcmp(r, "developer") && strcmp(r, "user") && strcmp(r, "assistant") &&
              strcmp(r, "tool"))) {
             api_fail(e, "messages", "messages[%zu]: 'role' must be one of system, developer, user, assistant, tool", i);
-            json_decref(out);
-            return NULL;
+            goto bad;
         }
-        json_t *nm = json_pack("{s:s}", "role", !strcmp(r, "developer") ? "system" : r);
+        nm = json_pack("{s:s}", "role", !strcmp(r, "developer") ? "system" : r);
         json_t *c = json_object_get(m, "content");
         if (json_is_string(c)) {
             json_object_set(nm, "content", c);
@@ -230,33 +229,25 @@ static json_t *normalize_messages(json_t *msgs, api_err *e) {
             long k = api_join_text_parts(c, types, NULL, &t);
             if (k >= 0) {
                 api_fail(e, "messages", "messages[%zu].content[%ld]: only text parts are supported", i, k);
-                json_decref(nm);
-                json_decref(out);
-                return NULL;
+                goto bad;
             }
             json_object_set_new(nm, "content", json_stringn(t.s ? t.s : "", t.len));
             sb_free(&t);
         } else if (!c || json_is_null(c)) {
             if (strcmp(r, "assistant") || !json_object_get(m, "tool_calls")) {
                 api_fail(e, "messages", "messages[%zu]: 'content' is required", i);
-                json_decref(nm);
-                json_decref(out);
-                return NULL;
+                goto bad;
             }
             json_object_set_new(nm, "content", json_string(""));
         } else {
             api_fail(e, "messages", "messages[%zu]: 'content' must be a string or an array of parts", i);
-            json_decref(nm);
-            json_decref(out);
-            return NULL;
+            goto bad;
         }
         json_t *tc = json_object_get(m, "tool_calls");
         if (tc && !json_is_null(tc)) {
             if (!json_is_array(tc)) {
                 api_fail(e, "messages", "messages[%zu]: 'tool_calls' must be an array", i);
-                json_decref(nm);
-                json_decref(out);
-                return NULL;
+                goto bad;
             }
             /* templates want arguments as an object; OpenAI sends a JSON string */
             json_t *calls = json_array();
@@ -279,8 +270,13 @@ static json_t *normalize_messages(json_t *msgs, api_err *e) {
         if ((v = json_object_get(m, "name")) && json_is_string(v)) json_object_set(nm, "name", v);
         if ((v = json_object_get(m, "reasoning_content")) && json_is_string(v)) json_object_set(nm, "reasoning_content", v);
         json_array_append_new(out, nm);
+        nm = NULL;
     }
     return out;
+bad:
+    json_decref(nm);
+    json_decref(out);
+    return NULL;
 }
 
 bool openai_chat_prompt(app *a, http_resp *resp, json_t *msgs, json_t *tools, json_t *extra, const char *param,

@@ -303,7 +303,7 @@ k_matvec_tc(float *__restrict__ out, const float *x, const __nv_bfloat16 *__rest
      * wait cost 8B 8%) */
     pdl_trigger();
     for (int t0 = 0; t0 < n; t0 += 8 * G) {
-        bool early_in = false;
+        if (waited) load_early(t0); /* (a later token group: the wait is behind) */
         float acc[G][MT][4], ss = 0.f; /* ss: NORM, this lane's sum of x^2 (token g, G = 1) */
 #pragma unroll
         for (int j = 0; j < G; j++)
@@ -347,10 +347,7 @@ k_matvec_tc(float *__restrict__ out, const float *x, const __nv_bfloat16 *__rest
             if (!waited) {
                 pdl_wait();
                 waited = true;
-            }
-            if (!early_in) {
                 load_early(t0);
-                early_in = true;
             }
 #pragma unroll
             for (int j = 0; j < G; j++) {
@@ -412,8 +409,8 @@ k_matvec_tc(float *__restrict__ out, const float *x, const __nv_bfloat16 *__rest
         if (!waited) { /* no k block for this warp: still wait before writing out */
             pdl_wait();
             waited = true;
+            load_early(t0);
         }
-        if (!early_in) load_early(t0);
 #pragma unroll
         for (int j = 0; j < G; j++)
 #pragma unroll
