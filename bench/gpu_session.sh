@@ -124,7 +124,7 @@ if [ -z "${NOCKPT:-}" ] && { has real || has ops || has batch || has json || has
 fi
 if has test; then
     t0=$(date +%s)
-    env ${TEST_ENV//,/ } ./build/test_runner cuda > "$OUT/test_cuda.txt" 2>&1 # (TEST_ENV="VAR=V,..": settings for it)
+    tenv=${TEST_ENV:-}; env ${tenv//,/ } ./build/test_runner cuda > "$OUT/test_cuda.txt" 2>&1 # (TEST_ENV="VAR=V,..": settings for it)
     echo "test_runner cuda: rc $? in $(( $(date +%s) - t0 )) s"
     grep -E "^(FAIL|ok|SKIP)" "$OUT/test_cuda.txt" | grep -v "^ok" | head -20
     grep -c "^ok" "$OUT/test_cuda.txt"

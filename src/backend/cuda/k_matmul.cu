@@ -272,27 +272,27 @@ k_matvec_tc(float *__restrict__ out, const float *x, const __nv_bfloat16 *__rest
     }
     int nkb = k >> 5;
     bool waited = false;
-    /* the epilogue's elements: e = threadIdx.x + i NW 32, i < EPT; element
+    /* the epilogue's elements: e = threadIdx.x + i NW 32 (EN of them); element
      * e is lane e % 32's value c = (e / 32) % 4 of tile (e / 128) % MT (of
      * SwiGLU pair, MT / 2) and token group e / (MT 128); its output row and token: */
-    constexpr int EN = G * (SW ? MT / 2 : MT) * 128, EPT = (EN + NW * 32 - 1) / (NW * 32);
+    constexpr int EN = G * (SW ? MT / 2 : MT) * 128;
     auto e_row = [&](int e) { return r0 + ((e >> 7) % (SW ? MT / 2 : MT)) * 16 + ((e & 31) >> 2) + (((e >> 5) & 3) >= 2 ? 8 : 0); };
     auto e_tok = [&](int e, int t0) { return t0 + (e / ((SW ? MT / 2 : MT) * 128)) * 8 + (e & 3) * 2 + ((e >> 5) & 1); };
-    float pre_res[EPT], pre_sc[EPT];
     /* what the epilogue reads of the kernels before (the residual it adds
      * to, a token's 1 / rms from the split), loaded at the wait so its
-     * round trip overlaps the k loop */
-    constexpr bool EARLY = !(NORM && !PRE); /* (not the folded norm's tiles: held to 128 registers, they would spill) */
+     * round trip overlaps the k loop; only where a thread has one element
+     * (EN <= NW 32: the loop over several, unrolled to keep them in
+     * registers, cost registers and Qwen3-1.7B decode 6%, session 45), and
+     * not on the folded norm's tiles (held to 128 registers, they would spill) */
+    constexpr bool EARLY = !(NORM && !PRE) && EN <= NW * 32;
+    float pre_res = 0.f, pre_sc = 1.f;
     auto load_early = [&](int t0) {
         if constexpr (EARLY) {
-#pragma unroll
-            for (int i = 0; i < EPT; i++) {
-                int e = threadIdx.x + i * NW * 32;
-                if (e >= EN) break;
-                int r = e_row(e), tok = e_tok(e, t0);
-                if constexpr (NORM && PRE) pre_sc[i] = tok < n ? ep.xscale[tok] : 1.f;
-                if constexpr (!SW) pre_res[i] = add && tok < n && r < rows ? out[(size_t)tok * rows + r] : 0.f;
-            }
+            int e = threadIdx.x;
+            if (e >= EN) return;
+            int r = e_row(e), tok = e_tok(e, t0);
+            if constexpr (NORM && PRE) pre_sc = tok < n ? ep.xscale[tok] : 1.f;
+            if constexpr (!SW) pre_res = add && tok < n && r < rows ? out[(size_t)tok * rows + r] : 0.f;
         }
     };
     /* programmatic launch: the next kernel may be scheduled once every
@@ -427,16 +427,13 @@ k_matvec_tc(float *__restrict__ out, const float *x, const __nv_bfloat16 *__rest
             __syncthreads();
         }
         /* NORM: a token's 1 / rms (the block's own sums up to 8 tokens, the split's above) */
-        auto scale_of = [&](int tok, int j8, int i) -> float {
+        auto scale_of = [&](int tok, int j8) -> float {
             if constexpr (!NORM) return 1.f;
-            else if constexpr (PRE) return pre_sc[i];
+            else if constexpr (PRE) return EARLY ? pre_sc : ep.xscale[tok];
             else return inv_rms[j8];
         };
         if constexpr (SW) { /* out (n, half) = silu(gate) * up, as k_silu_mul computes it */
-#pragma unroll
-            for (int i = 0; i < EPT; i++) {
-                int e = threadIdx.x + i * NW * 32;
-                if (e >= EN) break;
+            for (int e = threadIdx.x; e < EN; e += NW * 32) {
                 int j = e / (MT / 2 * 128), p = (e >> 7) % (MT / 2), c = (e >> 5) & 3, l = e & 31;
                 int r = e_row(e), tok = e_tok(e, t0);
                 float vg = red[0][j][2 * p][c][l], vu = red[0][j][2 * p + 1][c][l];
@@ -447,17 +444,14 @@ k_matvec_tc(float *__restrict__ out, const float *x, const __nv_bfloat16 *__rest
                 }
                 if constexpr (NORM)
                     if (tok < n) {
-                        float sc = scale_of(tok, tok - t0 - j * 8, i);
+                        float sc = scale_of(tok, tok - t0 - j * 8);
                         vg = __fmul_rn(vg, sc);
                         vu = __fmul_rn(vu, sc);
                     }
                 if (tok < n && r < half) out[(size_t)tok * half + r] = silu_mul_f(vg, vu);
             }
         } else {
-#pragma unroll
-            for (int i = 0; i < EPT; i++) {
-                int e = threadIdx.x + i * NW * 32;
-                if (e >= EN) break;
+            for (int e = threadIdx.x; e < EN; e += NW * 32) {
                 int j = e / (MT * 128), m = (e >> 7) % MT, c = (e >> 5) & 3, l = e & 31;
                 int r = e_row(e), tok = e_tok(e, t0);
                 float v = red[0][j][m][c][l];
@@ -465,10 +459,10 @@ k_matvec_tc(float *__restrict__ out, const float *x, const __nv_bfloat16 *__rest
                 for (int wi = 1; wi < NW; wi++) v += red[wi][j][m][c][l];
                 if (tok < n && r < rows) {
                     if constexpr (NORM)
-                        if (!side) v = __fmul_rn(v, scale_of(tok, tok - t0 - j * 8, i));
+                        if (!side) v = __fmul_rn(v, scale_of(tok, tok - t0 - j * 8));
                     if (bias) v += bias[r];
                     size_t o = (size_t)tok * rows + r;
-                    out[o] = add ? (EARLY ? pre_res[i] : out[o]) + v : v;
+                    out[o] = add ? (EARLY ? pre_res : out[o]) + v : v;
                 }
             }
         }
