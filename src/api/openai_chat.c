@@ -124,31 +124,21 @@ static int parse_prediction(app *a, json_t *body, int32_t **ids, int *n, api_err
     if (!pr || json_is_null(pr)) return 0;
     const char *type = json_string_value(json_object_get(pr, "type"));
     json_t *c = json_object_get(pr, "content");
-    e->param = "prediction";
-    if (!json_is_object(pr) || !type || strcmp(type, "content")) {
-        snprintf(e->msg, sizeof e->msg, "'prediction' must be {\"type\": \"content\", \"content\": ...}");
-        return -1;
-    }
+    if (!json_is_object(pr) || !type || strcmp(type, "content"))
+        return api_fail(e, "prediction", "'prediction' must be {\"type\": \"content\", \"content\": ...}");
     strbuf t = {0};
     if (json_is_string(c)) {
         sb_append(&t, json_string_value(c), json_string_length(c));
     } else if (json_is_array(c)) {
         static const char *const types[] = {"text", NULL};
         long k = api_join_text_parts(c, types, NULL, &t);
-        if (k >= 0) {
-            snprintf(e->msg, sizeof e->msg, "'prediction.content[%ld]': only text parts are supported", k);
-            return -1;
-        }
+        if (k >= 0) return api_fail(e, "prediction", "'prediction.content[%ld]': only text parts are supported", k);
     } else {
-        snprintf(e->msg, sizeof e->msg, "'prediction.content' must be a string or an array of text parts");
-        return -1;
+        return api_fail(e, "prediction", "'prediction.content' must be a string or an array of text parts");
     }
     int rc = t.len ? tok_encode(a->tok, t.s, t.len, false, ids, n) : 0;
     sb_free(&t);
-    if (rc) {
-        snprintf(e->msg, sizeof e->msg, "'prediction.content': %s", err_msg());
-        return -1;
-    }
+    if (rc) return api_fail(e, "prediction", "'prediction.content': %s", err_msg());
     return 1;
 }
 
