@@ -329,8 +329,7 @@ int api_check_fields(json_t *o, const api_field *f, int n, api_err *e) {
                      : json_is_object(v) ? API_T_OBJ : API_T_ARR;
         if (!(t & f[i].types)) {
             char want[96];
-            api_fail(e, f[i].key, "'%s': expected %s", f[i].key, type_names(f[i].types, want, sizeof want));
-            return -1;
+            return api_fail(e, f[i].key, "'%s': expected %s", f[i].key, type_names(f[i].types, want, sizeof want));
         }
     }
     return 0;

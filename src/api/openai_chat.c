@@ -288,18 +288,13 @@ bool openai_chat_prompt(app *a, http_resp *resp, json_t *msgs, json_t *tools, js
 
 int openai_check_tools(json_t *tools, api_err *e) {
     if (!tools || json_is_null(tools)) return 0;
-    if (!json_is_array(tools)) {
-        api_fail(e, "tools", "'tools' must be an array");
-        return -1;
-    }
+    if (!json_is_array(tools)) return api_fail(e, "tools", "'tools' must be an array");
     size_t i;
     json_t *t;
     json_array_foreach(tools, i, t) {
         json_t *fn = json_object_get(t, "function");
-        if (!json_is_object(t) || !json_is_object(fn) || !json_is_string(json_object_get(fn, "name"))) {
-            api_fail(e, "tools", "tools[%zu]: expected {\"type\": \"function\", \"function\": {\"name\": ...}}", i);
-            return -1;
-        }
+        if (!json_is_object(t) || !json_is_object(fn) || !json_is_string(json_object_get(fn, "name")))
+            return api_fail(e, "tools", "tools[%zu]: expected {\"type\": \"function\", \"function\": {\"name\": ...}}", i);
     }
     return 1;
 }
