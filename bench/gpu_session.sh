@@ -122,9 +122,19 @@ if [ -z "${NOCKPT:-}" ] && { has real || has ops || has batch || has json || has
       { has real || has profile || has cadence || has ab; } &&
       python3 tools/make_random_checkpoint.py qwen3-1.7b /tmp/q17 --tokenizer-from "$QTOK" ) > /tmp/checkpoints.log 2>&1 &
 fi
+# A variant "TREE|NAME|VAR=V,VAR=V": a build tree, its name in the output,
+# the environment settings of its runs (the ab stage's trees and AB_ENVS,
+# TEST_ENV, the long runs)
+vname() { local r=${1#*|}; echo "${r%%|*}"; } # VARIANT: its name
+vrun() { # VARIANT PROGRAM ARGS..: TREE/PROGRAM with the variant's settings (VRUN_TIMEOUT=S: killed after S s)
+    local b=${1%%|*} r=${1#*|} prog=$2 tmo=${VRUN_TIMEOUT:-}
+    shift 2
+    r=${r#*|}
+    env ${r//,/ } ${tmo:+timeout $tmo} "$b/$prog" "$@"
+}
 if has test; then
     t0=$(date +%s)
-    tenv=${TEST_ENV:-}; env ${tenv//,/ } ./build/test_runner cuda > "$OUT/test_cuda.txt" 2>&1 # (TEST_ENV="VAR=V,..": settings for it)
+    vrun "build||${TEST_ENV:-}" test_runner cuda > "$OUT/test_cuda.txt" 2>&1 # (TEST_ENV="VAR=V,..": settings for it)
     echo "test_runner cuda: rc $? in $(( $(date +%s) - t0 )) s"
     grep -E "^(FAIL|ok|SKIP)" "$OUT/test_cuda.txt" | grep -v "^ok" | head -20
     grep -c "^ok" "$OUT/test_cuda.txt"
@@ -150,16 +160,14 @@ prompt_of_tokens() {
     [ -f /tmp/prompt_$1.txt ] || head -c $(chars_for_tokens $1) /tmp/src.txt > /tmp/prompt_$1.txt
     cat /tmp/prompt_$1.txt
 }
-# long_decode KESTREL N: its "kestrel: prompt" line for Qwen3-8B decoding 128
+# long_decode VARIANT N: its "kestrel: prompt" line for Qwen3-8B decoding 128
 # tokens after ~N tokens of context — the source tree as text, ~3.6
 # characters a token with the Qwen3 tokenizer (the long stage and AB_LONG;
 # --no-pld: a random model's answers repeat its context now and then, and
 # accepted drafts would count as decode speed)
-long_decode() { # KESTREL|VARIANT N (a variant: "TREE|NAME|VAR=V,VAR=V", run with those settings)
-    local bin=$1 envs=()
-    case $1 in *"|"*) bin=${1%%|*}/kestrel; local r=${1#*|}; r=${r#*|}; [ -n "$r" ] && envs=(${r//,/ }) ;; esac
-    head -c $(( $2 * 36 / 10 )) /tmp/all.txt | env "${envs[@]}" timeout 240 "$bin" run /tmp/q8 -p - -n 128 --temp 0 --ignore-eos \
-        --device cuda --no-pld 2>&1 >/dev/null | grep "kestrel: prompt"
+long_decode() {
+    head -c $(( $2 * 36 / 10 )) /tmp/all.txt | VRUN_TIMEOUT=240 vrun "$1" kestrel run /tmp/q8 -p - -n 128 --temp 0 \
+        --ignore-eos --device cuda --no-pld 2>&1 >/dev/null | grep "kestrel: prompt"
 }
 if has real; then
     p512=$(head -c 1378 /tmp/src.txt)
@@ -209,7 +217,7 @@ fi
 if has long; then # Qwen3-8B decode after 16k and 64k tokens of context
     for n in 16000 64000; do
         [ -f /tmp/q8/config.json ] || break
-        echo "/tmp/q8 context ~$n: $(long_decode build/kestrel $n)" | tee -a "$OUT/real.txt"
+        echo "/tmp/q8 context ~$n: $(long_decode "build||" $n)" | tee -a "$OUT/real.txt"
     done
 fi
 if has batch; then # issue 7 on the GPU: streams 1/4/16 on Qwen3-8B; prefix-cache TTFT and the 32k stall
@@ -312,12 +320,6 @@ if has ab; then # this tree ("new") against each overlay .devcarry/ab_NAME.tar.x
     variants=()
     for b in "${trees[@]}"; do variants+=("$b|$(tname $b)|"); done
     for ev in ${AB_ENVS:-}; do variants+=("build|new+${ev%%:*}|${ev#*:}"); done
-    vname() { local r=${1#*|}; echo "${r%%|*}"; } # VARIANT: its name
-    vrun() { # VARIANT PROGRAM ARGS..: the variant's build/PROGRAM, its settings in the environment
-        local b=${1%%|*} r=${1#*|} prog=$2; shift 2
-        r=${r#*|}
-        env ${r//,/ } "$b/$prog" "$@"
-    }
     for M in ${AB_MODELS:-/tmp/q8 /tmp/q17 $TC}; do
         [ -f "$M/config.json" ] || continue
         for round in $(seq ${AB_ROUNDS:-2}); do
