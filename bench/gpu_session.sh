@@ -30,7 +30,8 @@
 # one more build per .devcarry/ab_NAME.tar.xz (bench/ab_overlay.sh writes
 # them), whose files replace this tree's (also the decode and the prompt
 # attention alone, cuda_ops_bench --attention / --prompt-attention, and the
-# greedy argmax, --argmax) — variants measured against each other in one call,
+# greedy argmax, --argmax; AB_OPS="attention prompt-attention argmax" by
+# default, AB_OPS="" none) — variants measured against each other in one call,
 # interleaved (AB_MODELS, AB_ROUNDS); AB_LONG="new NAME.." adds decode after
 # ~16k / ~64k tokens; AB_DRAFTER=1 Qwen3-8B drafted by Qwen3-1.7B and
 # tinycoder by its drafter, 32 tokens after ~4k (the draft model's first
@@ -361,11 +362,16 @@ if has ab; then # this tree ("new") against each overlay .devcarry/ab_NAME.tar.x
             done
         done
     fi
-    for v in "${variants[@]}"; do # decode attention alone, a pool of 128k tokens
+    for v in "${variants[@]}"; do # the kernels alone (AB_OPS): decode attention over a pool of 128k tokens, ...
         vn=$(vname "$v")
-        vrun "$v" cuda_ops_bench --attention 131072 | grep attention | sed "s|^|ab $vn |" | tee -a "$OUT/ab.txt"
-        vrun "$v" cuda_ops_bench --prompt-attention | grep attention | sed "s|^|ab $vn |" | tee -a "$OUT/ab.txt"
-        vrun "$v" cuda_ops_bench --argmax | grep -E "^(argmax|penalize|mask|logprobs)" | sed "s|^|ab $vn |" | tee -a "$OUT/ab.txt"
+        for op in ${AB_OPS-attention prompt-attention argmax}; do
+            case $op in
+                attention) vrun "$v" cuda_ops_bench --attention 131072 | grep attention ;;
+                prompt-attention) vrun "$v" cuda_ops_bench --prompt-attention | grep attention ;;
+                argmax) vrun "$v" cuda_ops_bench --argmax | grep -E "^(argmax|penalize|mask|logprobs)" ;;
+                *) echo "AB_OPS: $op is not attention, prompt-attention or argmax" >&2 ;;
+            esac | sed "s|^|ab $vn |" | tee -a "$OUT/ab.txt"
+        done
     done
     if [ -n "${AB_SPEC:-}" ]; then # the proposer matrix on tinycoder (AB_SPEC: its CONFIGS), the trees interleaved
         for round in $(seq ${AB_SPEC_ROUNDS:-1}); do # (SPEC_FULL=1: --full; WORKLOADS narrows)
