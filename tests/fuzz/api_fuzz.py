@@ -28,7 +28,9 @@ What it does
   {"type", "message"}}, Ollama {"error": "..."}; the surface is chosen by path
   as server/http.c does); a 200 body / stream is well formed (JSON, the
   stream's last event, no "{}" placeholder events, no error events mid-stream);
-  a request that was not mutated succeeds; under a json_object / schema
+  a request that was not mutated succeeds (or, chaining a stored response
+  by previous_response_id, is refused for the context length its hidden
+  history reached, as OpenAI's default truncation "disabled" does); under a json_object / schema
   constraint a "stop" answer parses as JSON; and afterwards GET /health still
   answers 200 (in sequential mode also that no request is left running).
   With --server-log, new "runtime error" / AddressSanitizer lines in the
@@ -87,6 +89,16 @@ from fuzz_requests import State, gen_request
 
 # ---------------------------------------------------------------------------
 # the run
+
+
+def chain_overflow(r, st, body):
+    """A 400 for the context length on a request that chains a stored
+    response (previous_response_id): its history, which the fuzzer does not
+    see, grows with each link until it no longer fits the server's context."""
+    prev = isinstance(r.obj, dict) and r.obj.get("previous_response_id")
+    err = json_or_none(body)
+    msg = err.get("error", {}).get("message", "") if isinstance(err, dict) and isinstance(err.get("error"), dict) else ""
+    return st == 400 and bool(prev) and "maximum context length" in msg
 
 
 class Runner:
@@ -179,7 +191,8 @@ class Runner:
                     if why:
                         self.fail(i, r, why, res)
                 if not r.muts and r.kind in ("chat", "completions", "responses", "anthropic", "ollama_chat",
-                                              "ollama_generate") and r.mode == "normal" and st != 404:
+                                              "ollama_generate") and r.mode == "normal" and st != 404 \
+                        and not chain_overflow(r, st, res.body):
                     self.fail(i, r, f"an unmutated (valid) request was refused with {st}", res)
                 if r.mode == "oversize" and st != 413:
                     self.fail(i, r, f"oversized body answered {st}, not 413", res)
