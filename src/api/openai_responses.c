@@ -5,7 +5,9 @@
  * function_call_output, reasoning) is normalized into Responses items, put
  * after the conversation of `previous_response_id` (from the in-memory store,
  * api/responses_store.h), turned into chat messages (instructions first, as a
- * system message) and rendered with the chat template; flat function tools
+ * system message) and rendered with the chat template (truncation "auto":
+ * the middle of that conversation dropped where it does not fit,
+ * api/responses_truncate.h; "disabled", the default: a 400); flat function tools
  * ({type, name, description, parameters}) become the chat-template shape
  * {type, function: {...}} (the input's parsing: api/responses_input.h). The answer is a response object whose output items
  * (reasoning, message, function_call) are built by one state machine from the
@@ -26,6 +28,7 @@
 #include "api/openai.h"
 #include "api/responses_input.h"
 #include "api/responses_store.h"
+#include "api/responses_truncate.h"
 #include "api/surfaces.h"
 
 #define RESP_STORE_MAX_ENTRIES 1000
@@ -407,6 +410,11 @@ void openai_responses_create(app *a, const http_req *req, http_resp *resp) {
     if (check_type(body, "reasoning", is_object, "an object", &e) < 0) goto bad;
     if (check_type(body, "include", is_array, "an array", &e) < 0) goto bad;
     if (check_type(body, "truncation", is_string, "a string", &e) < 0) goto bad;
+    const char *trunc_mode = json_string_value(json_object_get(body, "truncation"));
+    if (trunc_mode && strcmp(trunc_mode, "auto") && strcmp(trunc_mode, "disabled")) {
+        api_fail(&e, "truncation", "truncation: Input should be 'auto' or 'disabled'");
+        goto bad;
+    }
     json_t *conv = json_object_get(body, "conversation");
     if (conv && !json_is_null(conv)) {
         api_fail(&e, "conversation", "'conversation' is not supported; use previous_response_id");
@@ -473,8 +481,10 @@ void openai_responses_create(app *a, const http_req *req, http_resp *resp) {
     responses_items_to_messages(history, msgs);
     responses_items_to_messages(items, msgs);
 
-    if (!openai_chat_prompt(a, resp, msgs, use_tools ? chat_tools : NULL, NULL, "input", max_out, &ids, &n,
-                            &p.max_tokens))
+    if (trunc_mode && !strcmp(trunc_mode, "auto")
+            ? !responses_prompt_truncating(a, resp, msgs, use_tools ? chat_tools : NULL, max_out, &ids, &n, &p.max_tokens)
+            : !openai_chat_prompt(a, resp, msgs, use_tools ? chat_tools : NULL, NULL, "input", max_out, &ids, &n,
+                                  &p.max_tokens))
         goto out;
 
     if (!(s = calloc(1, sizeof *s))) {

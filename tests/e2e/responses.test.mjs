@@ -2,7 +2,7 @@
 // client: input as string and as items, instructions, streaming events with
 // sequence_number (response.created ... output_text.delta ... completed),
 // status / incomplete_details, usage, the in-memory store (GET by id,
-// previous_response_id), function tools (function_call items, function_call_output),
+// previous_response_id, truncation "auto"), function tools (function_call items, function_call_output),
 // logprobs (include: message.output_text.logprobs).
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
@@ -158,6 +158,38 @@ test('responses: previous_response_id continues the conversation', async () => {
     second.usage.input_tokens >= alone.usage.input_tokens + first.usage.output_tokens,
     `input_tokens ${second.usage.input_tokens} vs alone ${alone.usage.input_tokens} + previous output ${first.usage.output_tokens}`,
   );
+});
+
+test('responses: truncation "auto" drops the oldest turns of a chain past the context; "disabled" (the default) -> 400', async () => {
+  const ctx = Number(process.env.KESTREL_CTX || 4096);
+  const unit = 'the quick brown fox jumps over the lazy dog. ';
+  const per = (await L.tokenize(unit.repeat(8))).length / 8;
+  const part = unit.repeat(Math.ceil((0.42 * ctx) / per)); // each turn ~42% of the context
+  const partTokens = (await L.tokenize(part)).length;
+  const first = await create({ input: 'A: ' + part, instructions: INSTR, max_output_tokens: 4 });
+  const second = await create({ input: 'B: ' + part, previous_response_id: first.id, max_output_tokens: 4 });
+  assert.ok(second.usage.input_tokens > 2 * partTokens, `two turns: ${second.usage.input_tokens} tokens`);
+  // a third turn: ~126% of the context
+  for (const truncation of [undefined, 'disabled']) {
+    await assert.rejects(
+      create({ input: 'C: ' + part, previous_response_id: second.id, max_output_tokens: 4, truncation }),
+      (err) => err.status === 400 && /maximum context length/.test(err.message),
+    );
+  }
+  const cut = await create({ input: 'C: ' + part, previous_response_id: second.id, max_output_tokens: 4, truncation: 'auto' });
+  assert.equal(cut.truncation, 'auto');
+  assert.ok(cut.output_text.length > 0);
+  // A's turn went, B's and C's stayed, with room for the answer
+  const inTok = cut.usage.input_tokens;
+  assert.ok(inTok > 2 * partTokens && inTok < 2.5 * partTokens && inTok + 4 <= ctx, `input_tokens ${inTok}, a turn ${partTokens}, ctx ${ctx}`);
+  // the store kept the whole conversation: chaining on drops again, the oldest first
+  const next = await create({ input: 'D: one more', previous_response_id: cut.id, max_output_tokens: 4, truncation: 'auto' });
+  assert.ok(next.usage.input_tokens > partTokens && next.usage.input_tokens < 2.5 * partTokens, `next: ${next.usage.input_tokens}`);
+  // a value that is neither -> 400 naming truncation
+  const bad = await L.post('/v1/responses', { model: await L.model(), input: 'hi', truncation: 'sometimes', max_output_tokens: 2 });
+  L.assertOpenAIError(bad, 400);
+  assert.equal(bad.json.error.param, 'truncation');
+  await L.health();
 });
 
 test('responses: unknown id -> 404 (GET) / 400 or 404 (previous_response_id), OpenAI error body', async () => {
