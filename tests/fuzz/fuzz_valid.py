@@ -149,6 +149,8 @@ def base_responses(rng, model, state):
     if maybe(rng, 0.1):
         ids = state.resp_ids()
         d["previous_response_id"] = rng.choice(ids) if ids and maybe(rng, 0.7) else "resp_" + "%024x" % rng.getrandbits(96)
+        if maybe(rng, 0.5):
+            d["truncation"] = rng.choice(["auto", "disabled"])
     if maybe(rng, 0.05):
         d["metadata"] = {"a": "b"}
     if maybe(rng, 0.05):
