@@ -6,7 +6,9 @@
  * (num_predict <= 0 means up to the context), an empty messages list / empty
  * prompt answers done_reason "load", durations are nanoseconds, created_at is
  * RFC 3339 with nanoseconds, /api/generate returns "context" (prompt +
- * output token ids) and accepts it back as a prefix of the next prompt. */
+ * output token ids) and accepts it back as a prefix of the next prompt,
+ * /api/chat drops a long chat's oldest messages to fit the context
+ * (api/api_truncate.h; "truncate": false: the error instead). */
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +18,7 @@
 
 #include "api/api_common.h"
 #include "api/api_parse.h"
+#include "api/api_truncate.h"
 #include "api/openai.h"
 #include "api/surfaces.h"
 
@@ -370,9 +373,16 @@ void ollama_chat(app *a, const http_req *req, http_resp *resp) {
     if (!(msgs = convert_messages(mv, e))) goto bad;
     json_t *tools = json_object_get(body, "tools");
     if (openai_check_tools(tools, e) < 0) goto bad;
-    bool use_tools = json_array_size(tools) > 0;
+    bool use_tools = json_array_size(tools) > 0, truncate = true;
+    if (api_get_bool(body, "truncate", &truncate, e) < 0) goto bad;
     char errbuf[600];
-    int st = api_render_chat(a, msgs, use_tools ? tools : NULL, extra, true, &ids, &n, NULL, errbuf, sizeof errbuf);
+    /* a chat past the context loses its oldest messages, as Ollama's does
+     * (the system ones and the last kept; "truncate": false asks for the
+     * error instead) */
+    int st = truncate ? api_render_chat_fitting(a, msgs, use_tools ? tools : NULL, extra, num_predict, &ids, &n, errbuf,
+                                                sizeof errbuf)
+                      : api_render_chat(a, msgs, use_tools ? tools : NULL, extra, true, &ids, &n, NULL, errbuf,
+                                        sizeof errbuf);
     if (st) {
         http_error(resp, API_OLLAMA, st, NULL, NULL, "%s", errbuf);
         goto out;

@@ -25,6 +25,9 @@ void openai_gen_error(const char *msg, bool stream, strbuf *out, char **body, in
  * to free either way. */
 bool openai_chat_prompt(app *a, http_resp *resp, json_t *msgs, json_t *tools, json_t *extra, const char *param,
                         long long requested, int32_t **ids, int *n, int *max_tokens);
+/* Its second half, for a prompt of n tokens rendered otherwise: the output
+ * budget, or false after answering the context-length error naming param. */
+bool openai_prompt_fits(app *a, http_resp *resp, const char *param, int n, long long requested, int *max_tokens);
 /* Validates an OpenAI tools array: 0 absent, 1 ok, -1 bad (e filled). */
 int openai_check_tools(json_t *tools, api_err *e);
 

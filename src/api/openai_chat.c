@@ -277,13 +277,15 @@ bool openai_chat_prompt(app *a, http_resp *resp, json_t *msgs, json_t *tools, js
         http_error(resp, API_OPENAI, st, st == 400 ? "invalid_request_error" : "server_error", param, "%s", errbuf);
         return false;
     }
-    if (!api_fit_output(a, *n, requested, max_tokens)) {
-        http_error(resp, API_OPENAI, 400, "invalid_request_error", param,
-                   "This model's maximum context length is %d tokens. However, your %s resulted in %d tokens.",
-                   engine_ctx_size(a->eng), param, *n);
-        return false;
-    }
-    return true;
+    return openai_prompt_fits(a, resp, param, *n, requested, max_tokens);
+}
+
+bool openai_prompt_fits(app *a, http_resp *resp, const char *param, int n, long long requested, int *max_tokens) {
+    if (api_fit_output(a, n, requested, max_tokens)) return true;
+    http_error(resp, API_OPENAI, 400, "invalid_request_error", param,
+               "This model's maximum context length is %d tokens. However, your %s resulted in %d tokens.",
+               engine_ctx_size(a->eng), param, n);
+    return false;
 }
 
 int openai_check_tools(json_t *tools, api_err *e) {

@@ -7,7 +7,7 @@
  * api/responses_store.h), turned into chat messages (instructions first, as a
  * system message) and rendered with the chat template (truncation "auto":
  * the middle of that conversation dropped where it does not fit,
- * api/responses_truncate.h; "disabled", the default: a 400); flat function tools
+ * api/api_truncate.h; "disabled", the default: a 400); flat function tools
  * ({type, name, description, parameters}) become the chat-template shape
  * {type, function: {...}} (the input's parsing: api/responses_input.h). The answer is a response object whose output items
  * (reasoning, message, function_call) are built by one state machine from the
@@ -25,10 +25,10 @@
 
 #include "api/api_common.h"
 #include "api/api_parse.h"
+#include "api/api_truncate.h"
 #include "api/openai.h"
 #include "api/responses_input.h"
 #include "api/responses_store.h"
-#include "api/responses_truncate.h"
 #include "api/surfaces.h"
 
 #define RESP_STORE_MAX_ENTRIES 1000
@@ -481,11 +481,18 @@ void openai_responses_create(app *a, const http_req *req, http_resp *resp) {
     responses_items_to_messages(history, msgs);
     responses_items_to_messages(items, msgs);
 
-    if (trunc_mode && !strcmp(trunc_mode, "auto")
-            ? !responses_prompt_truncating(a, resp, msgs, use_tools ? chat_tools : NULL, max_out, &ids, &n, &p.max_tokens)
-            : !openai_chat_prompt(a, resp, msgs, use_tools ? chat_tools : NULL, NULL, "input", max_out, &ids, &n,
-                                  &p.max_tokens))
+    if (trunc_mode && !strcmp(trunc_mode, "auto")) {
+        int st = api_render_chat_fitting(a, msgs, use_tools ? chat_tools : NULL, NULL, max_out, &ids, &n, errbuf,
+                                         sizeof errbuf);
+        if (st) {
+            http_error(resp, API_OPENAI, st, st == 400 ? "invalid_request_error" : "server_error", "input", "%s", errbuf);
+            goto out;
+        }
+        if (!openai_prompt_fits(a, resp, "input", n, max_out, &p.max_tokens)) goto out;
+    } else if (!openai_chat_prompt(a, resp, msgs, use_tools ? chat_tools : NULL, NULL, "input", max_out, &ids, &n,
+                                   &p.max_tokens)) {
         goto out;
+    }
 
     if (!(s = calloc(1, sizeof *s))) {
         http_error(resp, API_OPENAI, 500, "server_error", NULL, "out of memory");

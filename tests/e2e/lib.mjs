@@ -123,6 +123,16 @@ export function assertOllamaError(r, status) {
   assert.ok(r.json.error.length > 0);
 }
 
+// A text of about `fraction` of the server's context: {ctx, part, partTokens}
+// (turns of a chat made to outgrow it).
+export async function contextPart(fraction) {
+  const ctx = Number(process.env.KESTREL_CTX || 4096);
+  const unit = 'the quick brown fox jumps over the lazy dog. ';
+  const per = (await tokenize(unit.repeat(8))).length / 8;
+  const part = unit.repeat(Math.ceil((fraction * ctx) / per));
+  return { ctx, part, partTokens: (await tokenize(part)).length };
+}
+
 // A text longer than the server's context, in tokens.
 export async function overlongText() {
   const ctx = Number(process.env.KESTREL_CTX || 4096);

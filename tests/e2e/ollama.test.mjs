@@ -1,7 +1,7 @@
 // ollama.test.mjs — the Ollama API through the official `ollama` client:
 // /api/chat and /api/generate (NDJSON streaming, options temperature /
 // num_predict / stop / repeat_penalty with repeat_last_n, done_reason, eval counts), /api/tags, /api/ps, /api/show,
-// /api/version, tools (message.tool_calls, tool role results).
+// /api/version, tools (message.tool_calls, tool role results), a chat past the context truncated.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as L from './lib.mjs';
@@ -68,6 +68,29 @@ test('ollama: POST /api/show describes the model', async () => {
   if (s.template !== undefined) assert.equal(typeof s.template, 'string');
   const r = await L.post('/api/show', { model: 'no-such-model' });
   L.assertOllamaError(r, 404);
+});
+
+test('ollama chat: a chat past the context drops its oldest messages (system and last kept); truncate false -> 400', async () => {
+  const { ctx, part, partTokens } = await L.contextPart(0.42); // each turn ~42% of the context
+  const messages = [
+    { role: 'system', content: SYS },
+    { role: 'user', content: 'A: ' + part },
+    { role: 'assistant', content: 'Noted.' },
+    { role: 'user', content: 'B: ' + part },
+    { role: 'assistant', content: 'Noted.' },
+    { role: 'user', content: 'C: ' + part },
+  ];
+  const r = await chat({ messages, options: { num_predict: 4 } });
+  assert.ok(r.message.content.length > 0);
+  // A's message went, B's and C's stayed
+  const n = r.prompt_eval_count;
+  assert.ok(n > 2 * partTokens && n < 2.5 * partTokens && n + 4 <= ctx, `prompt_eval_count ${n}, a turn ${partTokens}, ctx ${ctx}`);
+  // the system message was kept: the same chat without it is shorter
+  const noSys = await chat({ messages: messages.slice(1), options: { num_predict: 4 } });
+  assert.ok(noSys.prompt_eval_count < n, `without the system message ${noSys.prompt_eval_count} vs ${n}`);
+  const bad = await L.post('/api/chat', { model: await L.model(), messages, stream: false, truncate: false, options: { num_predict: 4 } });
+  L.assertOllamaError(bad, 400);
+  await L.health();
 });
 
 test('ollama chat: non-streaming, done_reason length, eval counts', async () => {

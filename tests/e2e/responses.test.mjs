@@ -161,11 +161,7 @@ test('responses: previous_response_id continues the conversation', async () => {
 });
 
 test('responses: truncation "auto" drops the oldest turns of a chain past the context; "disabled" (the default) -> 400', async () => {
-  const ctx = Number(process.env.KESTREL_CTX || 4096);
-  const unit = 'the quick brown fox jumps over the lazy dog. ';
-  const per = (await L.tokenize(unit.repeat(8))).length / 8;
-  const part = unit.repeat(Math.ceil((0.42 * ctx) / per)); // each turn ~42% of the context
-  const partTokens = (await L.tokenize(part)).length;
+  const { ctx, part, partTokens } = await L.contextPart(0.42); // each turn ~42% of the context
   const first = await create({ input: 'A: ' + part, instructions: INSTR, max_output_tokens: 4 });
   const second = await create({ input: 'B: ' + part, previous_response_id: first.id, max_output_tokens: 4 });
   assert.ok(second.usage.input_tokens > 2 * partTokens, `two turns: ${second.usage.input_tokens} tokens`);

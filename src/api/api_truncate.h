@@ -1,0 +1,23 @@
+/* api_truncate.h — a chat too long for the context, cut in the middle:
+ * Responses' truncation "auto" and Ollama's /api/chat (which truncates by
+ * default) render through it (the policy: api_truncate.c's header). */
+#ifndef KS_API_TRUNCATE_H
+#define KS_API_TRUNCATE_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "server/app.h"
+
+/* msgs (chat-template messages, not changed) rendered like api_render_chat
+ * (tools, extra template variables, the generation prompt) with the fewest
+ * oldest messages dropped so the prompt leaves the answer its room:
+ * `requested` output tokens (at most half the context), or one token when
+ * requested <= 0. Returns 0 with *ids / *n, or an HTTP status with err
+ * filled: the render's, or 400 when even the system messages and the last
+ * message leave no room. *ids is the caller's to free either way. */
+int api_render_chat_fitting(app *a, json_t *msgs, json_t *tools, json_t *extra, long long requested, int32_t **ids,
+                            int *n, char *err, size_t errlen);
+
+#endif
