@@ -23,17 +23,22 @@ static bool is_role(json_t *m, const char *role) {
     return r && !strcmp(r, role);
 }
 
-/* msgs with the k oldest droppable messages (not system, not the last)
- * left out, rendered: the render's status, *n the prompt's tokens */
-static int render_dropping(app *a, json_t *msgs, size_t k, json_t *tools, json_t *extra, int32_t **ids, int *n,
-                           char *err, size_t errlen) {
+json_t *api_chat_dropping(json_t *msgs, size_t k) {
     size_t m = json_array_size(msgs), start = 0, seen = 0;
     for (; start + 1 < m; start++) /* the first kept droppable one: after k of them */
         if (!is_role(json_array_get(msgs, start), "system") && seen++ == k) break;
-    while (start + 1 < m && is_role(json_array_get(msgs, start), "tool")) start++; /* (its call was dropped) */
+    while (k && start + 1 < m && is_role(json_array_get(msgs, start), "tool")) start++; /* (its call was dropped) */
     json_t *sub = json_array();
     for (size_t i = 0; i < m; i++)
         if (i >= start || is_role(json_array_get(msgs, i), "system")) json_array_append(sub, json_array_get(msgs, i));
+    return sub;
+}
+
+/* api_chat_dropping(msgs, k) rendered: the render's status, *n the
+ * prompt's tokens */
+static int render_dropping(app *a, json_t *msgs, size_t k, json_t *tools, json_t *extra, int32_t **ids, int *n,
+                           char *err, size_t errlen) {
+    json_t *sub = api_chat_dropping(msgs, k);
     free(*ids);
     *ids = NULL;
     int st = api_render_chat(a, sub, tools, extra, true, ids, n, NULL, err, errlen);
