@@ -17,11 +17,11 @@
  * requested <= 0. Returns 0 with *ids / *n, or an HTTP status with err
  * filled: the render's, or 400 when even the system messages and the last
  * message leave no room. *ids is the caller's to free either way. */
+int api_render_chat_fitting(app *a, json_t *msgs, json_t *tools, json_t *extra, long long requested, int32_t **ids,
+                            int *n, char *err, size_t errlen);
 /* msgs without the k oldest droppable messages (not system, not the last;
  * with k > 0 also the tool results that would then lead the kept ones),
  * in order (a new array of the same message objects; k 0: all of them) */
 json_t *api_chat_dropping(json_t *msgs, size_t k);
-int api_render_chat_fitting(app *a, json_t *msgs, json_t *tools, json_t *extra, long long requested, int32_t **ids,
-                            int *n, char *err, size_t errlen);
 
 #endif
