@@ -28,6 +28,9 @@ bool openai_chat_prompt(app *a, http_resp *resp, json_t *msgs, json_t *tools, js
 /* Its second half, for a prompt of n tokens rendered otherwise: the output
  * budget, or false after answering the context-length error naming param. */
 bool openai_prompt_fits(app *a, http_resp *resp, const char *param, int n, long long requested, int *max_tokens);
+/* An OpenAI error for a status a helper returned with its message (400:
+ * invalid_request_error naming param, else server_error). */
+void openai_status_error(http_resp *resp, int status, const char *param, const char *msg);
 /* Validates an OpenAI tools array: 0 absent, 1 ok, -1 bad (e filled). */
 int openai_check_tools(json_t *tools, api_err *e);
 

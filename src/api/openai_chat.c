@@ -274,10 +274,14 @@ bool openai_chat_prompt(app *a, http_resp *resp, json_t *msgs, json_t *tools, js
     char errbuf[600];
     int st = api_render_chat(a, msgs, tools, extra, true, ids, n, NULL, errbuf, sizeof errbuf);
     if (st) {
-        http_error(resp, API_OPENAI, st, st == 400 ? "invalid_request_error" : "server_error", param, "%s", errbuf);
+        openai_status_error(resp, st, param, errbuf);
         return false;
     }
     return openai_prompt_fits(a, resp, param, *n, requested, max_tokens);
+}
+
+void openai_status_error(http_resp *resp, int status, const char *param, const char *msg) {
+    http_error(resp, API_OPENAI, status, status == 400 ? "invalid_request_error" : "server_error", param, "%s", msg);
 }
 
 bool openai_prompt_fits(app *a, http_resp *resp, const char *param, int n, long long requested, int *max_tokens) {
@@ -381,7 +385,7 @@ void openai_chat_completions(app *a, const http_req *req, http_resp *resp) {
     char errbuf[600];
     api_gen *g = api_gen_start(a, SURF_CHAT, ids, n, &p, &opc, &chat_ops, s, &status, errbuf, sizeof errbuf);
     if (!g) {
-        http_error(resp, API_OPENAI, status, status == 400 ? "invalid_request_error" : "server_error", NULL, "%s", errbuf);
+        openai_status_error(resp, status, NULL, errbuf);
         goto out;
     }
     if (stream) api_gen_answer_stream(g, resp, "text/event-stream");

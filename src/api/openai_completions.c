@@ -174,7 +174,7 @@ void openai_completions(app *a, const http_req *req, http_resp *resp) {
     int status;
     api_gen *g = api_gen_start(a, SURF_COMPLETIONS, ids, n, &p, &opc, &cmpl_ops, s, &status, errbuf, sizeof errbuf);
     if (!g) {
-        http_error(resp, API_OPENAI, status, status == 400 ? "invalid_request_error" : "server_error", "prompt", "%s", errbuf);
+        openai_status_error(resp, status, "prompt", errbuf);
         goto out;
     }
     if (stream) api_gen_answer_stream(g, resp, "text/event-stream");

@@ -485,7 +485,7 @@ void openai_responses_create(app *a, const http_req *req, http_resp *resp) {
         int st = api_render_chat_fitting(a, msgs, use_tools ? chat_tools : NULL, NULL, max_out, &ids, &n, errbuf,
                                          sizeof errbuf);
         if (st) {
-            http_error(resp, API_OPENAI, st, st == 400 ? "invalid_request_error" : "server_error", "input", "%s", errbuf);
+            openai_status_error(resp, st, "input", errbuf);
             goto out;
         }
         if (!openai_prompt_fits(a, resp, "input", n, max_out, &p.max_tokens)) goto out;
@@ -528,7 +528,7 @@ void openai_responses_create(app *a, const http_req *req, http_resp *resp) {
     api_gen *g = api_gen_start(a, SURF_RESPONSES, ids, n, &p, &opc, &resp_ops, s, &status, errbuf, sizeof errbuf);
     s = NULL; /* owned by g now (or freed) */
     if (!g) {
-        http_error(resp, API_OPENAI, status, status == 400 ? "invalid_request_error" : "server_error", NULL, "%s", errbuf);
+        openai_status_error(resp, status, NULL, errbuf);
         goto out;
     }
     if (stream) {
