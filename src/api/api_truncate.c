@@ -5,13 +5,14 @@
  *         the kept ones going with its call;
  *   room: the prompt must leave `requested` tokens (at most half the
  *         context) for the answer, or one token when none is asked — then
- *         the same test as no truncation, so a chat that fits is never cut.
+ *         the same test as no truncation, so a chat that fits is never cut;
+ *         where even dropping all of them leaves less, all are dropped and
+ *         the answer gets what is left (never stricter than no truncation).
  * The count is found by binary search over renders (dropping more never
  * makes the prompt longer; a render that fails counts as not fitting). Only
  * the rendered prompt is cut: what the caller stores keeps every message. */
 #include "api/api_truncate.h"
 
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -57,13 +58,8 @@ int api_render_chat_fitting(app *a, json_t *msgs, json_t *tools, json_t *extra, 
     if (st || ctx - *n >= room || !droppable) return st; /* (no room and nothing to drop: the caller's fit check says so) */
     size_t lo = 1, hi = droppable; /* the fewest in [lo, hi] that fits; hi must */
     st = render_dropping(a, msgs, hi, tools, extra, ids, n, err, errlen);
-    if (st) return st;
-    if (ctx - *n < room) {
-        snprintf(err, errlen,
-                 "the input (%d tokens with every message but the system ones and the last dropped) leaves no room for "
-                 "%lld output tokens in the context length (%d tokens)", *n, room, ctx);
-        return 400;
-    }
+    if (st || ctx - *n < room) return st; /* (all dropped and still short: the most room there is, the caller's fit
+                                             check gives what is left or its context-length error) */
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
         st = render_dropping(a, msgs, mid, tools, extra, ids, n, err, errlen);

@@ -14,9 +14,10 @@
  * (tools, extra template variables, the generation prompt) with the fewest
  * oldest messages dropped so the prompt leaves the answer its room:
  * `requested` output tokens (at most half the context), or one token when
- * requested <= 0. Returns 0 with *ids / *n, or an HTTP status with err
- * filled: the render's, or 400 when even the system messages and the last
- * message leave no room. *ids is the caller's to free either way. */
+ * requested <= 0 (all droppable ones dropped where even that leaves less:
+ * the caller's fit check then gives the answer what is left, or its error).
+ * Returns 0 with *ids / *n, or the render's HTTP status with err filled.
+ * *ids is the caller's to free either way. */
 int api_render_chat_fitting(app *a, json_t *msgs, json_t *tools, json_t *extra, long long requested, int32_t **ids,
                             int *n, char *err, size_t errlen);
 /* msgs without the k oldest droppable messages (not system, not the last;

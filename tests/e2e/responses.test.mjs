@@ -181,6 +181,11 @@ test('responses: truncation "auto" drops the oldest turns of a chain past the co
   // the store kept the whole conversation: chaining on drops again, the oldest first
   const next = await create({ input: 'D: one more', previous_response_id: cut.id, max_output_tokens: 4, truncation: 'auto' });
   assert.ok(next.usage.input_tokens > partTokens && next.usage.input_tokens < 2.5 * partTokens, `next: ${next.usage.input_tokens}`);
+  // room for max_output_tokens is not there even with the chain dropped: the answer gets what is left, as
+  // with truncation disabled (never stricter than that)
+  const bigLast = await L.contextPart(0.6);
+  const short = await create({ input: bigLast.part, previous_response_id: second.id, max_output_tokens: 100000, truncation: 'auto' });
+  assert.ok(short.output_text.length > 0 && short.usage.input_tokens < 0.7 * ctx, `input_tokens ${short.usage.input_tokens}`);
   // a value that is neither -> 400 naming truncation
   const bad = await L.post('/v1/responses', { model: await L.model(), input: 'hi', truncation: 'sometimes', max_output_tokens: 2 });
   L.assertOpenAIError(bad, 400);
