@@ -286,9 +286,9 @@ void openai_status_error(http_resp *resp, int status, const char *param, const c
 
 bool openai_prompt_fits(app *a, http_resp *resp, const char *param, int n, long long requested, int *max_tokens) {
     if (api_fit_output(a, n, requested, max_tokens)) return true;
-    http_error(resp, API_OPENAI, 400, "invalid_request_error", param,
-               "This model's maximum context length is %d tokens. However, your %s resulted in %d tokens.",
-               engine_ctx_size(a->eng), param, n);
+    http_error_code(resp, API_OPENAI, 400, "invalid_request_error", param, "context_length_exceeded",
+                    "This model's maximum context length is %d tokens. However, your %s resulted in %d tokens.",
+                    engine_ctx_size(a->eng), param, n);
     return false;
 }
 

@@ -153,9 +153,9 @@ void openai_completions(app *a, const http_req *req, http_resp *resp) {
                                              {"suffix", API_T_STR}, {"best_of", API_T_NUM}};
     if (api_check_fields(body, extra_fields, sizeof extra_fields / sizeof extra_fields[0], &e) < 0) goto bad;
     if (!api_fit_output(a, n, max_tokens, &p.max_tokens)) {
-        http_error(resp, API_OPENAI, 400, "invalid_request_error", "prompt",
-                   "This model's maximum context length is %d tokens, however you requested %d tokens in the prompt.",
-                   engine_ctx_size(a->eng), n);
+        http_error_code(resp, API_OPENAI, 400, "invalid_request_error", "prompt", "context_length_exceeded",
+                        "This model's maximum context length is %d tokens, however you requested %d tokens in the prompt.",
+                        engine_ctx_size(a->eng), n);
         goto out;
     }
     p.logprobs = lp >= 0;

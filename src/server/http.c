@@ -59,13 +59,10 @@ static void scrub_utf8(char *s) {
     }
 }
 
-void http_error(http_resp *resp, api_surface surface, int status, const char *type, const char *param,
-                const char *fmt, ...) {
+static void error_body(http_resp *resp, api_surface surface, int status, const char *type, const char *param,
+                       const char *code, const char *fmt, va_list ap) {
     char msg[1024], par[256];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
     scrub_utf8(msg);
     if (param) {
         snprintf(par, sizeof par, "%s", param);
@@ -78,7 +75,7 @@ void http_error(http_resp *resp, api_surface surface, int status, const char *ty
     } else if (surface == API_OLLAMA) {
         j = json_pack("{s:s}", "error", msg);
     } else {
-        j = json_pack("{s:{s:s, s:s, s:s?, s:n}}", "error", "message", msg, "type", type, "param", param, "code");
+        j = json_pack("{s:{s:s, s:s, s:s?, s:s?}}", "error", "message", msg, "type", type, "param", param, "code", code);
     }
     char *text = j ? json_dumps(j, JSON_COMPACT) : NULL;
     json_decref(j);
@@ -87,6 +84,22 @@ void http_error(http_resp *resp, api_surface surface, int status, const char *ty
                       : surface == API_OLLAMA  ? "{\"error\":\"error\"}"
                                                : "{\"error\":{\"message\":\"error\",\"type\":\"server_error\",\"param\":null,\"code\":null}}");
     http_json(resp, status, text);
+}
+
+void http_error(http_resp *resp, api_surface surface, int status, const char *type, const char *param,
+                const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    error_body(resp, surface, status, type, param, NULL, fmt, ap);
+    va_end(ap);
+}
+
+void http_error_code(http_resp *resp, api_surface surface, int status, const char *type, const char *param,
+                     const char *code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    error_body(resp, surface, status, type, param, code, fmt, ap);
+    va_end(ap);
 }
 
 const char *http_req_header(const http_req *req, const char *name) {

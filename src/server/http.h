@@ -65,6 +65,11 @@ api_surface http_surface_of(const char *path);
 /* Fills resp with an error in the surface's own format. */
 void http_error(http_resp *resp, api_surface surface, int status, const char *type, const char *param,
                 const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+/* The same with an OpenAI error code (error.code; the other surfaces' bodies
+ * have no such field), e.g. "context_length_exceeded", which OpenAI clients
+ * and agents test to shorten a conversation and retry. */
+void http_error_code(http_resp *resp, api_surface surface, int status, const char *type, const char *param,
+                     const char *code, const char *fmt, ...) __attribute__((format(printf, 7, 8)));
 /* Fills resp with a JSON body (takes ownership of json text). */
 void http_json(http_resp *resp, int status, char *json_text);
 

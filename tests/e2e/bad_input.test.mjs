@@ -1,6 +1,7 @@
 // bad_input.test.mjs — every bad-input case on every surface: malformed JSON,
 // wrong types, API fields of the wrong type, empty messages, a prompt longer
-// than the context (400, never a silent truncation), unknown model (404),
+// than the context (400, never a silent truncation; OpenAI's error code
+// context_length_exceeded, which clients test to shorten and retry), unknown model (404),
 // oversized body (413), wrong or missing API key (401 on the --api-key
 // server; Bearer and x-api-key both accepted with the right key). Each answer
 // carries the original API's status code and the surface's own error body,
@@ -11,18 +12,18 @@ import * as L from './lib.mjs';
 
 const ANTHROPIC_HEADERS = { 'anthropic-version': '2023-06-01' };
 const checkers = {
-  openai: (r, status) => L.assertOpenAIError(r, status),
+  openai: (r, status, _type, code) => L.assertOpenAIError(r, status, { code }),
   anthropic: (r, status, type) => L.assertAnthropicError(r, status, type),
   ollama: (r, status) => L.assertOllamaError(r, status),
 };
 const anthropicType = { 400: 'invalid_request_error', 401: 'authentication_error', 404: 'not_found_error', 413: 'request_too_large' };
 
 // Runs one case as a subtest: POST, check status + error format, health.
-function bad(t, surface, name, path, body, status, { url, headers } = {}) {
+function bad(t, surface, name, path, body, status, { url, headers, code } = {}) {
   return t.test(`${path}: ${name} -> ${status}`, async () => {
     const h = { ...(surface === 'anthropic' ? ANTHROPIC_HEADERS : {}), ...headers };
     const r = await L.post(path, body, { url, headers: h });
-    checkers[surface](r, status, surface === 'anthropic' ? anthropicType[status] : undefined);
+    checkers[surface](r, status, surface === 'anthropic' ? anthropicType[status] : undefined, code);
     await L.health(url);
   });
 }
@@ -63,7 +64,7 @@ test('OpenAI chat completions: bad input', async (t) => {
   await bad(t, 'openai', 'prediction of an unknown type', P, { ...ok, prediction: { type: 'tokens', content: 'x' } }, 400);
   await bad(t, 'openai', 'prediction with a non-text part', P, { ...ok, prediction: { type: 'content', content: [{ type: 'image_url', image_url: { url: 'x' } }] } }, 400);
   await bad(t, 'openai', 'prediction content is a number', P, { ...ok, prediction: { type: 'content', content: 5 } }, 400);
-  await bad(t, 'openai', 'prompt longer than the context', P, { ...ok, messages: msg(LONG) }, 400);
+  await bad(t, 'openai', 'prompt longer than the context', P, { ...ok, messages: msg(LONG) }, 400, { code: 'context_length_exceeded' });
   await bad(t, 'openai', 'unknown model', P, { ...ok, model: 'no-such-model' }, 404);
 });
 
@@ -80,7 +81,7 @@ test('OpenAI completions: bad input', async (t) => {
   await bad(t, 'openai', 'max_tokens is a string', P, { ...ok, max_tokens: 'many' }, 400);
   await bad(t, 'openai', 'top_p is a string', P, { ...ok, top_p: 'x' }, 400);
   await bad(t, 'openai', 'field the server does not use, wrong type (user: 123)', P, { ...ok, user: 123 }, 400);
-  await bad(t, 'openai', 'prompt longer than the context', P, { ...ok, prompt: LONG }, 400);
+  await bad(t, 'openai', 'prompt longer than the context', P, { ...ok, prompt: LONG }, 400, { code: 'context_length_exceeded' });
   await bad(t, 'openai', 'unknown model', P, { ...ok, model: 'no-such-model' }, 404);
 });
 
@@ -99,7 +100,7 @@ test('OpenAI responses: bad input', async (t) => {
   await bad(t, 'openai', 'include with a number', P, { ...ok, include: [5] }, 400);
   await bad(t, 'openai', 'top_logprobs above 20', P, { ...ok, include: ['message.output_text.logprobs'], top_logprobs: 21 }, 400);
   await bad(t, 'openai', 'field the server does not use, wrong type (metadata: "x")', P, { ...ok, metadata: 'x' }, 400);
-  await bad(t, 'openai', 'prompt longer than the context', P, { ...ok, input: LONG }, 400);
+  await bad(t, 'openai', 'prompt longer than the context', P, { ...ok, input: LONG }, 400, { code: 'context_length_exceeded' });
   await bad(t, 'openai', 'unknown model', P, { ...ok, model: 'no-such-model' }, 404);
 });
 

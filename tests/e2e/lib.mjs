@@ -96,7 +96,7 @@ export async function waitIdle(ms = 10_000, url = URL_MAIN) {
 }
 
 // Error body checks, one per surface's own format.
-export function assertOpenAIError(r, status, { param } = {}) {
+export function assertOpenAIError(r, status, { param, code } = {}) {
   assert.equal(r.status, status, `expected HTTP ${status}, got ${r.status}: ${r.text}`);
   assert.ok(r.json && typeof r.json.error === 'object', `not an OpenAI error body: ${r.text}`);
   const e = r.json.error;
@@ -106,6 +106,7 @@ export function assertOpenAIError(r, status, { param } = {}) {
   assert.ok('param' in e, 'error.param missing');
   assert.ok('code' in e, 'error.code missing');
   if (param !== undefined) assert.equal(e.param, param);
+  if (code !== undefined) assert.equal(e.code, code, r.text);
 }
 export function assertAnthropicError(r, status, type) {
   assert.equal(r.status, status, `expected HTTP ${status}, got ${r.status}: ${r.text}`);

@@ -169,7 +169,7 @@ test('responses: truncation "auto" drops the oldest turns of a chain past the co
   for (const truncation of [undefined, 'disabled']) {
     await assert.rejects(
       create({ input: 'C: ' + part, previous_response_id: second.id, max_output_tokens: 4, truncation }),
-      (err) => err.status === 400 && /maximum context length/.test(err.message),
+      (err) => err.status === 400 && err.code === 'context_length_exceeded' && /maximum context length/.test(err.message),
     );
   }
   const cut = await create({ input: 'C: ' + part, previous_response_id: second.id, max_output_tokens: 4, truncation: 'auto' });

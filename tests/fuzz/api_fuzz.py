@@ -97,8 +97,8 @@ def chain_overflow(r, st, body):
     see, grows with each link until it no longer fits the server's context."""
     prev = isinstance(r.obj, dict) and r.obj.get("previous_response_id")
     err = json_or_none(body)
-    msg = err.get("error", {}).get("message", "") if isinstance(err, dict) and isinstance(err.get("error"), dict) else ""
-    return st == 400 and bool(prev) and "maximum context length" in msg
+    code = err["error"].get("code") if isinstance(err, dict) and isinstance(err.get("error"), dict) else None
+    return st == 400 and bool(prev) and code == "context_length_exceeded"
 
 
 class Runner:
