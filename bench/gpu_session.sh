@@ -43,6 +43,8 @@
 # tree run with those environment settings as more variants (one build,
 # A/B of switches; in the decode rows and AB_LONG, where "new+NAME" names one).
 # steplog = KESTREL_STEP_LOG of one tinycoder completion with MTP, with DFlash.
+# serve = the server's own tests on the CUDA backend: tests/cli/*.sh and the
+# API fuzzer (FUZZ_SEEDS, FUZZ_N; then 600 requests from 8 clients).
 # autolong = auto mode against plain on tinycoder after a ~4,700-token prompt
 # (AUTOLONG_ROUNDS rounds, each ab tree): the gates' spread run to run;
 # AUTOLONG_MODES picks among "auto plain dflash" (DFlash alone, its prefill).
@@ -470,6 +472,27 @@ if has autolong; then # auto mode (every proposer, gates on) on tinycoder after 
             done
         done
     done
+fi
+if has serve; then # the server's own tests on the CUDA backend (the default where a GPU is): tests/cli/*.sh, then the API fuzzer (FUZZ_SEEDS, FUZZ_N requests each; one run from 8 clients)
+    { for t in tests/cli/*.sh; do
+          if KESTREL=build/kestrel timeout 600 bash "$t" > /tmp/serve_cli.txt 2>&1; then r=ok; else r=FAIL; fi
+          echo "serve cli $r $t: $(tail -1 /tmp/serve_cli.txt)"
+          [ $r = FAIL ] && sed 's/^/    /' /tmp/serve_cli.txt
+      done
+      ( . scripts/lib/serve.sh
+        KESTREL=build/kestrel MODEL=$TC start_server fuzz /tmp/serve_fuzz.log --ctx-size 1024
+        grep -m1 "serving" /tmp/serve_fuzz.log
+        fuzz() { # LABEL ARGS..: one api_fuzz.py run against the server, its failures shown
+            timeout 300 python3 tests/fuzz/api_fuzz.py --url "http://127.0.0.1:$port" --server-log /tmp/serve_fuzz.log "${@:2}" \
+                > /tmp/serve_fz.txt 2>&1 || grep -B2 -A12 FAIL /tmp/serve_fz.txt | head -80 | sed 's/^/    /'
+            echo "serve fuzz $1: $(tail -1 /tmp/serve_fz.txt)"
+        }
+        for sd in ${FUZZ_SEEDS:-42 101 202 303}; do fuzz "seed $sd" -n ${FUZZ_N:-1200} --seed $sd; done
+        fuzz "seed 43, 8 clients" -n 600 --seed 43 --threads 8
+        kill -0 $srv 2> /dev/null && echo "serve fuzz: the server still serves" || echo "serve fuzz: FAIL the server is gone"
+        kill $srv; wait $srv; echo "serve fuzz: server exit $?"
+        grep -i "error\|assert\|abort\|cuda" /tmp/serve_fuzz.log | sort | uniq -c | sort -rn | head -20 | sed 's/^/    log: /' ) 2>&1
+    } | tee "$OUT/serve.txt" | grep -v "^    "
 fi
 if has steplog; then # every forward and proposer pass of one code completion, timed (KESTREL_STEP_LOG), MTP and DFlash
     pc=$(python3 -c 'import json,sys; print(json.loads(open(sys.argv[1]).readline())["prompt"])' "$TC/prompts/completion.jsonl")
