@@ -43,7 +43,8 @@
 # tree run with those environment settings as more variants (one build,
 # A/B of switches; in the decode rows and AB_LONG, where "new+NAME" names one).
 # steplog = KESTREL_STEP_LOG of one tinycoder completion with MTP, with DFlash.
-# serve = the server's own tests on the CUDA backend: tests/cli/*.sh and the
+# e2e = the end-to-end suite (official npm clients) on the CUDA backend (node
+# from .devcarry/node.tar.xz, see the stage). serve = the server's own tests on the CUDA backend: tests/cli/*.sh and the
 # API fuzzer (FUZZ_SEEDS, FUZZ_N; then 600 requests from 8 clients).
 # autolong = auto mode against plain on tinycoder after a ~4,700-token prompt
 # (AUTOLONG_ROUNDS rounds, each ab tree): the gates' spread run to run;
@@ -473,9 +474,26 @@ if has autolong; then # auto mode (every proposer, gates on) on tinycoder after 
         done
     done
 fi
+if has e2e; then # the end-to-end suite (official npm clients) against the CUDA backend on tinycoder; node and the
+    # clients from .devcarry/node.tar.xz (bench/make_devcarry.sh --node), unpacked into .devcarry/e2e by this call or
+    # an earlier one on this warm machine (gpu.tar.xz + node.tar.xz pass the 64 MiB a call carries)
+    [ -f .devcarry/node.tar.xz ] && mkdir -p .devcarry/e2e && tar -xJf .devcarry/node.tar.xz -C .devcarry/e2e
+    if [ -x .devcarry/e2e/bin/node ] && [ -f "$TC/config.json" ]; then
+        rm -rf tests/e2e/node_modules && cp -a .devcarry/e2e/node_modules tests/e2e/ &&
+            touch tests/e2e/node_modules/.package-lock.json # (installed: run_e2e.sh needs no npm)
+        PATH=$PWD/.devcarry/e2e/bin:$PATH timeout 900 bash scripts/run_e2e.sh build/kestrel > "$OUT/e2e.txt" 2>&1
+        grep -E "^not ok|^✖|e2e:" "$OUT/e2e.txt" | head -40
+    else
+        echo "e2e: no node (.devcarry/e2e/bin/node) or no tinycoder ($TC): not run"
+    fi
+fi
 if has serve; then # the server's own tests on the CUDA backend (the default where a GPU is): tests/cli/*.sh, then the API fuzzer (FUZZ_SEEDS, FUZZ_N requests each; one run from 8 clients)
+    # the carried libraries for kestrel alone: the tests' curl is the machine's, with its own libcurl
+    mkdir -p /tmp/kwrap
+    printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' "$LD_LIBRARY_PATH" "$PWD/build/kestrel" > /tmp/kwrap/kestrel
+    chmod +x /tmp/kwrap/kestrel
     { for t in tests/cli/*.sh; do
-          if KESTREL=build/kestrel timeout 600 bash "$t" > /tmp/serve_cli.txt 2>&1; then r=ok; else r=FAIL; fi
+          if env -u LD_LIBRARY_PATH KESTREL=/tmp/kwrap/kestrel timeout 600 bash "$t" > /tmp/serve_cli.txt 2>&1; then r=ok; else r=FAIL; fi
           echo "serve cli $r $t: $(tail -1 /tmp/serve_cli.txt)"
           [ $r = FAIL ] && sed 's/^/    /' /tmp/serve_cli.txt
       done

@@ -14,6 +14,9 @@
 #   drafter.tar.xz           tinycoder/drafter
 #   qwen3tok.tar.xz          the Qwen3 tokenizer for the random checkpoints
 #                            (from scripts/fetch_tokenizers.sh's cache)
+#   node.tar.xz (--node)     this host's node and tests/e2e/node_modules, for
+#                            the e2e stage (26 MB: with gpu.tar.xz past the
+#                            64 MiB of one call, so a call of its own first)
 # Run after `make` (the closure is read off build/kestrel). Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -53,6 +56,13 @@ if [ -f "$QT/tokenizer.json" ]; then
     tar -C "$tmp" -cJf "$D/qwen3tok.tar.xz" --owner=0 --group=0 qwen3tok
 else
     echo "make_devcarry: no Qwen3 tokenizer in $QT (scripts/fetch_tokenizers.sh): the random checkpoints get tinycoder's" >&2
+fi
+if [ "${1:-}" = --node ]; then # node and the e2e clients (run `npm ci --prefix tests/e2e` first), for the e2e stage
+    [ -f tests/e2e/node_modules/.package-lock.json ] || { echo "make_devcarry: npm ci --prefix tests/e2e first" >&2; exit 1; }
+    mkdir -p "$tmp/node/bin"
+    cp -L "$(command -v node)" "$tmp/node/bin/"
+    cp -a tests/e2e/node_modules "$tmp/node/"
+    tar -C "$tmp/node" -cf "$D/node.tar.xz" --owner=0 --group=0 -I 'xz -9 -T2' bin node_modules
 fi
 du -sh "$D"/*.tar.xz | sed 's/^/make_devcarry: /'
 echo 'make_devcarry: carry [".devcarry/gpu.tar.xz", ".devcarry/libs.tar.xz", ".devcarry/qwen3tok.tar.xz"] (and ".devcarry/drafter.tar.xz" for the spec stage'"'"'s drafter row, where the 64 MiB allow it)'

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # run_e2e.sh — end-to-end tests of `kestrel serve`: starts the real binary on
-# ../shared/models/tinycoder (one server without a key, one with --api-key),
-# drives it with the official clients (openai, @anthropic-ai/sdk, ollama from
-# npm, pinned in tests/e2e/package-lock.json) through Node's test runner, then
-# stops the servers with SIGTERM and checks they shut down cleanly (exit 0).
+# $KESTREL_SHARED (default ../shared)/models/tinycoder (one server without a
+# key, one with --api-key), drives it with the official clients (openai,
+# @anthropic-ai/sdk, ollama from npm, pinned in tests/e2e/package-lock.json)
+# through Node's test runner, then stops the servers with SIGTERM and checks
+# they shut down cleanly (exit 0). npm is needed only to install the clients.
 #
 # usage: scripts/run_e2e.sh [KESTREL_BINARY] [TEST_FILE...]
 #   KESTREL_BINARY  default build/kestrel
@@ -23,7 +24,7 @@ done
 set -- "${ARGS[@]}"
 cd "$(dirname "$0")/.." || exit 1
 BIN=${BIN:-build/kestrel}
-MODEL=../shared/models/tinycoder
+MODEL=${KESTREL_SHARED:-../shared}/models/tinycoder
 E2E=tests/e2e
 API_KEY=secret
 
@@ -31,7 +32,6 @@ skip() { echo "SKIP e2e: $*"; exit 0; }
 
 [ -d "$MODEL" ] || skip "$MODEL not found"
 command -v node >/dev/null 2>&1 || skip "node not found"
-command -v npm >/dev/null 2>&1 || skip "npm not found"
 node -e 'const [a, b] = process.versions.node.split(".").map(Number); process.exit(a > 20 || (a === 20 && b >= 11) ? 0 : 1)' ||
     skip "node $(node --version) is too old (the test runner needs >= 20.11)"
 if [ ! -x "$BIN" ]; then
@@ -42,6 +42,7 @@ fi
 
 # -- dependencies (npm ci is idempotent; skipped when the lock is installed) --
 if [ ! -f $E2E/node_modules/.package-lock.json ] || [ $E2E/package-lock.json -nt $E2E/node_modules/.package-lock.json ]; then
+    command -v npm >/dev/null 2>&1 || skip "npm not found (and $E2E/node_modules not installed)"
     if ! npm ci --prefix $E2E --no-audit --no-fund --loglevel=error >/tmp/kestrel-e2e-npm.$$ 2>&1; then
         reason=$(grep -m1 -iE 'err|error' /tmp/kestrel-e2e-npm.$$ | head -c 200)
         rm -f /tmp/kestrel-e2e-npm.$$

@@ -2,7 +2,8 @@
 # run_reference.sh — `kestrel run MODEL -p PROMPT -n 48 --temp 0` prints exactly
 # greedy_text of ../shared/models/tinycoder/reference/greedy.json (transformers,
 # float32) for each of its 5 prompts, with the default bf16 KV cache and with
-# `--kv-type f32`; `-p -` (stdin) gives the same text.
+# `--kv-type f32 --device cpu` (f32 KV is the CPU backend's); `-p -` (stdin)
+# gives the same text. On a GPU machine the other runs are the CUDA backend's.
 set -uo pipefail
 KESTREL=${KESTREL:-build/kestrel}
 cd "$(dirname "$0")/../.."
@@ -27,8 +28,9 @@ for p in "$work"/prompt*; do
     else
         n=$((n+1))
     fi
-    "$KESTREL" run "$SHARED/models/tinycoder" -p "$prompt" -n 48 --temp 0 --kv-type f32 > "$work/f32$i" 2>/dev/null
-    cmp -s "$work/f32$i" "$work/want$i" || { echo "    FAIL prompt $i: --kv-type f32 output differs"; fail=1; }
+    # (f32 KV is the CPU backend's alone: on a GPU machine the default device is cuda)
+    "$KESTREL" run "$SHARED/models/tinycoder" -p "$prompt" -n 48 --temp 0 --kv-type f32 --device cpu > "$work/f32$i" 2> "$work/f32err$i"
+    cmp -s "$work/f32$i" "$work/want$i" || { echo "    FAIL prompt $i: --kv-type f32 output differs"; tail -3 "$work/f32err$i"; fail=1; }
     "$KESTREL" run "$SHARED/models/tinycoder" -p - -n 48 --temp 0 < "$p" > "$work/stdin$i" 2>/dev/null
     cmp -s "$work/stdin$i" "$work/want$i" || { echo "    FAIL prompt $i: -p - (stdin) output differs"; fail=1; }
     grep -q "decode 48 tokens" "$work/err$i" || { echo "    FAIL prompt $i: stderr lacks the speed line"; cat "$work/err$i"; fail=1; }
