@@ -33,6 +33,7 @@
 # greedy argmax, --argmax; AB_OPS="attention prompt-attention argmax" by
 # default, AB_OPS="" none) — variants measured against each other in one call,
 # interleaved (AB_MODELS, AB_ROUNDS); AB_LONG="new NAME.." adds decode after
+# (AB_LONG_ROUNDS rounds of)
 # ~16k / ~64k tokens; AB_DRAFTER=1 Qwen3-8B drafted by Qwen3-1.7B and
 # tinycoder by its drafter, 32 tokens after ~4k (the draft model's first
 # catch-up; carry drafter.tar.xz); AB_FWD=1 model_forward of 1 / 4 / 16 sequences;
@@ -409,10 +410,12 @@ if has ab; then # this tree ("new") against each overlay .devcarry/ab_NAME.tar.x
     fi
     if [ -n "${AB_LONG:-}" ] && [ -f /tmp/q8/config.json ]; then # Qwen3-8B decode after ~16k and ~64k tokens
         for n in ${AB_LONG_TOKENS:-16000 64000}; do
-            for v in "${variants[@]}"; do
-                vn=$(vname "$v")
-                case " ${AB_LONG} " in *" $vn "*) ;; *) continue ;; esac
-                echo "ab q8 context ~$n $vn: $(long_decode "$v" $n | sed 's/ (cuda.*//')" | tee -a "$OUT/ab.txt"
+            for round in $(seq ${AB_LONG_ROUNDS:-1}); do # (the trees interleaved)
+                for v in "${variants[@]}"; do
+                    vn=$(vname "$v")
+                    case " ${AB_LONG} " in *" $vn "*) ;; *) continue ;; esac
+                    echo "ab q8 context ~$n $vn${AB_LONG_ROUNDS:+ $round}: $(long_decode "$v" $n | sed 's/ (cuda.*//')" | tee -a "$OUT/ab.txt"
+                done
             done
         done
     fi
