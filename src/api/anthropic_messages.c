@@ -19,7 +19,7 @@
 
 #define AM_400(...)                                              \
     do {                                                         \
-        snprintf(e->msg, sizeof e->msg, __VA_ARGS__);            \
+        api_fail(e, NULL, __VA_ARGS__);            \
         return NULL;                                             \
     } while (0)
 
@@ -238,14 +238,14 @@ static void am_stream_free(void *st) { api_gen_free(st); }
 static char *text_of(json_t *c, const char *where, api_err *e) {
     if (json_is_string(c)) return strdup(json_string_value(c));
     if (!json_is_array(c)) {
-        snprintf(e->msg, sizeof e->msg, "%s: expected a string or an array of content blocks", where);
+        api_fail(e, NULL, "%s: expected a string or an array of content blocks", where);
         return NULL;
     }
     static const char *const types[] = {"text", NULL};
     strbuf t = {0};
     long k = api_join_text_parts(c, types, "\n", &t);
     if (k >= 0) {
-        snprintf(e->msg, sizeof e->msg, "%s.%ld: only text blocks ({\"type\": \"text\", \"text\": ...}) are supported here", where, k);
+        api_fail(e, NULL, "%s.%ld: only text blocks ({\"type\": \"text\", \"text\": ...}) are supported here", where, k);
         return NULL;
     }
     return sb_take(&t, NULL);
@@ -261,7 +261,7 @@ static void push_text_msg(json_t *out, const char *role, strbuf *t) {
 static int convert_message(json_t *m, size_t i, json_t *out, api_err *e) {
     const char *role = json_string_value(json_object_get(m, "role"));
     if (!json_is_object(m) || !role || (strcmp(role, "user") && strcmp(role, "assistant"))) {
-        snprintf(e->msg, sizeof e->msg, "messages.%zu.role: Input should be 'user' or 'assistant'", i);
+        api_fail(e, NULL, "messages.%zu.role: Input should be 'user' or 'assistant'", i);
         return -1;
     }
     bool user = !strcmp(role, "user");
@@ -271,7 +271,7 @@ static int convert_message(json_t *m, size_t i, json_t *out, api_err *e) {
         return 0;
     }
     if (!json_is_array(c)) {
-        snprintf(e->msg, sizeof e->msg, "messages.%zu.content: expected a string or an array of content blocks", i);
+        api_fail(e, NULL, "messages.%zu.content: expected a string or an array of content blocks", i);
         return -1;
     }
     strbuf text = {0}, thinking = {0};
@@ -281,13 +281,13 @@ static int convert_message(json_t *m, size_t i, json_t *out, api_err *e) {
     json_array_foreach(c, k, b) {
         const char *type = json_string_value(json_object_get(b, "type"));
         if (!json_is_object(b) || !type) {
-            snprintf(e->msg, sizeof e->msg, "messages.%zu.content.%zu: a content block needs a 'type'", i, k);
+            api_fail(e, NULL, "messages.%zu.content.%zu: a content block needs a 'type'", i, k);
             goto fail;
         }
         if (!strcmp(type, "text")) {
             json_t *t = json_object_get(b, "text");
             if (!json_is_string(t)) {
-                snprintf(e->msg, sizeof e->msg, "messages.%zu.content.%zu.text: Field required (a string)", i, k);
+                api_fail(e, NULL, "messages.%zu.content.%zu.text: Field required (a string)", i, k);
                 goto fail;
             }
             if (text.len) sb_puts(&text, "\n");
@@ -298,11 +298,11 @@ static int convert_message(json_t *m, size_t i, json_t *out, api_err *e) {
         } else if (!strcmp(type, "tool_use")) {
             json_t *id = json_object_get(b, "id"), *name = json_object_get(b, "name"), *input = json_object_get(b, "input");
             if (user) {
-                snprintf(e->msg, sizeof e->msg, "messages.%zu.content.%zu: tool_use blocks belong in assistant messages", i, k);
+                api_fail(e, NULL, "messages.%zu.content.%zu: tool_use blocks belong in assistant messages", i, k);
                 goto fail;
             }
             if (!json_is_string(id) || !json_is_string(name) || (input && !json_is_object(input))) {
-                snprintf(e->msg, sizeof e->msg,
+                api_fail(e, NULL,
                          "messages.%zu.content.%zu: tool_use needs 'id' and 'name' (strings) and 'input' (an object)", i, k);
                 goto fail;
             }
@@ -311,16 +311,16 @@ static int convert_message(json_t *m, size_t i, json_t *out, api_err *e) {
         } else if (!strcmp(type, "tool_result")) {
             json_t *tid = json_object_get(b, "tool_use_id"), *tc = json_object_get(b, "content");
             if (!user) {
-                snprintf(e->msg, sizeof e->msg, "messages.%zu.content.%zu: tool_result blocks belong in user messages", i, k);
+                api_fail(e, NULL, "messages.%zu.content.%zu: tool_result blocks belong in user messages", i, k);
                 goto fail;
             }
             if (!json_is_string(tid)) {
-                snprintf(e->msg, sizeof e->msg, "messages.%zu.content.%zu.tool_use_id: Field required (a string)", i, k);
+                api_fail(e, NULL, "messages.%zu.content.%zu.tool_use_id: Field required (a string)", i, k);
                 goto fail;
             }
             json_t *ie = json_object_get(b, "is_error");
             if (ie && !json_is_boolean(ie)) {
-                snprintf(e->msg, sizeof e->msg, "messages.%zu.content.%zu.is_error: expected a boolean", i, k);
+                api_fail(e, NULL, "messages.%zu.content.%zu.is_error: expected a boolean", i, k);
                 goto fail;
             }
             char where[96];
@@ -331,7 +331,7 @@ static int convert_message(json_t *m, size_t i, json_t *out, api_err *e) {
             json_array_append_new(out, json_pack("{s:s, s:O, s:s}", "role", "tool", "tool_call_id", tid, "content", rt));
             free(rt);
         } else {
-            snprintf(e->msg, sizeof e->msg,
+            api_fail(e, NULL,
                      "messages.%zu.content.%zu: content blocks of type '%s' are not supported (text, tool_use, "
                      "tool_result, thinking only)", i, k, type);
             goto fail;
@@ -397,7 +397,7 @@ static int build_prompt(app *a, json_t *body, int32_t **ids, int *n, bool *use_t
     const char *model_name = NULL;
     json_t *mv = json_object_get(body, "model");
     if (!mv) {
-        snprintf(e->msg, sizeof e->msg, "model: Field required");
+        api_fail(e, NULL, "model: Field required");
         goto bad;
     }
     if (api_get_str(body, "model", &model_name, e) < 0) goto bad;
@@ -407,15 +407,15 @@ static int build_prompt(app *a, json_t *body, int32_t **ids, int *n, bool *use_t
     }
     json_t *m = json_object_get(body, "messages");
     if (!m) {
-        snprintf(e->msg, sizeof e->msg, "messages: Field required");
+        api_fail(e, NULL, "messages: Field required");
         goto bad;
     }
     if (!json_is_array(m)) {
-        snprintf(e->msg, sizeof e->msg, "messages: Input should be a valid list");
+        api_fail(e, NULL, "messages: Input should be a valid list");
         goto bad;
     }
     if (!json_array_size(m)) {
-        snprintf(e->msg, sizeof e->msg, "messages: at least one message is required");
+        api_fail(e, NULL, "messages: at least one message is required");
         goto bad;
     }
     msgs = json_array();
@@ -437,11 +437,11 @@ static int build_prompt(app *a, json_t *body, int32_t **ids, int *n, bool *use_t
         tct = json_string_value(json_object_get(tc, "type"));
         if (!json_is_object(tc) || !tct ||
             (strcmp(tct, "auto") && strcmp(tct, "any") && strcmp(tct, "tool") && strcmp(tct, "none"))) {
-            snprintf(e->msg, sizeof e->msg, "tool_choice: expected {\"type\": \"auto\" | \"any\" | \"tool\" | \"none\"}");
+            api_fail(e, NULL, "tool_choice: expected {\"type\": \"auto\" | \"any\" | \"tool\" | \"none\"}");
             goto bad;
         }
         if (!strcmp(tct, "tool") && !json_is_string(json_object_get(tc, "name"))) {
-            snprintf(e->msg, sizeof e->msg, "tool_choice.name: Field required for type 'tool'");
+            api_fail(e, NULL, "tool_choice.name: Field required for type 'tool'");
             goto bad;
         }
     }
@@ -450,7 +450,7 @@ static int build_prompt(app *a, json_t *body, int32_t **ids, int *n, bool *use_t
     if (th && !json_is_null(th)) {
         const char *tt = json_string_value(json_object_get(th, "type"));
         if (!json_is_object(th) || !tt || (strcmp(tt, "enabled") && strcmp(tt, "disabled"))) {
-            snprintf(e->msg, sizeof e->msg, "thinking: expected {\"type\": \"enabled\", \"budget_tokens\": N} or {\"type\": \"disabled\"}");
+            api_fail(e, NULL, "thinking: expected {\"type\": \"enabled\", \"budget_tokens\": N} or {\"type\": \"disabled\"}");
             goto bad;
         }
         json_object_set_new(extra, "enable_thinking", json_boolean(!strcmp(tt, "enabled")));
@@ -465,7 +465,7 @@ static int build_prompt(app *a, json_t *body, int32_t **ids, int *n, bool *use_t
         prefill = json_string_value(pc);
         unsigned char endc = (unsigned char)prefill[json_string_length(pc) - 1];
         if (endc == ' ' || endc == '\n' || endc == '\t' || endc == '\r') {
-            snprintf(e->msg, sizeof e->msg, "final assistant content cannot end with trailing whitespace");
+            api_fail(e, NULL, "final assistant content cannot end with trailing whitespace");
             goto bad;
         }
     }

@@ -149,17 +149,17 @@ json_t *api_parse_body(const char *body, size_t len, api_err *e) {
     json_error_t je;
     e->param = NULL;
     if (len == 0) {
-        snprintf(e->msg, sizeof e->msg, "the request body is empty; expected a JSON object");
+        api_fail(e, NULL, "the request body is empty; expected a JSON object");
         return NULL;
     }
     json_t *j = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
     if (!j) {
-        snprintf(e->msg, sizeof e->msg, "invalid JSON at line %d, column %d: %s", je.line, je.column, je.text);
+        api_fail(e, NULL, "invalid JSON at line %d, column %d: %s", je.line, je.column, je.text);
         return NULL;
     }
     if (!json_is_object(j)) {
         json_decref(j);
-        snprintf(e->msg, sizeof e->msg, "the request body must be a JSON object");
+        api_fail(e, NULL, "the request body must be a JSON object");
         return NULL;
     }
     return j;

@@ -185,7 +185,7 @@ static const api_gen_ops ol_ops = {on_piece, on_token, on_done, on_error, ol_fre
 
 #define OL_BAD(...)                                   \
     do {                                              \
-        snprintf(e->msg, sizeof e->msg, __VA_ARGS__); \
+        api_fail(e, NULL, __VA_ARGS__); \
         return -1;                                    \
     } while (0)
 
@@ -238,16 +238,16 @@ static json_t *convert_messages(json_t *msgs, api_err *e) {
         const char *r = json_string_value(json_object_get(m, "role"));
         if (!json_is_object(m) || !r ||
             (strcmp(r, "system") && strcmp(r, "user") && strcmp(r, "assistant") && strcmp(r, "tool"))) {
-            snprintf(e->msg, sizeof e->msg, "messages[%zu]: role must be one of system, user, assistant, tool", i);
+            api_fail(e, NULL, "messages[%zu]: role must be one of system, user, assistant, tool", i);
             goto fail;
         }
         if (has_images(m)) {
-            snprintf(e->msg, sizeof e->msg, "messages[%zu]: images are not supported: this model accepts text only", i);
+            api_fail(e, NULL, "messages[%zu]: images are not supported: this model accepts text only", i);
             goto fail;
         }
         json_t *c = json_object_get(m, "content");
         if (c && !json_is_null(c) && !json_is_string(c)) {
-            snprintf(e->msg, sizeof e->msg, "messages[%zu].content: expected a string", i);
+            api_fail(e, NULL, "messages[%zu].content: expected a string", i);
             goto fail;
         }
         json_t *nm = json_pack("{s:s, s:s}", "role", r, "content", json_is_string(c) ? json_string_value(c) : "");
@@ -259,7 +259,7 @@ static json_t *convert_messages(json_t *msgs, api_err *e) {
         json_t *tc = json_object_get(m, "tool_calls");
         if (!tc || json_is_null(tc)) continue;
         if (!json_is_array(tc)) {
-            snprintf(e->msg, sizeof e->msg, "messages[%zu].tool_calls: expected an array", i);
+            api_fail(e, NULL, "messages[%zu].tool_calls: expected an array", i);
             goto fail;
         }
         json_t *calls = json_array();
@@ -270,7 +270,7 @@ static json_t *convert_messages(json_t *msgs, api_err *e) {
             json_t *fn = json_object_get(call, "function");
             json_t *name = json_object_get(fn, "name"), *args = json_object_get(fn, "arguments");
             if (!json_is_object(fn) || !json_is_string(name)) {
-                snprintf(e->msg, sizeof e->msg, "messages[%zu].tool_calls[%zu]: expected {\"function\": {\"name\": ..., \"arguments\": {...}}}", i, k);
+                api_fail(e, NULL, "messages[%zu].tool_calls[%zu]: expected {\"function\": {\"name\": ..., \"arguments\": {...}}}", i, k);
                 goto fail;
             }
             json_t *argv = NULL;
@@ -363,7 +363,7 @@ void ollama_chat(app *a, const http_req *req, http_resp *resp) {
     if (r < 0) goto bad;
     json_t *mv = json_object_get(body, "messages");
     if (mv && !json_is_null(mv) && !json_is_array(mv)) {
-        snprintf(e->msg, sizeof e->msg, "messages: expected an array");
+        api_fail(e, NULL, "messages: expected an array");
         goto bad;
     }
     if (!json_array_size(mv)) {
@@ -416,16 +416,16 @@ void ollama_generate(app *a, const http_req *req, http_resp *resp) {
         api_get_str(body, "suffix", &suffix, e) < 0 || api_get_bool(body, "raw", &raw, e) < 0)
         goto bad;
     if (has_images(body)) {
-        snprintf(e->msg, sizeof e->msg, "images are not supported: this model accepts text only");
+        api_fail(e, NULL, "images are not supported: this model accepts text only");
         goto bad;
     }
     if (suffix && *suffix) {
-        snprintf(e->msg, sizeof e->msg, "\"%s\" does not support insert", a->model_name);
+        api_fail(e, NULL, "\"%s\" does not support insert", a->model_name);
         goto bad;
     }
     json_t *cv = json_object_get(body, "context");
     if (cv && !json_is_null(cv) && !json_is_array(cv)) {
-        snprintf(e->msg, sizeof e->msg, "context: expected an array of token ids");
+        api_fail(e, NULL, "context: expected an array of token ids");
         goto bad;
     }
     if (!prompt || !*prompt) {
@@ -434,7 +434,7 @@ void ollama_generate(app *a, const http_req *req, http_resp *resp) {
     }
     if (raw || !a->tmpl) {
         if (tok_encode(a->tok, prompt, strlen(prompt), !json_array_size(cv), &ids, &n) != 0) {
-            snprintf(e->msg, sizeof e->msg, "could not tokenize the prompt");
+            api_fail(e, NULL, "could not tokenize the prompt");
             goto bad;
         }
     } else {
@@ -452,7 +452,7 @@ void ollama_generate(app *a, const http_req *req, http_resp *resp) {
     size_t nc = json_array_size(cv);
     if (nc) {
         if (nc > (size_t)engine_ctx_size(a->eng)) {
-            snprintf(e->msg, sizeof e->msg, "context: %zu tokens exceed the context length (%d)", nc,
+            api_fail(e, NULL, "context: %zu tokens exceed the context length (%d)", nc,
                      engine_ctx_size(a->eng));
             goto bad;
         }
@@ -465,7 +465,7 @@ void ollama_generate(app *a, const http_req *req, http_resp *resp) {
         for (size_t i = 0; i < nc; i++) {
             json_t *v = json_array_get(cv, i);
             if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= V) {
-                snprintf(e->msg, sizeof e->msg, "context[%zu]: expected a token id in [0, %d)", i, V);
+                api_fail(e, NULL, "context[%zu]: expected a token id in [0, %d)", i, V);
                 goto bad;
             }
             all[i] = (int32_t)json_integer_value(v);
