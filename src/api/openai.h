@@ -31,6 +31,8 @@ bool openai_prompt_fits(app *a, http_resp *resp, const char *param, int n, long 
 /* An OpenAI error for a status a helper returned with its message (400:
  * invalid_request_error naming param, else server_error). */
 void openai_status_error(http_resp *resp, int status, const char *param, const char *msg);
+/* OpenAI's 404 for a model this server does not serve (code model_not_found). */
+void openai_model_not_found(http_resp *resp, const char *name);
 /* Validates an OpenAI tools array: 0 absent, 1 ok, -1 bad (e filled). */
 int openai_check_tools(json_t *tools, api_err *e);
 

@@ -284,6 +284,11 @@ void openai_status_error(http_resp *resp, int status, const char *param, const c
     http_error(resp, API_OPENAI, status, status == 400 ? "invalid_request_error" : "server_error", param, "%s", msg);
 }
 
+void openai_model_not_found(http_resp *resp, const char *name) {
+    http_error_code(resp, API_OPENAI, 404, "invalid_request_error", "model", "model_not_found",
+                    "The model '%.200s' does not exist", name);
+}
+
 bool openai_prompt_fits(app *a, http_resp *resp, const char *param, int n, long long requested, int *max_tokens) {
     if (api_fit_output(a, n, requested, max_tokens)) return true;
     http_error_code(resp, API_OPENAI, 400, "invalid_request_error", param, "context_length_exceeded",
@@ -315,7 +320,7 @@ void openai_chat_completions(app *a, const http_req *req, http_resp *resp) {
     const char *model_name = NULL;
     if (api_get_str(body, "model", &model_name, &e) < 0) goto bad;
     if (!api_model_known(a, model_name)) {
-        http_error(resp, API_OPENAI, 404, "invalid_request_error", "model", "The model '%s' does not exist", model_name);
+        openai_model_not_found(resp, model_name);
         json_decref(body);
         return;
     }

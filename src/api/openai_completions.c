@@ -103,7 +103,7 @@ void openai_completions(app *a, const http_req *req, http_resp *resp) {
     const char *model_name = NULL;
     if (api_get_str(body, "model", &model_name, &e) < 0) goto bad;
     if (!api_model_known(a, model_name)) {
-        http_error(resp, API_OPENAI, 404, "invalid_request_error", "model", "The model '%s' does not exist", model_name);
+        openai_model_not_found(resp, model_name);
         goto out;
     }
     json_t *pr = json_object_get(body, "prompt");
@@ -204,7 +204,7 @@ void openai_models(app *a, const http_req *req, http_resp *resp) {
     }
     const char *id = req->path + strlen("/v1/models/");
     if (strcmp(id, a->model_name)) {
-        http_error(resp, API_OPENAI, 404, "invalid_request_error", "model", "The model '%.200s' does not exist", id);
+        openai_model_not_found(resp, id);
         return;
     }
     http_json(resp, 200, api_dump(model_object(a)));

@@ -399,7 +399,7 @@ void openai_responses_create(app *a, const http_req *req, http_resp *resp) {
     const char *model_name = NULL, *instructions = NULL, *prev_id = NULL;
     if (api_get_str(body, "model", &model_name, &e) < 0) goto bad;
     if (!api_model_known(a, model_name)) {
-        http_error(resp, API_OPENAI, 404, "invalid_request_error", "model", "The model '%s' does not exist", model_name);
+        openai_model_not_found(resp, model_name);
         goto out;
     }
     if (api_get_str(body, "instructions", &instructions, &e) < 0) goto bad;

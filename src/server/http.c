@@ -219,8 +219,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
     }
     bool open_path = !strcmp(url, "/health") || !strcmp(url, "/") ;
     if (!open_path && ((srv->cfg.api_key && !key_ok(c, srv->cfg.api_key)) || (!srv->cfg.api_key && !is_loopback(c)))) {
-        http_error(&resp, surf, 401, surf == API_ANTHROPIC ? "authentication_error" : "invalid_request_error", NULL,
-                   srv->cfg.api_key ? "invalid or missing API key" : "this server accepts only loopback clients without --api-key");
+        http_error_code(&resp, surf, 401, surf == API_ANTHROPIC ? "authentication_error" : "invalid_request_error", NULL,
+                        "invalid_api_key", /* (OpenAI's code; the other surfaces' bodies have none) */
+                        srv->cfg.api_key ? "invalid or missing API key"
+                                         : "this server accepts only loopback clients without --api-key");
         return send_resp(c, &resp);
     }
     http_req req = {method, url, cs->body.s ? cs->body.s : "", cs->body.len, c};

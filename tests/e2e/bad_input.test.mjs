@@ -1,11 +1,12 @@
 // bad_input.test.mjs — every bad-input case on every surface: malformed JSON,
 // wrong types, API fields of the wrong type, empty messages, a prompt longer
-// than the context (400, never a silent truncation; OpenAI's error code
-// context_length_exceeded, which clients test to shorten and retry), unknown model (404),
+// than the context (400, never a silent truncation), unknown model (404),
 // oversized body (413), wrong or missing API key (401 on the --api-key
 // server; Bearer and x-api-key both accepted with the right key). Each answer
 // carries the original API's status code and the surface's own error body,
-// and the server still serves afterwards.
+// and the server still serves afterwards. OpenAI's bodies carry OpenAI's
+// error codes where clients test them: context_length_exceeded (to shorten
+// a conversation and retry), model_not_found, invalid_api_key.
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import * as L from './lib.mjs';
@@ -65,7 +66,7 @@ test('OpenAI chat completions: bad input', async (t) => {
   await bad(t, 'openai', 'prediction with a non-text part', P, { ...ok, prediction: { type: 'content', content: [{ type: 'image_url', image_url: { url: 'x' } }] } }, 400);
   await bad(t, 'openai', 'prediction content is a number', P, { ...ok, prediction: { type: 'content', content: 5 } }, 400);
   await bad(t, 'openai', 'prompt longer than the context', P, { ...ok, messages: msg(LONG) }, 400, { code: 'context_length_exceeded' });
-  await bad(t, 'openai', 'unknown model', P, { ...ok, model: 'no-such-model' }, 404);
+  await bad(t, 'openai', 'unknown model', P, { ...ok, model: 'no-such-model' }, 404, { code: 'model_not_found' });
 });
 
 test('OpenAI completions: bad input', async (t) => {
@@ -82,7 +83,7 @@ test('OpenAI completions: bad input', async (t) => {
   await bad(t, 'openai', 'top_p is a string', P, { ...ok, top_p: 'x' }, 400);
   await bad(t, 'openai', 'field the server does not use, wrong type (user: 123)', P, { ...ok, user: 123 }, 400);
   await bad(t, 'openai', 'prompt longer than the context', P, { ...ok, prompt: LONG }, 400, { code: 'context_length_exceeded' });
-  await bad(t, 'openai', 'unknown model', P, { ...ok, model: 'no-such-model' }, 404);
+  await bad(t, 'openai', 'unknown model', P, { ...ok, model: 'no-such-model' }, 404, { code: 'model_not_found' });
 });
 
 test('OpenAI responses: bad input', async (t) => {
@@ -101,7 +102,7 @@ test('OpenAI responses: bad input', async (t) => {
   await bad(t, 'openai', 'top_logprobs above 20', P, { ...ok, include: ['message.output_text.logprobs'], top_logprobs: 21 }, 400);
   await bad(t, 'openai', 'field the server does not use, wrong type (metadata: "x")', P, { ...ok, metadata: 'x' }, 400);
   await bad(t, 'openai', 'prompt longer than the context', P, { ...ok, input: LONG }, 400, { code: 'context_length_exceeded' });
-  await bad(t, 'openai', 'unknown model', P, { ...ok, model: 'no-such-model' }, 404);
+  await bad(t, 'openai', 'unknown model', P, { ...ok, model: 'no-such-model' }, 404, { code: 'model_not_found' });
 });
 
 test('Anthropic messages: bad input', async (t) => {
@@ -198,10 +199,11 @@ test('API key: wrong or missing key -> 401 in each surface format; right key acc
     ['openai', '/tokenize', { content: 'hi' }],
   ];
   for (const [surface, path, body] of cases) {
-    await bad(t, surface, 'no key', path, body, 401, { url });
-    await bad(t, surface, 'wrong Bearer key', path, body, 401, { url, headers: { authorization: 'Bearer wrong' } });
-    await bad(t, surface, 'wrong x-api-key', path, body, 401, { url, headers: { 'x-api-key': 'wrong' } });
-    await bad(t, surface, 'key in the wrong scheme', path, body, 401, { url, headers: { authorization: 'Basic ' + key } });
+    const code = surface === 'openai' ? 'invalid_api_key' : undefined; // (OpenAI's error code; the others have none)
+    await bad(t, surface, 'no key', path, body, 401, { url, code });
+    await bad(t, surface, 'wrong Bearer key', path, body, 401, { url, code, headers: { authorization: 'Bearer wrong' } });
+    await bad(t, surface, 'wrong x-api-key', path, body, 401, { url, code, headers: { 'x-api-key': 'wrong' } });
+    await bad(t, surface, 'key in the wrong scheme', path, body, 401, { url, code, headers: { authorization: 'Basic ' + key } });
     for (const headers of [{ authorization: 'Bearer ' + key }, { 'x-api-key': key }]) {
       await t.test(`${path}: right key (${Object.keys(headers)[0]}) -> 200`, async () => {
         const r = await L.post(path, body, { url, headers: { ...ANTHROPIC_HEADERS, ...headers } });
