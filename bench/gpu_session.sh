@@ -33,8 +33,7 @@
 # greedy argmax, --argmax; AB_OPS="attention prompt-attention argmax" by
 # default, AB_OPS="" none) — variants measured against each other in one call,
 # interleaved (AB_MODELS, AB_ROUNDS); AB_LONG="new NAME.." adds decode after
-# (AB_LONG_ROUNDS rounds of)
-# ~16k / ~64k tokens; AB_DRAFTER=1 Qwen3-8B drafted by Qwen3-1.7B and
+# ~16k / ~64k tokens (AB_LONG_TOKENS; AB_LONG_ROUNDS interleaved rounds); AB_DRAFTER=1 Qwen3-8B drafted by Qwen3-1.7B and
 # tinycoder by its drafter, 32 tokens after ~4k (the draft model's first
 # catch-up; carry drafter.tar.xz); AB_FWD=1 model_forward of 1 / 4 / 16 sequences;
 # AB_MATVEC=1 cuda_ops_bench --matvec; AB_SPEC="CONFIGS" the proposer bench (AB_SPEC_ROUNDS rounds, the trees interleaved; SPEC_FULL=1 at --full); AB_PREFILL=1 prefill of 3,712 / 4,096 / 4,115-token
