@@ -19,7 +19,7 @@
 
 #define AM_400(...)                                              \
     do {                                                         \
-        api_fail(e, NULL, __VA_ARGS__);            \
+        api_fail(e, NULL, __VA_ARGS__);                          \
         return NULL;                                             \
     } while (0)
 

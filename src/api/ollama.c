@@ -185,7 +185,7 @@ static const api_gen_ops ol_ops = {on_piece, on_token, on_done, on_error, ol_fre
 
 #define OL_BAD(...)                                   \
     do {                                              \
-        api_fail(e, NULL, __VA_ARGS__); \
+        api_fail(e, NULL, __VA_ARGS__);               \
         return -1;                                    \
     } while (0)
 
