@@ -50,6 +50,7 @@
 # (AUTOLONG_ROUNDS rounds, each ab tree): the gates' spread run to run;
 # AUTOLONG_MODES picks among "auto plain dflash" (DFlash alone, its prefill).
 # SPEC_FULL=1: the proposer matrix at --full size (5 prompts x 128 tokens).
+# WANT_CARD=H200 (ELSE_STAGES="..."): the stages only on that card (see below).
 # CONC_EXTRA='{"temperature":0.7}': the sweep's requests sampled (bench.sh --extra-json).
 # CONC_MAX_TOKENS=N: the concurrency sweep's answers N tokens long (--quick:
 # 64, where the 16 prompts' prefill is much of the measured time).
@@ -80,6 +81,14 @@
 set -u
 OUT=${1:?usage: bench/gpu_session.sh OUT [STAGES]}
 STAGES=${2:-test real profile spec}
+# WANT_CARD=H200: on another card run ELSE_STAGES instead, or (none given)
+# nothing, exit 3 — the card comes with the machine, and a call that
+# stops at once costs only its start
+if [ -n "${WANT_CARD:-}" ] && ! nvidia-smi --query-gpu=name --format=csv,noheader | grep -q "$WANT_CARD"; then
+    echo "the card is no $WANT_CARD: $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)"
+    [ -n "${ELSE_STAGES:-}" ] || exit 3
+    STAGES=$ELSE_STAGES
+fi
 mkdir -p "$OUT" /tmp/sh
 tar -xJf .devcarry/gpu.tar.xz -C /tmp/sh
 [ -f .devcarry/libs.tar.xz ] && tar -xJf .devcarry/libs.tar.xz -C .devcarry
