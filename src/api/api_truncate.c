@@ -10,7 +10,8 @@
  *         the answer gets what is left (never stricter than no truncation).
  * The count is found by binary search over renders (dropping more never
  * makes the prompt longer; a render that fails counts as not fitting). Only
- * the rendered prompt is cut: what the caller stores keeps every message. */
+ * the rendered prompt is cut: what the caller stores keeps every message.
+ * Without drop it is the plain render (the surfaces' one call for both). */
 #include "api/api_truncate.h"
 
 #include <stdlib.h>
@@ -47,15 +48,16 @@ static int render_dropping(app *a, json_t *msgs, size_t k, json_t *tools, json_t
     return st;
 }
 
-int api_render_chat_fitting(app *a, json_t *msgs, json_t *tools, json_t *extra, long long requested, int32_t **ids,
-                            int *n, char *err, size_t errlen) {
+int api_render_chat_fitting(app *a, json_t *msgs, json_t *tools, json_t *extra, bool drop, long long requested,
+                            int32_t **ids, int *n, char *err, size_t errlen) {
     size_t m = json_array_size(msgs), droppable = 0;
     for (size_t i = 0; i + 1 < m; i++) droppable += !is_role(json_array_get(msgs, i), "system");
     int ctx = engine_ctx_size(a->eng);
     long long room = requested > 0 ? requested : 1;
     if (room > ctx / 2) room = ctx / 2 > 0 ? ctx / 2 : 1;
     int st = render_dropping(a, msgs, 0, tools, extra, ids, n, err, errlen);
-    if (st || ctx - *n >= room || !droppable) return st; /* (no room and nothing to drop: the caller's fit check says so) */
+    if (st || !drop || ctx - *n >= room || !droppable) /* (no room and nothing to drop: the caller's fit check says so) */
+        return st;
     size_t lo = 1, hi = droppable; /* the fewest in [lo, hi] that fits; hi must */
     st = render_dropping(a, msgs, hi, tools, extra, ids, n, err, errlen);
     if (st || ctx - *n < room) return st; /* (all dropped and still short: the most room there is, the caller's fit

@@ -379,10 +379,8 @@ void ollama_chat(app *a, const http_req *req, http_resp *resp) {
     /* a chat past the context loses its oldest messages, as Ollama's does
      * (the system ones and the last kept; "truncate": false asks for the
      * error instead) */
-    int st = truncate ? api_render_chat_fitting(a, msgs, use_tools ? tools : NULL, extra, num_predict, &ids, &n, errbuf,
-                                                sizeof errbuf)
-                      : api_render_chat(a, msgs, use_tools ? tools : NULL, extra, true, &ids, &n, NULL, errbuf,
-                                        sizeof errbuf);
+    int st = api_render_chat_fitting(a, msgs, use_tools ? tools : NULL, extra, truncate, num_predict, &ids, &n, errbuf,
+                                     sizeof errbuf);
     if (st) {
         http_error(resp, API_OLLAMA, st, NULL, NULL, "%s", errbuf);
         goto out;

@@ -19,15 +19,13 @@ const char *openai_finish_reason(engine_finish f, bool tool_calls);
  * 500 body (Chat Completions and Completions). */
 void openai_gen_error(const char *msg, bool stream, strbuf *out, char **body, int *status);
 /* The prompt's ids of a chat (messages through the chat template, tools
- * where not NULL, extra template variables) and the output budget (at most
+ * where not NULL, extra template variables; drop_to_fit: the oldest
+ * messages dropped where it does not fit, api_truncate.h) and the output budget (at most
  * `requested`, the context's room): false after answering the error, an
  * OpenAI error naming `param` ("messages", "input"); *ids is the caller's
  * to free either way. */
-bool openai_chat_prompt(app *a, http_resp *resp, json_t *msgs, json_t *tools, json_t *extra, const char *param,
-                        long long requested, int32_t **ids, int *n, int *max_tokens);
-/* Its second half, for a prompt of n tokens rendered otherwise: the output
- * budget, or false after answering the context-length error naming param. */
-bool openai_prompt_fits(app *a, http_resp *resp, const char *param, int n, long long requested, int *max_tokens);
+bool openai_chat_prompt(app *a, http_resp *resp, json_t *msgs, json_t *tools, json_t *extra, bool drop_to_fit,
+                        const char *param, long long requested, int32_t **ids, int *n, int *max_tokens);
 /* An OpenAI error for a status a helper returned with its message (400:
  * invalid_request_error naming param, else server_error). */
 void openai_status_error(http_resp *resp, int status, const char *param, const char *msg);

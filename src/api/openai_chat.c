@@ -8,6 +8,7 @@
 
 #include "api/api_common.h"
 #include "api/api_parse.h"
+#include "api/api_truncate.h"
 #include "api/openai.h"
 #include "base/err.h"
 
@@ -269,15 +270,19 @@ bad:
     return NULL;
 }
 
-bool openai_chat_prompt(app *a, http_resp *resp, json_t *msgs, json_t *tools, json_t *extra, const char *param,
-                        long long requested, int32_t **ids, int *n, int *max_tokens) {
+bool openai_chat_prompt(app *a, http_resp *resp, json_t *msgs, json_t *tools, json_t *extra, bool drop_to_fit,
+                        const char *param, long long requested, int32_t **ids, int *n, int *max_tokens) {
     char errbuf[600];
-    int st = api_render_chat(a, msgs, tools, extra, true, ids, n, NULL, errbuf, sizeof errbuf);
+    int st = api_render_chat_fitting(a, msgs, tools, extra, drop_to_fit, requested, ids, n, errbuf, sizeof errbuf);
     if (st) {
         openai_status_error(resp, st, param, errbuf);
         return false;
     }
-    return openai_prompt_fits(a, resp, param, *n, requested, max_tokens);
+    if (api_fit_output(a, *n, requested, max_tokens)) return true;
+    http_error_code(resp, API_OPENAI, 400, "invalid_request_error", param, "context_length_exceeded",
+                    "This model's maximum context length is %d tokens. However, your %s resulted in %d tokens.",
+                    engine_ctx_size(a->eng), param, *n);
+    return false;
 }
 
 void openai_status_error(http_resp *resp, int status, const char *param, const char *msg) {
@@ -287,14 +292,6 @@ void openai_status_error(http_resp *resp, int status, const char *param, const c
 void openai_model_not_found(http_resp *resp, const char *name) {
     http_error_code(resp, API_OPENAI, 404, "invalid_request_error", "model", "model_not_found",
                     "The model '%.200s' does not exist", name);
-}
-
-bool openai_prompt_fits(app *a, http_resp *resp, const char *param, int n, long long requested, int *max_tokens) {
-    if (api_fit_output(a, n, requested, max_tokens)) return true;
-    http_error_code(resp, API_OPENAI, 400, "invalid_request_error", param, "context_length_exceeded",
-                    "This model's maximum context length is %d tokens. However, your %s resulted in %d tokens.",
-                    engine_ctx_size(a->eng), param, n);
-    return false;
 }
 
 int openai_check_tools(json_t *tools, api_err *e) {
@@ -367,8 +364,8 @@ void openai_chat_completions(app *a, const http_req *req, http_resp *resp) {
     json_t *extra = json_object();
     json_t *ctk = json_object_get(body, "chat_template_kwargs");
     if (json_is_object(ctk)) json_object_update(extra, ctk);
-    bool prompt_ok = openai_chat_prompt(a, resp, msgs, use_tools ? tools : NULL, extra, "messages", max_tokens, &ids,
-                                        &n, &p.max_tokens);
+    bool prompt_ok = openai_chat_prompt(a, resp, msgs, use_tools ? tools : NULL, extra, false, "messages", max_tokens,
+                                        &ids, &n, &p.max_tokens);
     json_decref(extra);
     if (!prompt_ok) goto out;
     p.logprobs = logprobs;

@@ -25,7 +25,6 @@
 
 #include "api/api_common.h"
 #include "api/api_parse.h"
-#include "api/api_truncate.h"
 #include "api/openai.h"
 #include "api/responses_input.h"
 #include "api/responses_store.h"
@@ -481,18 +480,10 @@ void openai_responses_create(app *a, const http_req *req, http_resp *resp) {
     responses_items_to_messages(history, msgs);
     responses_items_to_messages(items, msgs);
 
-    if (trunc_mode && !strcmp(trunc_mode, "auto")) {
-        int st = api_render_chat_fitting(a, msgs, use_tools ? chat_tools : NULL, NULL, max_out, &ids, &n, errbuf,
-                                         sizeof errbuf);
-        if (st) {
-            openai_status_error(resp, st, "input", errbuf);
-            goto out;
-        }
-        if (!openai_prompt_fits(a, resp, "input", n, max_out, &p.max_tokens)) goto out;
-    } else if (!openai_chat_prompt(a, resp, msgs, use_tools ? chat_tools : NULL, NULL, "input", max_out, &ids, &n,
-                                   &p.max_tokens)) {
+    bool trunc_auto = trunc_mode && !strcmp(trunc_mode, "auto");
+    if (!openai_chat_prompt(a, resp, msgs, use_tools ? chat_tools : NULL, NULL, trunc_auto, "input", max_out, &ids, &n,
+                            &p.max_tokens))
         goto out;
-    }
 
     if (!(s = calloc(1, sizeof *s))) {
         http_error(resp, API_OPENAI, 500, "server_error", NULL, "out of memory");
