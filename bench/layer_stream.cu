@@ -255,6 +255,7 @@ __global__ void __launch_bounds__(THREADS) k_persist(const chain *ch, int pf_row
 }
 
 #include "layer_ring.cuh"
+#include "layer_persist.cuh"
 
 /* the bound: every weight byte of the chain read once, in one launch */
 __global__ void k_stream(const uint4 *p, size_t n, float *sink) {
@@ -435,6 +436,43 @@ int main(int argc, char **argv) {
         report(name, time_us(token), h_check());
         if (ge) CK(cudaGraphExecDestroy(ge));
     }
+    /* the register-preload variants (layer_persist.cuh): PRE chunks a lane
+     * of the next op's weights loaded before its wait */
+    auto graph_reg = [&](auto launch_one) {
+        return capture([&] {
+            for (int i = 0; i < hc.n; i++) launch_one(hc.mv[i], (hc.mv[i].rows + WARPS * 2 - 1) / (WARPS * 2));
+        });
+    };
+    cudaGraphExec_t rg8 = graph_reg([&](const matvec &m, int b) { launch_matvec_reg<8>(m, b, s); });
+    cudaGraphExec_t rg16 = graph_reg([&](const matvec &m, int b) { launch_matvec_reg<16>(m, b, s); });
+    for (cudaGraphExec_t ge : {rg8, rg16}) {
+        auto token = [&] { CK(cudaGraphLaunch(ge, s)); };
+        from_h0(token, hout, h, H * 4);
+        report(ge == rg8 ? "launch+pdl+reg 8" : "launch+pdl+reg 16", time_us(token), h_check());
+        CK(cudaGraphExecDestroy(ge));
+    }
+    unsigned arrivals = 0; /* persist_arrivals as the launches leave it (it starts at 0) */
+    auto persist_reg = [&](const void *f, int grid) {
+        void *args[] = {(void *)&dch, (void *)&arrivals};
+        CK(cudaLaunchCooperativeKernel(f, grid, THREADS, args, psmem, s));
+        arrivals += (unsigned)(hc.n - 1) * grid;
+    };
+    {
+        const void *fs[] = {(const void *)k_persist_reg<0>, (const void *)k_persist_reg<8>, (const void *)k_persist_reg<16>};
+        const int pres[] = {0, 8, 16};
+        for (int v = 0; v < 6; v++) {
+            const void *f = fs[v % 3];
+            int fit = 0, sms = prop.multiProcessorCount;
+            CK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, MAX_K * 4));
+            CK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&fit, f, THREADS, psmem));
+            int grid = v < 3 ? fit * sms : sms;
+            auto token = [&] { persist_reg(f, grid); };
+            from_h0(token, hout, h, H * 4);
+            char name[64];
+            snprintf(name, sizeof name, "persist+reg %d, %d an SM", pres[v % 3], grid / sms);
+            report(name, time_us(token), h_check());
+        }
+    }
     /* h after a token from h0: the residual adds moved it (else the "h
      * bitwise" lines would hold for a chain that skipped its layers) */
     int moved = 0;
@@ -550,6 +588,8 @@ int main(int argc, char **argv) {
            time_us([&] { CK(cudaGraphLaunch(eg, s)); }) / ec.n, ec.n);
     printf("%-24s %9.2f us an op (%d ops a token, no work)\n", "empty persist", time_us([&] { persist(pblocks, 0); }) / ec.n,
            ec.n);
+    printf("%-24s %9.2f us an op (%d ops a token, no work)\n", "empty persist+reg",
+           time_us([&] { persist_reg((const void *)k_persist_reg<0>, pblocks); }) / ec.n, ec.n);
     CK(cudaGraphExecDestroy(eg));
     return 0;
 }

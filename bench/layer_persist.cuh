@@ -1,0 +1,148 @@
+/* layer_persist.cuh — layer_stream.cu's register-preload variants, a part of
+ * that file (included once, after its matvec, chain, stage_x, put_row,
+ * op_rows and rows_of). The question: does a persistent kernel win once
+ * each warp has its next op's first weights in flight while it waits for
+ * that op's x? The twenty-sixth and twenty-ninth sessions' persistent
+ * kernels waited at a grid barrier (2.3 us) with nothing in flight but L2
+ * prefetches, or fed a shared-memory ring too slowly; a published decode
+ * "megakernel" keeps the next op's weights loading across every dependency.
+ *
+ * PRE 16-byte chunks a lane (a warp's first PRE x 512 bytes of its rows, in
+ * warp_rows's order) are loaded into registers before the wait:
+ *   launch+pdl+reg PRE  one launch a matvec (a graph, programmatic): the
+ *       chunks are loaded between griddepcontrol.launch_dependents and
+ *       griddepcontrol.wait
+ *   persist+reg PRE     one cooperative kernel a token; a block arrives at
+ *       a monotonic counter (red.release) as soon as its rows are written,
+ *       then loads its next op's chunks, then waits for the counter
+ *       (ld.acquire) to reach every block's arrival; no generation word,
+ *       no nanosleep (the older barrier's 2.3 us)
+ * Lane l sums its row's chunks l, l + 32, ... in order with warp_rows's
+ * fmas, so h after a token is bitwise the launches' (checked). */
+#ifndef KS_BENCH_LAYER_PERSIST_CUH
+#define KS_BENCH_LAYER_PERSIST_CUH
+
+#define PRE_N (PRE > 0 ? PRE : 1) /* the register array's length (PRE 0: none used) */
+
+/* chunk t of a warp's rows [r0, r1): row r0 + t / cpr, 16-byte column
+ * lane + 32 (t % cpr), cpr = k / 256 chunks a lane a row */
+template <int PRE>
+__device__ __forceinline__ void preload_rows(const matvec &m, int r0, int r1, uint4 (&pre)[PRE_N]) {
+    int lane = threadIdx.x & 31, cpr = m.k / 256, n = (r1 - r0) * cpr;
+#pragma unroll
+    for (int t = 0; t < PRE; t++)
+        if (t < n) pre[t] = __ldg(reinterpret_cast<const uint4 *>(m.w + (size_t)(r0 + t / cpr) * m.k) + lane + 32 * (t % cpr));
+}
+
+__device__ __forceinline__ void fma_chunk(uint4 u, const float *xc, float &acc) {
+    const __nv_bfloat162 *p = reinterpret_cast<const __nv_bfloat162 *>(&u);
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        float2 f = __bfloat1622float2(p[j]);
+        acc = fmaf(f.x, xc[2 * j], acc);
+        acc = fmaf(f.y, xc[2 * j + 1], acc);
+    }
+}
+
+__device__ __forceinline__ void finish_row(const matvec &m, int r, float acc) {
+#pragma unroll
+    for (int o = 16; o; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    if ((threadIdx.x & 31) == 0) put_row(m, r, acc);
+}
+
+/* warp_rows with the first PRE chunks from registers, the rest streamed */
+template <int PRE>
+__device__ void warp_rows_pre(const matvec &m, const float *xs, int r0, int r1, const uint4 (&pre)[PRE_N]) {
+    int lane = threadIdx.x & 31, cpr = m.k / 256, n = (r1 - r0) * cpr, r = r0, j = 0;
+    float acc = 0.f;
+#pragma unroll
+    for (int t = 0; t < PRE; t++)
+        if (t < n) {
+            fma_chunk(pre[t], xs + (lane + 32 * j) * 8, acc);
+            if (++j == cpr) {
+                finish_row(m, r++, acc);
+                acc = 0.f;
+                j = 0;
+            }
+        }
+    for (; r < r1; r++, j = 0) {
+        const uint4 *row = reinterpret_cast<const uint4 *>(m.w + (size_t)r * m.k);
+#pragma unroll 4
+        for (int c = lane + 32 * j; c < m.k / 8; c += 32) fma_chunk(__ldg(row + c), xs + c * 8, acc);
+        finish_row(m, r, acc);
+        acc = 0.f;
+    }
+}
+
+template <int PRE>
+__global__ void __launch_bounds__(THREADS) k_matvec_reg(matvec m) {
+    extern __shared__ float xs[];
+    int warp = threadIdx.x >> 5, g = blockIdx.x * WARPS + warp, r0, r1;
+    rows_of(m.rows, g, gridDim.x * WARPS, &r0, &r1);
+    uint4 pre[PRE_N];
+    asm volatile("griddepcontrol.launch_dependents;");
+    if (m.w) preload_rows<PRE>(m, r0, r1, pre);
+    asm volatile("griddepcontrol.wait;" ::: "memory");
+    if (!m.w) {
+        op_rows(m, xs, r0, r1);
+        return;
+    }
+    stage_x(xs, m);
+    warp_rows_pre<PRE>(m, xs, r0, r1, pre);
+}
+
+template <int PRE>
+static void launch_matvec_reg(const matvec &m, int blocks, cudaStream_t s) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(blocks);
+    cfg.blockDim = dim3(THREADS);
+    cfg.dynamicSmemBytes = (size_t)m.k * 4;
+    cfg.stream = s;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    CK(cudaLaunchKernelEx(&cfg, k_matvec_reg<PRE>, m));
+}
+
+__device__ unsigned persist_arrivals; /* grows by the grid's blocks at every op; the host passes where a token starts */
+
+/* the chain, one cooperative launch; base: persist_arrivals when it starts */
+template <int PRE>
+__global__ void __launch_bounds__(THREADS) k_persist_reg(const chain *ch, unsigned base) {
+    extern __shared__ float xs[];
+    int warp = threadIdx.x >> 5, g = blockIdx.x * WARPS + warp, nw = gridDim.x * WARPS, held = -1;
+    uint4 pre[PRE_N];
+    for (int i = 0; i < ch->n; i++) {
+        const matvec &m = ch->mv[i];
+        int r0, r1;
+        rows_of(m.rows, g, nw, &r0, &r1);
+        if (m.w) {
+            if (held != i) preload_rows<PRE>(m, r0, r1, pre); /* the token's first op */
+            stage_x(xs, m);
+            warp_rows_pre<PRE>(m, xs, r0, r1, pre);
+        } else {
+            op_rows(m, xs, r0, r1);
+        }
+        if (i + 1 == ch->n) break;
+        __syncthreads(); /* the block's rows written */
+        if (threadIdx.x == 0) asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(&persist_arrivals) : "memory");
+        int nx = i + 1; /* the next op with weights: its chunks load while the grid arrives */
+        while (nx < ch->n && !ch->mv[nx].w) nx++;
+        if (PRE && nx < ch->n && held != nx) {
+            int q0, q1;
+            rows_of(ch->mv[nx].rows, g, nw, &q0, &q1);
+            preload_rows<PRE>(ch->mv[nx], q0, q1, pre);
+            held = nx;
+        }
+        if (threadIdx.x == 0) {
+            unsigned want = base + (unsigned)(i + 1) * gridDim.x, v;
+            do asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(&persist_arrivals) : "memory");
+            while ((int)(v - want) < 0);
+        }
+        __syncthreads();
+    }
+}
+
+#endif
