@@ -145,4 +145,111 @@ __global__ void __launch_bounds__(THREADS) k_persist_reg(const chain *ch, unsign
     }
 }
 
+/* persist smem: one cooperative kernel a token, one block of PS_WARPS warps
+ * an SM. Each warp owns two shared-memory slots of wbuf bytes; weighted op
+ * j of the token (its j-th op with weights) has its warp's first wbuf
+ * bytes of rows copied into slot j % 2 by one bulk copy (lane 0, the
+ * warp's own mbarrier). Ops 0 and 1 are asked for at the start; op j + 2
+ * as soon as the warp has summed op j, before the block arrives at the
+ * counter — so the memory streams the next ops' weights through every
+ * barrier and x staging, one handshake an op (the twenty-ninth session's
+ * ring paid one per 8 KB stage). The rest of a warp's rows stream from
+ * global memory as in warp_rows. */
+#define PS_WARPS 16
+#define PS_THREADS (PS_WARPS * 32)
+
+template <int DUMMY = 0>
+__global__ void __launch_bounds__(PS_THREADS, 1) k_persist_smem(const chain *ch, unsigned base, int xfloats, int wbuf) {
+    extern __shared__ __align__(128) unsigned char ps_smem[];
+    __shared__ __align__(8) uint64_t bar[2][PS_WARPS];
+    float *xs = reinterpret_cast<float *>(ps_smem);
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = blockIdx.x * PS_WARPS + warp, nw = gridDim.x * PS_WARPS;
+    unsigned char *slot0 = ps_smem + (size_t)xfloats * 4 + (size_t)warp * wbuf, *slot1 = slot0 + (size_t)PS_WARPS * wbuf;
+    if (lane == 0) {
+        mbar_init(&bar[0][warp], 1);
+        mbar_init(&bar[1][warp], 1);
+        asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+    }
+    __syncwarp();
+    int loaded0 = 0, loaded1 = 0, phase0 = 0, phase1 = 0; /* (named apart: an indexed pair went to the stack) */
+    /* op `op`'s first bytes of this warp's rows into slot s (every lane
+     * knows the size; lane 0 copies) */
+    auto ask = [&](int op, int s) {
+        const matvec &m = ch->mv[op];
+        int q0, q1;
+        rows_of(m.rows, g, nw, &q0, &q1);
+        size_t want = (size_t)(q1 - q0) * m.k * 2;
+        int bytes = (int)(want < (size_t)wbuf ? want : (size_t)wbuf) & ~15;
+        (s ? loaded1 : loaded0) = bytes;
+        if (bytes && lane == 0) {
+            mbar_expect_tx(&bar[s][warp], bytes);
+            bulk_copy(s ? slot1 : slot0, m.w + (size_t)q0 * m.k, bytes, &bar[s][warp]);
+        }
+    };
+    auto next_weighted = [&](int i) {
+        while (i < ch->n && !ch->mv[i].w) i++;
+        return i;
+    };
+    int w0 = next_weighted(0), w1 = w0 < ch->n ? next_weighted(w0 + 1) : ch->n, j = 0;
+    if (w0 < ch->n) ask(w0, 0);
+    if (w1 < ch->n) ask(w1, 1);
+    for (int i = 0; i < ch->n; i++) {
+        const matvec &m = ch->mv[i];
+        int r0, r1;
+        rows_of(m.rows, g, nw, &r0, &r1);
+        if (!m.w) {
+            op_rows(m, xs, r0, r1);
+        } else {
+            load_x(xs, m, threadIdx.x, PS_THREADS);
+            __syncthreads();
+            int s = j & 1, have = s ? loaded1 : loaded0;
+            if (have && s) {
+                mbar_wait(&bar[1][warp], phase1);
+                phase1 ^= 1;
+            } else if (have) {
+                mbar_wait(&bar[0][warp], phase0);
+                phase0 ^= 1;
+            }
+            const unsigned char *sl = s ? slot1 : slot0;
+            for (int r = r0; r < r1; r++) {
+                const uint4 *row = reinterpret_cast<const uint4 *>(m.w + (size_t)r * m.k);
+                int row_off = (r - r0) * m.k * 2;
+                float acc = 0.f;
+                if (row_off + m.k * 2 <= have) { /* the whole row in the slot */
+#pragma unroll 4
+                    for (int c = lane; c < m.k / 8; c += 32)
+                        fma_chunk(*reinterpret_cast<const uint4 *>(sl + row_off + c * 16), xs + c * 8, acc);
+                } else if (row_off >= have) {
+#pragma unroll 4
+                    for (int c = lane; c < m.k / 8; c += 32) fma_chunk(__ldg(row + c), xs + c * 8, acc);
+                } else {
+                    for (int c = lane; c < m.k / 8; c += 32) {
+                        int off = row_off + c * 16;
+                        uint4 u = off < have ? *reinterpret_cast<const uint4 *>(sl + off) : __ldg(row + c);
+                        fma_chunk(u, xs + c * 8, acc);
+                    }
+                }
+                finish_row(m, r, acc);
+            }
+            /* the slot is read: ask for the weighted op after the next one */
+            int nx = next_weighted(i + 1);
+            nx = nx < ch->n ? next_weighted(nx + 1) : ch->n;
+            __syncwarp();
+            asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+            if (nx < ch->n) ask(nx, s);
+            else (s ? loaded1 : loaded0) = 0;
+            j++;
+        }
+        if (i + 1 == ch->n) break;
+        __syncthreads(); /* the block's rows written (and x read) */
+        if (threadIdx.x == 0) {
+            asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(&persist_arrivals) : "memory");
+            unsigned want = base + (unsigned)(i + 1) * gridDim.x, v;
+            do asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(&persist_arrivals) : "memory");
+            while ((int)(v - want) < 0);
+        }
+        __syncthreads();
+    }
+}
+
 #endif

@@ -473,6 +473,25 @@ int main(int argc, char **argv) {
             report(name, time_us(token), h_check());
         }
     }
+    /* persist smem (layer_persist.cuh): one block of PS_WARPS warps an SM,
+     * the slots taking what shared memory x leaves */
+    {
+        const void *f = (const void *)k_persist_smem<0>;
+        int most = 0, sms = prop.multiProcessorCount;
+        CK(cudaDeviceGetAttribute(&most, cudaDevAttrMaxSharedMemoryPerBlockOptin, 0));
+        int xfloats = (int)(psmem / 4), wbuf = ((most - (int)psmem - 1024) / (2 * PS_WARPS)) & ~511;
+        size_t smem = psmem + (size_t)2 * PS_WARPS * wbuf;
+        CK(cudaFuncSetAttribute(f, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem));
+        auto token = [&] {
+            void *args[] = {(void *)&dch, (void *)&arrivals, (void *)&xfloats, (void *)&wbuf};
+            CK(cudaLaunchCooperativeKernel(f, sms, PS_THREADS, args, smem, s));
+            arrivals += (unsigned)(hc.n - 1) * sms;
+        };
+        from_h0(token, hout, h, H * 4);
+        char name[64];
+        snprintf(name, sizeof name, "persist smem (%d B a warp a slot)", wbuf);
+        report(name, time_us(token), h_check());
+    }
     /* h after a token from h0: the residual adds moved it (else the "h
      * bitwise" lines would hold for a chain that skipped its layers) */
     int moved = 0;
