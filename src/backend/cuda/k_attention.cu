@@ -46,7 +46,7 @@
 #define ATT_MAX_Z 128            /* blocks per (token, head group); each loops over its chunks */
 #define ATT_MERGE_BATCH 17      /* partials a thread of the merging block loads at once: Z 33 (8 KV groups on 132 SMs) in two rounds */
 #define ATT_HB 8                 /* query heads of one KV group per block: the mma's rows 0-7 (and 8-15) */
-#define ATT_PF 2                 /* tiles a warp asks of L2 before the programmatic wait, past its stages' (4: level) */
+#define ATT_PF 1                 /* tiles a warp asks of L2 before the programmatic wait, past its stages' (H200: 2 and 3 slower) */
 #define ATT_STAGES 2             /* tiles a warp holds: ATT_STAGES - 1 in flight while one is used (3: level) */
 /* The shared-memory carveout asked for the kernel (KB of a 256 KB L1,
  * asked as a percentage of the device's most, rounded up: 58% of 228 KB on
@@ -148,7 +148,8 @@ k_attn_decode(float *out, float *part_o, float *part_ml, unsigned *arrived, cons
      * waits for every kernel before it, so no kernel still running writes
      * them — its copies start before the programmatic wait (with every
      * stage's and ATT_PF more asked of L2: Qwen3-8B after 16k tokens +0.6 /
-     * +0.8% on an H100, forty-seventh session) */
+     * +0.8% on an H100 with two, forty-seventh session; on an H200 one
+     * more +0.5% over two and three -0.7%, forty-eighth) */
     int st0 = 0;
     for (; st0 < ATT_STAGES && tile_j0(st0) + ATT_TILE <= n_ctx - n_rows; st0++) {
         issue(st0, slot_next);
