@@ -52,6 +52,12 @@
  *   persist ring HOW  the chain in one cooperative kernel, one block an SM,
  *               the producer streaming op after op into a deeper ring
  *               while the consumers wait at a grid barrier for each op's x
+ *   launch+pdl+reg PRE, persist+reg PRE, persist smem  (layer_persist.cuh)
+ *               the next op's first weights in registers before the wait
+ *               (per launch, or persistent with a release/acquire arrival
+ *               counter), or bulk-copied into shared memory a whole op
+ *               ahead (persistent): all lost to kestrel's launches on an
+ *               H100 (forty-eighth session)
  *   kestrel     (built with -DKS_WITH_KESTREL, linked with libkestrel.a)
  *               the same chain on kestrel's own tensor-core matvecs
  *               (ks_cuda_matmul_fused, SwiGLU in gate|up's epilogue, so
