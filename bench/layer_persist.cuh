@@ -1,6 +1,7 @@
-/* layer_persist.cuh — layer_stream.cu's register-preload variants, a part of
- * that file (included once, after its matvec, chain, stage_x, put_row,
- * op_rows and rows_of). The question: does a persistent kernel win once
+/* layer_persist.cuh — layer_stream.cu's preload variants (registers, and a
+ * shared-memory slot an op), a part of that file (included once, after its
+ * matvec, chain, load_x, stage_x, put_row, op_rows, rows_of and launch_cfg,
+ * and layer_ring.cuh's mbarrier and bulk-copy helpers). The question: does a persistent kernel win once
  * each warp has its next op's first weights in flight while it waits for
  * that op's x? The twenty-sixth and twenty-ninth sessions' persistent
  * kernels waited at a grid barrier (2.3 us) with nothing in flight but L2
@@ -93,16 +94,8 @@ __global__ void __launch_bounds__(THREADS) k_matvec_reg(matvec m) {
 
 template <int PRE>
 static void launch_matvec_reg(const matvec &m, int blocks, cudaStream_t s) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(blocks);
-    cfg.blockDim = dim3(THREADS);
-    cfg.dynamicSmemBytes = (size_t)m.k * 4;
-    cfg.stream = s;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = 1;
+    cudaLaunchAttribute at;
+    cudaLaunchConfig_t cfg = launch_cfg(blocks, THREADS, (size_t)m.k * 4, s, 1, &at);
     CK(cudaLaunchKernelEx(&cfg, k_matvec_reg<PRE>, m));
 }
 

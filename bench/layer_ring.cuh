@@ -1,6 +1,6 @@
 /* layer_ring.cuh — layer_stream.cu's ring variants, a part of that file
- * (included once, after its matvec, chain, load_x, op_rows, rows_of and
- * grid_arrive_wait): the weights streamed into a shared-memory ring by a
+ * (included once, after its matvec, chain, load_x, op_rows, rows_of,
+ * grid_arrive_wait and launch_cfg): the weights streamed into a shared-memory ring by a
  * producer warp while 8 consumer warps sum the rows, one launch a matvec
  * (k_matvec_ring, launch_ring) or one cooperative kernel a token
  * (k_persist_ring). Measured on the H200 in the twenty-ninth session
@@ -239,16 +239,9 @@ static CUtensorMap weight_map(const matvec &m) {
 /* how: k_matvec_ring's HOW */
 static void launch_ring(const matvec &m, int early, int how, int sms, cudaStream_t s) {
     int groups = (m.rows + RING_ROWS - 1) / RING_ROWS, S = ring_stages(m.k);
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(groups < sms ? groups : sms);
-    cfg.blockDim = dim3(THREADS + 32);
-    cfg.dynamicSmemBytes = (size_t)S * RING_STAGE + (size_t)m.k * 4;
-    cfg.stream = s;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = 1;
+    cudaLaunchAttribute at;
+    cudaLaunchConfig_t cfg =
+        launch_cfg(groups < sms ? groups : sms, THREADS + 32, (size_t)S * RING_STAGE + (size_t)m.k * 4, s, 1, &at);
     CUtensorMap tm;
     if (how == 1) tm = weight_map(m);
     else memset(&tm, 0, sizeof tm);

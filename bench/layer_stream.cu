@@ -104,6 +104,22 @@ struct chain {
     int n;
 };
 
+/* a launch's configuration, programmatic (pdl) or not; at: the caller's
+ * attribute, which must outlive the launch call */
+static cudaLaunchConfig_t launch_cfg(int blocks, int threads, size_t smem, cudaStream_t s, int pdl,
+                                     cudaLaunchAttribute *at) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(blocks);
+    cfg.blockDim = dim3(threads);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = s;
+    at->id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at->val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = pdl ? 1 : 0;
+    return cfg;
+}
+
 /* x into shared memory (swiglu: silu(gate) * up) by `threads` threads,
  * tid among them, six float4 loads a thread issued before their stores
  * (one at a time, each load's L2 latency was paid in turn: ~24 round trips
@@ -290,16 +306,8 @@ static void next_rows_to_l2(const chain &ch, int i, size_t cap, matvec *m) {
 }
 
 static void launch_matvec(const matvec &m, int pdl, int blocks, cudaStream_t s) {
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(blocks);
-    cfg.blockDim = dim3(THREADS);
-    cfg.dynamicSmemBytes = (size_t)m.k * 4;
-    cfg.stream = s;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
-    cfg.attrs = at;
-    cfg.numAttrs = pdl ? 1 : 0;
+    cudaLaunchAttribute at;
+    cudaLaunchConfig_t cfg = launch_cfg(blocks, THREADS, (size_t)m.k * 4, s, pdl, &at);
     CK(cudaLaunchKernelEx(&cfg, k_matvec, m, pdl));
 }
 
