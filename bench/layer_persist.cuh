@@ -1,9 +1,10 @@
 /* layer_persist.cuh — layer_stream.cu's preload variants (registers, and a
  * shared-memory slot an op), a part of that file (included once, after its
- * matvec, chain, load_x, stage_x, put_row, op_rows, rows_of and launch_cfg,
- * and layer_ring.cuh's mbarrier and bulk-copy helpers). The question: does a persistent kernel win once
- * each warp has its next op's first weights in flight while it waits for
- * that op's x? The twenty-sixth and twenty-ninth sessions' persistent
+ * matvec, chain, load_x, stage_x, put_row, op_rows, rows_of,
+ * fma_chunk, finish_row and launch_cfg, and layer_ring.cuh's mbarrier and
+ * bulk-copy helpers). The question: does a persistent kernel win once each
+ * warp has its next op's first weights in flight while it waits for that
+ * op's x? The twenty-sixth and twenty-ninth sessions' persistent
  * kernels waited at a grid barrier (2.3 us) with nothing in flight but L2
  * prefetches, or fed a shared-memory ring too slowly; a published decode
  * "megakernel" keeps the next op's weights loading across every dependency.
@@ -33,22 +34,6 @@ __device__ __forceinline__ void preload_rows(const matvec &m, int r0, int r1, ui
 #pragma unroll
     for (int t = 0; t < PRE; t++)
         if (t < n) pre[t] = __ldg(reinterpret_cast<const uint4 *>(m.w + (size_t)(r0 + t / cpr) * m.k) + lane + 32 * (t % cpr));
-}
-
-__device__ __forceinline__ void fma_chunk(uint4 u, const float *xc, float &acc) {
-    const __nv_bfloat162 *p = reinterpret_cast<const __nv_bfloat162 *>(&u);
-#pragma unroll
-    for (int j = 0; j < 4; j++) {
-        float2 f = __bfloat1622float2(p[j]);
-        acc = fmaf(f.x, xc[2 * j], acc);
-        acc = fmaf(f.y, xc[2 * j + 1], acc);
-    }
-}
-
-__device__ __forceinline__ void finish_row(const matvec &m, int r, float acc) {
-#pragma unroll
-    for (int o = 16; o; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-    if ((threadIdx.x & 31) == 0) put_row(m, r, acc);
 }
 
 /* warp_rows with the first PRE chunks from registers, the rest streamed */

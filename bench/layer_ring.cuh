@@ -1,6 +1,6 @@
 /* layer_ring.cuh — layer_stream.cu's ring variants, a part of that file
  * (included once, after its matvec, chain, load_x, op_rows, rows_of,
- * grid_arrive_wait and launch_cfg): the weights streamed into a shared-memory ring by a
+ * fma_chunk, grid_arrive_wait and launch_cfg): the weights streamed into a shared-memory ring by a
  * producer warp while 8 consumer warps sum the rows, one launch a matvec
  * (k_matvec_ring, launch_ring) or one cooperative kernel a token
  * (k_persist_ring). Measured on the H200 in the twenty-ninth session
@@ -121,15 +121,7 @@ __device__ void ring_consume(const matvec &m, const unsigned char *ring, const f
             if (lane == 0) mbar_arrive(&empty[s]);
             const float *xc = xs + (c * 32 + lane) * 8;
 #pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const __nv_bfloat162 *p = reinterpret_cast<const __nv_bfloat162 *>(&u[h]);
-#pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    float2 f = __bfloat1622float2(p[j]);
-                    acc[h] = fmaf(f.x, xc[2 * j], acc[h]);
-                    acc[h] = fmaf(f.y, xc[2 * j + 1], acc[h]);
-                }
-            }
+            for (int h = 0; h < 2; h++) fma_chunk(u[h], xc, acc[h]);
         }
 #pragma unroll
         for (int h = 0; h < 2; h++) {

@@ -161,27 +161,34 @@ __device__ void stage_x(float *xs, const matvec &m) {
 /* row r's result: down's added to h (the residual), the others written */
 __device__ __forceinline__ void put_row(const matvec &m, int r, float v) { m.y[r] = m.swiglu ? m.y[r] + v : v; }
 
-/* rows [r0, r1) of m.w . xs, one warp */
+/* acc += the 8 weights of u . xc[0..8), in k order */
+__device__ __forceinline__ void fma_chunk(uint4 u, const float *xc, float &acc) {
+    const __nv_bfloat162 *p = reinterpret_cast<const __nv_bfloat162 *>(&u);
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        float2 f = __bfloat1622float2(p[j]);
+        acc = fmaf(f.x, xc[2 * j], acc);
+        acc = fmaf(f.y, xc[2 * j + 1], acc);
+    }
+}
+
+/* a row's sum across the warp's lanes (a fixed butterfly), put by lane 0 */
+__device__ __forceinline__ void finish_row(const matvec &m, int r, float acc) {
+#pragma unroll
+    for (int o = 16; o; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+    if ((threadIdx.x & 31) == 0) put_row(m, r, acc);
+}
+
+/* rows [r0, r1) of m.w . xs, one warp: lane l sums its 16-byte chunks l,
+ * l + 32, ... in order, then a butterfly across the lanes */
 __device__ void warp_rows(const matvec &m, const float *xs, int r0, int r1) {
     int lane = threadIdx.x & 31;
     for (int r = r0; r < r1; r++) {
         const uint4 *row = reinterpret_cast<const uint4 *>(m.w + (size_t)r * m.k);
         float acc = 0.f;
 #pragma unroll 4
-        for (int c = lane; c < m.k / 8; c += 32) {
-            uint4 u = __ldg(row + c);
-            const __nv_bfloat162 *p = reinterpret_cast<const __nv_bfloat162 *>(&u);
-            const float *xc = xs + c * 8;
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                float2 f = __bfloat1622float2(p[j]);
-                acc = fmaf(f.x, xc[2 * j], acc);
-                acc = fmaf(f.y, xc[2 * j + 1], acc);
-            }
-        }
-#pragma unroll
-        for (int o = 16; o; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-        if (lane == 0) put_row(m, r, acc);
+        for (int c = lane; c < m.k / 8; c += 32) fma_chunk(__ldg(row + c), xs + c * 8, acc);
+        finish_row(m, r, acc);
     }
 }
 
