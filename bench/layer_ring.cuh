@@ -2,10 +2,10 @@
  * (included once, after its matvec, chain, load_x, op_rows, rows_of,
  * fma_chunk, grid_arrive_wait and launch_cfg): the weights streamed into a
  * shared-memory ring by a producer warp while 8 consumer warps sum the
- * rows, one launch a matvec
- * (k_matvec_ring, launch_ring) or one cooperative kernel a token
- * (k_persist_ring). Measured on the H200 in the twenty-ninth session
- * (BENCHMARKS.md): slower than kestrel's own matvec launches either way. */
+ * rows, one launch a matvec (k_matvec_ring, launch_ring) or one
+ * cooperative kernel a token (k_persist_ring). Measured on the H200 in the
+ * twenty-ninth session (docs/benchmarks/gpu-sessions-24-33.md): slower than
+ * kestrel's own matvec launches either way. */
 #ifndef KS_BENCH_LAYER_RING_CUH
 #define KS_BENCH_LAYER_RING_CUH
 
