@@ -19,8 +19,9 @@
 # at Qwen3-8B shapes, model_forward of 1 / 4 / 16 decode sequences); ncu =
 # Nsight Compute sections for a few launches of NCU_KERNELS (default: the
 # decode attention and the tensor-core matvec); spec = the proposer matrix on
-# tinycoder; long = Qwen3-8B decode after ~16k and ~64k tokens (since the
-# twenty-second session; ~11k and ~48k before); batch =
+# tinycoder; long = Qwen3-8B decode after 16,384- and 65,536-token prompts
+# (LONG_TOKENS; since the forty-eighth session: ~16k and ~64k from the
+# twenty-second, ~11k and ~48k before); batch =
 # Qwen3-8B concurrency sweep, prefix-cache TTFT and the 32k-prompt stall;
 # kprof = GPU time of each kernel of a Qwen3-8B decode step (Nsight Compute);
 # mem = the server's GPU memory beyond weights and a 4 GiB KV pool
@@ -33,7 +34,7 @@
 # greedy argmax, --argmax; AB_OPS="attention prompt-attention argmax" by
 # default, AB_OPS="" none) — variants measured against each other in one call,
 # interleaved (AB_MODELS, AB_ROUNDS); AB_LONG="new NAME.." adds decode after
-# ~16k / ~64k tokens (AB_LONG_TOKENS; AB_LONG_ROUNDS interleaved rounds); AB_DRAFTER=1 Qwen3-8B drafted by Qwen3-1.7B and
+# 16,384 / 65,536-token prompts (AB_LONG_TOKENS; AB_LONG_ROUNDS interleaved rounds); AB_DRAFTER=1 Qwen3-8B drafted by Qwen3-1.7B and
 # tinycoder by its drafter, 32 tokens after ~4k (the draft model's first
 # catch-up; carry drafter.tar.xz); AB_FWD=1 model_forward of 1 / 4 / 16 sequences;
 # AB_MATVEC=1 cuda_ops_bench --matvec; AB_SPEC="CONFIGS" the proposer bench (AB_SPEC_ROUNDS rounds, the trees interleaved; SPEC_FULL=1 at --full); AB_PREFILL=1 prefill of 3,712 / 4,096 / 4,115-token
@@ -154,16 +155,16 @@ if has test; then
 fi
 wait
 cat src/model/llama.c src/engine/engine_sched.c src/engine/engine_seq.c src/model/dflash.c src/engine/engine.c > /tmp/src.txt
-rm -f /tmp/prompt_*.txt # (prompt_of_tokens: this call's source, not a warm machine's last)
+rm -f /tmp/prompt_*.txt /tmp/long_*.txt # (prompt_of_tokens, long_text: this call's source, not a warm machine's last)
 cat $(git ls-files 'src/*.c' 'src/*.h' 'src/*.cu' 'tests/*.c' 'docs/*.md' 2>/dev/null || find src tests docs -type f) > /tmp/all.txt
-# chars_for_tokens N: the shortest prefix of /tmp/src.txt (characters)
-# that is N Qwen3 tokens (bisection; `kestrel run -p` feeds these
+# chars_for_tokens N [FILE]: the shortest prefix of FILE (/tmp/src.txt;
+# characters) that is at least N Qwen3 tokens (bisection; `kestrel run -p` feeds these
 # checkpoints' prompts as raw text, so its prompt count is the same)
 chars_for_tokens() {
     local lo=1 hi=$(( $1 * 6 )) mid n
     while [ $lo -lt $hi ]; do
         mid=$(( (lo + hi) / 2 ))
-        n=$(build/kestrel tokenize "$QTOK" "$(head -c $mid /tmp/src.txt)" | tr -cd , | wc -c)
+        n=$(head -c $mid "${2:-/tmp/src.txt}" | build/kestrel tokenize "$QTOK" - | tr -cd , | wc -c)
         if [ $(( n + 1 )) -lt $1 ]; then lo=$(( mid + 1 )); else hi=$mid; fi
     done
     echo $lo
@@ -173,14 +174,21 @@ prompt_of_tokens() {
     [ -f /tmp/prompt_$1.txt ] || head -c $(chars_for_tokens $1) /tmp/src.txt > /tmp/prompt_$1.txt
     cat /tmp/prompt_$1.txt
 }
+# long_text N: the shortest prefix of the source tree as text (/tmp/all.txt)
+# that is at least N Qwen3 tokens, in /tmp/long_N.txt (bisected once per N; ~3.7
+# characters a token)
+long_text() {
+    [ -f /tmp/long_$1.txt ] || head -c $(chars_for_tokens $1 /tmp/all.txt) /tmp/all.txt > /tmp/long_$1.txt
+}
 # long_decode VARIANT N: its "kestrel: prompt" line for Qwen3-8B decoding 128
-# tokens after ~N tokens of context — the source tree as text, ~3.6
-# characters a token with the Qwen3 tokenizer (the long stage and AB_LONG;
-# --no-pld: a random model's answers repeat its context now and then, and
-# accepted drafts would count as decode speed)
+# tokens after an N-token prompt (long_text; the long stage and AB_LONG,
+# whose rows before the forty-eighth session took ~3.6 characters a token
+# for N: 16000 was 15,3xx tokens; --no-pld: a random model's answers repeat
+# its context now and then, and accepted drafts would count as decode speed)
 long_decode() {
-    head -c $(( $2 * 36 / 10 )) /tmp/all.txt | VRUN_TIMEOUT=240 vrun "$1" kestrel run /tmp/q8 -p - -n 128 --temp 0 \
-        --ignore-eos --device cuda --no-pld 2>&1 >/dev/null | grep "kestrel: prompt"
+    long_text $2
+    VRUN_TIMEOUT=240 vrun "$1" kestrel run /tmp/q8 -p - -n 128 --temp 0 --ignore-eos --device cuda --no-pld \
+        < /tmp/long_$2.txt 2>&1 >/dev/null | grep "kestrel: prompt"
 }
 if has real; then
     p512=$(head -c 1378 /tmp/src.txt)
@@ -227,8 +235,8 @@ if has ncu; then # Nsight Compute on launches of the kernels named by NCU_KERNEL
         echo "ncu: not on this machine"
     fi
 fi
-if has long; then # Qwen3-8B decode after 16k and 64k tokens of context
-    for n in 16000 64000; do
+if has long; then # Qwen3-8B decode after 16k and 64k tokens of context (LONG_TOKENS; ~16,000 / ~64,000 before the forty-eighth session)
+    for n in ${LONG_TOKENS:-16384 65536}; do
         [ -f /tmp/q8/config.json ] || break
         echo "/tmp/q8 context ~$n: $(long_decode "build||" $n)" | tee -a "$OUT/real.txt"
     done
@@ -417,7 +425,7 @@ if has ab; then # this tree ("new") against each overlay .devcarry/ab_NAME.tar.x
         done
     fi
     if [ -n "${AB_LONG:-}" ] && [ -f /tmp/q8/config.json ]; then # Qwen3-8B decode after ~16k and ~64k tokens
-        for n in ${AB_LONG_TOKENS:-16000 64000}; do
+        for n in ${AB_LONG_TOKENS:-16384 65536}; do
             for round in $(seq ${AB_LONG_ROUNDS:-1}); do # (the trees interleaved)
                 for v in "${variants[@]}"; do
                     vn=$(vname "$v")

@@ -53,6 +53,29 @@ int cli_parse_size(const char *cmd, const char *opt, const char *v, long long *o
     return 0;
 }
 
+char *cli_read_stdin(const char *cmd, size_t *len) {
+    size_t cap = 0, n = 0;
+    char *text = NULL;
+    for (;;) {
+        if (n + 4096 + 1 > cap) {
+            cap = cap ? cap * 2 : 65536;
+            char *nb = realloc(text, cap);
+            if (!nb) {
+                free(text);
+                fprintf(stderr, "kestrel %s: out of memory\n", cmd);
+                return NULL;
+            }
+            text = nb;
+        }
+        size_t r = fread(text + n, 1, cap - n - 1, stdin);
+        n += r;
+        if (r == 0) break;
+    }
+    text[n] = 0;
+    *len = n;
+    return text;
+}
+
 void cli_model_opts_default(cli_model_opts *o) {
     *o = (cli_model_opts){.device = "auto", .pld = 1, .pld_key_len = 3, .pld_draft_len = 5,
                           .pld_min_repetition = -1, .mtp = 1, .mtp_depth = 3, .draft_block = 0};

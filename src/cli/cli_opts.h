@@ -1,6 +1,7 @@
-/* cli_opts.h — option parsing shared by `kestrel run` and `kestrel serve`:
- * checked numbers and sizes, and the options both take for the backend and
- * for speculation (prompt lookup, MTP head, draft model). */
+/* cli_opts.h — option parsing shared by the subcommands: checked numbers
+ * and sizes, text from standard input, and the options `kestrel run` and
+ * `kestrel serve` both take for the backend and for speculation (prompt
+ * lookup, MTP head, draft model). */
 #ifndef KS_CLI_OPTS_H
 #define KS_CLI_OPTS_H
 
@@ -12,6 +13,11 @@ int cli_parse_long(const char *cmd, const char *opt, const char *v, long lo, lon
 int cli_parse_double(const char *cmd, const char *opt, const char *v, double lo, double hi, double *out);
 /* "4096", "512K", "512M", "2G" -> bytes (>= 1) */
 int cli_parse_size(const char *cmd, const char *opt, const char *v, long long *out);
+
+/* All of standard input as one NUL-terminated string (its length in *len;
+ * the caller frees it), or NULL after one line on stderr ("kestrel CMD: out
+ * of memory"): TEXT given as "-" to run and tokenize. */
+char *cli_read_stdin(const char *cmd, size_t *len);
 
 /* The backend and speculation options of run and serve. */
 typedef struct {

@@ -120,19 +120,8 @@ int cmd_run(int argc, char **argv) {
     if (n_gen < 0) n_gen = chat ? 0 : 256;
     char *stdin_text = NULL;
     if (prompt && !strcmp(prompt, "-")) {
-        size_t cap = 0, len = 0;
-        for (;;) {
-            if (len + 4096 + 1 > cap) {
-                cap = cap ? cap * 2 : 65536;
-                char *nb = realloc(stdin_text, cap);
-                if (!nb) { free(stdin_text); fprintf(stderr, "kestrel run: out of memory\n"); return 1; }
-                stdin_text = nb;
-            }
-            size_t r = fread(stdin_text + len, 1, cap - len - 1, stdin);
-            len += r;
-            if (r == 0) break;
-        }
-        stdin_text[len] = 0;
+        size_t len;
+        if (!(stdin_text = cli_read_stdin("run", &len))) return 1;
         prompt = stdin_text;
     }
 

@@ -1,18 +1,19 @@
 /* cmd_tokenize.c — `kestrel tokenize PATH TEXT [--add-special]`: loads the
  * tokenizer (PATH: a model directory or a tokenizer.json) and prints the ids
- * of TEXT as one JSON array on one line. */
+ * of TEXT (standard input where TEXT is "-") as one JSON array on one line. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "base/err.h"
 #include "cli/cli.h"
+#include "cli/cli_opts.h"
 #include "tok/tok.h"
 
 static void usage(FILE *f) {
     fprintf(f, "usage: kestrel tokenize PATH TEXT [--add-special]\n"
                "  PATH           model directory (with tokenizer.json) or a tokenizer.json\n"
-               "  TEXT           text to encode\n"
+               "  TEXT           text to encode (-: standard input, e.g. past the argument size limit)\n"
                "  --add-special  add the post-processor's special tokens (e.g. BOS)\n"
                "prints the token ids as a JSON array\n");
 }
@@ -41,14 +42,21 @@ int cmd_tokenize(int argc, char **argv) {
         usage(stderr);
         return 2;
     }
+    const char *text = pos[1];
+    size_t len = strlen(text);
+    char *stdin_text = NULL;
+    if (!strcmp(text, "-") && !(text = stdin_text = cli_read_stdin("tokenize", &len))) return 1;
     tokenizer *t = NULL;
     if (tok_load(&t, pos[0]) < 0) {
         fprintf(stderr, "kestrel tokenize: %s\n", err_msg());
+        free(stdin_text);
         return 1;
     }
     int32_t *ids = NULL;
     int n = 0;
-    if (tok_encode(t, pos[1], strlen(pos[1]), add_special, &ids, &n) < 0) {
+    int rc = tok_encode(t, text, len, add_special, &ids, &n);
+    free(stdin_text);
+    if (rc < 0) {
         fprintf(stderr, "kestrel tokenize: %s\n", err_msg());
         tok_free(t);
         return 1;

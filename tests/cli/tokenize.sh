@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # tokenize.sh — `kestrel tokenize PATH TEXT [--add-special]` end to end: ids
-# as one JSON array on one line (model dir or tokenizer.json path), and bad
-# input gives one line on stderr naming the file, exit status 1.
+# as one JSON array on one line (model dir or tokenizer.json path; TEXT "-"
+# from standard input), and bad input gives one line on stderr naming the
+# file, exit status 1.
 set -uo pipefail
 KESTREL=${KESTREL:-build/kestrel}
 cd "$(dirname "$0")/../.."
@@ -35,6 +36,11 @@ check "file path" "[5, 6, 5]" "$KESTREL" tokenize "$work/tokenizer.json" "abcab"
 check "model dir" "[5, 6, 5]" "$KESTREL" tokenize "$work" "abcab"
 check "add special" "[9, 5, 9, 3]" "$KESTREL" tokenize --add-special "$work" "ab<s>a"
 check "empty text" "[]" "$KESTREL" tokenize "$work" ""
+# "-": standard input, also past the ~128 KB a single argument may hold
+check "stdin" "[5, 6, 5]" sh -c 'printf abcab | "$1" tokenize "$2" -' _ "$KESTREL" "$work"
+check "stdin empty" "[]" sh -c '"$1" tokenize "$2" - < /dev/null' _ "$KESTREL" "$work"
+want=$(awk 'BEGIN { printf "["; for (i = 0; i < 100000; i++) printf (i ? ", 5" : "5"); printf "]" }')
+check "stdin 200 KB" "$want" sh -c 'awk "BEGIN { for (i = 0; i < 100000; i++) printf \"ab\" }" | "$1" tokenize "$2" -' _ "$KESTREL" "$work"
 
 shared=${KESTREL_SHARED:-../shared}
 if [ -f "$shared/models/tinycoder/tokenizer.json" ]; then
