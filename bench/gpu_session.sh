@@ -21,7 +21,8 @@
 # decode attention and the tensor-core matvec); spec = the proposer matrix on
 # tinycoder; long = Qwen3-8B decode after 16,384- and 65,536-token prompts
 # (LONG_TOKENS; since the forty-eighth session: ~16k and ~64k from the
-# twenty-second, ~11k and ~48k before); batch =
+# twenty-second, ~11k and ~48k before; LONG_STEPS=1 also a step-logged run
+# each, its steady step period by bench/step_period.sh); batch =
 # Qwen3-8B concurrency sweep, prefix-cache TTFT and the 32k-prompt stall;
 # kprof = GPU time of each kernel of a Qwen3-8B decode step (Nsight Compute);
 # mem = the server's GPU memory beyond weights and a 4 GiB KV pool
@@ -239,6 +240,10 @@ if has long; then # Qwen3-8B decode after 16k and 64k tokens of context (LONG_TO
     for n in ${LONG_TOKENS:-16384 65536}; do
         [ -f /tmp/q8/config.json ] || break
         echo "/tmp/q8 context ~$n: $(long_decode "build||" $n)" | tee -a "$OUT/real.txt"
+        # LONG_STEPS=1: one more run, step-logged, for its steady decode rate (bench/step_period.sh)
+        [ -n "${LONG_STEPS:-}" ] && KESTREL_STEP_LOG=1 build/kestrel run /tmp/q8 -p - -n 128 --temp 0 --ignore-eos \
+            --device cuda --no-pld < /tmp/long_$n.txt 2>&1 >/dev/null | grep "kestrel: step\|kestrel: prompt" |
+            tee "$OUT/long_steps_$n.txt" | bench/step_period.sh | sed "s|^|/tmp/q8 context ~$n, |" | tee -a "$OUT/real.txt"
     done
 fi
 if has batch; then # issue 7 on the GPU: streams 1/4/16 on Qwen3-8B; prefix-cache TTFT and the 32k stall
