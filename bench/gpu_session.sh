@@ -186,11 +186,12 @@ long_text() {
 # whose rows before the forty-eighth session took ~3.6 characters a token
 # for N: 16000 was 15,3xx tokens; --no-pld: a random model's answers repeat
 # its context now and then, and accepted drafts would count as decode speed)
-long_decode() {
+long_run() { # VARIANT N: that run's stderr (the environment's KESTREL_STEP_LOG too)
     long_text $2
     VRUN_TIMEOUT=240 vrun "$1" kestrel run /tmp/q8 -p - -n 128 --temp 0 --ignore-eos --device cuda --no-pld \
-        < /tmp/long_$2.txt 2>&1 >/dev/null | grep "kestrel: prompt"
+        < /tmp/long_$2.txt 2>&1 >/dev/null
 }
+long_decode() { long_run "$@" | grep "kestrel: prompt"; }
 if has real; then
     p512=$(head -c 1378 /tmp/src.txt)
     p4k=$(prompt_of_tokens 4096) # (4,096 Qwen3 tokens; 3,712 before the twenty-third session)
@@ -241,8 +242,7 @@ if has long; then # Qwen3-8B decode after 16k and 64k tokens of context (LONG_TO
         [ -f /tmp/q8/config.json ] || break
         echo "/tmp/q8 context ~$n: $(long_decode "build||" $n)" | tee -a "$OUT/real.txt"
         # LONG_STEPS=1: one more run, step-logged, for its steady decode rate (bench/step_period.sh)
-        [ -n "${LONG_STEPS:-}" ] && KESTREL_STEP_LOG=1 build/kestrel run /tmp/q8 -p - -n 128 --temp 0 --ignore-eos \
-            --device cuda --no-pld < /tmp/long_$n.txt 2>&1 >/dev/null | grep "kestrel: step\|kestrel: prompt" |
+        [ -n "${LONG_STEPS:-}" ] && KESTREL_STEP_LOG=1 long_run "build||" $n | grep "kestrel: step\|kestrel: prompt" |
             tee "$OUT/long_steps_$n.txt" | bench/step_period.sh | sed "s|^|/tmp/q8 context ~$n, |" | tee -a "$OUT/real.txt"
     done
 fi

@@ -208,7 +208,7 @@ __device__ __forceinline__ void rows_of(int rows, int g, int n_warps, int *r0, i
     *r1 = min(rows, *r0 + per);
 }
 
-__device__ __forceinline__ void prefetch_l2(const void *p, size_t bytes, size_t cap) {
+__device__ __forceinline__ void prefetch_l2_bulk(const void *p, size_t bytes, size_t cap) {
     if (cap && bytes > cap) bytes = cap;
     const char *c = (const char *)p;
     for (size_t off = 0; off < bytes; off += 32768) {
@@ -225,7 +225,7 @@ __global__ void __launch_bounds__(THREADS) k_matvec(matvec m, int pdl) {
     if (pdl) {
         asm volatile("griddepcontrol.launch_dependents;");
         if (pdl == 2 && m.w && (threadIdx.x & 31) == 0 && r1 > r0)
-            prefetch_l2(m.w + (size_t)r0 * m.k, (size_t)(r1 - r0) * m.k * 2, 0);
+            prefetch_l2_bulk(m.w + (size_t)r0 * m.k, (size_t)(r1 - r0) * m.k * 2, 0);
         asm volatile("griddepcontrol.wait;" ::: "memory");
     }
     if (m.w) stage_x(xs, m);
@@ -233,7 +233,7 @@ __global__ void __launch_bounds__(THREADS) k_matvec(matvec m, int pdl) {
     if (m.nw && threadIdx.x < 32) { /* this block's share of the next matvec's rows: the start of each, while the launch's tail runs */
         int per = (m.nrows + gridDim.x - 1) / gridDim.x;
         for (int r = blockIdx.x * per + threadIdx.x; r < min(m.nrows, (blockIdx.x + 1) * per); r += 32)
-            prefetch_l2(m.nw + (size_t)r * m.nk, m.nrow_bytes, 0);
+            prefetch_l2_bulk(m.nw + (size_t)r * m.nk, m.nrow_bytes, 0);
     }
 }
 
@@ -276,7 +276,7 @@ __global__ void __launch_bounds__(THREADS) k_persist(const chain *ch, int pf_row
             int q0, q1;
             rows_of(nx.rows, g, nw, &q0, &q1);
             if (q1 > q0)
-                prefetch_l2(nx.w + (size_t)q0 * nx.k, (size_t)(q1 - q0) * nx.k * 2,
+                prefetch_l2_bulk(nx.w + (size_t)q0 * nx.k, (size_t)(q1 - q0) * nx.k * 2,
                             pf_rows > 0 ? (size_t)pf_rows * nx.k * 2 : 0);
         }
         grid_barrier(gridDim.x);
