@@ -208,6 +208,7 @@ __device__ __forceinline__ void rows_of(int rows, int g, int n_warps, int *r0, i
     *r1 = min(rows, *r0 + per);
 }
 
+/* bytes from p (at most cap, where not 0) asked of L2 by bulk prefetches of up to 32 KB */
 __device__ __forceinline__ void prefetch_l2_bulk(const void *p, size_t bytes, size_t cap) {
     if (cap && bytes > cap) bytes = cap;
     const char *c = (const char *)p;
