@@ -4,7 +4,7 @@
  * shared-memory ring by a producer warp while 8 consumer warps sum the
  * rows, one launch a matvec (k_matvec_ring, launch_ring) or one
  * cooperative kernel a token (k_persist_ring). Measured on the H200 in the
- * twenty-ninth session (docs/benchmarks/gpu-sessions-24-33.md): slower than
+ * twenty-ninth session (docs/benchmarks/gpu-sessions-29-33.md): slower than
  * kestrel's own matvec launches either way. */
 #ifndef KS_BENCH_LAYER_RING_CUH
 #define KS_BENCH_LAYER_RING_CUH
